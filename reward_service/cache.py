@@ -1,0 +1,47 @@
+"""Result cache: identical requests (same design, stimulus, settings and tool versions) give
+identical results, so a repeat is answered from disk. Keys are SHA-256 content hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import diskcache
+
+from reward_service.models import Design, ScoreRequest, ScoreResult
+
+#: Bump when a change of the engine changes results for the same inputs.
+ENGINE_REVISION = "1"
+
+
+def content_hash(obj: object) -> str:
+    """SHA-256 of the canonical JSON of ``obj`` (sorted keys)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def request_key(request: ScoreRequest, design: Design, stimulus, tool_versions: dict[str, str]) -> str:
+    """The key of everything that determines a result: resolved design and stimulus files,
+    simulator, coverage spec, reward spec, limits, seed, tool versions, engine revision."""
+    return content_hash({
+        "rev": ENGINE_REVISION,
+        "design": design.model_dump(mode="json"),
+        "stimulus": stimulus.model_dump(mode="json"),
+        "request": request.model_dump(mode="json", exclude={"design", "stimulus", "problem_id"}),
+        "versions": tool_versions,
+    })
+
+
+class ResultCache:
+    """A disk cache of :class:`ScoreResult` s (diskcache, safe across processes)."""
+
+    def __init__(self, directory: Path, size_limit: int = 2 << 30) -> None:
+        self._cache = diskcache.Cache(str(directory), size_limit=size_limit)
+
+    def get(self, key: str) -> ScoreResult | None:
+        raw = self._cache.get(key)
+        return ScoreResult.model_validate_json(raw) if raw is not None else None
+
+    def put(self, key: str, result: ScoreResult) -> None:
+        self._cache.set(key, result.model_dump_json())

@@ -1,0 +1,70 @@
+"""Parser for Verilator's ``coverage.dat`` (``# SystemC::Coverage-3`` format).
+
+Each record is ``C '<key/value pairs>' <count>``; the pairs are ``\\x01key\\x02value``. Keys used
+(Verilator's ``verilated_cov_key.h``): ``f`` file, ``l`` line, ``n`` column, ``t`` point type
+(our metric), ``page``, ``o`` comment (signal/bit for toggle, condition text for branch/expr),
+``S`` first:last line range, ``h`` hierarchy. Verilator writes the short key letters; long ones
+(``filename``, ``lineno``, ...) are accepted too.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+
+from reward_service.coverage.points import CoveragePoint
+
+_RECORD = re.compile(r"^C '(?P<key>.*)' (?P<count>\d+)\s*$")
+_PAIR = re.compile(r"\x01([^\x02]*)\x02([^\x01]*)")
+_LONG = {"filename": "f", "lineno": "l", "column": "n", "type": "t", "comment": "o", "hier": "h"}
+# Verilator's point types that we report under another key.
+_TYPE_ALIASES = {"block": "line"}
+
+
+class CoverageFileError(ValueError):
+    """The file is not a Verilator coverage file."""
+
+
+def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[CoveragePoint]:
+    """Parse ``coverage.dat`` into points, keeping only records whose file is in ``dut_files``.
+
+    ``dut_files`` holds file names as passed to Verilator (relative paths, normalised); ``None``
+    keeps every record. Records of the same key are summed (Verilator may write duplicates when
+    several models share a file). Raises :class:`CoverageFileError` on a malformed file.
+    """
+    wanted = {posixpath.normpath(f) for f in dut_files} if dut_files is not None else None
+    merged: dict[tuple, CoveragePoint] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        header = fh.readline()
+        if not header.startswith("# SystemC::Coverage"):
+            raise CoverageFileError(f"{path}: not a Verilator coverage file (header {header[:40]!r})")
+        for raw in fh:
+            m = _RECORD.match(raw)
+            if not m:
+                continue
+            fields = {_LONG.get(k, k): v for k, v in _PAIR.findall(m.group("key"))}
+            file = posixpath.normpath(fields.get("f", ""))
+            if wanted is not None and file not in wanted:
+                continue
+            metric = fields.get("t", "")
+            metric = _TYPE_ALIASES.get(metric, metric)
+            key = (file, fields.get("l"), fields.get("n"), metric, fields.get("page"), fields.get("o"),
+                   fields.get("h"))
+            count = int(m.group("count"))
+            if key in merged:
+                count += merged[key].count
+            merged[key] = CoveragePoint(
+                metric=metric,
+                file=file,
+                line=int(fields.get("l") or 0),
+                detail=fields.get("o", ""),
+                hier=fields.get("h", ""),
+                count=count,
+            )
+    return list(merged.values())
+
+
+def hierarchies(points: list[CoveragePoint]) -> set[str]:
+    """The instance paths (``h``) the points belong to, e.g. ``{"tb.uut"}``."""
+    return {p.hier for p in points if p.hier}

@@ -1,0 +1,324 @@
+"""The scoring engine: prepare -> build -> run -> measure -> reward.
+
+Plain Python with no web or queue code inside, so it runs the same in the CLI, a worker and
+tests. :meth:`Engine.score` never raises for bad input: every outcome is a :class:`ScoreResult`
+with its status (``sandbox_error`` for infrastructure failures, ``reward=None``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from reward_service import hdl
+from reward_service.cache import ResultCache, request_key
+from reward_service.completion import ExtractionError, extract_stimulus
+from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
+from reward_service.coverage.points import CoveragePoint
+from reward_service.coverage.verilator_dat import CoverageFileError
+from reward_service.models import (
+    CocotbStimulus, Completion, CoverageReport, Design, ScoreRequest, ScoreResult, Status,
+    SvTestbench,
+)
+from reward_service.reward import shape_reward, targets_met
+from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
+from reward_service.settings import Settings, get_settings
+from reward_service.simulators import get_simulator
+from reward_service.simulators.base import Job, SimRun
+from reward_service.simulators.cocotb_flow import parse_results_xml
+from reward_service.simulators.toolchain import ToolMissing, versions
+
+log = logging.getLogger(__name__)
+
+
+class InvalidInput(ValueError):
+    """The request cannot be simulated as given (reported as ``invalid_input``)."""
+
+
+@dataclass
+class Prepared:
+    """A request resolved to concrete files: design, stimulus, and what to measure."""
+
+    request: ScoreRequest
+    design: Design
+    stimulus: SvTestbench | CocotbStimulus
+
+
+class Engine:
+    """Scores :class:`ScoreRequest` s. ``problems`` maps problem ids to objects with a
+    ``request(stimulus)`` method (see :mod:`reward_service.problems`)."""
+
+    def __init__(self, settings: Settings | None = None, sandbox: Sandbox | None = None,
+                 problems: Mapping[str, Any] | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.sandbox = sandbox or get_sandbox(self.settings.sandbox)
+        self.problems = dict(problems or {})
+        self.results = ResultCache(self.settings.cache_dir / "results") if self.settings.result_cache else None
+
+    # -- public -----------------------------------------------------------------------------
+    def score(self, request: ScoreRequest | Mapping[str, Any]) -> ScoreResult:
+        """Score one sample. Bad input -> ``invalid_input``; infrastructure failure ->
+        ``sandbox_error`` (reward None); never raises for either."""
+        start = time.perf_counter()
+        try:
+            if not isinstance(request, ScoreRequest):
+                request = ScoreRequest.model_validate(request)
+            prepared = self.prepare(request)
+        except ValidationError as exc:
+            return self._finish(ScoreResult(status=Status.invalid_input, message=_validation_message(exc)),
+                                None, start)
+        except (InvalidInput, ExtractionError) as exc:
+            return self._finish(ScoreResult(status=Status.invalid_input, message=str(exc)),
+                                request if isinstance(request, ScoreRequest) else None, start)
+        timings = {"prepare": (time.perf_counter() - start) * 1000}
+        key = request_key(prepared.request, prepared.design, prepared.stimulus, versions())
+        if self.results is not None:
+            cached = self.results.get(key)
+            if cached is not None:
+                cached.cache.result = True
+                cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
+                return cached
+        try:
+            result = self._simulate(prepared, timings)
+        except (SandboxError, ToolMissing, OSError) as exc:
+            log.exception("sandbox failure")
+            result = ScoreResult(status=Status.sandbox_error, message=f"{type(exc).__name__}: {exc}")
+        result = self._finish(result, prepared.request, start)
+        if self.results is not None and result.status != Status.sandbox_error:
+            self.results.put(key, result)
+        return result
+
+    def prepare(self, request: ScoreRequest) -> Prepared:
+        """Resolve problem id, completion text and the testbench top; check the inputs.
+        Raises :class:`InvalidInput` or :class:`ExtractionError`."""
+        if request.problem_id is not None:
+            problem = self.problems.get(request.problem_id)
+            if problem is None:
+                raise InvalidInput(f"unknown problem_id {request.problem_id!r}")
+            base = problem.request(request.stimulus)
+            request = base.model_copy(update={
+                k: getattr(request, k) for k in request.model_fields_set
+                if k not in ("problem_id", "design", "stimulus")})
+            request.problem_id = problem.id
+        design = request.design
+        assert design is not None
+        stimulus = request.stimulus
+        if isinstance(stimulus, Completion):
+            stimulus = extract_stimulus(stimulus.text, toplevel=design.toplevel)
+        _check_sources(design.files, "design")
+        _check_sources(stimulus.files, "stimulus")
+        clash = set(design.files) & set(stimulus.files)
+        if clash:
+            raise InvalidInput(f"stimulus file names clash with design files: {sorted(clash)}")
+        design_modules = {m for text in design.files.values() for m in hdl.module_names(text)}
+        if isinstance(stimulus, SvTestbench):
+            stim_texts = list(stimulus.files.values())
+            top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
+            if top is None:
+                raise InvalidInput("the testbench declares no top module (a module that nothing instantiates)")
+            if not any(top in hdl.module_names(t) for t in stim_texts):
+                raise InvalidInput(f"testbench top module {top!r} is not declared in the stimulus files")
+            stimulus = stimulus.model_copy(update={"top": top})
+            scope = request.coverage.scope
+            if scope and not any(hdl.instantiates(t, None, scope) for t in stim_texts):
+                found = sorted({i for t in stim_texts for m in design_modules for i in hdl.instance_names(t, m)})
+                hint = f" (found instance(s): {', '.join(found)})" if found else " (no DUT instance found)"
+                raise InvalidInput(f"the testbench must instantiate the DUT as `{scope}`{hint}")
+        else:
+            toplevel = stimulus.toplevel or design.toplevel
+            if not toplevel:
+                raise InvalidInput("cocotb stimulus needs a HDL toplevel (stimulus.toplevel or design.toplevel)")
+            if toplevel not in design_modules:
+                raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
+            if f"{stimulus.test_module}.py" not in stimulus.files:
+                raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
+            stimulus = stimulus.model_copy(update={"toplevel": toplevel})
+        return Prepared(request=request, design=design, stimulus=stimulus)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _simulate(self, prepared: Prepared, timings: dict[str, float]) -> ScoreResult:
+        request, stimulus = prepared.request, prepared.stimulus
+        simulator = get_simulator(request.simulator.value)
+        root = Path(tempfile.mkdtemp(prefix="rs-", dir=self.settings.work_root))
+        try:
+            src = root / "src"
+            for name, text in {**prepared.design.files, **stimulus.files}.items():
+                path = src / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            hdl_stimulus = [n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)]
+            job = Job(
+                root=root, design_files=[n for n in prepared.design.files if not n.lower().endswith((".vh", ".svh", ".inc"))],
+                stimulus_files=[n for n in hdl_stimulus if not n.lower().endswith((".vh", ".svh", ".inc"))]
+                if isinstance(stimulus, SvTestbench) else list(stimulus.files),
+                limits=request.limits, sandbox=self.sandbox, cache_dir=self.settings.cache_dir,
+                seed=request.seed, fsm=request.coverage.fsm, build_jobs=self.settings.build_jobs,
+                top=getattr(stimulus, "top", None), toplevel=getattr(stimulus, "toplevel", None),
+                test_module=getattr(stimulus, "test_module", None),
+            )
+            t0 = time.perf_counter()
+            if isinstance(stimulus, SvTestbench):
+                run = simulator.run_sv(job)
+            else:
+                run = simulator.run_cocotb(job)
+            if run.build is not None:
+                timings["build"] = run.build.duration_ms
+            if run.run is not None:
+                timings["run"] = run.run.duration_ms
+            timings["simulate"] = (time.perf_counter() - t0) * 1000
+            t1 = time.perf_counter()
+            result = self._measure(prepared, simulator, run, job)
+            timings["measure"] = (time.perf_counter() - t1) * 1000
+            result.timings = timings
+            result.cache.build = run.build_cached
+            result.engine = simulator.name
+            return result
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _measure(self, prepared: Prepared, simulator, run: SimRun, job: Job) -> ScoreResult:
+        request = prepared.request
+        spec = request.coverage
+        limit_kb = request.limits.output_kb
+        if run.build_failed:
+            build = run.build
+            assert build is not None
+            if build.timed_out:
+                return ScoreResult(status=Status.timeout, log=_tail(build.output, limit_kb),
+                                   message=f"build exceeded its {request.limits.compile_s:g} s limit")
+            if build.oom or build.pids_exhausted:
+                return ScoreResult(status=Status.resource_limit, log=_tail(build.output, limit_kb),
+                                   message=f"build hit a resource limit ({build.limit_hit})")
+            return ScoreResult(status=Status.compile_error, log=_tail(build.output, limit_kb),
+                               message=f"{simulator.name} rejected the design or stimulus: "
+                                       f"{_first_error(build.output)}")
+        runres = run.run
+        assert runres is not None
+        points: list[CoveragePoint] = []
+        notes: list[str] = list(run.notes)
+        if run.coverage_dat is not None:
+            try:
+                points = parse_coverage_dat(run.coverage_dat, set(prepared.design.files))
+            except CoverageFileError as exc:
+                notes.append(str(exc))
+        for path in run.functional:
+            try:
+                points.extend(parse_functional_yaml(path))
+            except (ValueError, OSError) as exc:
+                notes.append(f"functional coverage export unreadable: {exc}")
+        tests = parse_results_xml(run.results_xml) if run.results_xml else []
+        unavailable = simulator.unavailable(list(spec.metrics), spec.fsm) if simulator.name == "verilator" \
+            else simulator.unavailable(list(spec.metrics))
+        if "functional" in spec.metrics and not run.functional:
+            unavailable["functional"] = "the stimulus exported no cocotb-coverage bins"
+        has_code_coverage = run.coverage_dat is not None
+        report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
+        report.scope = spec.scope
+        # The DUT instance check on the simulated hierarchy (Verilator records it in `h`).
+        if spec.scope and has_code_coverage and isinstance(prepared.stimulus, SvTestbench):
+            prefix = f"{prepared.stimulus.top}.{spec.scope}"
+            dut_hiers = {p.hier for p in points if p.metric != "functional"}
+            report.scope_found = any(h == prefix or h.startswith(prefix + ".") for h in dut_hiers)
+            if dut_hiers and not report.scope_found:
+                inst = sorted({h.split(".")[1] for h in dut_hiers if "." in h})
+                return ScoreResult(status=Status.invalid_input, coverage=report, log=_tail(runres.output, limit_kb),
+                                   message=f"the DUT is not instantiated as `{spec.scope}` under "
+                                           f"`{prepared.stimulus.top}` (found: {', '.join(inst)})")
+        log_text = _tail(runres.output, limit_kb)
+        status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests)
+        if notes:
+            message = "; ".join([message, *notes]) if message else "; ".join(notes)
+        result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
+                             tests=tests, log=log_text, ended_by=run.ended_by)
+        result.passed = status == Status.ok and targets_met(report, spec.targets)
+        return result
+
+    @staticmethod
+    def _classify(run: SimRun, runres, sim_name: str, has_cov: bool, tests) -> tuple[Status, str]:
+        if runres.output_flood:
+            return Status.resource_limit, f"output flood: more than {runres.output_bytes // (1 << 20)} MiB written to stdout/stderr"
+        if runres.oom:
+            return Status.resource_limit, "memory limit exceeded (the simulation was killed)"
+        if runres.pids_exhausted:
+            return Status.resource_limit, "process limit exceeded (fork bomb?)"
+        if runres.timed_out or run.ended_by == "timeout":
+            return Status.timeout, "the simulation hit its run-time limit; coverage up to the kill is reported for information"
+        if _file_too_large(runres):
+            return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
+        if sim_name == "verilator" and not has_cov and run.results_xml is None:
+            return Status.runtime_error, f"the simulation crashed without coverage data (exit {runres.exit_code}): {_first_error(runres.output)}"
+        if runres.exit_code is not None and runres.exit_code < 0:
+            return Status.runtime_error, f"the simulation was killed by signal {-runres.exit_code}"
+        ended = {"stop": "ended by $stop", "fatal": "ended by $fatal or a runtime error",
+                 "no_events": "ended with no events left (no $finish)",
+                 "sim_ended_early": "the HDL ended the simulation while the cocotb test was running"}
+        message = ended.get(run.ended_by or "", "")
+        failed = [t for t in tests if not t.passed]
+        if failed:
+            message = (message + "; " if message else "") + f"{len(failed)} of {len(tests)} cocotb tests failed"
+        return Status.ok, message
+
+    def _finish(self, result: ScoreResult, request: ScoreRequest | None, start: float) -> ScoreResult:
+        from reward_service.models import RewardSpec
+        spec = request.reward if request is not None else RewardSpec()
+        result.reward = shape_reward(result.status, result.coverage, result.passed, spec)
+        result.versions = versions()
+        result.timings["total"] = (time.perf_counter() - start) * 1000
+        return result
+
+
+def _check_sources(files: Mapping[str, str], what: str) -> None:
+    for name, text in files.items():
+        if hdl.is_vhdl(name, text):
+            raise InvalidInput(f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported")
+        if not text.strip():
+            raise InvalidInput(f"{what} file {name!r} is empty")
+        if not name.lower().endswith(hdl.HDL_SUFFIXES + (".py",)):
+            raise InvalidInput(f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh or .py)")
+
+
+def _file_too_large(runres) -> bool:
+    return runres.exit_code in (-25, 153) or "File size limit exceeded" in runres.output
+
+
+def _tail(text: str, limit_kb: int) -> str:
+    limit = limit_kb * 1024
+    return text if len(text) <= limit else text[-limit:]
+
+
+def _first_error(log_text: str) -> str:
+    for line in log_text.splitlines():
+        low = line.lower()
+        if "%error" in low or ": error" in low or "syntax error" in low or low.startswith("error"):
+            return line.strip()[:500]
+    lines = [l for l in log_text.splitlines() if l.strip()]
+    return lines[-1].strip()[:500] if lines else "(no output)"
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}")
+    return "invalid request: " + "; ".join(parts)
+
+
+_DEFAULT: Engine | None = None
+
+
+def score(request: ScoreRequest | Mapping[str, Any], problems: Mapping[str, Any] | None = None) -> ScoreResult:
+    """Score one request with a process-wide default :class:`Engine`."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Engine()
+    if problems:
+        _DEFAULT.problems.update(problems)
+    return _DEFAULT.score(request)

@@ -1,0 +1,241 @@
+"""Wire schema of reward-service (pydantic v2), frozen by the scoring-engine issue.
+
+The same models are used by the engine, the CLI (``--json``), the HTTP API and the client.
+Field names follow the vocabulary of ``DESIGN.md``: DUT, testbench, stimulus, toplevel,
+coverage point, metric, target, completion.
+"""
+
+from __future__ import annotations
+
+import enum
+import posixpath
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: Metric keys. The code metrics are Verilator's coverage point types (the ``t`` key of a
+#: ``coverage.dat`` record, see the Verilator manual, "Coverage Analysis"); ``functional`` counts
+#: the bins of cocotb-coverage coverpoints and crosses.
+Metric = Literal["line", "branch", "toggle", "expr", "user", "fsm_state", "fsm_arc", "functional"]
+CODE_METRICS: tuple[str, ...] = ("line", "branch", "toggle", "expr", "user", "fsm_state", "fsm_arc")
+ALL_METRICS: tuple[str, ...] = CODE_METRICS + ("functional",)
+#: Default metrics: the open-source counterpart of the commercial "Overall Average" (block,
+#: branch, toggle, expression). See docs/coverage.md for the known differences.
+DEFAULT_METRICS: tuple[str, ...] = ("line", "branch", "toggle", "expr")
+
+MAX_FILE_NAME = 255
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_relative_path(name: str) -> str:
+    """Reject file names that could leave the work dir (``../x``, ``/etc/x``, ``a/../../b``)."""
+    if not name or len(name) > MAX_FILE_NAME:
+        raise ValueError(f"file name must be 1..{MAX_FILE_NAME} characters: {name!r}")
+    if "\x00" in name or "\\" in name:
+        raise ValueError(f"file name contains a NUL or backslash: {name!r}")
+    if name.startswith("/") or posixpath.isabs(name):
+        raise ValueError(f"file name must be a relative path, got absolute path {name!r}")
+    norm = posixpath.normpath(name)
+    if norm == "." or norm.startswith("../") or norm == ".." or "/../" in f"/{name}/":
+        raise ValueError(f"file name must stay inside the work dir: {name!r}")
+    return norm
+
+
+def _check_files(files: dict[str, str]) -> dict[str, str]:
+    return {_check_relative_path(name): text for name, text in files.items()}
+
+
+class _HasFiles(_Strict):
+    files: dict[str, str] = Field(min_length=1, description="relative path -> source text")
+
+    @field_validator("files")
+    @classmethod
+    def _safe_paths(cls, files: dict[str, str]) -> dict[str, str]:
+        return _check_files(files)
+
+
+class Simulator(str, enum.Enum):
+    """The simulator that runs the stimulus."""
+
+    verilator = "verilator"
+    icarus = "icarus"
+
+
+class Status(str, enum.Enum):
+    """Outcome of one score request (SandboxFusion-style request level status).
+
+    ``ok``: simulated, coverage measured (a failing assertion or cocotb test is still ``ok``;
+    see ``tests``). ``compile_error``: the simulator rejected the design or stimulus.
+    ``runtime_error``: the simulation crashed and produced no coverage. ``timeout``: the run or
+    build hit its wall-clock limit (coverage up to the kill is reported for information).
+    ``resource_limit``: memory, process, file-size or output limit hit. ``invalid_input``: the
+    request itself is unusable (no code in a completion, VHDL, bad path, missing DUT instance).
+    ``sandbox_error``: an infrastructure failure; never the model's fault, never reward 0.
+    """
+
+    ok = "ok"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    resource_limit = "resource_limit"
+    invalid_input = "invalid_input"
+    sandbox_error = "sandbox_error"
+
+
+class Design(_HasFiles):
+    """The DUT: RTL files by relative path, and optionally the DUT module name (``toplevel``)."""
+
+    toplevel: str | None = Field(None, description="DUT module name (needed for cocotb stimulus)")
+
+
+class SvTestbench(_HasFiles):
+    """A SystemVerilog testbench that instantiates the DUT; ``top`` defaults to the module
+    that no other module instantiates."""
+
+    kind: Literal["sv_testbench"] = "sv_testbench"
+    top: str | None = None
+
+
+class CocotbStimulus(_HasFiles):
+    """A cocotb test module (Python) driving the DUT as HDL toplevel."""
+
+    kind: Literal["cocotb"] = "cocotb"
+    test_module: str = Field(description="module name, e.g. 'test_dut' for test_dut.py")
+    toplevel: str | None = Field(None, description="HDL toplevel (the DUT module); defaults to design.toplevel")
+
+
+class Completion(_Strict):
+    """A raw LLM completion; the stimulus is extracted from its code blocks
+    (see :func:`reward_service.completion.extract_stimulus`)."""
+
+    kind: Literal["completion"] = "completion"
+    text: str
+
+
+Stimulus = Annotated[Union[SvTestbench, CocotbStimulus, Completion], Field(discriminator="kind")]
+
+
+class Target(_Strict):
+    """Pass criterion: ``100 * ratio(metric) >= percent`` (unrounded)."""
+
+    metric: Literal["overall", "line", "branch", "toggle", "expr", "user", "fsm_state", "fsm_arc",
+                    "functional"] = "overall"
+    percent: float = Field(ge=0, le=100)
+
+
+class CoverageSpec(_Strict):
+    """What to measure. ``scope`` is the DUT instance name that the testbench must use
+    (e.g. ``uut``); only points of the DUT's own files count."""
+
+    scope: str | None = Field(None, description="DUT instance name in the testbench")
+    metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    targets: list[Target] = Field(default_factory=list)
+    weights: dict[str, float] | None = Field(
+        None, description="optional metric weights for `overall` (default: unweighted mean)")
+    fsm: bool = Field(False, description="also build with Verilator FSM coverage (crashes on some RTL)")
+
+
+class RewardSpec(_Strict):
+    """Reward shaping (DESIGN.md "Reward shaping").
+
+    ``chorus``: 0 when the sample yields no coverage (no code, compile error, crash without
+    coverage, timeout unless ``timeout_scores``), else ``1 + overall``. ``ratio``: overall in
+    [0, 1], failures score ``failure_value``. ``pass``: 1 when every target is met, else 0.
+    """
+
+    shaping: Literal["chorus", "ratio", "pass"] = "chorus"
+    failure_value: float = 0.0
+    timeout_scores: bool = Field(False, description="chorus: score a timed-out run on its coverage")
+
+
+class Limits(_Strict):
+    """Per-sample resource limits (seconds, MiB, KiB)."""
+
+    compile_s: float = Field(120.0, gt=0, le=1800)
+    run_s: float = Field(30.0, gt=0, le=3600)
+    memory_mb: int = Field(2048, ge=64, le=16384)
+    output_kb: int = Field(256, ge=1, le=65536, description="captured log bytes kept (head + tail)")
+    file_mb: int = Field(64, ge=1, le=4096, description="largest file the simulation may write")
+    processes: int = Field(64, ge=4, le=4096)
+
+
+class ScoreRequest(_Strict):
+    """One sample to score: a design (or a registered problem) plus a stimulus."""
+
+    design: Design | None = None
+    problem_id: str | None = None
+    stimulus: Stimulus
+    simulator: Simulator = Simulator.verilator
+    coverage: CoverageSpec = Field(default_factory=CoverageSpec)
+    reward: RewardSpec = Field(default_factory=RewardSpec)
+    limits: Limits = Field(default_factory=Limits)
+    seed: int = Field(0, ge=0, lt=2**31)
+    engine: Literal["verilator", "icarus"] | None = Field(
+        None, description="coverage engine actually used; defaults to the simulator")
+
+    @model_validator(mode="after")
+    def _design_or_problem(self) -> "ScoreRequest":
+        if (self.design is None) == (self.problem_id is None):
+            raise ValueError("give exactly one of `design` or `problem_id`")
+        return self
+
+
+class MetricCoverage(BaseModel):
+    """Coverage of one metric: ``covered`` of ``total`` points; ``ratio`` in [0, 1].
+    ``available`` is False (with ``reason``) when the simulator cannot measure the metric:
+    such a metric is left out of ``overall``, never counted as 0."""
+
+    covered: int = 0
+    total: int = 0
+    ratio: float | None = None
+    available: bool = True
+    reason: str | None = None
+
+
+class CoverageReport(BaseModel):
+    metrics: dict[str, MetricCoverage] = Field(default_factory=dict)
+    overall: float | None = Field(None, description="mean ratio of requested metrics with points, [0, 1]")
+    scope: str | None = None
+    scope_found: bool | None = None
+
+
+class UncoveredPoint(BaseModel):
+    file: str
+    line: int
+    metric: str
+    detail: str
+    hier: str | None = None
+
+
+class TestOutcome(BaseModel):
+    name: str
+    passed: bool
+    message: str | None = None
+    sim_time_ns: float | None = None
+
+
+class CacheInfo(BaseModel):
+    result: bool = False
+    build: bool = False
+    ccache_hits: int | None = None
+
+
+class ScoreResult(BaseModel):
+    """The answer to a :class:`ScoreRequest`. ``reward`` is None only for ``sandbox_error``."""
+
+    status: Status
+    message: str = ""
+    reward: float | None = None
+    passed: bool = False
+    coverage: CoverageReport = Field(default_factory=CoverageReport)
+    uncovered: list[UncoveredPoint] = Field(default_factory=list)
+    tests: list[TestOutcome] = Field(default_factory=list)
+    log: str = ""
+    timings: dict[str, float] = Field(default_factory=dict, description="milliseconds per stage")
+    cache: CacheInfo = Field(default_factory=CacheInfo)
+    versions: dict[str, str] = Field(default_factory=dict)
+    engine: str | None = None
+    ended_by: str | None = Field(None, description="finish, stop, fatal, timeout, killed, exit, ...")

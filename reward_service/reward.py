@@ -1,0 +1,46 @@
+"""Reward shaping (DESIGN.md, "Reward shaping") and pass/fail against targets."""
+
+from __future__ import annotations
+
+from reward_service.models import CoverageReport, RewardSpec, Status, Target
+
+#: Statuses under which a sample "yields coverage" and is scored on it.
+_SCORED = {Status.ok}
+
+
+def targets_met(report: CoverageReport, targets: list[Target]) -> bool:
+    """True when ``100 * ratio >= percent`` (unrounded) for every target; no targets -> True
+    if there is any coverage. A target on a metric with no points or unavailable is not met."""
+    if report.overall is None:
+        return False
+    for target in targets:
+        if target.metric == "overall":
+            ratio = report.overall
+        else:
+            m = report.metrics.get(target.metric)
+            ratio = m.ratio if m is not None else None
+        if ratio is None or 100.0 * ratio < target.percent:
+            return False
+    return True
+
+
+def shape_reward(status: Status, report: CoverageReport, passed: bool, spec: RewardSpec) -> float | None:
+    """The scalar reward of one sample.
+
+    - ``chorus`` (CHORUS, arXiv 2608.10090; LLM4Cov, arXiv 2602.16953): 0 when the sample yields
+      no coverage (invalid input, compile error, crash without coverage data, timeout unless
+      ``spec.timeout_scores``), else ``1 + overall`` in [1, 2], whatever the target.
+    - ``ratio``: ``overall`` in [0, 1]; a failed sample scores ``spec.failure_value``.
+    - ``pass``: 1.0 when every target is met, else 0.0.
+
+    Returns None for ``sandbox_error``: an infrastructure failure is never disguised as a reward.
+    """
+    if status == Status.sandbox_error:
+        return None
+    scored = status in _SCORED or (status == Status.timeout and spec.timeout_scores)
+    has_coverage = scored and report.overall is not None
+    if spec.shaping == "chorus":
+        return 1.0 + report.overall if has_coverage else 0.0
+    if spec.shaping == "ratio":
+        return report.overall if has_coverage else spec.failure_value
+    return 1.0 if (has_coverage and passed) else 0.0

@@ -1,0 +1,84 @@
+"""The sandbox interface: what a backend must do with one command (one isolation unit)."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (infrastructure), as opposed to the command failing."""
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path made visible inside the sandbox at ``target``; read-only unless ``writable``."""
+
+    host: Path
+    target: str
+    writable: bool = False
+
+
+@dataclass
+class ExecSpec:
+    """One command to run in a sandbox.
+
+    ``argv`` is an argv list (never a shell string); ``workdir`` (host path) is bound writable at
+    ``/work`` and is the command's cwd unless ``cwd`` says otherwise. Limits: ``timeout_s`` wall
+    clock (the whole process tree is killed at the limit), ``memory_mb``, ``processes``,
+    ``file_mb`` (largest file written), ``output_kb`` (log bytes kept: half head, half tail),
+    ``output_kill_mb`` (output beyond this ends the run as a flood).
+    """
+
+    argv: list[str]
+    workdir: Path
+    binds: list[Bind] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = "/work"
+    timeout_s: float = 30.0
+    memory_mb: int = 2048
+    processes: int = 64
+    file_mb: int = 64
+    output_kb: int = 256
+    output_kill_mb: int = 64
+    tmp_mb: int = 256
+
+
+@dataclass
+class ExecResult:
+    """How the command ended. ``exit_code`` is the process's status (negative: killed by that
+    signal); ``timed_out``/``oom``/``pids_exhausted``/``output_flood`` say which limit ended it.
+    ``output`` is the kept head and tail of stdout+stderr; ``output_bytes`` the total written."""
+
+    exit_code: int | None
+    output: str
+    output_bytes: int
+    dropped_bytes: int
+    duration_ms: float
+    timed_out: bool = False
+    oom: bool = False
+    pids_exhausted: bool = False
+    output_flood: bool = False
+
+    @property
+    def limit_hit(self) -> str | None:
+        for name in ("timed_out", "oom", "pids_exhausted", "output_flood"):
+            if getattr(self, name):
+                return name
+        return None
+
+
+class Sandbox(abc.ABC):
+    """Runs an :class:`ExecSpec` isolated: no network, read-only system, writable ``/work``
+    only, non-root uid, no capabilities, limits enforced, process tree killed at the end."""
+
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    def run(self, spec: ExecSpec) -> ExecResult:
+        """Run the command to completion or to a limit. Raises :class:`SandboxError` when the
+        sandbox cannot be set up (never for a failing command)."""
+
+    def check(self) -> None:
+        """Raise :class:`SandboxError` if the backend cannot run here."""

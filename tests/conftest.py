@@ -1,0 +1,46 @@
+"""Shared fixtures: the real inputs in ../shared/cases and one engine whose caches (ccache,
+built models) are shared by the whole session, so Verilator builds are paid once."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CASES = Path(os.environ.get("REWARD_SERVICE_CASES", REPO.parent / "shared" / "cases"))
+CID012 = SHARED_CASES / "cvdp" / "cid012.jsonl"
+STIMULUS = SHARED_CASES / "stimulus"
+ADVERSARIAL = SHARED_CASES / "adversarial"
+
+
+def cid012_rows() -> dict[str, dict]:
+    with open(CID012, encoding="utf-8") as fh:
+        return {row["id"]: row for row in map(json.loads, fh)}
+
+
+def rtl_files(row: dict) -> dict[str, str]:
+    """The RTL of a cid012 row (harness src/*.sv|*.v), names without the src/ prefix."""
+    files = row["harness"].get("files", row["harness"])
+    return {k[4:]: v for k, v in files.items() if k.startswith("src/") and k.endswith((".sv", ".v"))}
+
+
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory) -> Path:
+    """One cache dir (ccache, models) for the whole run; CI may point it at a persistent dir."""
+    env = os.environ.get("REWARD_SERVICE_TEST_CACHE")
+    if env:
+        Path(env).mkdir(parents=True, exist_ok=True)
+        return Path(env)
+    return tmp_path_factory.mktemp("rs-cache")
+
+
+@pytest.fixture(scope="session")
+def engine(shared_cache_dir):
+    """An engine without the result cache (each test really simulates) and shared ccache."""
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    return Engine(Settings(cache_dir=shared_cache_dir, result_cache=False))
