@@ -33,7 +33,7 @@ from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
 from reward_service.settings import Settings, get_settings
 from reward_service.simulators import get_simulator
 from reward_service.simulators.base import Job, SimRun
-from reward_service.simulators.cocotb_flow import parse_results_xml
+from reward_service.simulators import cocotb_flow
 from reward_service.simulators.toolchain import ToolMissing, versions
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,7 @@ class Engine:
                 points.extend(parse_functional_yaml(path))
             except (ValueError, OSError) as exc:
                 notes.append(f"functional coverage export unreadable: {exc}")
-        tests = parse_results_xml(run.results_xml) if run.results_xml else []
+        tests = cocotb_flow.parse_results_xml(run.results_xml) if run.results_xml else []
         unavailable = simulator.unavailable(list(spec.metrics), spec.fsm) if simulator.name == "verilator" \
             else simulator.unavailable(list(spec.metrics))
         if "functional" in spec.metrics and not run.functional:
