@@ -103,11 +103,9 @@ class Engine:
             problem = self.problems.get(request.problem_id)
             if problem is None:
                 raise InvalidInput(f"unknown problem_id {request.problem_id!r}")
-            base = problem.request(request.stimulus)
-            request = base.model_copy(update={
-                k: getattr(request, k) for k in request.model_fields_set
-                if k not in ("problem_id", "design", "stimulus")})
-            request.problem_id = problem.id
+            overrides = {k: getattr(request, k) for k in request.model_fields_set
+                         if k not in ("problem_id", "design", "stimulus")}
+            request = problem.request(request.stimulus, **overrides)
         design = request.design
         assert design is not None
         stimulus = request.stimulus

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,13 +29,13 @@ def rtl_files(row: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def shared_cache_dir(tmp_path_factory) -> Path:
-    """One cache dir (ccache, models) for the whole run; CI may point it at a persistent dir."""
-    env = os.environ.get("REWARD_SERVICE_TEST_CACHE")
-    if env:
-        Path(env).mkdir(parents=True, exist_ok=True)
-        return Path(env)
-    return tmp_path_factory.mktemp("rs-cache")
+def shared_cache_dir() -> Path:
+    """One cache dir (ccache, built models) shared by all xdist workers and runs, so each
+    Verilator C++ object is compiled once; REWARD_SERVICE_TEST_CACHE overrides its place."""
+    path = Path(os.environ.get("REWARD_SERVICE_TEST_CACHE",
+                               Path(tempfile.gettempdir()) / "reward-service-test-cache"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")

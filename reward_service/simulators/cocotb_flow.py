@@ -1,6 +1,415 @@
-"""cocotb stimulus (placeholder until the cocotb flow lands)."""
+"""cocotb stimulus: build the DUT as HDL toplevel, run the cocotb test module against it.
+
+Every step runs in the sandbox as ``python cocotb_driver.py build|test '<spec>'`` (a standalone
+copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.runner``):
+
+- **Verilator**: the DUT model is built once per design (content key: design file names and
+  texts, toplevel, simulator, Verilator flags, tool versions) into
+  ``<cache_dir>/models/<key>/``. The build step writes a temp dir under ``models/`` (and ccache),
+  then the dir is renamed into place under a file lock; later samples reuse it
+  (``SimRun.build_cached``). Only the model binary is kept.
+- **Icarus**: ``iverilog`` takes ~20 ms, so each sample builds into its own ``<root>/obj``.
+- **Run**: a fresh ``<root>/run`` (``/work`` in the sandbox) holding copies of the stimulus
+  files; the model is bound read-only at ``/model``: the simulation step, where the untrusted
+  test runs, can write nothing a later sample reads. Verilator's cocotb main writes
+  ``coverage.dat`` there; cocotb writes ``results.xml``; ``rs_fcov_export`` (a PyGPI entry
+  point) exports cocotb-coverage's ``coverage_db`` to ``rs_fcov.yml`` on every ending cocotb
+  sees (after the last test, or when the HDL ends the simulation early).
+
+File names: design files are given to the tools relative to ``/work/src`` (the build's cwd), so
+Verilator's ``coverage.dat`` names them as the request does (``fixed_priority_arbiter.sv``).
+"""
+
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
-def run_cocotb(job, simulator: str):
-    raise NotImplementedError("cocotb stimulus")
+import filelock
+
+from reward_service.models import TestOutcome
+from reward_service.sandbox import Bind, ExecResult, ExecSpec
+from reward_service.simulators.base import Job, SimRun
+from reward_service.simulators.toolchain import verilator_root, versions, wrapper_bin_dir
+
+log = logging.getLogger(__name__)
+
+DRIVER = Path(__file__).with_name("cocotb_driver.py")
+EXPORTER = Path(__file__).with_name("rs_fcov_export.py")
+#: Bumped when the build recipe changes in a way the key does not see.
+FLOW_VERSION = "1"
+#: Default timescale for modules without a `timescale directive (Icarus would use 1s/1s,
+#: which cannot represent the ns timers cocotb tests use).
+TIMESCALE = ("1ns", "1ps")
+#: Warnings are not fatal (lint noise in the design is not the stimulus's fault). ``--timing``:
+#: designs with delays (``#200 $finish``) need it; cocotb's Verilator main supports it.
+VERILATOR_EXTRA_FLAGS = ["--timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20"]
+HEADER_SUFFIXES = (".vh", ".svh", ".h", ".inc", ".vinc")
+#: cocotb 2.1's default PyGPI entry points (pygpi/entry.py), plus our coverage export, which
+#: must come after ``_run_regression`` so that its shutdown callback runs after cocotb's.
+PYGPI_USERS = ",".join([
+    "cocotb_tools._coverage:start_cocotb_library_coverage",
+    "cocotb.logging:_configure",
+    "cocotb._init:init_package_from_simulation",
+    "cocotb.regression:_run_regression",
+    "rs_fcov_export:install",
+])
+PREMATURE = "simulation ended prematurely"
+
+TOOLS = "/rs"           # driver + exporter, read-only
+MODEL = "/model"        # build dir: writable while building, read-only in the run step
+SRC = "/work/src"
+RESULTS = "results.xml"
+FCOV = "rs_fcov.yml"
+STATUS = "rs_status.json"
+BUILD_STATUS = "rs_build_status.json"
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+@functools.lru_cache(maxsize=1)
+def _libpython() -> str | None:
+    try:
+        import find_libpython
+        return find_libpython.find_libpython()
+    except Exception:  # noqa: BLE001 - the runner looks it up itself then
+        return None
+
+
+def _sandbox_path(*extra: str) -> str:
+    return ":".join([*extra, str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+def _common_env() -> dict[str, str]:
+    env = {"COCOTB_ANSI_OUTPUT": "0", "NO_COLOR": "1"}
+    lib = _libpython()
+    if lib:
+        env["LIBPYTHON_LOC"] = lib
+    return env
+
+
+def _stage_tools(job: Job) -> Path:
+    """Copy the driver and the exporter into ``<root>/rs_tools`` (bound read-only at /rs)."""
+    tools = job.root / "rs_tools"
+    tools.mkdir(parents=True, exist_ok=True)
+    for src in (DRIVER, EXPORTER):
+        shutil.copyfile(src, tools / src.name)
+    return tools
+
+
+def _driver_argv(step: str, spec: dict) -> list[str]:
+    return [sys.executable, f"{TOOLS}/{DRIVER.name}", step, json.dumps(spec)]
+
+
+def _sources(job: Job) -> list[str]:
+    return [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
+
+
+def _read_status(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace")[:65536])
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def verilator_build_args(job: Job) -> list[str]:
+    from reward_service.simulators.verilator import coverage_flags  # (verilator imports us)
+    return [*coverage_flags(job.fsm), *VERILATOR_EXTRA_FLAGS]
+
+
+def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
+    """Content key of a DUT model: design file names and texts (in order), toplevel,
+    simulator, flags, tool versions."""
+    h = hashlib.sha256()
+
+    def put(value: str | bytes) -> None:
+        data = value.encode() if isinstance(value, str) else value
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    tools = versions()
+    put(json.dumps({
+        "flow": FLOW_VERSION, "simulator": simulator, "toplevel": job.toplevel,
+        "flags": build_args, "timescale": TIMESCALE, "python": tools.get("python"),
+        "verilator": tools.get("verilator"), "verilator_root": str(verilator_root()),
+        "cocotb": tools.get("cocotb"), "executable": sys.executable,
+    }, sort_keys=True))
+    for name in job.design_files:
+        put(name)
+        put((job.src / name).read_bytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# build
+
+
+def _build_spec(job: Job, simulator: str, build_args: list[str]) -> dict:
+    return {
+        "simulator": simulator, "hdl_toplevel": job.toplevel, "sources": [],
+        "build_args": [*build_args, *_sources(job)], "includes": [], "cwd": SRC,
+        "timescale": list(TIMESCALE), "build_jobs": job.build_jobs,
+        "status": f"/work/{BUILD_STATUS}",
+    }
+
+
+def _build_failed(out: SimRun, status: dict, what: str) -> None:
+    out.build_failed = True
+    if status.get("error"):
+        out.notes.append(f"{what}: {status['error']}")
+
+
+def _build_icarus(job: Job, tools: Path, out: SimRun) -> Path | None:
+    obj = job.root / "obj"
+    if obj.exists():
+        shutil.rmtree(obj)
+    obj.mkdir(parents=True)
+    spec = _build_spec(job, "icarus", [])
+    spec["build_dir"] = "/work/obj"
+    out.build = job.sandbox.run(ExecSpec(
+        argv=_driver_argv("build", spec), workdir=job.root, cwd="/work",
+        binds=[Bind(tools, TOOLS)], env=_common_env(),
+        timeout_s=job.limits.compile_s, memory_mb=job.limits.memory_mb,
+        output_kb=job.limits.output_kb))
+    status = _read_status(job.root / BUILD_STATUS)
+    if out.build.limit_hit or out.build.exit_code != 0 or not (obj / "sim.vvp").is_file():
+        _build_failed(out, status, "icarus build")
+        return None
+    return obj
+
+
+def _build_verilator(job: Job, tools: Path, out: SimRun) -> Path | None:
+    build_args = verilator_build_args(job)
+    key = model_key(job, "verilator", build_args)
+    models = job.cache_dir / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    final = models / key
+    binary = final / job.toplevel
+    start = time.monotonic()
+
+    def cached() -> Path:
+        out.build_cached = True
+        out.build = ExecResult(exit_code=0, output=f"DUT model {key[:16]} reused from the build cache\n",
+                               output_bytes=0, dropped_bytes=0,
+                               duration_ms=(time.monotonic() - start) * 1000)
+        return final
+
+    if binary.is_file():  # fast path, no lock needed: a published model never changes
+        return cached()
+    lock = filelock.FileLock(str(models / f"{key}.lock"))
+    try:
+        lock.acquire(timeout=job.limits.compile_s + 60)
+    except filelock.Timeout:
+        lock = None
+        out.notes.append("build lock timed out: building without it")
+    try:
+        if binary.is_file():
+            return cached()
+        return _build_verilator_locked(job, tools, out, build_args, key, final)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list[str], key: str,
+                            final: Path) -> Path | None:
+    from reward_service.simulators.verilator import build_env
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
+    try:
+        env, binds = build_env(job)
+        env.update(_common_env())
+        # The wheel leaves this make variable empty: larger models then fail to link.
+        env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+        env["PATH"] = _sandbox_path("/rsbin")  # cocotb's runner looks `verilator` up on PATH
+        binds = [*binds, Bind(tools, TOOLS), Bind(tmp, MODEL, writable=True),
+                 Bind(wrapper_bin_dir(job.cache_dir), "/rsbin")]
+        spec = _build_spec(job, "verilator", build_args)
+        spec["build_dir"] = MODEL
+        out.build = job.sandbox.run(ExecSpec(
+            argv=_driver_argv("build", spec), workdir=job.root, cwd="/work", env=env, binds=binds,
+            timeout_s=job.limits.compile_s, memory_mb=max(job.limits.memory_mb, 4096),
+            processes=256, output_kb=job.limits.output_kb, file_mb=1024))
+        status = _read_status(job.root / BUILD_STATUS)
+        binary = tmp / job.toplevel
+        if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
+            _build_failed(out, status, "verilator build")
+            return None
+        # Keep only the model binary (the objects are in ccache); then publish atomically.
+        for entry in tmp.iterdir():
+            if entry.name == job.toplevel:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        (tmp / "rs_model.json").write_text(json.dumps({
+            "key": key, "toplevel": job.toplevel, "design_files": job.design_files,
+            "build_args": build_args, "build_ms": round(out.build.duration_ms, 1),
+            "versions": versions()}, indent=1))
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # someone published it meanwhile (lock timed out): use theirs
+            if not (final / job.toplevel).is_file():
+                raise
+        return final
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# run
+
+
+def _fresh_run_dir(job: Job) -> Path:
+    run = job.run_dir
+    if run.exists():
+        shutil.rmtree(run)
+    run.mkdir(parents=True)
+    for name in job.stimulus_files:
+        dst = run / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(job.src / name, dst)
+    return run
+
+
+def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict) -> str:
+    run = out.run
+    assert run is not None
+    if run.timed_out:
+        return "timeout"
+    if run.limit_hit:
+        return "killed"
+    premature = any(PREMATURE in (t.message or "") for t in tests) or PREMATURE in log_text
+    if out.results_xml is not None:
+        return "sim_ended_early" if premature else "finish"
+    rc = status.get("returncode")
+    if (isinstance(rc, int) and rc < 0) or (run.exit_code is not None and run.exit_code < 0):
+        return "crash"
+    return "exit"
+
+
+def run_cocotb(job: Job, simulator: str) -> SimRun:
+    """Build the DUT (``job.toplevel``) for ``simulator`` ("icarus" or "verilator"; Verilator
+    models are cached per design) and run the cocotb test module ``job.test_module`` against it
+    in a fresh run dir. Returns what the steps produced; the caller turns it into a result."""
+    if simulator not in ("icarus", "verilator"):
+        raise ValueError(f"cocotb flow: unknown simulator {simulator!r}")
+    if not job.toplevel:
+        raise ValueError("cocotb stimulus needs the HDL toplevel (job.toplevel)")
+    test_module = job.test_module or next(
+        (Path(f).stem for f in job.stimulus_files if f.endswith(".py")), None)
+    if not test_module:
+        raise ValueError("cocotb stimulus needs a test module (job.test_module)")
+
+    out = SimRun()
+    tools = _stage_tools(job)
+    if simulator == "verilator":
+        build_dir = _build_verilator(job, tools, out)
+    else:
+        build_dir = _build_icarus(job, tools, out)
+    if build_dir is None:
+        return out
+
+    run = _fresh_run_dir(job)
+    spec = {
+        "simulator": simulator, "hdl_toplevel": job.toplevel, "hdl_toplevel_lang": "verilog",
+        "test_module": test_module, "build_dir": MODEL, "test_dir": "/work",
+        "results_xml": f"/work/{RESULTS}", "seed": job.seed, "status": f"/work/{STATUS}",
+        # vvp -n: $stop ends the run instead of opening the interactive prompt
+        "test_args": ["-n"] if simulator == "icarus" else [],
+    }
+    env = {**_common_env(), "PYGPI_USERS": PYGPI_USERS, "RS_FCOV_FILE": f"/work/{FCOV}"}
+    out.run = job.sandbox.run(ExecSpec(
+        argv=_driver_argv("test", spec), workdir=run, cwd="/work", env=env,
+        binds=[Bind(tools, TOOLS), Bind(build_dir, MODEL)],
+        timeout_s=job.limits.run_s, memory_mb=job.limits.memory_mb,
+        processes=job.limits.processes, file_mb=job.limits.file_mb,
+        output_kb=job.limits.output_kb))
+
+    results = run / RESULTS
+    out.results_xml = results if results.is_file() else None
+    dat = run / "coverage.dat"
+    out.coverage_dat = dat if simulator == "verilator" and dat.is_file() else None
+    fcov = run / FCOV
+    out.functional = [fcov] if fcov.is_file() else []
+    tests = parse_results_xml(results) if out.results_xml else []
+    status = _read_status(run / STATUS)
+    out.ended_by = _ended_by(out, out.run.output, tests, status)
+    if status.get("error") and not out.run.limit_hit:
+        out.notes.append(f"cocotb run: {status['error']}")
+    out.unavailable = {}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# results.xml
+
+MAX_RESULTS_BYTES = 16 * 1024 * 1024
+MAX_MESSAGE = 2000
+
+
+def _sim_time_ns(testcase: ET.Element) -> float | None:
+    props = {p.get("name"): p.get("value") for p in testcase.iter("property")}
+    raw = testcase.get("sim_time_ns")
+    scale = 1.0
+    if raw is None:
+        raw = props.get("sim_time_duration")
+        unit = props.get("sim_time_unit", "ns")
+        scale = {"fs": 1e-6, "ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}.get(unit or "ns", 1.0)
+    try:
+        return float(raw) * scale if raw is not None else None
+    except ValueError:
+        return None
+
+
+def parse_results_xml(path: Path) -> list[TestOutcome]:
+    """cocotb's JUnit XML as test outcomes, in file order. A test case with a ``<failure>`` or
+    ``<error>`` child failed; a skipped one counts as passed with message ``skipped: ...``.
+    The simulated time (ns) is taken from cocotb's ``sim_time_*`` properties.
+
+    The file is written in the (untrusted) run dir: a missing, oversized or malformed file
+    yields an empty list rather than an exception."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_RESULTS_BYTES:
+            log.warning("%s: results file too large, ignored", path)
+            return []
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        log.warning("%s: unreadable results file: %s", path, exc)
+        return []
+    outcomes: list[TestOutcome] = []
+    for case in root.iter("testcase"):
+        if (case.get("classname") or "").split(".")[0] == "rs_fcov_export":
+            continue
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        skipped = case.find("skipped")
+        message = None
+        if bad is not None:
+            message = bad.get("message")
+            if not message:
+                lines = (bad.text or "").strip().splitlines()
+                message = lines[-1] if lines else bad.tag
+        elif skipped is not None:
+            message = "skipped: " + (skipped.get("message") or "")
+        outcomes.append(TestOutcome(
+            name=case.get("name") or "?", passed=bad is None,
+            message=message[:MAX_MESSAGE] if message else None, sim_time_ns=_sim_time_ns(case)))
+    return outcomes

@@ -1,0 +1,204 @@
+"""``reward-service`` command line: score one testbench, cocotb test or completion; list problems.
+
+Runs embedded (no Redis, no Docker): simulations run in the bubblewrap sandbox on this machine.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from reward_service.models import ScoreResult, Status
+
+app = typer.Typer(
+    help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+#: Process exit codes of `score`: 0 ok, 1 the sample failed (compile/runtime/timeout/limits/
+#: invalid input), 2 usage error (typer), 3 infrastructure failure (sandbox_error).
+EXIT_SAMPLE_FAILED, EXIT_INFRA = 1, 3
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _files(paths: list[Path]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in paths:
+        if p.name in out:
+            raise typer.BadParameter(f"two files named {p.name!r}: file names must be unique")
+        out[p.name] = _read(p)
+    return out
+
+
+@app.command()
+def score(
+    design: Annotated[list[Path], typer.Option("--design", "-d", help="DUT source file (repeat for several)")] = [],
+    testbench: Annotated[list[Path], typer.Option("--testbench", "-t", help="SystemVerilog testbench file (repeat)")] = [],
+    cocotb: Annotated[list[Path], typer.Option("--cocotb", help="cocotb test module .py (the first is the test module; repeat for helpers)")] = [],
+    completion: Annotated[Optional[Path], typer.Option("--completion", "-c", help="raw LLM completion; the stimulus is extracted from its code blocks")] = None,
+    problems: Annotated[Optional[Path], typer.Option("--problems", help="CVDP cid012 JSONL holding the problem")] = None,
+    problem_id: Annotated[Optional[str], typer.Option("--problem-id", help="problem id in --problems")] = None,
+    dut_instance: Annotated[Optional[str], typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")] = None,
+    toplevel: Annotated[Optional[str], typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
+    top: Annotated[Optional[str], typer.Option("--top", help="testbench top module (default: the uninstantiated one)")] = None,
+    simulator: Annotated[Optional[str], typer.Option("--simulator", "-s", help="verilator (code coverage) or icarus")] = None,
+    metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr")] = [],
+    target: Annotated[Optional[float], typer.Option("--target", help="overall coverage target in percent")] = None,
+    shaping: Annotated[Optional[str], typer.Option("--shaping", help="reward shaping: chorus, ratio or pass")] = None,
+    run_s: Annotated[Optional[float], typer.Option("--run-s", help="simulation wall-clock limit, seconds")] = None,
+    compile_s: Annotated[Optional[float], typer.Option("--compile-s", help="build wall-clock limit, seconds")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="simulation seed")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="do not reuse a cached result")] = False,
+    show_uncovered: Annotated[int, typer.Option("--uncovered", help="uncovered points to list (human output)")] = 10,
+) -> None:
+    """Score one stimulus against a design (files) or a CVDP problem (--problems/--problem-id).
+
+    Examples:
+
+      reward-service score -d Attenuator.sv -t tb.sv --dut-instance uut --simulator verilator --json
+
+      reward-service score --problems cid012.jsonl --problem-id cvdp_copilot_Attenuator_0011 --completion out.txt
+    """
+    from reward_service.engine import Engine
+    from reward_service.problems import load_problems
+    from reward_service.settings import get_settings
+
+    stimuli = [bool(testbench), bool(cocotb), completion is not None]
+    if sum(stimuli) != 1:
+        raise typer.BadParameter("give exactly one stimulus: --testbench, --cocotb or --completion")
+    if bool(design) == bool(problem_id):
+        raise typer.BadParameter("give the design files (--design) or a problem (--problems + --problem-id)")
+    if problem_id and not problems:
+        raise typer.BadParameter("--problem-id needs --problems FILE.jsonl")
+    if testbench:
+        stimulus: dict = {"kind": "sv_testbench", "files": _files(testbench), "top": top}
+    elif cocotb:
+        stimulus = {"kind": "cocotb", "files": _files(cocotb), "test_module": cocotb[0].stem, "toplevel": toplevel}
+    else:
+        stimulus = {"kind": "completion", "text": _read(completion)}
+
+    problem_set = {}
+    if problems:
+        try:
+            problem_set = load_problems(problems)
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(f"--problems: {exc}") from exc
+    request: dict = {"stimulus": stimulus, "seed": seed}
+    if problem_id:
+        if problem_id not in problem_set:
+            raise typer.BadParameter(f"problem {problem_id!r} is not in {problems} (see `reward-service problems --problems {problems}`)")
+        request["problem_id"] = problem_id
+    else:
+        request["design"] = {"files": _files(design), "toplevel": toplevel}
+    coverage: dict = {}
+    if dut_instance:
+        coverage["scope"] = dut_instance
+    if metric:
+        coverage["metrics"] = metric
+    if target is not None:
+        coverage["targets"] = [{"metric": "overall", "percent": target}]
+    if coverage and problem_id:  # what is given overrides the problem's coverage spec
+        coverage = {**problem_set[problem_id].request("").coverage.model_dump(), **coverage}
+    if coverage:
+        request["coverage"] = coverage
+    if simulator:
+        request["simulator"] = simulator
+    if shaping:
+        request["reward"] = {"shaping": shaping}
+    limits = {k: v for k, v in {"run_s": run_s, "compile_s": compile_s}.items() if v is not None}
+    if limits:
+        request["limits"] = limits
+
+    settings = get_settings()
+    if no_cache:
+        settings = settings.model_copy(update={"result_cache": False})
+    engine = Engine(settings=settings, problems=problem_set)
+    if not json_out:
+        with err.status("simulating ..."):
+            result = engine.score(request)
+    else:
+        result = engine.score(request)
+    if json_out:
+        sys.stdout.write(result.model_dump_json(indent=1) + "\n")
+    else:
+        _print_result(result, show_uncovered)
+    if result.status == Status.sandbox_error:
+        raise typer.Exit(EXIT_INFRA)
+    if result.status != Status.ok:
+        raise typer.Exit(EXIT_SAMPLE_FAILED)
+
+
+def _print_result(result: ScoreResult, show_uncovered: int) -> None:
+    colour = "green" if result.status == Status.ok else "red"
+    console.print(f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""))
+    if result.coverage.metrics:
+        table = Table(title=f"coverage of DUT instance {result.coverage.scope or '(all DUT files)'}")
+        for col in ("metric", "covered", "total", "percent"):
+            table.add_column(col, justify="right" if col != "metric" else "left")
+        for name, m in result.coverage.metrics.items():
+            if not m.available:
+                table.add_row(name, "-", "-", f"unavailable: {m.reason}")
+            else:
+                pct = f"{100 * m.ratio:.2f}" if m.ratio is not None else "no points"
+                table.add_row(name, str(m.covered), str(m.total), pct)
+        overall = result.coverage.overall
+        table.add_row("overall", "", "", f"{100 * overall:.2f}" if overall is not None else "n/a", style="bold")
+        console.print(table)
+    if result.tests:
+        passed = sum(t.passed for t in result.tests)
+        console.print(f"cocotb tests: {passed}/{len(result.tests)} passed")
+    reward = "None (infrastructure failure)" if result.reward is None else f"{result.reward:.4f}"
+    console.print(f"reward: [bold]{reward}[/]   passed targets: {result.passed}   engine: {result.engine}")
+    if result.uncovered and show_uncovered:
+        console.print(f"uncovered points (first {min(show_uncovered, len(result.uncovered))}):")
+        for p in result.uncovered[:show_uncovered]:
+            console.print(f"  {p.file}:{p.line} {p.metric} {p.detail}")
+    if result.status not in (Status.ok,) and result.log:
+        console.print("log tail:")
+        console.print(result.log[-1500:], markup=False, highlight=False)
+    timings = ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings.items())
+    console.print(f"[dim]timings: {timings}; cache: result={result.cache.result} build={result.cache.build}[/]")
+
+
+@app.command("problems")
+def list_problems(
+    problems: Annotated[Path, typer.Option("--problems", help="CVDP cid012 JSONL")],
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON lines")] = False,
+) -> None:
+    """List the problems of a CVDP JSONL file: id, difficulty, DUT module and instance, target."""
+    from reward_service.problems import load_problems
+
+    try:
+        loaded = load_problems(problems)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"--problems: {exc}") from exc
+    if json_out:
+        for p in loaded.values():
+            sys.stdout.write(p.model_dump_json(include={"id", "difficulty", "agentic", "dut_instance",
+                                                        "target_percent", "testbench_path"}) + "\n")
+        return
+    table = Table(title=f"{len(loaded)} problems in {problems}")
+    for col in ("id", "difficulty", "agentic", "DUT module", "instance", "target %"):
+        table.add_column(col)
+    for p in loaded.values():
+        table.add_row(p.id, p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "",
+                      p.dut_instance, f"{p.target_percent:g}")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

