@@ -8,6 +8,7 @@ with its status (``sandbox_error`` for infrastructure failures, ``reward=None``)
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -253,16 +254,22 @@ class Engine:
             return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
         if sim_name == "verilator" and not has_cov and run.results_xml is None:
             return Status.runtime_error, f"the simulation crashed without coverage data (exit {runres.exit_code}): {_first_error(runres.output)}"
+        if run.ended_by == "error":
+            return Status.runtime_error, (f"simulator runtime error: {_first_error(runres.output)} "
+                                          "(coverage up to the error is reported for information)")
         if runres.exit_code is not None and runres.exit_code < 0:
             return Status.runtime_error, f"the simulation was killed by signal {-runres.exit_code}"
-        ended = {"stop": "ended by $stop", "fatal": "ended by $fatal or a runtime error",
+        ended = {"stop": "ended by $stop", "fatal": "ended by $fatal",
                  "no_events": "ended with no events left (no $finish)",
                  "sim_ended_early": "the HDL ended the simulation while the cocotb test was running"}
-        message = ended.get(run.ended_by or "", "")
+        notes = [ended.get(run.ended_by or "", "")]
         failed = [t for t in tests if not t.passed]
         if failed:
-            message = (message + "; " if message else "") + f"{len(failed)} of {len(tests)} cocotb tests failed"
-        return Status.ok, message
+            notes.append(f"{len(failed)} of {len(tests)} cocotb tests failed")
+        errors = _error_lines(runres.output)
+        if errors:
+            notes.append(f"the log reports {len(errors)} error line(s), first: {errors[0]}")
+        return Status.ok, "; ".join(n for n in notes if n)
 
     def _finish(self, result: ScoreResult, request: ScoreRequest | None, start: float) -> ScoreResult:
         from reward_service.models import RewardSpec
@@ -299,6 +306,22 @@ def _first_error(log_text: str) -> str:
             return line.strip()[:500]
     lines = [l for l in log_text.splitlines() if l.strip()]
     return lines[-1].strip()[:500] if lines else "(no output)"
+
+
+_ERROR_LINE = re.compile(r"^(?:\[\d+\] )?(?:%Error|%Fatal|ERROR:|FATAL:|VCD Error|Error:)", re.M)
+
+
+def _error_lines(log_text: str, limit: int = 20) -> list[str]:
+    """Error lines of a simulation log (Icarus ``ERROR:``/``VCD Error``, Verilator ``%Error``)."""
+    out = []
+    for m in _ERROR_LINE.finditer(log_text):
+        end = log_text.find("\n", m.start())
+        line = log_text[m.start(): end if end >= 0 else None].strip()
+        if "Verilog $stop" not in line:  # Verilator's note on an ordinary $stop ending
+            out.append(line[:300])
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _validation_message(exc: ValidationError) -> str:

@@ -41,7 +41,7 @@ class ExecSpec:
     processes: int = 64
     file_mb: int = 64
     output_kb: int = 256
-    output_kill_mb: int = 64
+    output_kill_mb: int = 1024
     tmp_mb: int = 256
 
 

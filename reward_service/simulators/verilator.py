@@ -9,7 +9,7 @@ noise in model-written code is not a reason to score 0; real errors still fail t
 
 from __future__ import annotations
 
-import os
+import re
 from pathlib import Path
 
 from reward_service.models import CODE_METRICS
@@ -23,7 +23,55 @@ COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-expr", "--
 COMMON_FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20",
                 # The wheel leaves this make variable empty: larger models then fail to link.
                 "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
+#: Our vl_stop_maybe replaces Verilator's (see rs_main.cpp); verilated.cpp calls it before any
+#: declaration, hence the forced include of a one-line declaration.
+USER_STOP_FLAGS = ["-CFLAGS", "-DVL_USER_STOP_MAYBE", "-CFLAGS", "-include", "-CFLAGS", "/work/src/rs_user.h"]
+USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
 RUN_GRACE_S = 1.0  # the sandbox kills this long after the watchdog in rs_main.cpp fires
+
+
+#: Verilator metacomments (manual, "Language Extensions"); any other comment whose first word is
+#: "verilator" (any case) is a hard BADVLTPRAGMA error that -Wno-fatal cannot turn off.
+METACOMMENTS = {
+    "clock_enable", "clocker", "no_clocker", "coverage_block_off", "coverage_off", "coverage_on",
+    "forceable", "full_case", "parallel_case", "hier_block", "inline_module", "no_inline_module",
+    "no_inline_task", "isolate_assignments", "lint_off", "lint_on", "lint_save", "lint_restore",
+    "public", "public_flat", "public_flat_rd", "public_flat_rw", "public_module", "public_off",
+    "public_on", "sc_bv", "sc_clock", "sformat", "split_var", "tag", "timing_off", "timing_on",
+    "trace_init_task", "tracing_off", "tracing_on",
+}
+_META = re.compile(r"(//|/\*)(\s*)(verilator)\b(\s*)(\w*)", re.I)
+
+
+def neutralize_metacomments(text: str) -> tuple[str, int]:
+    """Rewrite comments that begin with the word "verilator" but are no Verilator pragma
+    (e.g. ``// Verilator is picky about widths``, verilator#5945) so Verilator reads them as
+    plain comments, as every other simulator does. Returns the text and the number rewritten;
+    line numbers are unchanged."""
+    count = 0
+
+    def fix(m: re.Match) -> str:
+        nonlocal count
+        if m.group(3) == "verilator" and m.group(5) in METACOMMENTS:
+            return m.group(0)
+        count += 1
+        return f"{m.group(1)}{m.group(2)}~{m.group(3)}{m.group(4)}{m.group(5)}"
+
+    return _META.sub(fix, text), count
+
+
+_STOP_CALL = re.compile(r"\$stop\b")
+
+
+def stops_header(src: Path, files: list[str]) -> str:
+    """C++ header listing the ``file:line`` of every ``$stop`` call, for ``vl_stop_maybe`` in
+    rs_main.cpp to tell a ``$stop`` from an ``$error``. A line that only mentions ``$stop`` in a
+    comment or string is listed too; harmless, since only real calls reach vl_stop_maybe."""
+    entries = [f'"{name}:{lineno}"'
+               for name in files
+               for lineno, line in enumerate((src / name).read_text(errors="replace").splitlines(), start=1)
+               if _STOP_CALL.search(line)]
+    return "static const char* const RS_STOPS[] = {" + ", ".join(entries + ["nullptr"]) + "};\n"
 
 
 def coverage_flags(fsm: bool) -> list[str]:
@@ -54,9 +102,20 @@ class VerilatorSimulator(SimulatorBackend):
         out = SimRun()
         (job.root / "obj").mkdir(exist_ok=True)
         (job.src / "rs_main.cpp").write_text(MAIN_CPP.read_text())
+        (job.src / "rs_user.h").write_text(USER_STOP_DECL)
+        (job.src / "rs_stops.h").write_text(stops_header(job.src, job.design_files + job.stimulus_files))
+        rewritten = 0
+        for name in job.stimulus_files:
+            path = job.src / name
+            text, n = neutralize_metacomments(path.read_text())
+            if n:
+                path.write_text(text)
+                rewritten += n
+        if rewritten:
+            out.notes.append(f"{rewritten} comment(s) starting with 'verilator' were read as plain comments")
         env, binds = build_env(job)
         argv = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build", "--timing",
-                *coverage_flags(job.fsm), *COMMON_FLAGS, "--prefix", "Vtop", "--top-module", job.top,
+                *coverage_flags(job.fsm), *COMMON_FLAGS, *USER_STOP_FLAGS, "--prefix", "Vtop", "--top-module", job.top,
                 "-Mdir", "/work/obj", "-o", "sim", "--build-jobs", str(job.build_jobs),
                 *job.design_files, *job.stimulus_files, "rs_main.cpp"]
         out.build = job.sandbox.run(ExecSpec(
@@ -77,8 +136,10 @@ class VerilatorSimulator(SimulatorBackend):
         dat = job.run_dir / "coverage.dat"
         out.coverage_dat = dat if dat.exists() else None
         end = job.run_dir / "rs_end.txt"
-        if end.exists():
-            out.ended_by = end.read_text().split()[0] if end.read_text().split() else None
+        words = end.read_text().split() if end.exists() else []
+        out.ended_by = words[0] if words else None
+        if out.ended_by == "stop" and "%Fatal:" in out.run.output:
+            out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
         return out
 
     def run_cocotb(self, job: Job) -> SimRun:

@@ -1,0 +1,364 @@
+"""The cocotb flow (reward_service.simulators.cocotb_flow) against the real simulators, in the
+bubblewrap sandbox: CVDP cocotb stimulus on Icarus and Verilator (coverage exactly as in
+expected.json, the DUT model built once per design), HDL ``$finish`` while the test awaits,
+cocotb-coverage export, and a test that tries to write outside its run dir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
+from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
+from reward_service.models import Limits
+from reward_service.sandbox import BwrapSandbox
+from reward_service.simulators import cocotb_flow
+from reward_service.simulators.base import Job, SimRun
+from reward_service.simulators.cocotb_flow import parse_results_xml, run_cocotb
+
+CVDP = ["cvdp_copilot_fixed_arbiter_0004", "cvdp_copilot_gray_to_binary_0014"]
+SIMS = ["icarus", pytest.param("verilator", marks=pytest.mark.slow)]
+METRICS = ["line", "branch", "toggle", "expr"]
+
+
+def make_job(root: Path, design: dict[str, str], stimulus: dict[str, str], toplevel: str,
+             test_module: str, cache_dir: Path, **limits) -> Job:
+    (root / "src").mkdir(parents=True)
+    for name, text in {**design, **stimulus}.items():
+        (root / "src" / name).write_text(text)
+    return Job(root=root, design_files=list(design), stimulus_files=list(stimulus),
+               limits=Limits(**limits), sandbox=BwrapSandbox(), cache_dir=cache_dir,
+               toplevel=toplevel, test_module=test_module, seed=1)
+
+
+def cvdp_job(root: Path, problem_id: str, cache_dir: Path) -> tuple[Job, dict]:
+    expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
+    cocotb = expected["cocotb"]
+    stimulus = {cocotb["file"]: (STIMULUS / problem_id / cocotb["file"]).read_text()}
+    design = rtl_files(cid012_rows()[problem_id])
+    assert set(design) == set(expected["rtl_files"])
+    return make_job(root, design, stimulus, cocotb["hdl_toplevel"], cocotb["test_module"],
+                    cache_dir), expected
+
+
+def log_of(out: SimRun) -> str:
+    return "\n".join(r.output[-3000:] for r in (out.build, out.run) if r is not None)
+
+
+def code_coverage(out: SimRun, design_files) -> dict:
+    points = parse_coverage_dat(out.coverage_dat, dut_files=set(design_files))
+    report, _ = summarise(points, METRICS)
+    return {m: {"covered": c.covered, "total": c.total} for m, c in report.metrics.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# CVDP stimulus
+
+
+@pytest.mark.parametrize("problem_id", CVDP)
+def test_icarus_cvdp_tests_pass_as_expected(tmp_path, shared_cache_dir, problem_id):
+    job, expected = cvdp_job(tmp_path / "job", problem_id, shared_cache_dir)
+    out = run_cocotb(job, "icarus")
+    assert not out.build_failed, log_of(out)
+    assert out.results_xml is not None, log_of(out)
+    tests = parse_results_xml(out.results_xml)
+    assert len(tests) == expected["cocotb"]["tests"]
+    assert sum(not t.passed for t in tests) == expected["cocotb"]["failed"], tests
+    assert all(t.sim_time_ns and t.sim_time_ns > 0 for t in tests)
+    assert out.ended_by == "finish"
+    assert out.coverage_dat is None and out.functional == [] and out.unavailable == {}
+    assert out.build is not None and out.run is not None and not out.run.limit_hit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("problem_id", CVDP)
+def test_verilator_cvdp_coverage_matches_expected(tmp_path, shared_cache_dir, problem_id):
+    job, expected = cvdp_job(tmp_path / "first", problem_id, shared_cache_dir)
+    out = run_cocotb(job, "verilator")
+    assert not out.build_failed, log_of(out)
+    assert out.coverage_dat is not None and out.results_xml is not None, log_of(out)
+    assert code_coverage(out, job.design_files) == expected["cocotb"]["coverage"]
+    tests = parse_results_xml(out.results_xml)
+    assert len(tests) == expected["cocotb"]["tests"]
+    assert sum(not t.passed for t in tests) == expected["cocotb"]["failed"]
+    assert out.ended_by == "finish"
+
+    # A second sample of the same design reuses the model and measures the same.
+    again, _ = cvdp_job(tmp_path / "second", problem_id, shared_cache_dir)
+    out2 = run_cocotb(again, "verilator")
+    assert out2.build_cached and not out2.build_failed, log_of(out2)
+    assert out2.build.exit_code == 0
+    assert code_coverage(out2, again.design_files) == expected["cocotb"]["coverage"]
+    key = cocotb_flow.model_key(again, "verilator", cocotb_flow.verilator_build_args(again))
+    assert (shared_cache_dir / "models" / key / expected["cocotb"]["hdl_toplevel"]).is_file()
+
+
+@pytest.mark.slow
+def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
+    """The simulation step (untrusted Python) cannot modify the cached model."""
+    design = {"dut.sv": "module dut(input logic clk, output logic q);\n"
+                        "  always_ff @(posedge clk) q <= ~q;\nendmodule\n"}
+    test = (
+        "import os, cocotb\nfrom cocotb.triggers import Timer\n\n"
+        "@cocotb.test()\nasync def tamper(dut):\n"
+        "    for path in ('/model/dut', '/model/evil', '/rs/cocotb_driver.py'):\n"
+        "        try:\n"
+        "            with open(path, 'a') as fh:\n"
+        "                fh.write('x')\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        raise AssertionError(f'wrote {path}')\n"
+        "    await Timer(1, unit='ns')\n"
+    )
+    job = make_job(tmp_path / "job", design, {"test_tamper.py": test}, "dut", "test_tamper",
+                   shared_cache_dir)
+    out = run_cocotb(job, "verilator")
+    tests = parse_results_xml(out.results_xml)
+    assert [t.passed for t in tests] == [True], (tests, log_of(out))
+    key = cocotb_flow.model_key(job, "verilator", cocotb_flow.verilator_build_args(job))
+    assert sorted(p.name for p in (shared_cache_dir / "models" / key).iterdir()) == ["dut", "rs_model.json"]
+
+
+@pytest.mark.slow
+def test_concurrent_samples_build_the_model_once(tmp_path, shared_cache_dir):
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    design = {"dut.sv": f"// {uuid.uuid4()}\nmodule dut(input logic clk, output logic q);\n"
+                        "  always_ff @(posedge clk) q <= ~q;\nendmodule\n"}
+    test = ("import cocotb\nfrom cocotb.triggers import Timer\n\n"
+            "@cocotb.test()\nasync def t(dut):\n    await Timer(1, unit='ns')\n")
+    jobs = [make_job(tmp_path / f"job{i}", design, {"test_c.py": test}, "dut", "test_c",
+                     shared_cache_dir) for i in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        outs = list(pool.map(lambda j: run_cocotb(j, "verilator"), jobs))
+    assert all(o.results_xml is not None for o in outs), [log_of(o) for o in outs]
+    assert sorted(o.build_cached for o in outs) == [False, True, True]
+
+
+# ---------------------------------------------------------------------------------------------
+# the HDL ends the simulation while the test awaits (adversarial case 20)
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+def test_hdl_finish_while_awaiting_fails_not_hangs(tmp_path, shared_cache_dir, simulator):
+    case = ADVERSARIAL / "20-cocotb-hdl-finish-while-awaiting"
+    job = make_job(tmp_path / "job", {"dut.sv": (case / "dut.sv").read_text()},
+                   {"test_dut.py": (case / "test_dut.py").read_text()}, "dut", "test_dut",
+                   shared_cache_dir, run_s=20)
+    out = run_cocotb(job, simulator)
+    assert not out.build_failed, log_of(out)
+    assert not out.run.timed_out and out.run.duration_ms < 15_000
+    tests = parse_results_xml(out.results_xml)
+    assert len(tests) == 1 and not tests[0].passed
+    assert "ended prematurely" in tests[0].message
+    assert tests[0].sim_time_ns == pytest.approx(200, abs=10)
+    assert out.ended_by == "sim_ended_early"
+    if simulator == "verilator":  # coverage up to the $finish is still there
+        cov = code_coverage(out, job.design_files)
+        assert cov["line"]["covered"] > 0 and cov["toggle"]["covered"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# cocotb-coverage
+
+
+FCOV_DUT = """`timescale 1ns/1ps
+module dut(input logic clk, input logic [1:0] sel, output logic [3:0] q);
+  initial q = 0;
+  always_ff @(posedge clk) q <= q + {2'b0, sel};
+  %s
+endmodule
+"""
+
+FCOV_TEST = '''
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge, Timer
+from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_section
+
+cov = coverage_section(
+    CoverPoint("top.sel", xf=lambda s, q: s, bins=[0, 1, 2, 3]),
+    CoverPoint("top.q_low", xf=lambda s, q: q < 8, bins=[True, False]),
+    CoverCross("top.cross", items=["top.sel", "top.q_low"]),
+)
+
+@cov
+def sample(s, q):
+    pass
+
+@cocotb.test()
+async def drive(dut):
+    Clock(dut.clk, 10, unit="ns").start()
+    for s in (0, 1, 2):
+        dut.sel.value = s
+        await RisingEdge(dut.clk)
+        sample(s, int(dut.q.value))
+    await Timer(%d, unit="ns")
+    assert %s, "deliberate failure"
+'''
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+@pytest.mark.parametrize("ending", ["pass", "fail", "hdl_finish"])
+def test_functional_coverage_is_exported(tmp_path, shared_cache_dir, simulator, ending):
+    early = "initial #100 $finish;" if ending == "hdl_finish" else ""
+    test = FCOV_TEST % (1000 if ending == "hdl_finish" else 10, "False" if ending == "fail" else "True")
+    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % early}, {"test_fcov.py": test},
+                   "dut", "test_fcov", shared_cache_dir)
+    out = run_cocotb(job, simulator)
+    tests = parse_results_xml(out.results_xml)
+    assert [t.passed for t in tests] == [ending == "pass"], (tests, log_of(out))
+    assert out.ended_by == ("sim_ended_early" if ending == "hdl_finish" else "finish")
+    assert [p.name for p in out.functional] == ["rs_fcov.yml"], log_of(out)
+    points = parse_functional_yaml(out.functional[0])
+    by_bin = {p.detail: p.covered for p in points}
+    assert by_bin["top.sel bin 0"] and by_bin["top.sel bin 2"] and not by_bin["top.sel bin 3"]
+    assert by_bin["top.q_low bin True"] and not by_bin["top.q_low bin False"]
+    assert sum(p.hier == "top.cross" for p in points) == 8
+    assert len(points) == 4 + 2 + 8
+
+
+def test_no_functional_file_without_cocotb_coverage(tmp_path, shared_cache_dir):
+    case = STIMULUS / "cvdp_copilot_gray_to_binary_0014"
+    job, _ = cvdp_job(tmp_path / "job", case.name, shared_cache_dir)
+    out = run_cocotb(job, "icarus")
+    assert out.results_xml is not None and out.functional == []
+
+
+# ---------------------------------------------------------------------------------------------
+# failures
+
+
+def test_icarus_build_error_is_reported(tmp_path, shared_cache_dir):
+    job = make_job(tmp_path / "job", {"dut.sv": "module dut(input clk);\n  wire x = ;\nendmodule\n"},
+                   {"test_x.py": "import cocotb\n"}, "dut", "test_x", shared_cache_dir)
+    out = run_cocotb(job, "icarus")
+    assert out.build_failed and out.run is None
+    assert "dut.sv:2" in out.build.output and "syntax error" in out.build.output
+
+
+@pytest.mark.slow
+def test_verilator_build_error_is_reported_and_not_cached(tmp_path, shared_cache_dir):
+    design = {"bad.sv": "module dut(input logic clk);\n  assign y = undeclared_thing +;\nendmodule\n"}
+    job = make_job(tmp_path / "job", design, {"test_x.py": "import cocotb\n"}, "dut", "test_x",
+                   shared_cache_dir)
+    out = run_cocotb(job, "verilator")
+    assert out.build_failed and out.run is None and not out.build_cached
+    assert "bad.sv:2" in out.build.output
+    key = cocotb_flow.model_key(job, "verilator", cocotb_flow.verilator_build_args(job))
+    assert not (shared_cache_dir / "models" / key).exists()
+    assert not [p for p in (shared_cache_dir / "models").iterdir() if p.name.startswith("tmp-")]
+
+
+def test_run_timeout_is_reported(tmp_path, shared_cache_dir):
+    test = ("import cocotb, time\n\n@cocotb.test()\nasync def spin(dut):\n"
+            "    while True:\n        time.sleep(0.1)\n")
+    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % ""}, {"test_spin.py": test}, "dut",
+                   "test_spin", shared_cache_dir, run_s=3)
+    out = run_cocotb(job, "icarus")
+    assert out.run.timed_out and out.ended_by == "timeout"
+    assert out.run.duration_ms < 10_000
+
+
+def test_helper_modules_are_importable(tmp_path, shared_cache_dir):
+    helper = "VALUE = 3\n"
+    test = ("import cocotb\nfrom cocotb.triggers import Timer\nimport my_helpers\n\n"
+            "@cocotb.test()\nasync def uses_helper(dut):\n    assert my_helpers.VALUE == 3\n"
+            "    await Timer(1, unit='ns')\n")
+    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % ""},
+                   {"test_h.py": test, "my_helpers.py": helper}, "dut", "test_h", shared_cache_dir)
+    out = run_cocotb(job, "icarus")
+    assert [t.passed for t in parse_results_xml(out.results_xml)] == [True], log_of(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the test tries to write outside its run dir (adversarial case 18)
+
+PROBES = [Path("/tmp/escape_cocotb_abs.txt"), Path("/tmp/escape_abs.txt")]
+
+
+def _snapshot(path: Path) -> tuple | None:
+    return (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
+
+
+@pytest.mark.parametrize("simulator", SIMS)
+def test_escape_writes_nothing_outside_run_dir(tmp_path, shared_cache_dir, simulator):
+    case = ADVERSARIAL / "18-sandbox-file-and-shell-escape"
+    parent = tmp_path / "parent"
+    job = make_job(parent / "job", {"dut_stub.sv": (case / "dut_stub.sv").read_text()},
+                   {"test_escape.py": (case / "test_escape.py").read_text()}, "dut_stub",
+                   "test_escape", shared_cache_dir)
+    before_tmp = {p: _snapshot(p) for p in PROBES}
+    out = run_cocotb(job, simulator)
+    assert not out.build_failed, log_of(out)
+    assert out.results_xml is not None, log_of(out)
+    # Nothing appeared next to the job or the run dir, nor in the host's /tmp.
+    assert sorted(p.name for p in parent.iterdir()) == ["job"]
+    assert not list(parent.rglob("escape_*")), list(parent.rglob("escape_*"))
+    assert {p: _snapshot(p) for p in PROBES} == before_tmp
+    # The subprocess ran confined: not root, a scrubbed environment.
+    assert "uid=0(" not in out.run.output
+    assert "uid=65534" in out.run.output
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces
+
+
+def test_parse_results_xml(tmp_path):
+    xml = tmp_path / "results.xml"
+    xml.write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="results">'
+        '<testsuite name="all" package="all">'
+        '<testcase name="ok_test" classname="test_m" time="0.1">'
+        '<properties><property name="sim_time_unit" value="ns"/>'
+        '<property name="sim_time_duration" value="85.0"/></properties></testcase>'
+        '<testcase name="bad" classname="test_m"><failure message="assert 1 == 2"/></testcase>'
+        '<testcase name="boom" classname="test_m"><error>Traceback\nValueError: x</error></testcase>'
+        '<testcase name="later" classname="test_m"><skipped message="not now"/></testcase>'
+        '<testcase name="export" classname="rs_fcov_export"/>'
+        '</testsuite></testsuites>')
+    tests = parse_results_xml(xml)
+    assert [(t.name, t.passed) for t in tests] == [
+        ("ok_test", True), ("bad", False), ("boom", False), ("later", True)]
+    assert tests[0].sim_time_ns == 85.0 and tests[0].message is None
+    assert tests[1].message == "assert 1 == 2"
+    assert tests[2].message == "ValueError: x"
+    assert tests[3].message.startswith("skipped")
+    (tmp_path / "broken.xml").write_text("<testsuites><testcase")
+    assert parse_results_xml(tmp_path / "broken.xml") == []
+    assert parse_results_xml(tmp_path / "missing.xml") == []
+
+
+def test_pygpi_entry_points_keep_cocotbs_defaults():
+    """Our PYGPI_USERS replaces cocotb's default list: it must still hold every default."""
+    import inspect
+
+    import pygpi.entry
+
+    source = inspect.getsource(pygpi.entry)
+    ours = cocotb_flow.PYGPI_USERS.split(",")
+    assert ours[-1] == "rs_fcov_export:install"
+    assert all(f'"{entry}"' in source for entry in ours[:-1])
+
+
+def test_driver_is_standalone_and_reports_errors(tmp_path):
+    driver = Path(cocotb_flow.DRIVER)
+    for source in (cocotb_flow.DRIVER, cocotb_flow.EXPORTER):
+        assert "import reward_service" not in source.read_text()
+        assert "from reward_service" not in source.read_text()
+    status = tmp_path / "status.json"
+    spec = {"simulator": "no-such-sim", "hdl_toplevel": "x", "build_dir": str(tmp_path / "b"),
+            "status": str(status)}
+    proc = subprocess.run([sys.executable, str(driver), "build", json.dumps(spec)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert json.loads(status.read_text())["ok"] is False
+    proc = subprocess.run([sys.executable, str(driver), "frobnicate", "{}"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 3
