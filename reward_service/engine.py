@@ -162,6 +162,7 @@ class Engine:
                 seed=request.seed, fsm=request.coverage.fsm, build_jobs=self.settings.build_jobs,
                 top=getattr(stimulus, "top", None), toplevel=getattr(stimulus, "toplevel", None),
                 test_module=getattr(stimulus, "test_module", None),
+                cocotb_runtime=getattr(stimulus, "runtime", "auto"),
             )
             t0 = time.perf_counter()
             if isinstance(stimulus, SvTestbench):

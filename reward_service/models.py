@@ -105,6 +105,9 @@ class CocotbStimulus(_HasFiles):
     kind: Literal["cocotb"] = "cocotb"
     test_module: str = Field(description="module name, e.g. 'test_dut' for test_dut.py")
     toplevel: str | None = Field(None, description="HDL toplevel (the DUT module); defaults to design.toplevel")
+    runtime: Literal["auto", "cocotb-2.1", "cocotb-1.9"] = Field(
+        "auto", description="cocotb runtime: 'auto' picks cocotb 1.9 when the test uses 1.x-only "
+                            "idioms (cocotb.runner, BinaryValue, TestFailure, .integer, units=), else 2.1")
 
 
 class Completion(_Strict):

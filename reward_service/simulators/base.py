@@ -26,6 +26,7 @@ class Job:
     top: str | None = None           # SV testbench top module
     toplevel: str | None = None      # DUT module (cocotb HDL toplevel)
     test_module: str | None = None   # cocotb test module
+    cocotb_runtime: str = "auto"     # "auto", "cocotb-2.1" or "cocotb-1.9" (CocotbStimulus.runtime)
     fsm: bool = False
     build_jobs: int = 2
 
