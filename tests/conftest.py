@@ -45,3 +45,20 @@ def engine(shared_cache_dir):
     from reward_service.settings import Settings
 
     return Engine(Settings(cache_dir=shared_cache_dir, result_cache=False))
+
+
+@pytest.fixture
+def isolated(shared_cache_dir, tmp_path):
+    """An engine whose work dirs live in tmp_path/work, inside an otherwise empty parent; after
+    the test, nothing may have appeared outside the work dirs and no sandbox process may live."""
+    from helpers import sandbox_processes, tree
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    work = tmp_path / "work"
+    work.mkdir()
+    engine = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, work_root=work))
+    before = tree(tmp_path)
+    yield engine
+    assert tree(tmp_path) == before, "something was written outside the sample's work dir"
+    assert not sandbox_processes(work), "a sandbox process was left behind"

@@ -10,23 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ADVERSARIAL
-from helpers import sandbox_processes, tree
-from reward_service.engine import Engine
-from reward_service.settings import Settings
 
 COUNTER = ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v"
-
-
-@pytest.fixture
-def isolated(shared_cache_dir, tmp_path):
-    """An engine whose work dirs live in tmp_path/work, inside an otherwise empty parent."""
-    work = tmp_path / "work"
-    work.mkdir()
-    engine = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, work_root=work))
-    before = tree(tmp_path)
-    yield engine
-    assert tree(tmp_path) == before, "something was written outside the sample's work dir"
-    assert not sandbox_processes(work), "a simulator process was left behind"
 
 
 def score(engine, case: str, tb: str, simulator: str, design: Path | None = None, run_s: float = 3.0, **extra):

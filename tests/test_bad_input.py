@@ -1,0 +1,186 @@
+"""Bad input: each gets its own status and a clear message, and nothing else is disturbed
+(issue #2, "Bad input"). Real simulators and the real sandbox throughout."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
+
+PID = "cvdp_copilot_Attenuator_0011"
+GOOD_TB = (STIMULUS / PID / "good.sv").read_text()
+RTL = rtl_files(cid012_rows()[PID])
+COUNTER = (ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()
+
+
+def request(tb: str = GOOD_TB, simulator: str = "verilator", scope: str | None = "uut", **extra) -> dict:
+    return {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "simulator": simulator, "coverage": {"scope": scope}, **extra}
+
+
+def cocotb_request(test_py: str, simulator: str = "icarus", **extra) -> dict:
+    return {"design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
+            "stimulus": {"kind": "cocotb", "files": {"test_bad.py": test_py}, "test_module": "test_bad"},
+            "simulator": simulator, "coverage": {"metrics": ["line"]}, **extra}
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_syntax_error_in_testbench_is_compile_error(isolated, simulator):
+    broken = GOOD_TB.replace("endmodule", "endmodule\nmodule oops(; endmodule", 1)
+    r = isolated.score(request(broken, simulator))
+    assert r.status == "compile_error"
+    assert "tb.sv" in r.message and r.reward == 0.0
+    assert "error" in r.log.lower()
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_wrong_instance_name_is_invalid_input(isolated, simulator):
+    r = isolated.score(request(GOOD_TB.replace(" uut", " dut_x"), simulator))
+    assert r.status == "invalid_input"
+    assert "`uut`" in r.message and "dut_x" in r.message
+
+
+def test_missing_dut_instance_is_invalid_input(isolated):
+    tb = "module tb; initial begin #10 $finish; end endmodule\n"
+    r = isolated.score(request(tb))
+    assert r.status == "invalid_input"
+    assert "must instantiate the DUT as `uut`" in r.message and "no DUT instance" in r.message
+
+
+def test_instance_check_also_uses_the_simulated_hierarchy(isolated):
+    # `uut` exists, but it is another module's instance: the DUT itself sits under `other`.
+    tb = GOOD_TB.replace(" uut", " other") + "\nmodule dummy; endmodule\nmodule holder; dummy uut(); endmodule\n"
+    tb = tb.replace("module tb_Attenuator;", "module tb_Attenuator;\n holder h();", 1)
+    r = isolated.score(request(tb))
+    assert r.status == "invalid_input"
+    assert "not instantiated as `uut`" in r.message and "other" in r.message
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_run_time_limit_ends_within_limit_plus_2s(isolated, simulator):
+    tb = GOOD_TB.replace("$finish;", "")
+    started = time.monotonic()
+    r = isolated.score(request(tb, simulator, limits={"run_s": 2}))
+    elapsed_run = r.timings["run"] / 1000
+    assert r.status == "timeout" and r.reward == 0.0
+    assert elapsed_run < 2 + 2
+    assert time.monotonic() - started < 2 + 2 + r.timings.get("build", 0) / 1000 + 1
+
+
+def test_memory_bomb_in_sv_is_resource_limit(isolated):
+    tb = GOOD_TB.replace("initial begin", "int q[$];\n  initial forever begin q.push_back(1); end\n  initial begin", 1)
+    r = isolated.score(request(tb, limits={"run_s": 20, "memory_mb": 256}))
+    assert r.status == "resource_limit"
+    assert "memory" in r.message
+
+
+def test_memory_bomb_in_cocotb_is_resource_limit(isolated):
+    test_py = ("import cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
+               "    hog = []\n    while True:\n        hog.append(bytearray(64 << 20))\n")
+    r = isolated.score(cocotb_request(test_py, limits={"run_s": 30, "memory_mb": 256}))
+    assert r.status == "resource_limit" and "memory" in r.message
+
+
+def test_fork_bomb_in_cocotb_is_resource_limit(isolated):
+    test_py = ("import os, cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
+               "    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n")
+    r = isolated.score(cocotb_request(test_py, limits={"run_s": 5, "processes": 32}))
+    assert r.status == "resource_limit" and "process limit" in r.message
+
+
+def test_cocotb_network_and_writes_outside_fail_inside_the_sandbox(isolated, tmp_path):
+    test_py = '''import os, socket, subprocess, cocotb
+from cocotb.triggers import Timer
+
+@cocotb.test()
+async def escape(dut):
+    await Timer(1, unit="ns")
+    rc = os.system("echo hi > ../escape_os_system.txt; echo hi > /tmp/escape_os_system_abs.txt")
+    cocotb.log.info("os.system rc=%s", rc)
+    try:
+        socket.create_connection(("93.184.216.34", 80), timeout=2)
+        cocotb.log.info("NETWORK REACHED")
+    except OSError as exc:
+        cocotb.log.info("network blocked: %s", exc)
+    cocotb.log.info("uid=%d", os.getuid())
+'''
+    r = isolated.score(cocotb_request(test_py))
+    assert r.status == "ok" and r.tests and r.tests[0].passed
+    assert "network blocked" in r.log and "NETWORK REACHED" not in r.log
+    assert "uid=65534" in r.log
+    assert not (tmp_path / "escape_os_system.txt").exists()
+    import os.path
+    assert not os.path.exists("/tmp/escape_os_system_abs.txt")
+
+
+@pytest.mark.parametrize("name", ["../x.sv", "/etc/x.sv", "a/../../x.sv", "..", ""])
+def test_path_traversal_in_file_names_is_invalid_input(engine, name):
+    r = engine.score({"design": {"files": {name: "module x; endmodule"}},
+                      "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}})
+    assert r.status == "invalid_input"
+    assert "design.files" in r.message
+    assert r.reward == 0.0
+
+
+@pytest.mark.parametrize("bad", [
+    {"design": {"files": {}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}},
+    {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "   \n"}}},
+    {"design": {"files": RTL}, "stimulus": {"kind": "completion", "text": ""}},
+    {},
+])
+def test_empty_input_is_invalid_input(engine, bad):
+    r = engine.score(bad)
+    assert r.status == "invalid_input" and r.message
+
+
+def test_completion_without_code_is_invalid_input(engine):
+    r = engine.score({"design": {"files": RTL}, "coverage": {"scope": "uut"},
+                      "stimulus": {"kind": "completion", "text": "I would write a testbench that resets the DUT."}})
+    assert r.status == "invalid_input"
+    assert "code" in r.message.lower()
+
+
+def test_completion_is_extracted_and_scored(engine):
+    text = f"Here is my testbench:\n```systemverilog\n{GOOD_TB}\n```\nIt covers every state."
+    r = engine.score({"design": {"files": RTL}, "coverage": {"scope": "uut"}, "simulator": "verilator",
+                      "stimulus": {"kind": "completion", "text": text}})
+    assert r.status == "ok"
+    assert r.coverage.metrics["toggle"].covered == 56 and r.reward == 2.0
+
+
+REJECTED_BY_ICARUS = """module rej(input logic clk, input logic a, output logic b);
+  always_ff @(posedge clk) b <= a;
+  property p_follow; @(posedge clk) a |=> b; endproperty
+  assert property (p_follow);
+endmodule
+"""
+TB_REJ = """module tb; logic clk = 0, a = 0, b; rej dut(.clk(clk), .a(a), .b(b));
+  always #5 clk = ~clk;
+  initial begin a = 1; #20 a = 0; #20 $finish; end
+endmodule
+"""
+
+
+def test_design_one_simulator_rejects_is_compile_error_on_that_one(engine):
+    req = {"design": {"files": {"rej.sv": REJECTED_BY_ICARUS}},
+           "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB_REJ}}, "coverage": {"scope": "dut"}}
+    icarus = engine.score({**req, "simulator": "icarus"})
+    assert icarus.status == "compile_error" and icarus.engine == "icarus"
+    assert "rej.sv:3: syntax error" in icarus.message
+    verilator = engine.score({**req, "simulator": "verilator"})
+    assert verilator.status == "ok" and verilator.engine == "verilator"
+
+
+def test_vhdl_is_invalid_input(engine):
+    vhdl = "entity counter is\n port (clk : in bit);\nend entity;\narchitecture rtl of counter is\nbegin\nend rtl;\n"
+    for files in ({"counter.vhd": vhdl}, {"counter.sv": vhdl}):
+        r = engine.score({"design": {"files": files},
+                          "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}})
+        assert r.status == "invalid_input" and "VHDL" in r.message
+
+
+def test_malformed_request_shape_is_invalid_input(engine):
+    r = engine.score({"design": {"files": RTL}, "stimulus": {"kind": "perl", "files": {}}})
+    assert r.status == "invalid_input" and "stimulus" in r.message
