@@ -57,3 +57,32 @@ def test_icarus_runs_what_expected_says(engine, problem_id, tb):
         assert result.coverage.overall is None
     else:
         assert result.status == "compile_error" and result.log
+
+
+COCOTB_CASES = sorted(d.name for d in STIMULUS.iterdir()
+                      if "cocotb" in json.loads((d / "expected.json").read_text()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("problem_id", COCOTB_CASES)
+def test_cocotb_stimulus_through_the_engine(engine, problem_id, simulator):
+    expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
+    want = expected["cocotb"]
+    result = engine.score({
+        "design": {"files": rtl_files(cid012_rows()[problem_id]), "toplevel": want["hdl_toplevel"]},
+        "stimulus": {"kind": "cocotb", "test_module": want["test_module"],
+                     "files": {want["file"]: (STIMULUS / problem_id / want["file"]).read_text()}},
+        "simulator": simulator,
+        "coverage": {"targets": [{"metric": "overall", "percent": expected["target_percent"]}]},
+    })
+    assert result.status == "ok", result.message + result.log[-2000:]
+    assert len(result.tests) == want["tests"]
+    assert sum(not t.passed for t in result.tests) == want["failed"]
+    if simulator == "verilator":
+        got = {m: {"covered": c.covered, "total": c.total} for m, c in result.coverage.metrics.items()}
+        assert got == want["coverage"]
+        assert round(100 * result.coverage.overall, 2) == want["overall_percent"]
+        assert result.passed == want["meets_target"]
+    else:
+        assert result.coverage.overall is None and result.reward == 0.0
