@@ -26,8 +26,7 @@ from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, s
 from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
 from reward_service.models import (
-    CocotbStimulus, Completion, CoverageReport, Design, ScoreRequest, ScoreResult, Status,
-    SvTestbench,
+    CocotbStimulus, Completion, Design, RewardSpec, ScoreRequest, ScoreResult, Status, SvTestbench,
 )
 from reward_service.reward import shape_reward, targets_met
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
@@ -215,8 +214,7 @@ class Engine:
             except (ValueError, OSError) as exc:
                 notes.append(f"functional coverage export unreadable: {exc}")
         tests = cocotb_flow.parse_results_xml(run.results_xml) if run.results_xml else []
-        unavailable = simulator.unavailable(list(spec.metrics), spec.fsm) if simulator.name == "verilator" \
-            else simulator.unavailable(list(spec.metrics))
+        unavailable = simulator.unavailable(list(spec.metrics), spec.fsm)
         if "functional" in spec.metrics and not run.functional:
             unavailable["functional"] = "the stimulus exported no cocotb-coverage bins"
         has_code_coverage = run.coverage_dat is not None
@@ -273,7 +271,6 @@ class Engine:
         return Status.ok, "; ".join(n for n in notes if n)
 
     def _finish(self, result: ScoreResult, request: ScoreRequest | None, start: float) -> ScoreResult:
-        from reward_service.models import RewardSpec
         spec = request.reward if request is not None else RewardSpec()
         result.reward = shape_reward(result.status, result.coverage, result.passed, spec)
         result.versions = versions()

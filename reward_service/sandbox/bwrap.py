@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from reward_service.sandbox.base import Bind, ExecResult, ExecSpec, Sandbox, SandboxError
+from reward_service.sandbox.base import ExecResult, ExecSpec, Sandbox, SandboxError
 from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.output import BoundedOutput
 

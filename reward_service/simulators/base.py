@@ -72,6 +72,8 @@ class SimulatorBackend(abc.ABC):
     def run_cocotb(self, job: Job) -> SimRun:
         """Build the design (cached per design) and run the cocotb test module against it."""
 
-    def unavailable(self, metrics: list[str]) -> dict[str, str]:
+    def unavailable(self, metrics: list[str], fsm: bool = False) -> dict[str, str]:
+        """Requested metrics this simulator cannot measure -> the reason (never scored as 0).
+        ``fsm``: FSM coverage was requested (coverage.fsm)."""
         return {m: self.unavailable_reason for m in metrics if m not in self.measures}
 

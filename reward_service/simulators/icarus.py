@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from reward_service.models import CODE_METRICS
 from reward_service.sandbox import Bind, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend

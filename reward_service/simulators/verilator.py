@@ -94,9 +94,7 @@ class VerilatorSimulator(SimulatorBackend):
     unavailable_reason = "FSM coverage is off (request coverage.fsm=true; it crashes on some RTL)"
 
     def unavailable(self, metrics: list[str], fsm: bool = False) -> dict[str, str]:
-        if fsm:
-            return {}
-        return super().unavailable(metrics)
+        return {} if fsm else super().unavailable(metrics)
 
     def run_sv(self, job: Job) -> SimRun:
         out = SimRun()
