@@ -41,6 +41,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reward_service import hdl
 from reward_service.models import (
     DEFAULT_METRICS,
     CocotbStimulus,
@@ -58,19 +59,11 @@ __all__ = [
     "load_problems",
     "problem_from_row",
     "find_toplevel",
-    "declared_modules",
     "parse_env",
 ]
 
 RTL_SUFFIXES = (".sv", ".v", ".svh", ".vh")
 _HEADER_SUFFIXES = (".svh", ".vh")
-
-_IDENT = r"[A-Za-z_][\w$]*"
-_LINE_COMMENT = re.compile(r"//[^\n]*")
-_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
-_MODULE_DECL = re.compile(rf"\b(?:macro)?module\s+(?:(?:automatic|static)\s+)?({_IDENT})")
-_ENDMODULE = re.compile(r"\bendmodule\b")
 
 # process.py lookups of the DUT instance in the coverage report
 _METRICS_KEY = re.compile(r"""metrics\s*(?:\[\s*|\.get\(\s*)(["'])(\w+)\1""")
@@ -86,29 +79,6 @@ _PROMPT_INSTANCE = [
 ]
 
 
-def _strip_comments(text: str) -> str:
-    text = _BLOCK_COMMENT.sub(" ", text)
-    text = _LINE_COMMENT.sub("", text)
-    return _STRING.sub('""', text)
-
-
-def declared_modules(files: dict[str, str]) -> dict[str, str]:
-    """Module name -> body text (comments removed) for every module declared in ``files``."""
-    modules: dict[str, str] = {}
-    for text in files.values():
-        code = _strip_comments(text)
-        for m in _MODULE_DECL.finditer(code):
-            end = _ENDMODULE.search(code, m.end())
-            modules.setdefault(m.group(1), code[m.end(): end.start() if end else len(code)])
-    return modules
-
-
-def _instantiates(body: str, name: str) -> bool:
-    """Whether ``body`` holds ``name [#(...)] inst_name [range] (``."""
-    pattern = re.compile(rf"(?<![\w$.`]){re.escape(name)}\s*(?:#|{_IDENT}\s*(?:\[[^\]]*\]\s*)?\()")
-    return pattern.search(body) is not None
-
-
 def find_toplevel(files: dict[str, str], prompt: str = "") -> str:
     """The DUT module of RTL ``files``: the declared module that no other module instantiates.
 
@@ -116,13 +86,11 @@ def find_toplevel(files: dict[str, str], prompt: str = "") -> str:
     one mentioned as a word), then by file name (``name.sv``). Raises ``ValueError`` when no
     module is declared or the tie cannot be broken.
     """
-    modules = declared_modules(files)
+    modules = [name for text in files.values() for name in hdl.module_names(text)]
     if not modules:
         raise ValueError(f"no Verilog module declared in the RTL files {sorted(files)}")
-    candidates = [name for name in modules
-                  if not any(_instantiates(body, name) for other, body in modules.items() if other != name)]
-    if not candidates:  # mutual instantiation (should not happen); fall back to all modules
-        candidates = list(modules)
+    # mutual instantiation should not happen; then fall back to all modules
+    candidates = hdl.top_modules(list(files.values())) or modules
     if len(candidates) == 1:
         return candidates[0]
     for test in (
