@@ -25,4 +25,20 @@ fi
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test]"
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
+
+# The optional cocotb 1.9 runtime (CocotbStimulus.runtime "cocotb-1.9", and "auto" for tests
+# written against cocotb 1.x; docs/cocotb.md): a separate venv on the same base Python (so the
+# same libpython is embedded), readable by the sandbox user. REWARD_SERVICE_COCOTB19_VENV moves
+# it (the service reads the same variable); REWARD_SERVICE_SKIP_COCOTB19=1 skips it. Skipped on
+# re-runs while the venv works.
+COCOTB19_VENV="${REWARD_SERVICE_COCOTB19_VENV:-/opt/reward-service/cocotb-1.9}"
+if [ "${REWARD_SERVICE_SKIP_COCOTB19:-0}" != 1 ]; then
+  if ! "$COCOTB19_VENV/bin/python" -c 'import sys, cocotb, cocotb_coverage; sys.exit(not cocotb.__version__.startswith("1.9"))' 2>/dev/null; then
+    echo "install.sh: cocotb 1.9 runtime -> $COCOTB19_VENV" >&2
+    $SUDO mkdir -p "$(dirname "$COCOTB19_VENV")"
+    $SUDO "$PYTHON" -m venv --clear "$COCOTB19_VENV"
+    $SUDO "$COCOTB19_VENV/bin/python" -m pip install -q --disable-pip-version-check "cocotb==1.9.*" "cocotb-coverage==1.2.*"
+    $SUDO chmod -R a+rX "$COCOTB19_VENV"
+  fi
+fi
 echo "install.sh: done ($("$PYTHON" -m reward_service --help >/dev/null && echo 'reward-service CLI ok'))" >&2

@@ -1,12 +1,15 @@
-"""Standalone driver of cocotb's runner, run inside the sandbox with the host Python.
+"""Standalone driver of cocotb's runner, run inside the sandbox.
 
 Usage: ``python cocotb_driver.py build|test '<json spec>'``. It must not import
-reward_service (only the standard library and cocotb_tools): it is copied into the job dir and
-run as a script.
+reward_service (only the standard library and cocotb's runner): it is copied into the job dir and
+run as a script, by the host Python (cocotb 2.1, ``cocotb_tools.runner``) or, when
+``spec["runtime"] == "cocotb-1.9"``, by the cocotb 1.9 venv's Python (``cocotb.runner``; see
+``reward_service.simulators.cocotb_runtime``).
 
-cocotb's runner reports failures by ``sys.exit`` (a tool missing from PATH) or by raising
-``RuntimeError("Command failed with return code: N")`` (the compiler or the simulator exited
-non-zero); both are caught here and turned into an exit status of this script:
+cocotb's runner reports failures by ``sys.exit`` (a tool missing from PATH; cocotb 1.9 also
+for a command that exited non-zero: ``"Process 'vvp' terminated with error N"``) or by raising
+``RuntimeError("Command failed with return code: N")`` (2.1: the compiler or the simulator
+exited non-zero); all are caught here and turned into an exit status of this script:
 
 - 0: the step's commands succeeded;
 - 1: the compiler/simulator exited non-zero (its code is in the status file);
@@ -32,6 +35,7 @@ EXIT_RUNNER_EXIT = 2
 EXIT_DRIVER_ERROR = 3
 
 _RC = re.compile(r"return code:\s*(-?\d+)")
+_RC_19 = re.compile(r"terminated with error\s*(-?\d+)")  # cocotb 1.9's SystemExit text
 
 
 def _write_status(spec: dict, status: dict) -> None:
@@ -93,7 +97,13 @@ def main(argv: list[str]) -> int:
     status: dict = {"step": step, "ok": False, "exit": None, "returncode": None, "error": None}
     start = time.monotonic()
     try:
-        from cocotb_tools import runner as cocotb_runner
+        if spec.get("runtime") == "cocotb-1.9":
+            import warnings
+
+            warnings.filterwarnings("ignore", message="Python runners and associated APIs")
+            from cocotb import runner as cocotb_runner  # cocotb 1.x
+        else:
+            from cocotb_tools import runner as cocotb_runner
 
         if spec.get("build_jobs"):
             cocotb_runner.MAX_PARALLEL_BUILD_JOBS = int(spec["build_jobs"])
@@ -101,9 +111,13 @@ def main(argv: list[str]) -> int:
         (_build if step == "build" else _test)(runner, spec)
     except SystemExit as exc:  # the runner's way to fail
         code = exc.code
-        status.update(exit=EXIT_RUNNER_EXIT, error=f"runner exited: {code!r}")
-        if isinstance(code, int):
-            status["returncode"] = code
+        m = _RC_19.search(code) if isinstance(code, str) else None
+        if m:  # cocotb 1.9: the compiler or simulator exited non-zero
+            status.update(exit=EXIT_TOOL_FAILED, returncode=int(m.group(1)), error=code)
+        else:
+            status.update(exit=EXIT_RUNNER_EXIT, error=f"runner exited: {code!r}")
+            if isinstance(code, int):
+                status["returncode"] = code
         print(f"cocotb_driver: {step}: runner exited: {code!r}", file=sys.stderr)
     except RuntimeError as exc:
         m = _RC.search(str(exc))

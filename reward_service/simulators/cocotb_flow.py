@@ -18,6 +18,13 @@ copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.r
 
 File names: design files are given to the tools relative to ``/work/src`` (the build's cwd), so
 Verilator's ``coverage.dat`` names them as the request does (``fixed_priority_arbiter.sv``).
+
+**cocotb runtime** (``Job.cocotb_runtime``, resolved by
+:mod:`reward_service.simulators.cocotb_runtime`): cocotb 2.1 by default; with the cocotb 1.9
+runtime (Icarus only) the test step runs the driver with the 1.9 venv's Python (the venv is
+bound read-only at its own path), ``cocotb.runner`` and cocotb 1.9's VPI library, with
+``rs_fcov_export:entry_cocotb19`` as the PyGPI entry point. The Icarus build step does not
+involve cocotb's libraries (``iverilog`` only), so it is the same for both runtimes.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
+import re
 import shutil
 import sys
 import tempfile
@@ -38,7 +47,9 @@ import filelock
 
 from reward_service.models import TestOutcome
 from reward_service.sandbox import Bind, ExecResult, ExecSpec
+from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
+from reward_service.simulators.cocotb_runtime import Runtime
 from reward_service.simulators.toolchain import verilator_root, versions, wrapper_bin_dir
 
 log = logging.getLogger(__name__)
@@ -46,7 +57,7 @@ log = logging.getLogger(__name__)
 DRIVER = Path(__file__).with_name("cocotb_driver.py")
 EXPORTER = Path(__file__).with_name("rs_fcov_export.py")
 #: Bumped when the build recipe changes in a way the key does not see.
-FLOW_VERSION = "1"
+FLOW_VERSION = "3"
 #: Default timescale for modules without a `timescale directive (Icarus would use 1s/1s,
 #: which cannot represent the ns timers cocotb tests use).
 TIMESCALE = ("1ns", "1ps")
@@ -64,6 +75,9 @@ PYGPI_USERS = ",".join([
     "rs_fcov_export:install",
 ])
 PREMATURE = "simulation ended prematurely"
+PREMATURE_19 = "before test run completion"  # cocotb 1.9's SimFailure text
+#: cocotb 1.9 has no PyGPI users: our module is the entry point and starts cocotb itself.
+PYGPI_ENTRY_19 = "rs_fcov_export:entry_cocotb19"
 
 TOOLS = "/rs"           # driver + exporter, read-only
 MODEL = "/model"        # build dir: writable while building, read-only in the run step
@@ -108,12 +122,54 @@ def _stage_tools(job: Job) -> Path:
     return tools
 
 
-def _driver_argv(step: str, spec: dict) -> list[str]:
-    return [sys.executable, f"{TOOLS}/{DRIVER.name}", step, json.dumps(spec)]
+def _driver_argv(step: str, spec: dict, python: str | None = None) -> list[str]:
+    return [python or sys.executable, f"{TOOLS}/{DRIVER.name}", step, json.dumps(spec)]
+
+
+_INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"]+)"', re.M)
+
+
+def _design_headers(job: Job) -> list[str]:
+    """Header files of the design (``.vh``/``.svh``/... in ``src`` that are not stimulus files;
+    the engine leaves them out of ``job.design_files``), relative to ``src``, sorted."""
+    stimulus = set(job.stimulus_files)
+    found = []
+    for path in job.src.rglob("*"):
+        name = path.relative_to(job.src).as_posix()
+        if path.is_file() and name.lower().endswith(HEADER_SUFFIXES) and name not in stimulus:
+            found.append(name)
+    return sorted(found)
 
 
 def _sources(job: Job) -> list[str]:
-    return [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
+    """The files given to the compiler, in request order: the design's HDL files, then every
+    design header that no design file `include`s. Such a header holds compilation-unit
+    declarations (functions, parameters) meant to be compiled as a source file, as the CVDP
+    harnesses list it in ``VERILOG_SOURCES`` (e.g. ``prince_round_functions.vh``)."""
+    sources = [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
+    headers = _design_headers(job)
+    if headers:
+        included = set()
+        for name in [*sources, *headers]:
+            try:
+                text = (job.src / name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+            text = re.sub(r"//[^\n]*", "", text)
+            included.update(posixpath.basename(m) for m in _INCLUDE.findall(text))
+        sources += [h for h in headers if posixpath.basename(h) not in included]
+    return sources
+
+
+def _include_dirs(job: Job) -> list[str]:
+    """Every directory holding a design file, as an absolute sandbox path (the runner resolves
+    include dirs against its own cwd, not the build's), so that `include "x.vh"` finds a header
+    next to the file that includes it (Icarus looks only in its cwd and ``-I`` dirs)."""
+    dirs = {posixpath.dirname(f) for f in [*job.design_files, *_design_headers(job)]}
+    # Not ``src`` itself: it is the build's cwd already, and Verilator would then name the
+    # files it finds there by absolute path in coverage.dat (it searches -I dirs first).
+    return sorted(posixpath.join(SRC, d) for d in dirs if d)
 
 
 def _read_status(path: Path) -> dict:
@@ -130,8 +186,8 @@ def verilator_build_args(job: Job) -> list[str]:
 
 
 def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
-    """Content key of a DUT model: design file names and texts (in order), toplevel,
-    simulator, flags, tool versions."""
+    """Content key of a DUT model: design file names and texts (in order, then the headers),
+    toplevel, simulator, flags, source list and include dirs, tool versions."""
     h = hashlib.sha256()
 
     def put(value: str | bytes) -> None:
@@ -145,8 +201,9 @@ def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
         "flags": build_args, "timescale": TIMESCALE, "python": tools.get("python"),
         "verilator": tools.get("verilator"), "verilator_root": str(verilator_root()),
         "cocotb": tools.get("cocotb"), "executable": sys.executable,
+        "sources": _sources(job), "includes": _include_dirs(job),
     }, sort_keys=True))
-    for name in job.design_files:
+    for name in [*job.design_files, *_design_headers(job)]:  # headers too: `include or compiled
         put(name)
         put((job.src / name).read_bytes())
     return h.hexdigest()
@@ -159,7 +216,7 @@ def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
 def _build_spec(job: Job, simulator: str, build_args: list[str]) -> dict:
     return {
         "simulator": simulator, "hdl_toplevel": job.toplevel, "sources": [],
-        "build_args": [*build_args, *_sources(job)], "includes": [], "cwd": SRC,
+        "build_args": [*build_args, *_sources(job)], "includes": _include_dirs(job), "cwd": SRC,
         "timescale": list(TIMESCALE), "build_jobs": job.build_jobs,
         "status": f"/work/{BUILD_STATUS}",
     }
@@ -294,7 +351,8 @@ def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict
         return "timeout"
     if run.limit_hit:
         return "killed"
-    premature = any(PREMATURE in (t.message or "") for t in tests) or PREMATURE in log_text
+    premature = any(p in (t.message or "") for t in tests for p in (PREMATURE, PREMATURE_19)) \
+        or PREMATURE in log_text or PREMATURE_19 in log_text
     if out.results_xml is not None:
         return "sim_ended_early" if premature else "finish"
     rc = status.get("returncode")
@@ -316,7 +374,17 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
     if not test_module:
         raise ValueError("cocotb stimulus needs a test module (job.test_module)")
 
+    stimulus_py = {}
+    for name in job.stimulus_files:
+        if name.endswith(".py"):
+            try:
+                stimulus_py[name] = (job.src / name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                pass
+    runtime: Runtime = cocotb_runtime.resolve(job.cocotb_runtime or cocotb_runtime.AUTO, stimulus_py,
+                                              simulator)  # ToolMissing -> sandbox_error
     out = SimRun()
+    out.notes.extend(runtime.notes)
     tools = _stage_tools(job)
     if simulator == "verilator":
         build_dir = _build_verilator(job, tools, out)
@@ -332,11 +400,19 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         "results_xml": f"/work/{RESULTS}", "seed": job.seed, "status": f"/work/{STATUS}",
         # vvp -n: $stop ends the run instead of opening the interactive prompt
         "test_args": ["-n"] if simulator == "icarus" else [],
+        "runtime": runtime.name,
     }
-    env = {**_common_env(), "PYGPI_USERS": PYGPI_USERS, "RS_FCOV_FILE": f"/work/{FCOV}"}
+    env = {**_common_env(), "RS_FCOV_FILE": f"/work/{FCOV}"}
+    binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
+    if runtime.venv is not None:  # cocotb 1.9
+        env["PYGPI_ENTRY_POINT"] = PYGPI_ENTRY_19
+        env["VIRTUAL_ENV"] = str(runtime.venv)  # cocotb 1.9's embedding picks the venv from it
+        binds.append(Bind(runtime.venv, str(runtime.venv)))
+    else:
+        env["PYGPI_USERS"] = PYGPI_USERS
     out.run = job.sandbox.run(ExecSpec(
-        argv=_driver_argv("test", spec), workdir=run, cwd="/work", env=env,
-        binds=[Bind(tools, TOOLS), Bind(build_dir, MODEL)],
+        argv=_driver_argv("test", spec, runtime.python), workdir=run, cwd="/work", env=env,
+        binds=binds,
         timeout_s=job.limits.run_s, memory_mb=job.limits.memory_mb,
         processes=job.limits.processes, file_mb=job.limits.file_mb,
         output_kb=job.limits.output_kb))

