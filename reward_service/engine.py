@@ -162,6 +162,7 @@ class Engine:
                 top=getattr(stimulus, "top", None), toplevel=getattr(stimulus, "toplevel", None),
                 test_module=getattr(stimulus, "test_module", None),
                 cocotb_runtime=getattr(stimulus, "runtime", "auto"),
+                cocotb_env=dict(getattr(stimulus, "env", {})),
             )
             t0 = time.perf_counter()
             if isinstance(stimulus, SvTestbench):

@@ -99,15 +99,39 @@ class SvTestbench(_HasFiles):
     top: str | None = None
 
 
+_RESERVED_ENV = ("PATH", "HOME", "TMPDIR", "LD_", "PYTHON", "COCOTB", "GPI", "PYGPI", "LIBPYTHON",
+                 "VIRTUAL_ENV", "VERILATOR", "RS_", "TOPLEVEL", "MODULE", "TESTCASE")
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for key, value in env.items():
+        if not key.replace("_", "A").isalnum() or not key.isupper() or key[0].isdigit():
+            raise ValueError(f"environment variable names are upper-case identifiers: {key!r}")
+        if key.startswith(_RESERVED_ENV):
+            raise ValueError(f"environment variable {key!r} is reserved (it steers Python, cocotb or the loader)")
+        if len(value) > 4096:
+            raise ValueError(f"environment variable {key!r} is longer than 4096 characters")
+    return env
+
+
 class CocotbStimulus(_HasFiles):
     """A cocotb test module (Python) driving the DUT as HDL toplevel."""
 
     kind: Literal["cocotb"] = "cocotb"
     test_module: str = Field(description="module name, e.g. 'test_dut' for test_dut.py")
     toplevel: str | None = Field(None, description="HDL toplevel (the DUT module); defaults to design.toplevel")
+    env: dict[str, str] = Field(
+        default_factory=dict, max_length=64,
+        description="extra environment variables for the test (e.g. a test-selection knob the "
+                    "test reads with os.getenv); names that steer Python, cocotb or the loader are refused")
     runtime: Literal["auto", "cocotb-2.1", "cocotb-1.9"] = Field(
         "auto", description="cocotb runtime: 'auto' picks cocotb 1.9 when the test uses 1.x-only "
                             "idioms (cocotb.runner, BinaryValue, TestFailure, .integer, units=), else 2.1")
+
+    @field_validator("env")
+    @classmethod
+    def _safe_env(cls, env: dict[str, str]) -> dict[str, str]:
+        return _check_env(env)
 
 
 class Completion(_Strict):

@@ -27,6 +27,7 @@ class Job:
     toplevel: str | None = None      # DUT module (cocotb HDL toplevel)
     test_module: str | None = None   # cocotb test module
     cocotb_runtime: str = "auto"     # "auto", "cocotb-2.1" or "cocotb-1.9" (CocotbStimulus.runtime)
+    cocotb_env: dict[str, str] = field(default_factory=dict)  # CocotbStimulus.env (validated)
     fsm: bool = False
     build_jobs: int = 2
 

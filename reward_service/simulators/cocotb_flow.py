@@ -402,7 +402,7 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         "test_args": ["-n"] if simulator == "icarus" else [],
         "runtime": runtime.name,
     }
-    env = {**_common_env(), "RS_FCOV_FILE": f"/work/{FCOV}"}
+    env = {**job.cocotb_env, **_common_env(), "RS_FCOV_FILE": f"/work/{FCOV}"}
     binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
     if runtime.venv is not None:  # cocotb 1.9
         env["PYGPI_ENTRY_POINT"] = PYGPI_ENTRY_19
