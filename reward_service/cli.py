@@ -5,6 +5,7 @@ Runs embedded (no Redis, no Docker): simulations run in the bubblewrap sandbox o
 
 from __future__ import annotations
 
+import enum
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,7 +14,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from reward_service.models import ScoreResult, Status
+from reward_service.models import ScoreResult, Simulator, Status
+
+
+class Shaping(str, enum.Enum):
+    chorus = "chorus"
+    ratio = "ratio"
+    pass_ = "pass"
 
 app = typer.Typer(
     help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
@@ -54,12 +61,12 @@ def score(
     dut_instance: Annotated[Optional[str], typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")] = None,
     toplevel: Annotated[Optional[str], typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
     top: Annotated[Optional[str], typer.Option("--top", help="testbench top module (default: the uninstantiated one)")] = None,
-    simulator: Annotated[Optional[str], typer.Option("--simulator", "-s", help="verilator (code coverage) or icarus")] = None,
+    simulator: Annotated[Optional[Simulator], typer.Option("--simulator", "-s", help="verilator (code coverage) or icarus (test outcomes and functional coverage only)")] = None,
     metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr")] = [],
-    target: Annotated[Optional[float], typer.Option("--target", help="overall coverage target in percent")] = None,
-    shaping: Annotated[Optional[str], typer.Option("--shaping", help="reward shaping: chorus, ratio or pass")] = None,
-    run_s: Annotated[Optional[float], typer.Option("--run-s", help="simulation wall-clock limit, seconds")] = None,
-    compile_s: Annotated[Optional[float], typer.Option("--compile-s", help="build wall-clock limit, seconds")] = None,
+    target: Annotated[Optional[float], typer.Option("--target", min=0, max=100, help="overall coverage target in percent (e.g. 90)")] = None,
+    shaping: Annotated[Optional[Shaping], typer.Option("--shaping", help="reward shaping (docs/coverage.md)")] = None,
+    run_s: Annotated[Optional[float], typer.Option("--run-s", help="simulation wall-clock limit, seconds [default: 30]")] = None,
+    compile_s: Annotated[Optional[float], typer.Option("--compile-s", help="build wall-clock limit, seconds [default: 120]")] = None,
     seed: Annotated[int, typer.Option("--seed", help="simulation seed")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not reuse a cached result")] = False,
@@ -87,6 +94,8 @@ def score(
     if testbench:
         stimulus: dict = {"kind": "sv_testbench", "files": _files(testbench), "top": top}
     elif cocotb:
+        if not toplevel and not problem_id:
+            raise typer.BadParameter("--cocotb needs --toplevel (the DUT module the test drives)")
         stimulus = {"kind": "cocotb", "files": _files(cocotb), "test_module": cocotb[0].stem, "toplevel": toplevel}
     else:
         stimulus = {"kind": "completion", "text": _read(completion)}
@@ -116,9 +125,9 @@ def score(
     if coverage:
         request["coverage"] = coverage
     if simulator:
-        request["simulator"] = simulator
+        request["simulator"] = simulator.value
     if shaping:
-        request["reward"] = {"shaping": shaping}
+        request["reward"] = {"shaping": shaping.value}
     limits = {k: v for k, v in {"run_s": run_s, "compile_s": compile_s}.items() if v is not None}
     if limits:
         request["limits"] = limits
@@ -135,38 +144,50 @@ def score(
     if json_out:
         sys.stdout.write(result.model_dump_json(indent=1) + "\n")
     else:
-        _print_result(result, show_uncovered)
+        if target is not None and target <= 1:
+            err.print(f"note: --target is in percent; {target:g} means {target:g} %, not {100 * target:g} %")
+        targets_given = bool((request.get("coverage") or {}).get("targets")) or problem_id is not None
+        _print_result(result, show_uncovered, targets_given)
     if result.status == Status.sandbox_error:
         raise typer.Exit(EXIT_INFRA)
     if result.status != Status.ok:
         raise typer.Exit(EXIT_SAMPLE_FAILED)
 
 
-def _print_result(result: ScoreResult, show_uncovered: int) -> None:
+def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool) -> None:
     colour = "green" if result.status == Status.ok else "red"
-    console.print(f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""))
+    console.print(f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""),
+                  highlight=False)
+    reasons: dict[str, list[str]] = {}
     if result.coverage.metrics:
         table = Table(title=f"coverage of DUT instance {result.coverage.scope or '(all DUT files)'}")
         for col in ("metric", "covered", "total", "percent"):
             table.add_column(col, justify="right" if col != "metric" else "left")
         for name, m in result.coverage.metrics.items():
             if not m.available:
-                table.add_row(name, "-", "-", f"unavailable: {m.reason}")
+                table.add_row(name, "-", "-", "unavailable")
+                reasons.setdefault(m.reason or "", []).append(name)
             else:
                 pct = f"{100 * m.ratio:.2f}" if m.ratio is not None else "no points"
                 table.add_row(name, str(m.covered), str(m.total), pct)
         overall = result.coverage.overall
         table.add_row("overall", "", "", f"{100 * overall:.2f}" if overall is not None else "n/a", style="bold")
         console.print(table)
+        for reason, names in reasons.items():
+            console.print(f"unavailable ({', '.join(names)}): {reason}", highlight=False)
     if result.tests:
         passed = sum(t.passed for t in result.tests)
         console.print(f"cocotb tests: {passed}/{len(result.tests)} passed")
+        for t in result.tests:
+            if not t.passed:
+                console.print(f"  FAILED {t.name}: {(t.message or '').strip()[:300]}", markup=False, highlight=False)
     reward = "None (infrastructure failure)" if result.reward is None else f"{result.reward:.4f}"
-    console.print(f"reward: [bold]{reward}[/]   passed targets: {result.passed}   engine: {result.engine}")
+    targets = str(result.passed) if targets_given else f"{result.passed} (no target given; --target sets one)"
+    console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine}")
     if result.uncovered and show_uncovered:
-        console.print(f"uncovered points (first {min(show_uncovered, len(result.uncovered))}):")
+        console.print(f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):")
         for p in result.uncovered[:show_uncovered]:
-            console.print(f"  {p.file}:{p.line} {p.metric} {p.detail}")
+            console.print(f"  {p.file}:{p.line} {p.metric} {p.detail}", markup=False, highlight=False)
     if result.status not in (Status.ok,) and result.log:
         console.print("log tail:")
         console.print(result.log[-1500:], markup=False, highlight=False)
@@ -193,7 +214,7 @@ def list_problems(
         return
     table = Table(title=f"{len(loaded)} problems in {problems}")
     for col in ("id", "difficulty", "agentic", "DUT module", "instance", "target %"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold", no_wrap=col == "id")
     for p in loaded.values():
         table.add_row(p.id, p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "",
                       p.dut_instance, f"{p.target_percent:g}")

@@ -232,7 +232,13 @@ class Engine:
                                    message=f"the DUT is not instantiated as `{spec.scope}` under "
                                            f"`{prepared.stimulus.top}` (found: {', '.join(inst)})")
         log_text = _tail(runres.output, limit_kb)
-        status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests)
+        status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests,
+                                         request.limits.run_s)
+        if status == Status.ok and report.overall is None and unavailable:
+            notes.append(f"none of the requested metrics ({', '.join(spec.metrics)}) can be measured "
+                         f"with {simulator.name}, so the sample yields no coverage (reward "
+                         f"{'0' if request.reward.shaping == 'chorus' else 'failure value'}); use "
+                         "simulator=verilator for code coverage")
         if notes:
             message = "; ".join([message, *notes]) if message else "; ".join(notes)
         result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
@@ -241,7 +247,7 @@ class Engine:
         return result
 
     @staticmethod
-    def _classify(run: SimRun, runres, sim_name: str, has_cov: bool, tests) -> tuple[Status, str]:
+    def _classify(run: SimRun, runres, sim_name: str, has_cov: bool, tests, run_s: float) -> tuple[Status, str]:
         if runres.output_flood:
             return Status.resource_limit, f"output flood: more than {runres.output_bytes // (1 << 20)} MiB written to stdout/stderr"
         if runres.oom:
@@ -249,7 +255,9 @@ class Engine:
         if runres.pids_exhausted:
             return Status.resource_limit, "process limit exceeded (fork bomb?)"
         if runres.timed_out or run.ended_by == "timeout":
-            return Status.timeout, "the simulation hit its run-time limit; coverage up to the kill is reported for information"
+            hint = "" if tests else " (does the testbench end with $finish?)"
+            return Status.timeout, (f"the simulation hit its {run_s:g} s run-time limit{hint}; coverage "
+                                    "up to the kill is reported for information")
         if _file_too_large(runres):
             return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
         if sim_name == "verilator" and not has_cov and run.results_xml is None:

@@ -57,14 +57,14 @@ class _HasFiles(_Strict):
         return _check_files(files)
 
 
-class Simulator(str, enum.Enum):
+class Simulator(enum.StrEnum):
     """The simulator that runs the stimulus."""
 
     verilator = "verilator"
     icarus = "icarus"
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """Outcome of one score request (SandboxFusion-style request level status).
 
     ``ok``: simulated, coverage measured (a failing assertion or cocotb test is still ``ok``;

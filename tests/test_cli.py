@@ -61,7 +61,9 @@ def test_human_output_shows_table_and_reward(design_files, shared_cache_dir):
     out = cli("score", *args, "--testbench", str(STIMULUS / PID / "weak.sv"), "--dut-instance", "dut",
               "--simulator", "icarus", cache=shared_cache_dir)
     assert out.returncode == 0, out.stderr
-    assert "status: ok" in out.stdout and "unavailable" in out.stdout and "reward: 0.0000" in out.stdout
+    assert "status: ok" in out.stdout and "reward: 0.0000" in out.stdout
+    assert "unavailable (line, branch, toggle, expr): Icarus Verilog has no code coverage" in out.stdout
+    assert "use simulator=verilator" in out.stdout and "no target given" in out.stdout
 
 
 def test_failed_sample_exits_1_and_usage_error_exits_2(tmp_path, design_files, shared_cache_dir):
@@ -74,6 +76,10 @@ def test_failed_sample_exits_1_and_usage_error_exits_2(tmp_path, design_files, s
     assert out.returncode == 2 and "--design" in out.stderr
     out = cli("score", "--problems", str(CID012), "--problem-id", "nope", "--testbench", str(bad), cache=shared_cache_dir)
     assert out.returncode == 2 and "nope" in out.stderr
+    out = cli("score", "--design", str(design_files[0]), "--testbench", str(bad), "-s", "iverilog", cache=shared_cache_dir)
+    assert out.returncode == 2 and "iverilog" in out.stderr
+    out = cli("score", "--design", str(design_files[0]), "--cocotb", str(bad), cache=shared_cache_dir)
+    assert out.returncode == 2 and "--toplevel" in out.stderr
 
 
 def test_problems_lists_cid012(shared_cache_dir):
