@@ -40,8 +40,10 @@ class ResultCache:
         self._cache = diskcache.Cache(str(directory), size_limit=size_limit)
 
     def get(self, key: str) -> ScoreResult | None:
+        """The cached result for ``key`` (a :func:`request_key`), or None."""
         raw = self._cache.get(key)
         return ScoreResult.model_validate_json(raw) if raw is not None else None
 
     def put(self, key: str, result: ScoreResult) -> None:
+        """Store ``result`` under ``key`` (evicted least-recently-stored past the size limit)."""
         self._cache.set(key, result.model_dump_json())

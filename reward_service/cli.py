@@ -120,8 +120,6 @@ def score(
         coverage["metrics"] = metric
     if target is not None:
         coverage["targets"] = [{"metric": "overall", "percent": target}]
-    if coverage and problem_id:  # what is given overrides the problem's coverage spec
-        coverage = {**problem_set[problem_id].request("").coverage.model_dump(), **coverage}
     if coverage:
         request["coverage"] = coverage
     if simulator:

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,14 +29,18 @@ from reward_service.models import (
     CocotbStimulus, Completion, Design, RewardSpec, ScoreRequest, ScoreResult, Status, SvTestbench,
 )
 from reward_service.reward import shape_reward, targets_met
+from reward_service.safe_io import UnsafeOutput
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
 from reward_service.settings import Settings, get_settings
 from reward_service.simulators import get_simulator
 from reward_service.simulators.base import Job, SimRun
-from reward_service.simulators import cocotb_flow
 from reward_service.simulators.toolchain import ToolMissing, versions
 
 log = logging.getLogger(__name__)
+
+
+#: Outcomes that depend on the machine (load, infrastructure), not only on the inputs.
+_NOT_CACHED = {Status.sandbox_error, Status.timeout, Status.resource_limit}
 
 
 class InvalidInput(ValueError):
@@ -79,20 +83,22 @@ class Engine:
             return self._finish(ScoreResult(status=Status.invalid_input, message=str(exc)),
                                 request if isinstance(request, ScoreRequest) else None, start)
         timings = {"prepare": (time.perf_counter() - start) * 1000}
-        key = request_key(prepared.request, prepared.design, prepared.stimulus, versions())
-        if self.results is not None:
-            cached = self.results.get(key)
+        try:
+            key = request_key(prepared.request, prepared.design, prepared.stimulus, versions())
+            cached = self.results.get(key) if self.results is not None else None
             if cached is not None:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
                 return cached
-        try:
             result = self._simulate(prepared, timings)
         except (SandboxError, ToolMissing, OSError) as exc:
             log.exception("sandbox failure")
             result = ScoreResult(status=Status.sandbox_error, message=f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not look like the model's fault
+            log.exception("internal error while scoring")
+            result = ScoreResult(status=Status.sandbox_error, message=f"internal error: {type(exc).__name__}")
         result = self._finish(result, prepared.request, start)
-        if self.results is not None and result.status != Status.sandbox_error:
+        if self.results is not None and result.status not in _NOT_CACHED:
             self.results.put(key, result)
         return result
 
@@ -104,8 +110,13 @@ class Engine:
             if problem is None:
                 raise InvalidInput(f"unknown problem_id {request.problem_id!r}")
             overrides = {k: getattr(request, k) for k in request.model_fields_set
-                         if k not in ("problem_id", "design", "stimulus")}
-            request = problem.request(request.stimulus, **overrides)
+                         if k not in ("problem_id", "design", "stimulus", "coverage")}
+            base = problem.request(request.stimulus, **overrides)
+            if "coverage" in request.model_fields_set:  # given coverage fields override the problem's
+                given = request.coverage.model_dump(include=request.coverage.model_fields_set)
+                overrides["coverage"] = base.coverage.model_copy(update=given)
+                base = problem.request(request.stimulus, **overrides)
+            request = base
         design = request.design
         assert design is not None
         stimulus = request.stimulus
@@ -113,10 +124,9 @@ class Engine:
             stimulus = extract_stimulus(stimulus.text, toplevel=design.toplevel)
         _check_sources(design.files, "design")
         _check_sources(stimulus.files, "stimulus")
-        clash = set(design.files) & set(stimulus.files)
-        if clash:
-            raise InvalidInput(f"stimulus file names clash with design files: {sorted(clash)}")
+        _check_layout(list(design.files) + list(stimulus.files))
         design_modules = {m for text in design.files.values() for m in hdl.module_names(text)}
+        _screen_stimulus(stimulus)
         if isinstance(stimulus, SvTestbench):
             stim_texts = list(stimulus.files.values())
             top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
@@ -136,6 +146,9 @@ class Engine:
                 raise InvalidInput("cocotb stimulus needs a HDL toplevel (stimulus.toplevel or design.toplevel)")
             if toplevel not in design_modules:
                 raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
+            if stimulus.runtime == "cocotb-1.9" and request.simulator.value != "icarus":
+                raise InvalidInput("the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
+                                   "or runtime cocotb-2.1")
             if f"{stimulus.test_module}.py" not in stimulus.files:
                 raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
             stimulus = stimulus.model_copy(update={"toplevel": toplevel})
@@ -154,8 +167,8 @@ class Engine:
                 path.write_text(text, encoding="utf-8")
             hdl_stimulus = [n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)]
             job = Job(
-                root=root, design_files=[n for n in prepared.design.files if not n.lower().endswith((".vh", ".svh", ".inc"))],
-                stimulus_files=[n for n in hdl_stimulus if not n.lower().endswith((".vh", ".svh", ".inc"))]
+                root=root, design_files=[n for n in prepared.design.files if not n.lower().endswith(hdl.HEADER_SUFFIXES)],
+                stimulus_files=[n for n in hdl_stimulus if not n.lower().endswith(hdl.HEADER_SUFFIXES)]
                 if isinstance(stimulus, SvTestbench) else list(stimulus.files),
                 limits=request.limits, sandbox=self.sandbox, cache_dir=self.settings.cache_dir,
                 seed=request.seed, fsm=request.coverage.fsm, build_jobs=self.settings.build_jobs,
@@ -187,17 +200,16 @@ class Engine:
     def _measure(self, prepared: Prepared, simulator, run: SimRun, job: Job) -> ScoreResult:
         request = prepared.request
         spec = request.coverage
-        limit_kb = request.limits.output_kb
         if run.build_failed:
             build = run.build
             assert build is not None
             if build.timed_out:
-                return ScoreResult(status=Status.timeout, log=_tail(build.output, limit_kb),
+                return ScoreResult(status=Status.timeout, log=build.output,
                                    message=f"build exceeded its {request.limits.compile_s:g} s limit")
             if build.oom or build.pids_exhausted:
-                return ScoreResult(status=Status.resource_limit, log=_tail(build.output, limit_kb),
+                return ScoreResult(status=Status.resource_limit, log=build.output,
                                    message=f"build hit a resource limit ({build.limit_hit})")
-            return ScoreResult(status=Status.compile_error, log=_tail(build.output, limit_kb),
+            return ScoreResult(status=Status.compile_error, log=build.output,
                                message=f"{simulator.name} rejected the design or stimulus: "
                                        f"{_first_error(build.output)}")
         runres = run.run
@@ -207,14 +219,14 @@ class Engine:
         if run.coverage_dat is not None:
             try:
                 points = parse_coverage_dat(run.coverage_dat, set(prepared.design.files))
-            except CoverageFileError as exc:
+            except (CoverageFileError, UnsafeOutput, OSError) as exc:
                 notes.append(str(exc))
         for path in run.functional:
             try:
                 points.extend(parse_functional_yaml(path))
-            except (ValueError, OSError) as exc:
+            except (ValueError, OSError) as exc:  # UnsafeOutput is a ValueError
                 notes.append(f"functional coverage export unreadable: {exc}")
-        tests = cocotb_flow.parse_results_xml(run.results_xml) if run.results_xml else []
+        tests = run.tests
         unavailable = simulator.unavailable(list(spec.metrics), spec.fsm)
         if "functional" in spec.metrics and not run.functional:
             unavailable["functional"] = "the stimulus exported no cocotb-coverage bins"
@@ -228,10 +240,10 @@ class Engine:
             report.scope_found = any(h == prefix or h.startswith(prefix + ".") for h in dut_hiers)
             if dut_hiers and not report.scope_found:
                 inst = sorted({h.split(".")[1] for h in dut_hiers if "." in h})
-                return ScoreResult(status=Status.invalid_input, coverage=report, log=_tail(runres.output, limit_kb),
+                return ScoreResult(status=Status.invalid_input, coverage=report, log=runres.output,
                                    message=f"the DUT is not instantiated as `{spec.scope}` under "
                                            f"`{prepared.stimulus.top}` (found: {', '.join(inst)})")
-        log_text = _tail(runres.output, limit_kb)
+        log_text = runres.output
         status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests,
                                          request.limits.run_s)
         if status == Status.ok and report.overall is None and unavailable:
@@ -287,6 +299,20 @@ class Engine:
         return result
 
 
+def _check_layout(names: list[str]) -> None:
+    """All files go into one source dir: no two may share a name, and no name may be a
+    directory of another (``a.sv`` and ``a.sv/tb.sv``)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InvalidInput(f"two files are named {name!r} (design and stimulus share one directory)")
+        seen.add(name)
+    dirs = {str(parent) for name in names for parent in PurePosixPath(name).parents if str(parent) != "."}
+    both = sorted(dirs & seen)
+    if both:
+        raise InvalidInput(f"{both[0]!r} is both a file and a directory of other files")
+
+
 def _check_sources(files: Mapping[str, str], what: str) -> None:
     for name, text in files.items():
         if hdl.is_vhdl(name, text):
@@ -297,13 +323,33 @@ def _check_sources(files: Mapping[str, str], what: str) -> None:
             raise InvalidInput(f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh or .py)")
 
 
+#: SV constructs that run host code inside the simulator process (Verilator's inline C++ and
+#: DPI imports of libc): with them a testbench could forge its own coverage record and exit.
+#: Matched on comment- and string-stripped text, where a DPI import reads `import ""`.
+_SV_HOST_CODE = re.compile(r"\$c(?:pure)?\d*\s*\(|\b(?:import|export)\s+\"\"")
+#: cocotb code that touches the scorer's own outputs or leaves the simulator abruptly.
+_COCOTB_TAMPER = re.compile(r"coverage\.dat|rs_fcov|rs_end|results\.xml|\bctypes\b|\bos\._exit\b|/proc/self")
+
+
+def _screen_stimulus(stimulus: SvTestbench | CocotbStimulus) -> None:
+    """Refuse stimulus that could tamper with its own coverage measurement (reward hacking).
+    Raises :class:`InvalidInput` naming the construct."""
+    for name, text in stimulus.files.items():
+        if isinstance(stimulus, SvTestbench) or not name.endswith(".py"):
+            m = _SV_HOST_CODE.search(hdl.strip_comments(text))
+            if m:
+                what = "a DPI import" if m.group(0).startswith(("import", "export")) else f"`{m.group(0)}`"
+                raise InvalidInput(f"{name}: {what} runs host code inside the simulator (Verilator $c / "
+                                   "DPI); stimulus may not use it, it could forge coverage")
+        else:
+            m = _COCOTB_TAMPER.search(text)
+            if m:
+                raise InvalidInput(f"{name}: the test refers to `{m.group(0)}`, which touches the scorer's "
+                                   "own outputs or ends the simulator abruptly; refused (it could forge coverage)")
+
+
 def _file_too_large(runres) -> bool:
     return runres.exit_code in (-25, 153) or "File size limit exceeded" in runres.output
-
-
-def _tail(text: str, limit_kb: int) -> str:
-    limit = limit_kb * 1024
-    return text if len(text) <= limit else text[-limit:]
 
 
 def _first_error(log_text: str) -> str:

@@ -11,7 +11,9 @@ _STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 _MODULE = re.compile(r"^\s*(?:module|program)\s+(?:automatic\s+|static\s+)?([A-Za-z_]\w*)", re.M)
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _VHDL = re.compile(r"^\s*(entity\s+\w+\s+is|architecture\s+\w+\s+of\s+\w+\s+is)\b", re.I | re.M)
-HDL_SUFFIXES = (".v", ".sv", ".vh", ".svh", ".vams", ".svi", ".inc")
+#: Verilog headers: `include'd, or compiled as sources when nothing includes them (cocotb flow).
+HEADER_SUFFIXES = (".vh", ".svh", ".inc")
+HDL_SUFFIXES = (".v", ".sv", ".vams", ".svi") + HEADER_SUFFIXES
 VHDL_SUFFIXES = (".vhd", ".vhdl")
 
 
@@ -26,6 +28,7 @@ def module_names(text: str) -> list[str]:
 
 
 def is_vhdl(name: str, text: str) -> bool:
+    """Whether a file is VHDL, by suffix (.vhd/.vhdl) or by an entity/architecture header."""
     return name.lower().endswith(VHDL_SUFFIXES) or bool(_VHDL.search(strip_comments(text)))
 
 

@@ -199,9 +199,7 @@ class ScoreRequest(_Strict):
     coverage: CoverageSpec = Field(default_factory=CoverageSpec)
     reward: RewardSpec = Field(default_factory=RewardSpec)
     limits: Limits = Field(default_factory=Limits)
-    seed: int = Field(0, ge=0, lt=2**31)
-    engine: Literal["verilator", "icarus"] | None = Field(
-        None, description="coverage engine actually used; defaults to the simulator")
+    seed: int = Field(0, ge=0, lt=2**31, description="simulation seed (Verilator +verilator+seed+, cocotb seed)")
 
     @model_validator(mode="after")
     def _design_or_problem(self) -> "ScoreRequest":
@@ -223,6 +221,9 @@ class MetricCoverage(BaseModel):
 
 
 class CoverageReport(BaseModel):
+    """Coverage per metric of the DUT; ``scope`` is the DUT instance checked and
+    ``scope_found`` whether the simulated hierarchy had it (None when not checked)."""
+
     metrics: dict[str, MetricCoverage] = Field(default_factory=dict)
     overall: float | None = Field(None, description="mean ratio of requested metrics with points, [0, 1]")
     scope: str | None = None
@@ -230,6 +231,10 @@ class CoverageReport(BaseModel):
 
 
 class UncoveredPoint(BaseModel):
+    """An uncovered coverage point, for feedback: ``line`` is 1-based in ``file`` (0 for a
+    functional bin, whose ``file`` is the coverage export); ``detail`` is Verilator's comment
+    (``o``: signal bit and edge for toggle, condition for branch/expr) or the bin name."""
+
     file: str
     line: int
     metric: str
@@ -238,6 +243,9 @@ class UncoveredPoint(BaseModel):
 
 
 class TestOutcome(BaseModel):
+    """One cocotb test: name, passed, the failure message, simulated time in ns."""
+
+    __test__ = False  # not a pytest test class
     name: str
     passed: bool
     message: str | None = None
@@ -245,9 +253,11 @@ class TestOutcome(BaseModel):
 
 
 class CacheInfo(BaseModel):
+    """Which caches answered: ``result`` (the whole result came from the result cache),
+    ``build`` (a built cocotb DUT model was reused)."""
+
     result: bool = False
     build: bool = False
-    ccache_hits: int | None = None
 
 
 class ScoreResult(BaseModel):

@@ -29,7 +29,6 @@ class Settings(BaseSettings):
     sandbox: str = Field("bwrap", description="sandbox backend: bwrap")
     result_cache: bool = Field(True, description="reuse results of identical requests")
     build_jobs: int = Field(2, ge=1, description="parallel C++ compile jobs of one Verilator build")
-    ccache_max_size: str = "5G"
 
 
 @functools.lru_cache(maxsize=1)

@@ -177,7 +177,8 @@ def test_cocotb19_missing(engine, monkeypatch, tmp_path):
 def test_cocotb19_is_icarus_only(engine):
     row = ROWS["cvdp_copilot_sorter_0042"]
     result = engine.score(request(row, runtime=COCOTB_19, simulator="verilator"))
-    assert result.status == "sandbox_error" and "supports Icarus only" in result.message, result.message
+    # a request the service can never run: the caller's mistake, not an infrastructure failure
+    assert result.status == "invalid_input" and "Icarus only" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from reward_service.coverage.points import CoveragePoint
+from reward_service.safe_io import read_output_text
 
 _RECORD = re.compile(r"^C '(?P<key>.*)' (?P<count>\d+)\s*$")
 _PAIR = re.compile(r"\x01([^\x02]*)\x02([^\x01]*)")
@@ -23,7 +24,7 @@ _TYPE_ALIASES = {"block": "line"}
 
 
 class CoverageFileError(ValueError):
-    """The file is not a Verilator coverage file."""
+    """The file is not a well-formed Verilator coverage file."""
 
 
 def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[CoveragePoint]:
@@ -31,40 +32,39 @@ def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[Co
 
     ``dut_files`` holds file names as passed to Verilator (relative paths, normalised); ``None``
     keeps every record. Records of the same key are summed (Verilator may write duplicates when
-    several models share a file). Raises :class:`CoverageFileError` on a malformed file.
+    several models share a file). Raises :class:`CoverageFileError` on a malformed file and
+    :class:`~reward_service.safe_io.UnsafeOutput` on a link or an oversized file.
     """
     wanted = {posixpath.normpath(f) for f in dut_files} if dut_files is not None else None
     merged: dict[tuple, CoveragePoint] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        header = fh.readline()
-        if not header.startswith("# SystemC::Coverage"):
-            raise CoverageFileError(f"{path}: not a Verilator coverage file (header {header[:40]!r})")
-        for raw in fh:
-            m = _RECORD.match(raw)
-            if not m:
-                continue
-            fields = {_LONG.get(k, k): v for k, v in _PAIR.findall(m.group("key"))}
-            file = posixpath.normpath(fields.get("f", ""))
-            if wanted is not None and file not in wanted:
-                continue
-            metric = fields.get("t", "")
-            metric = _TYPE_ALIASES.get(metric, metric)
-            key = (file, fields.get("l"), fields.get("n"), metric, fields.get("page"), fields.get("o"),
-                   fields.get("h"))
-            count = int(m.group("count"))
-            if key in merged:
-                count += merged[key].count
-            merged[key] = CoveragePoint(
-                metric=metric,
-                file=file,
-                line=int(fields.get("l") or 0),
-                detail=fields.get("o", ""),
-                hier=fields.get("h", ""),
-                count=count,
-            )
+    lines = read_output_text(Path(path)).splitlines()
+    if not lines or not lines[0].startswith("# SystemC::Coverage"):
+        raise CoverageFileError(f"{Path(path).name}: not a Verilator coverage file")
+    for raw in lines[1:]:
+        m = _RECORD.match(raw)
+        if not m:
+            continue
+        fields = {_LONG.get(k, k): v for k, v in _PAIR.findall(m.group("key"))}
+        file = posixpath.normpath(fields.get("f", ""))
+        if wanted is not None and file not in wanted:
+            continue
+        metric = fields.get("t", "")
+        metric = _TYPE_ALIASES.get(metric, metric)
+        key = (file, fields.get("l"), fields.get("n"), metric, fields.get("page"), fields.get("o"),
+               fields.get("h"))
+        count = int(m.group("count"))  # \d+ by the regex
+        if key in merged:
+            count += merged[key].count
+        line = fields.get("l") or "0"
+        if not line.isdigit():
+            raise CoverageFileError(f"{Path(path).name}: bad line number {line[:20]!r}")
+        merged[key] = CoveragePoint(
+            metric=metric,
+            file=file,
+            line=int(line),
+            detail=fields.get("o", ""),
+            hier=fields.get("h", ""),
+            count=count,
+        )
     return list(merged.values())
 
-
-def hierarchies(points: list[CoveragePoint]) -> set[str]:
-    """The instance paths (``h``) the points belong to, e.g. ``{"tb.uut"}``."""
-    return {p.hier for p in points if p.hier}

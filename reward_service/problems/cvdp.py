@@ -62,8 +62,8 @@ __all__ = [
     "parse_env",
 ]
 
-RTL_SUFFIXES = (".sv", ".v", ".svh", ".vh")
-_HEADER_SUFFIXES = (".svh", ".vh")
+RTL_SUFFIXES = (".sv", ".v") + hdl.HEADER_SUFFIXES
+_HEADER_SUFFIXES = hdl.HEADER_SUFFIXES
 
 # process.py lookups of the DUT instance in the coverage report
 _METRICS_KEY = re.compile(r"""metrics\s*(?:\[\s*|\.get\(\s*)(["'])(\w+)\1""")

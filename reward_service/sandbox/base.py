@@ -28,7 +28,8 @@ class ExecSpec:
     ``/work`` and is the command's cwd unless ``cwd`` says otherwise. Limits: ``timeout_s`` wall
     clock (the whole process tree is killed at the limit), ``memory_mb``, ``processes``,
     ``file_mb`` (largest file written), ``output_kb`` (log bytes kept: half head, half tail),
-    ``output_kill_mb`` (output beyond this ends the run as a flood).
+    ``output_kill_mb`` (output beyond this ends the run as a flood). ``no_shell`` hides the
+    shells (``$system`` and ``system()`` then fail with status 127).
     """
 
     argv: list[str]
@@ -43,6 +44,7 @@ class ExecSpec:
     output_kb: int = 256
     output_kill_mb: int = 1024
     tmp_mb: int = 256
+    no_shell: bool = False  # hide /bin/sh & co: Verilator's $system then fails (run steps)
 
 
 @dataclass
@@ -63,6 +65,7 @@ class ExecResult:
 
     @property
     def limit_hit(self) -> str | None:
+        """The name of the limit that ended the command, or None."""
         for name in ("timed_out", "oom", "pids_exhausted", "output_flood"):
             if getattr(self, name):
                 return name

@@ -25,6 +25,9 @@ from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.output import BoundedOutput
 
 SANDBOX_UID = 65534
+#: Shells hidden in steps that need none (simulation runs): $system/system() cannot start one.
+_SHELLS = tuple(p for p in ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
+                if os.path.exists(p))
 #: Files of /etc that compilers and the dynamic loader need; nothing else of /etc is visible.
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
         "passwd", "group")
@@ -94,6 +97,9 @@ class BwrapSandbox(Sandbox):
                  "--bind", str(spec.workdir), "/work"]
         for bind in spec.binds:
             argv += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.target]
+        if spec.no_shell:
+            for shell in _SHELLS:
+                argv += ["--ro-bind", "/dev/null", shell]
         env = {
             "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
             "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
@@ -125,7 +131,7 @@ class BwrapSandbox(Sandbox):
                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
                     preexec_fn=functools.partial(_preexec, spec, cgroup),
                 )
-            except OSError as exc:
+            except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec step
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
             deadline = start + spec.timeout_s
             fd = proc.stdout.fileno()
@@ -150,11 +156,14 @@ class BwrapSandbox(Sandbox):
             if timed_out or flood:
                 _kill_tree(proc)
             try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not (timed_out or flood) else 5)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not (timed_out or flood) else 1.0)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_tree(proc)
-                proc.wait(timeout=5)
+                try:
+                    proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired as exc:  # unkillable: the host is in trouble
+                    raise SandboxError(f"sandbox process {proc.pid} survived SIGKILL") from exc
             proc.stdout.close()
             oom = cgroup.oom() if cgroup else False
             pids = cgroup.pids_exhausted() if cgroup else False

@@ -38,6 +38,7 @@ class CgroupV1:
 
     @staticmethod
     def available() -> bool:
+        """Whether the cgroup v1 memory and pids hierarchies are writable here."""
         return all(os.access(ROOT / c, os.W_OK) for c in ("memory", "pids"))
 
     def enter(self) -> None:
@@ -47,6 +48,7 @@ class CgroupV1:
         (self.pids / "cgroup.procs").write_text(pid)
 
     def oom(self) -> bool:
+        """Whether the memory limit was hit (an OOM kill or a failed charge)."""
         try:
             control = (self.memory / "memory.oom_control").read_text()
             killed = any(l.startswith("oom_kill ") and l.split()[1] != "0" for l in control.splitlines())
@@ -55,6 +57,7 @@ class CgroupV1:
             return False
 
     def pids_exhausted(self) -> bool:
+        """Whether a fork/clone failed on ``pids.max``."""
         try:
             return int((self.pids / "pids.events").read_text().split()[-1]) > 0
         except (OSError, ValueError, IndexError):
@@ -74,6 +77,7 @@ class CgroupV1:
             time.sleep(0.02)
 
     def remove(self) -> None:
+        """Kill what is left and remove both groups (retrying briefly while they drain)."""
         self.kill_all()
         for path in (self.memory, self.pids):
             for _ in range(50):

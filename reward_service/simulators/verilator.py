@@ -10,19 +10,21 @@ noise in model-written code is not a reason to score 0; real errors still fail t
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 from reward_service.models import CODE_METRICS
+from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox import Bind, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.toolchain import verilator_env, verilator_root
+from reward_service.simulators.toolchain import (
+    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, verilator_env, verilator_root,
+)
 
 MAIN_CPP = Path(__file__).with_name("rs_main.cpp")
 COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user"]
-COMMON_FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20",
-                # The wheel leaves this make variable empty: larger models then fail to link.
-                "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
+COMMON_FLAGS = [*VERILATOR_LINT_FLAGS, "-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR]
 #: Our vl_stop_maybe replaces Verilator's (see rs_main.cpp); verilated.cpp calls it before any
 #: declaration, hence the forced include of a one-line declaration.
 USER_STOP_FLAGS = ["-CFLAGS", "-DVL_USER_STOP_MAYBE", "-CFLAGS", "-include", "-CFLAGS", "/work/src/rs_user.h"]
@@ -72,6 +74,24 @@ def stops_header(src: Path, files: list[str]) -> str:
                for lineno, line in enumerate((src / name).read_text(errors="replace").splitlines(), start=1)
                if _STOP_CALL.search(line)]
     return "static const char* const RS_STOPS[] = {" + ", ".join(entries + ["nullptr"]) + "};\n"
+
+
+def read_run_end(run_dir: Path, token: str, notes: list[str]) -> tuple[str | None, Path | None]:
+    """How the run ended and its coverage.dat, as written by rs_main.cpp: ``rs_end.txt`` holds
+    ``<ending> <sim time> <token>``. Without the run's token (the simulation died before our
+    main wrote them, or the testbench forged the files) neither is trusted: (None, None)."""
+    end = output_file(run_dir / "rs_end.txt")
+    if end is None:
+        return None, None
+    try:
+        words = read_output_text(end, max_bytes=4096).split()
+    except (OSError, UnsafeOutput):
+        words = []
+    if len(words) != 3 or not secrets.compare_digest(words[2], token):
+        notes.append("the coverage files in the run dir were not written by the simulator's own "
+                     "ending and were ignored")
+        return None, None
+    return words[0], output_file(run_dir / "coverage.dat")
 
 
 def coverage_flags(fsm: bool) -> list[str]:
@@ -125,17 +145,15 @@ class VerilatorSimulator(SimulatorBackend):
             out.build_failed = True
             return out
         job.run_dir.mkdir(exist_ok=True)
+        token = secrets.token_hex(16)
         out.run = job.sandbox.run(ExecSpec(
-            argv=["/obj/sim", f"+verilator+seed+{job.seed or 1}"], workdir=job.run_dir,
+            argv=["/obj/sim", f"+verilator+seed+{job.seed + 1}"], workdir=job.run_dir,
             binds=[Bind(job.root / "obj", "/obj")],
-            env={"RS_RUN_LIMIT_S": str(job.limits.run_s)},
+            env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token},
             timeout_s=job.limits.run_s + RUN_GRACE_S, memory_mb=job.limits.memory_mb,
-            processes=job.limits.processes, file_mb=job.limits.file_mb, output_kb=job.limits.output_kb))
-        dat = job.run_dir / "coverage.dat"
-        out.coverage_dat = dat if dat.exists() else None
-        end = job.run_dir / "rs_end.txt"
-        words = end.read_text().split() if end.exists() else []
-        out.ended_by = words[0] if words else None
+            processes=job.limits.processes, file_mb=job.limits.file_mb, output_kb=job.limits.output_kb,
+            no_shell=True))
+        out.ended_by, out.coverage_dat = read_run_end(job.run_dir, token, out.notes)
         if out.ended_by == "stop" and "%Fatal:" in out.run.output:
             out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
         return out
