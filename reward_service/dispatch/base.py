@@ -1,0 +1,66 @@
+"""The dispatcher interface: submit requests, look jobs up, wait for them."""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass
+
+from reward_service.models import ScoreRequest, ScoreResult
+
+
+class QueueFull(RuntimeError):
+    """The queue holds its maximum number of pending jobs (HTTP 429); ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class JobState(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    done = "done"
+
+
+@dataclass
+class JobView:
+    """A job as the API shows it: ``result`` is set once ``state`` is done."""
+
+    id: str
+    state: JobState
+    result: ScoreResult | None = None
+
+
+class Dispatcher(abc.ABC):
+    """Runs score requests somewhere and keeps their results for a while.
+
+    Job ids are opaque strings. Implementations must be safe to call from many threads."""
+
+    @abc.abstractmethod
+    def submit(self, request: ScoreRequest) -> str:
+        """Queue one request; returns its job id. Raises :class:`QueueFull`."""
+
+    def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
+        """Queue several requests (one RL step); ids in request order. All or nothing:
+        raises :class:`QueueFull` before queueing any when they do not fit."""
+        return [self.submit(r) for r in requests]
+
+    @abc.abstractmethod
+    def get(self, job_id: str) -> JobView | None:
+        """The job's state and, when done, its result; None for an unknown id."""
+
+    @abc.abstractmethod
+    def wait(self, job_id: str, timeout: float) -> JobView | None:
+        """Like :meth:`get`, but waits up to ``timeout`` seconds for the job to finish."""
+
+    @abc.abstractmethod
+    def queue_depth(self) -> int:
+        """Jobs submitted and not yet finished."""
+
+    def ready(self) -> dict[str, str]:
+        """Readiness checks: name -> "ok" or the reason it is not ready."""
+        return {}
+
+    def close(self) -> None:
+        """Release threads/connections."""

@@ -1,0 +1,97 @@
+"""Embedded dispatcher: a thread pool in this process around one Engine (no broker).
+
+Threads suffice: the engine spends its time waiting on sandboxed subprocesses. Results are
+kept in memory (bounded, oldest dropped first)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.engine import Engine
+from reward_service.models import ScoreRequest, ScoreResult
+
+
+class LocalDispatcher(Dispatcher):
+    """``workers`` parallel scorings (default: one per core), at most ``max_queue`` pending."""
+
+    def __init__(self, engine: Engine, workers: int | None = None, max_queue: int = 1000,
+                 keep_results: int = 100_000) -> None:
+        self.engine = engine
+        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
+                                       thread_name_prefix="score")
+        self.max_queue = max_queue
+        self._jobs: collections.OrderedDict[str, Future] = collections.OrderedDict()
+        self._running: set[str] = set()
+        self._lock = threading.Lock()
+        self._keep = keep_results
+
+    def _run(self, job_id: str, request: ScoreRequest) -> ScoreResult:
+        with self._lock:
+            self._running.add(job_id)
+        try:
+            return self.engine.score(request)
+        finally:
+            with self._lock:
+                self._running.discard(job_id)
+
+    def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
+        with self._lock:
+            if self.queue_depth_locked() + len(requests) > self.max_queue:
+                raise QueueFull(f"queue full ({self.max_queue} pending jobs)", retry_after=2.0)
+            ids = []
+            for request in requests:
+                job_id = uuid.uuid4().hex
+                self._jobs[job_id] = self.pool.submit(self._run, job_id, request)
+                ids.append(job_id)
+            while len(self._jobs) > self._keep:
+                oldest, fut = next(iter(self._jobs.items()))
+                if not fut.done():
+                    break
+                del self._jobs[oldest]
+            return ids
+
+    def submit(self, request: ScoreRequest) -> str:
+        return self.submit_many([request])[0]
+
+    def _view(self, job_id: str, fut: Future) -> JobView:
+        if fut.done():
+            return JobView(job_id, JobState.done, fut.result())
+        with self._lock:
+            running = job_id in self._running
+        return JobView(job_id, JobState.running if running else JobState.queued)
+
+    def get(self, job_id: str) -> JobView | None:
+        fut = self._jobs.get(job_id)
+        return None if fut is None else self._view(job_id, fut)
+
+    def wait(self, job_id: str, timeout: float) -> JobView | None:
+        fut = self._jobs.get(job_id)
+        if fut is None:
+            return None
+        try:
+            fut.result(timeout=max(0.0, timeout))
+        except TimeoutError:
+            pass
+        return self._view(job_id, fut)
+
+    def queue_depth_locked(self) -> int:
+        return sum(1 for f in self._jobs.values() if not f.done())
+
+    def queue_depth(self) -> int:
+        with self._lock:
+            return self.queue_depth_locked()
+
+    def ready(self) -> dict[str, str]:
+        try:
+            self.engine.sandbox.check()
+            return {"sandbox": "ok", "workers": "ok"}
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            return {"sandbox": str(exc)}
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
