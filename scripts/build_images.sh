@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the Docker images reward-service needs, making the public base images locally when
+# they are missing (machines without a registry): debian:bookworm by debootstrap + docker import.
+# The Dockerfiles stay standard (FROM debian:bookworm); elsewhere docker pulls the base as usual.
+#
+#   scripts/build_images.sh            # base image if missing, then the simulation image
+#   FORCE=1 scripts/build_images.sh    # rebuild the simulation image even if present
+#
+# Behind an intercepting HTTPS proxy the CA certificates of the host's local trust store
+# (/usr/local/share/ca-certificates/*.crt) are passed to the build (EXTRA_CA build arg), and
+# builds use the host network (--network host) so that the host's apt mirror and proxy apply.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIM_IMAGE="${SIM_IMAGE:-reward-service-sim:latest}"
+# The host's Debian mirror: the first non-comment URIs:/deb entry that ends in /debian.
+MIRROR="${DEBIAN_MIRROR:-$( (grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true) \
+  | grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')}"
+MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+
+have_image() { docker image inspect "$1" >/dev/null 2>&1; }
+
+if ! have_image debian:bookworm; then
+  if docker pull -q debian:bookworm >/dev/null 2>&1; then
+    echo "build_images: pulled debian:bookworm" >&2
+  else
+    echo "build_images: no registry; making debian:bookworm with debootstrap from $MIRROR" >&2
+    command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+    rootfs="$(mktemp -d)"
+    trap 'rm -rf "$rootfs"' EXIT
+    debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" >/dev/null
+    tar -C "$rootfs" -c . | docker import -c 'CMD ["bash"]' - debian:bookworm >/dev/null
+    rm -rf "$rootfs"
+    trap - EXIT
+  fi
+fi
+
+if ! have_image "$SIM_IMAGE" || [ "${FORCE:-0}" = 1 ]; then
+  extra_ca=""
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    extra_ca="$(cat /usr/local/share/ca-certificates/*.crt)"
+  fi
+  echo "build_images: building $SIM_IMAGE" >&2
+  docker build -q --network host --build-arg EXTRA_CA="$extra_ca" -t "$SIM_IMAGE" sim_images >/dev/null
+fi
+echo "build_images: ready: debian:bookworm $SIM_IMAGE" >&2
