@@ -288,6 +288,9 @@ def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list
                             final: Path) -> Path | None:
     from reward_service.simulators.verilator import build_env
 
+    # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
+    for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
     try:
         env, binds = build_env(job)
