@@ -219,5 +219,39 @@ def list_problems(
     console.print(table)
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port")] = 8000,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", min=1,
+        help="embedded mode: parallel simulations (default: one per core); with a broker "
+             "(REWARD_SERVICE_BROKER_URL): API processes (default: 1)")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level")] = "info",
+) -> None:
+    """Run the HTTP API (OpenAPI at /docs; see docs/api.md).
+
+    Without REWARD_SERVICE_BROKER_URL it runs embedded: one process scores requests in its own pool under the bubblewrap sandbox, with in-memory problems and jobs.
+
+    With a broker URL the API only queues work for the Celery workers and keeps problems and batches in Redis.
+
+      reward-service serve --port 8000 --workers 4
+    """
+    import uvicorn
+
+    from reward_service.settings import get_settings
+
+    settings = get_settings()
+    if settings.broker_url:
+        uvicorn.run("reward_service.api.main:create_app", factory=True, host=host, port=port,
+                    workers=workers or 1, log_level=log_level)
+        return
+    from reward_service.api import create_app
+
+    if workers:
+        settings = settings.model_copy(update={"score_workers": workers})
+    uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)
+
+
 if __name__ == "__main__":
     app()

@@ -8,9 +8,10 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def _default_cache_dir() -> Path:
@@ -19,7 +20,7 @@ def _default_cache_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    """Where caches live and which sandbox runs simulations."""
+    """Where caches live, which sandbox runs simulations, and how the HTTP service behaves."""
 
     model_config = SettingsConfigDict(env_prefix="REWARD_SERVICE_")
 
@@ -29,6 +30,60 @@ class Settings(BaseSettings):
     sandbox: str = Field("bwrap", description="sandbox backend: bwrap")
     result_cache: bool = Field(True, description="reuse results of identical requests")
     build_jobs: int = Field(2, ge=1, description="parallel C++ compile jobs of one Verilator build")
+
+    # -- service (reward_service.api) -----------------------------------------------------------
+    broker_url: str | None = Field(
+        None, description="Celery broker (redis://...); unset = embedded mode (in-process pool, no Redis)")
+    redis_url: str | None = Field(
+        None, description="Redis for the problem and batch stores (default: broker_url when it is redis://)")
+    redis_prefix: str = Field("reward-service:", description="key prefix in Redis (problems, batches, jobs)")
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="accepted bearer API keys, comma-separated; empty = no authentication")
+    score_workers: int | None = Field(
+        None, ge=1, description="embedded mode: parallel simulations (default: one per core)")
+    max_queue: int = Field(1000, ge=1, description="embedded mode: pending jobs before 429")
+    default_wait_s: float = Field(60.0, ge=0, le=600, description="POST /v1/score wait when none is given")
+    max_wait_s: float = Field(600.0, ge=0, le=3600, description="largest accepted `wait`")
+    max_body_mb: float = Field(8.0, gt=0, description="largest request body (413 beyond)")
+    max_bulk_body_mb: float = Field(
+        64.0, gt=0, description="largest body of POST /v1/batches and /v1/problems:load (413 beyond)")
+    max_files: int = Field(64, ge=1, description="design + stimulus files of one request (422 beyond)")
+    max_file_kb: int = Field(1024, ge=1, description="largest file (or completion text) of a request (422 beyond)")
+    max_batch: int = Field(4096, ge=1, description="requests of one batch (422 beyond)")
+    batch_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="how long the Redis batch store keeps a batch")
+    max_waiting: int = Field(1024, ge=1, description="requests waiting for results at once (threads)")
+
+    # -- workers (workers/, reward_service.dispatch.celery; docs/workers.md) ---------------------
+    result_backend: str | None = Field(None, description="Celery result backend (redis://...; default: broker_url)")
+    task_soft_time_limit_s: float | None = Field(
+        None, gt=0, description="Celery soft time limit of a score task (default: the largest "
+                                "Limits.compile_s + Limits.run_s + 60 s)")
+    task_time_limit_s: float | None = Field(
+        None, gt=0, description="Celery hard time limit (default: soft limit + 30 s)")
+    visibility_timeout_s: float | None = Field(
+        None, gt=0, description="Redis visibility timeout: an unacknowledged job is redelivered after it "
+                                "(default: hard limit + 300 s; must exceed the hard limit)")
+    result_expires_s: int = Field(24 * 3600, ge=60, description="how long Redis keeps a job's result")
+    task_max_retries: int = Field(2, ge=0, description="retries of a job that ended in sandbox_error")
+    task_retry_backoff_s: float = Field(2.0, ge=0, description="first retry delay; doubles per retry")
+    celery_max_queue: int = Field(10_000, ge=1, description="service mode: queued + running jobs before 429")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @property
+    def store_url(self) -> str | None:
+        """Redis URL of the problem and batch stores, or None (in-memory)."""
+        if self.redis_url:
+            return self.redis_url
+        if self.broker_url and self.broker_url.startswith(("redis://", "rediss://", "unix://")):
+            return self.broker_url
+        return None
 
 
 @functools.lru_cache(maxsize=1)

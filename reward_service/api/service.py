@@ -1,0 +1,120 @@
+"""The blocking work behind the routes (run through :func:`~reward_service.api.deps.in_thread`):
+request checks, problem resolution, submission, waiting, batch views."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import HTTPException
+from pydantic import ValidationError
+
+from reward_service.api.diversity import group_rewards
+from reward_service.api.errors import describe_validation
+from reward_service.api.schemas import BatchStatus
+from reward_service.api.telemetry import Metrics
+from reward_service.api.batch_store import BatchRecord
+from reward_service.dispatch.base import Dispatcher, JobState, JobView
+from reward_service.models import Completion, Design, ScoreRequest
+from reward_service.problems.store import ProblemStore, resolve_request
+from reward_service.settings import Settings
+
+
+def check_wait(wait: float | None, settings: Settings, default: float) -> float:
+    wait = default if wait is None else wait
+    if wait > settings.max_wait_s:
+        raise HTTPException(422, f"wait must be at most {settings.max_wait_s:g} s, got {wait:g}")
+    return wait
+
+
+def check_files(files: dict[str, str], settings: Settings, where: str, count: int | None = None) -> None:
+    """422 when a request carries too many files or a file over ``max_file_kb``."""
+    if count is not None and count > settings.max_files:
+        raise HTTPException(422, f"{where}too many files: {count} design + stimulus files, "
+                                 f"at most {settings.max_files} per request")
+    limit = settings.max_file_kb * 1024
+    for name, text in files.items():
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        if size > limit:
+            raise HTTPException(422, f"{where}file {name!r} is {size / 1024:.0f} KiB, "
+                                     f"larger than the {settings.max_file_kb} KiB limit per file")
+
+
+def check_request(request: ScoreRequest, settings: Settings, where: str = "") -> None:
+    """Files count and per-file size of a request as sent (a problem's own design is not counted)."""
+    design = request.design.files if request.design is not None else {}
+    stimulus = request.stimulus
+    if isinstance(stimulus, Completion):
+        stim_files = {"completion.text": stimulus.text}
+        count = len(design) + 1
+    else:
+        stim_files = stimulus.files
+        count = len(design) + len(stim_files)
+    check_files({**design, **stim_files}, settings, where, count)
+
+
+def check_design(design: Design, settings: Settings) -> None:
+    check_files(design.files, settings, "design: ", len(design.files))
+
+
+def resolve(request: ScoreRequest, problems: ProblemStore, where: str = "") -> ScoreRequest:
+    """The request with its problem resolved (404 for an unknown problem_id)."""
+    if request.problem_id is None:
+        return request
+    problem = problems.get(request.problem_id)
+    if problem is None:
+        raise HTTPException(404, f"{where}unknown problem_id {request.problem_id!r}: register it with "
+                                 "POST /v1/problems or POST /v1/problems:load (GET /v1/problems lists them)")
+    try:
+        return resolve_request(request, problem)
+    except ValidationError as exc:
+        detail, _ = describe_validation(list(exc.errors()))
+        raise HTTPException(422, f"{where}the request does not combine with problem "
+                                 f"{request.problem_id!r}: {detail}") from exc
+
+
+def submit_and_wait(request: ScoreRequest, problems: ProblemStore, dispatcher: Dispatcher,
+                    metrics: Metrics, wait: float) -> JobView:
+    resolved = resolve(request, problems)
+    job_id = dispatcher.submit(resolved)
+    metrics.jobs_submitted.inc()
+    view = dispatcher.wait(job_id, wait) if wait > 0 else dispatcher.get(job_id)
+    view = view or JobView(job_id, JobState.queued)
+    if view.state == JobState.done and view.result is not None:
+        metrics.observe_result(job_id, view.result)
+    return view
+
+
+def job_view(job_id: str, dispatcher: Dispatcher, metrics: Metrics, wait: float) -> JobView | None:
+    view = dispatcher.wait(job_id, wait) if wait > 0 else dispatcher.get(job_id)
+    if view is not None and view.state == JobState.done and view.result is not None:
+        metrics.observe_result(job_id, view.result)
+    return view
+
+
+def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wait: float) -> BatchStatus:
+    """Progress and results of a batch, waiting up to ``wait`` seconds for all of it."""
+    deadline = time.monotonic() + wait
+    views: list[JobView | None] = []
+    for job_id in batch.job_ids:
+        remaining = deadline - time.monotonic()
+        views.append(dispatcher.wait(job_id, remaining) if remaining > 0 else dispatcher.get(job_id))
+    results = []
+    for job_id, view in zip(batch.job_ids, views):
+        if view is not None and view.state == JobState.done and view.result is not None:
+            metrics.observe_result(job_id, view.result)
+            results.append(view.result)
+        else:
+            results.append(None)
+    done = sum(r is not None for r in results)
+    complete = done == len(results)
+    if complete:
+        state = JobState.done
+    elif any(v is not None and v.state != JobState.queued for v in views):
+        state = JobState.running
+    else:
+        state = JobState.queued
+    rewards = None
+    if complete and any(g is not None for g in batch.groups):
+        rewards = group_rewards(results, batch.groups, batch.diversity_weight)
+    return BatchStatus(batch_id=batch.id, state=state, total=len(results), done=done, job_ids=batch.job_ids,
+                       groups=batch.groups, results=results, group_rewards=rewards)

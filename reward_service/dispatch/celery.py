@@ -1,0 +1,317 @@
+"""Celery dispatcher: score requests run on Celery workers (``workers/``) over Redis.
+
+Jobs are content-addressed: the job id is the SHA-256 of the request as sent (plus the engine
+revision), so submitting an identical request again (a trainer retrying after a timeout, the
+same completion twice in a GRPO group) returns the same id and queues nothing while that job is
+queued, running or done. A job whose result is a ``sandbox_error`` (or whose task failed) is
+run again when it is submitted again.
+
+Redis keys (``<prefix>`` is ``Settings.redis_prefix``), next to Celery's own
+``celery-task-meta-<id>`` result:
+
+- ``<prefix>job:<id>`` — ``queued`` or ``running <host> <pid>`` while the job is not done;
+- ``<prefix>job:<id>:deliveries`` / ``:sims`` — how often a worker started the task and how
+  often it really simulated (not answered from a stored result);
+- ``<prefix>job:<id>:done`` — a one-element list the worker pushes when the result is stored;
+  waiters block on it (``BLMOVE`` onto itself, so every waiter wakes);
+- ``<prefix>workers:stats`` — counters (simulations, idempotent hits, retries, ...).
+
+Waiting reads Redis directly with redis-py (thread-safe connection pool) instead of
+``AsyncResult.get``, whose shared result-consumer pub/sub has a history of thread-safety bugs
+(celery#3761, #4480, #6335); the API waits from many threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+import redis
+from celery.backends.redis import RedisBackend
+
+from reward_service.cache import ENGINE_REVISION, content_hash
+from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.settings import Settings, get_settings
+from workers.celery_app import QUEUE, TASK_NAME, backend_url, broker_url, make_app
+
+log = logging.getLogger(__name__)
+
+_JOB_ID = re.compile(r"^[0-9a-f]{64}$")
+#: Celery states after which a job is done (its result is final).
+READY_STATES = ("SUCCESS", "FAILURE", "REVOKED")
+#: The unacknowledged-messages hash of kombu's Redis transport (delivered, not yet acked).
+UNACKED_KEY = "unacked"
+#: Longest single block on the notification list; then the result key is read again
+#: (covers results stored by a worker's main process, e.g. after a hard time limit).
+_POLL_S = 1.0
+
+
+class JobKeys:
+    """Names of the Redis keys the dispatcher and the workers share for one job."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.stats = f"{prefix}workers:stats"
+
+    def marker(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}"
+
+    def deliveries(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:deliveries"
+
+    def sims(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:sims"
+
+    def done(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}:done"
+
+
+def wire_payload(request: ScoreRequest) -> dict[str, Any]:
+    """The request as the task receives it (JSON). Unset fields are left out so that a
+    ``problem_id`` request keeps its "which fields were given" meaning; the stimulus ``kind``
+    (the union's discriminator) is always kept."""
+    payload = request.model_dump(mode="json", exclude_unset=True)
+    payload.setdefault("stimulus", {})["kind"] = request.stimulus.kind
+    return payload
+
+
+def job_id_for(request: ScoreRequest) -> str:
+    """Content hash of everything the result depends on as sent: the full request (all
+    defaults filled in) or, for a ``problem_id`` request, the wire payload."""
+    body = wire_payload(request) if request.problem_id is not None else request.model_dump(mode="json")
+    return content_hash({"rev": ENGINE_REVISION, "request": body})
+
+
+def result_from_meta(meta: dict[str, Any] | None) -> ScoreResult | None:
+    """The final :class:`ScoreResult` in a Celery result meta, or None while the job is not
+    done. A failed task (hard time limit, worker bug, revoked) is a ``sandbox_error``: it is
+    never the model's fault."""
+    if not meta or meta.get("status") not in READY_STATES:
+        return None
+    status, value = meta["status"], meta.get("result")
+    if status == "SUCCESS":
+        try:
+            return ScoreResult.model_validate(value)
+        except Exception as exc:  # noqa: BLE001 - a malformed stored result is our failure
+            return ScoreResult(status=Status.sandbox_error,
+                               message=f"worker returned an unreadable result: {type(exc).__name__}")
+    if isinstance(value, dict) and "exc_type" in value:
+        what = f"{value.get('exc_type')}: {value.get('exc_message')}"
+    else:
+        what = str(value)[:300]
+    if status == "REVOKED":
+        return ScoreResult(status=Status.sandbox_error, message="the job was revoked")
+    return ScoreResult(status=Status.sandbox_error, message=f"the worker task failed: {what}")
+
+
+def rerunnable(meta: dict[str, Any] | None) -> bool:
+    """Whether a stored outcome may be replaced by a new run: a failed task, or a
+    ``sandbox_error`` result (an infrastructure failure, not an answer about the sample)."""
+    if not meta:
+        return False
+    if meta.get("status") in ("FAILURE", "REVOKED"):
+        return True
+    value = meta.get("result")
+    return meta.get("status") == "SUCCESS" and isinstance(value, dict) and value.get("status") == "sandbox_error"
+
+
+class ClientRedisBackend(RedisBackend):
+    """Celery's Redis result backend minus the pub/sub subscription it opens for every sent
+    task (``on_task_call``): the dispatcher reads results itself (see the module doc)."""
+
+    def on_task_call(self, producer, task_id):  # noqa: D401 - Celery hook
+        return None
+
+
+def _client_backend_url(url: str) -> str:
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return f"{__name__}:ClientRedisBackend+{url}"
+    return url
+
+
+class CeleryDispatcher(Dispatcher):
+    """Submits score requests to the Celery workers and reads their results from Redis.
+
+    ``max_queue`` (default ``Settings.celery_max_queue``) bounds queued + running jobs
+    (:class:`QueueFull` beyond). Safe to call from many threads."""
+
+    def __init__(self, settings: Settings | None = None, max_queue: int | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.app = make_app(self.settings, main="reward_service-client", set_as_current=False)
+        self.app.conf.result_backend = _client_backend_url(backend_url(self.settings))
+        self.keys = JobKeys(self.settings.redis_prefix)
+        self.max_queue = max_queue or self.settings.celery_max_queue
+        self.ttl = self.settings.result_expires_s
+        opts = {"socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 30}
+        self.results = redis.Redis.from_url(backend_url(self.settings), **opts)
+        same = broker_url(self.settings) == backend_url(self.settings)
+        self.broker = self.results if same else redis.Redis.from_url(broker_url(self.settings), **opts)
+        backend = self.app.backend  # pure helpers only (key names, decoding): safe across threads
+        self._meta_key = backend.get_key_for_task
+        self._decode = backend.decode
+        self._submit_lock = threading.Lock()
+
+    # -- submitting -------------------------------------------------------------------------
+    def submit(self, request: ScoreRequest) -> str:
+        return self.submit_many([request])[0]
+
+    def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
+        payloads = [wire_payload(r) for r in requests]
+        ids = [job_id_for(r) for r in requests]
+        first: dict[str, dict[str, Any]] = {}
+        for job_id, payload in zip(ids, payloads):
+            first.setdefault(job_id, payload)
+        unique = list(first)
+        # One lock per dispatcher: the depth check and the sends of a batch are not interleaved
+        # with another thread's (other API processes may still race; the bound is then soft).
+        with self._submit_lock:
+            metas = self._metas(unique)
+            markers = self.results.mget([self.keys.marker(i) for i in unique]) if unique else []
+            rerun = [i for i, meta in zip(unique, metas) if rerunnable(meta)]
+            fresh = [i for i, meta, marker in zip(unique, metas, markers)
+                     if meta is None and marker is None]
+            new = rerun + fresh
+            if new:
+                depth = self.queue_depth()
+                if depth + len(new) > self.max_queue:
+                    raise QueueFull(f"queue full: {depth} jobs queued or running, {len(new)} more would "
+                                    f"exceed the bound of {self.max_queue}", retry_after=_retry_after(depth))
+            to_send = self._claim(rerun, fresh)
+            if to_send:
+                self._send([(i, first[i]) for i in to_send])
+        return ids
+
+    def _claim(self, rerun: list[str], fresh: list[str]) -> list[str]:
+        """Mark jobs queued (a fresh job only if no other submitter claimed it meanwhile) and
+        clear what a previous run left; returns the ids to send."""
+        pipe = self.results.pipeline(transaction=False)
+        for job_id in rerun:
+            pipe.set(self.keys.marker(job_id), "queued", ex=self.ttl)
+        for job_id in fresh:
+            pipe.set(self.keys.marker(job_id), "queued", ex=self.ttl, nx=True)
+        claimed = pipe.execute()
+        to_send = [i for i, ok in zip(rerun + fresh, claimed) if ok]
+        if to_send:
+            pipe = self.results.pipeline(transaction=False)
+            for job_id in to_send:
+                pipe.delete(self._meta_key(job_id), self.keys.deliveries(job_id),
+                            self.keys.sims(job_id), self.keys.done(job_id))
+            pipe.execute()
+        return to_send
+
+    def _send(self, jobs: list[tuple[str, dict[str, Any]]]) -> None:
+        sent = 0
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for job_id, payload in jobs:
+                    self.app.send_task(TASK_NAME, args=[payload], kwargs={"enqueued_at": time.time()},
+                                       task_id=job_id, queue=QUEUE, producer=producer)
+                    sent += 1
+        except BaseException:
+            # Jobs not sent must not look queued forever.
+            unsent = [job_id for job_id, _ in jobs[sent:]]
+            if unsent:
+                self.results.delete(*[self.keys.marker(i) for i in unsent])
+            raise
+
+    # -- looking up -------------------------------------------------------------------------
+    def _metas(self, job_ids: list[str]) -> list[dict[str, Any] | None]:
+        if not job_ids:
+            return []
+        raw = self.results.mget([self._meta_key(i) for i in job_ids])
+        return [self._decode(r) if r is not None else None for r in raw]
+
+    def get(self, job_id: str) -> JobView | None:
+        if not _JOB_ID.match(job_id or ""):
+            return None
+        pipe = self.results.pipeline(transaction=False)
+        pipe.get(self._meta_key(job_id))
+        pipe.get(self.keys.marker(job_id))
+        raw, marker = pipe.execute()
+        result = result_from_meta(self._decode(raw) if raw is not None else None)
+        if result is not None:
+            return JobView(job_id, JobState.done, result)
+        if marker is None:
+            return None
+        running = marker.startswith(b"running")
+        return JobView(job_id, JobState.running if running else JobState.queued)
+
+    def wait(self, job_id: str, timeout: float) -> JobView | None:
+        deadline = time.monotonic() + max(0.0, timeout)
+        done_key = self.keys.done(job_id)
+        while True:
+            view = self.get(job_id)
+            remaining = deadline - time.monotonic()
+            if view is None or view.state == JobState.done or remaining <= 0:
+                return view
+            # Rotate the notification element onto the same list: every waiter wakes, the
+            # element stays for the next. A leftover element with no result yet (a result
+            # being replaced by a re-run) must not turn this into a busy loop.
+            woke = self.results.blmove(done_key, done_key, min(remaining, _POLL_S), "RIGHT", "LEFT")
+            if woke is not None:
+                view = self.get(job_id)
+                if view is None or view.state == JobState.done:
+                    return view
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def queue_depth(self) -> int:
+        """Jobs waiting in the queue plus jobs delivered to a worker and not yet acknowledged
+        (running, or reserved for a retry)."""
+        pipe = self.broker.pipeline(transaction=False)
+        pipe.llen(QUEUE)
+        pipe.hlen(UNACKED_KEY)
+        waiting, unacked = pipe.execute()
+        return int(waiting) + int(unacked)
+
+    def ready(self) -> dict[str, str]:
+        checks: dict[str, str] = {}
+        try:
+            self.broker.ping()
+            if self.results is not self.broker:
+                self.results.ping()
+            checks["redis"] = "ok"
+        except redis.RedisError as exc:
+            checks["redis"] = f"unreachable: {exc}"
+            checks["workers"] = "unknown (Redis unreachable)"
+            return checks
+        try:
+            # A ping that also asks the worker about its sandbox (workers/control.py); the first
+            # answer is enough.
+            replies = self.app.control.broadcast("sandbox_check", reply=True, timeout=1.0, limit=1)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            checks["workers"] = f"ping failed: {type(exc).__name__}: {exc}"
+            return checks
+        if not replies:
+            checks["workers"] = "no worker answered within 1 s"
+            return checks
+        checks["workers"] = "ok"
+        (node, answer), = replies[0].items()
+        answer = answer if isinstance(answer, dict) else {"error": str(answer)}
+        checks["sandbox"] = "ok" if "ok" in answer else f"{node}: {answer.get('error', answer)}"
+        return checks
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def job_stats(self, job_id: str) -> dict[str, int]:
+        """How often the job was delivered to a worker and how often it was really simulated."""
+        deliveries, sims = self.results.mget([self.keys.deliveries(job_id), self.keys.sims(job_id)])
+        return {"deliveries": int(deliveries or 0), "simulations": int(sims or 0)}
+
+    def worker_stats(self) -> dict[str, int]:
+        """Counters the workers keep: simulations, idempotent_hits, retries, gave_up, redelivered."""
+        return {k.decode(): int(v) for k, v in self.results.hgetall(self.keys.stats).items()}
+
+    def close(self) -> None:
+        try:
+            self.app.close()
+        finally:
+            self.results.close()
+            if self.broker is not self.results:
+                self.broker.close()
+
+
+def _retry_after(depth: int) -> float:
+    return float(min(60, max(1, depth // 100)))

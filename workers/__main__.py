@@ -1,0 +1,27 @@
+"""``python -m workers [celery worker options]``: a worker with the service defaults — one
+process per core (``--concurrency``), ``-O fair``, the score queue. Options given on the
+command line come last and win (e.g. ``--concurrency 4``, ``-n w1@%h``, ``--loglevel DEBUG``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    from workers.celery_app import QUEUE, app
+
+    args = ["worker", f"--concurrency={cores()}", "-O", "fair", "-Q", QUEUE, "--loglevel=INFO",
+            *(sys.argv[1:] if argv is None else argv)]
+    app.worker_main(args)
+
+
+if __name__ == "__main__":
+    main()

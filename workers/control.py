@@ -1,0 +1,22 @@
+"""Remote-control commands of the workers (run in a worker's main process).
+
+``sandbox_check``: whether this worker's sandbox backend can run simulations; the API's
+``/readyz`` asks it through :meth:`reward_service.dispatch.celery.CeleryDispatcher.ready`.
+"""
+
+from __future__ import annotations
+
+from celery.worker.control import control_command
+
+from reward_service.sandbox import get_sandbox
+from reward_service.settings import get_settings
+
+
+@control_command()
+def sandbox_check(state) -> dict[str, str]:
+    """``{"ok": ...}`` when the configured sandbox backend is usable here, else ``{"error": reason}``."""
+    try:
+        get_sandbox(get_settings().sandbox).check()
+    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": "sandbox ok"}

@@ -1,0 +1,143 @@
+"""The score task: a thin, idempotent call into a per-process :class:`Engine`.
+
+- Idempotent by content hash: the job id is the hash of the request
+  (:func:`reward_service.dispatch.celery.job_id_for`), and the task first looks for a stored
+  result of its own id; a redelivered job whose result exists returns it without simulating.
+- Retries only for infrastructure failures (``sandbox_error``), with exponential backoff, at
+  most ``Settings.task_max_retries`` times; every other status is an answer about the sample.
+- A job whose worker died while running it is delivered again (``acks_late`` +
+  ``task_reject_on_worker_lost``, or the visibility timeout when the whole worker died); a job
+  redelivered more than :data:`MAX_REDELIVERIES` times (a sample that kills its worker each
+  time) ends as ``sandbox_error`` instead of looping.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import redis
+from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from reward_service.dispatch.celery import JobKeys, rerunnable
+from reward_service.engine import Engine
+from reward_service.models import ScoreResult, Status
+from reward_service.settings import get_settings
+from workers.celery_app import TASK_NAME, app, backend_url, time_limits
+
+log = logging.getLogger(__name__)
+
+#: Deliveries beyond the first that are not retries (the worker died) before giving up.
+MAX_REDELIVERIES = 3
+#: How long the "result stored" notification stays for late waiters (they read the result first).
+NOTIFY_TTL_S = 300
+
+_engine: Engine | None = None
+_redis: redis.Redis | None = None
+_pid: int | None = None
+
+
+def engine() -> Engine:
+    """The Engine of this worker process, created on first use (after the fork)."""
+    global _engine
+    if _engine is None:
+        _engine = Engine(get_settings())
+    return _engine
+
+
+def store() -> redis.Redis:
+    """A Redis client of this worker process (result backend), created after the fork."""
+    global _redis, _pid
+    if _redis is None or _pid != os.getpid():
+        _redis = redis.Redis.from_url(backend_url(get_settings()), socket_timeout=30, socket_connect_timeout=5)
+        _pid = os.getpid()
+    return _redis
+
+
+class ScoreTask(Task):
+    """Pushes the "result stored" notification once Celery has stored the final state."""
+
+    def after_return(self, status, retval, task_id, args, kwargs, einfo):  # noqa: D401 - Celery hook
+        if status in ("SUCCESS", "FAILURE"):
+            key = JobKeys(get_settings().redis_prefix).done(task_id)
+            try:
+                store().pipeline(transaction=False).delete(key).lpush(key, 1).expire(key, NOTIFY_TTL_S).execute()
+            except redis.RedisError:  # waiters poll the result once a second anyway
+                log.warning("could not notify waiters of job %s", task_id, exc_info=True)
+
+
+@app.task(bind=True, base=ScoreTask, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True)
+def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = None) -> dict[str, Any]:
+    """Score one request (``ScoreRequest`` JSON); returns ``ScoreResult`` JSON."""
+    settings = get_settings()
+    job_id = self.request.id
+    retries = self.request.retries or 0
+    keys, r = JobKeys(settings.redis_prefix), store()
+    started, started_wall = time.monotonic(), time.time()
+
+    existing, deliveries = _begin(r, keys, job_id, self.backend)
+    if existing is not None:
+        r.hincrby(keys.stats, "idempotent_hits", 1)
+        log.info("job %s already has its result; not simulated again", job_id)
+        return existing
+    redelivered = deliveries - 1 - retries
+    if redelivered > 0:
+        r.hincrby(keys.stats, "redelivered", 1)
+    if redelivered > MAX_REDELIVERIES:
+        r.hincrby(keys.stats, "gave_up", 1)
+        return _dump(ScoreResult(status=Status.sandbox_error,
+                                 message=f"the job was delivered {deliveries} times and its worker died "
+                                         "each time; giving up"))
+
+    try:
+        result = engine().score(payload)  # never raises for bad input or sandbox failures
+    except SoftTimeLimitExceeded:
+        result = ScoreResult(status=Status.sandbox_error, message="the worker's soft time limit was reached")
+    except Exception as exc:  # noqa: BLE001 - e.g. the engine could not be created here
+        log.exception("job %s: engine unavailable", job_id)
+        result = ScoreResult(status=Status.sandbox_error, message=f"engine unavailable: {type(exc).__name__}: {exc}")
+    if not result.cache.result and result.status != Status.sandbox_error:
+        r.pipeline(transaction=False).incr(keys.sims(job_id)).expire(keys.sims(job_id), settings.result_expires_s) \
+            .hincrby(keys.stats, "simulations", 1).execute()
+    if enqueued_at is not None:
+        result.timings["queue"] = max(0.0, (started_wall - enqueued_at) * 1000)
+
+    if result.status == Status.sandbox_error:
+        soft, _, _ = time_limits(settings)
+        out_of_time = time.monotonic() - started >= soft - min(1.0, 0.05 * soft)  # cut off, not failed
+        if retries < settings.task_max_retries and not out_of_time:
+            r.hincrby(keys.stats, "retries", 1)
+            log.warning("job %s: %s; retry %d of %d", job_id, result.message, retries + 1, settings.task_max_retries)
+            raise self.retry(countdown=settings.task_retry_backoff_s * 2 ** retries,
+                             max_retries=settings.task_max_retries)
+        r.hincrby(keys.stats, "gave_up", 1)
+        if out_of_time:
+            result.message = f"the job reached the worker's soft time limit ({soft:g} s): {result.message}"
+        result.message = f"{result.message} (after {retries + 1} attempt{'s' if retries else ''})"
+    return _dump(result)
+
+
+def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend) -> tuple[dict | None, int]:
+    """Count this delivery, mark the job running and read its stored result (one round trip).
+    Returns (the stored final result, if any and not to be replaced; deliveries so far)."""
+    ttl = get_settings().result_expires_s
+    deliveries, _, raw, _ = (
+        r.pipeline(transaction=False)
+        .incr(keys.deliveries(job_id)).expire(keys.deliveries(job_id), ttl)
+        .get(backend.get_key_for_task(job_id))
+        .set(keys.marker(job_id), f"running {socket.gethostname()} {os.getpid()}", ex=ttl)
+        .execute()
+    )
+    if raw is not None:
+        meta = backend.decode(raw)
+        if meta.get("status") == "SUCCESS" and not rerunnable(meta):
+            return meta["result"], int(deliveries)
+    return None, int(deliveries)
+
+
+def _dump(result: ScoreResult) -> dict[str, Any]:
+    return result.model_dump(mode="json")
