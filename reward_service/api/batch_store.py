@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from reward_service.api.errors import StoreUnavailable
+from reward_service.redis_backed import RedisBacked
 
 
 class BatchRecord(BaseModel):
@@ -58,24 +59,16 @@ class InMemoryBatchStore(BatchStore):
             return self._batches.get(batch_id)
 
 
-class RedisBatchStore(BatchStore):
+class RedisBatchStore(RedisBacked, BatchStore):
+    """Batches in Redis: ``<prefix>batch:<id>`` holds the record's JSON for ``ttl_s`` seconds."""
+
+    error = StoreUnavailable
+    what = "batch store"
+
     def __init__(self, url: str | None = None, prefix: str = "reward-service:", ttl_s: int = 7 * 24 * 3600,
                  client: Any = None) -> None:
-        if client is None:
-            import redis
-
-            client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-        self.client = client
-        self.prefix = prefix
+        super().__init__(url, prefix, client)
         self.ttl_s = ttl_s
-
-    def _call(self, fn, *args, **kwargs):
-        import redis
-
-        try:
-            return fn(*args, **kwargs)
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"batch store (Redis) unavailable: {exc}") from exc
 
     def put(self, batch: BatchRecord) -> None:
         self._call(self.client.set, f"{self.prefix}batch:{batch.id}", batch.model_dump_json(), ex=self.ttl_s)
@@ -83,16 +76,3 @@ class RedisBatchStore(BatchStore):
     def get(self, batch_id: str) -> BatchRecord | None:
         raw = self._call(self.client.get, f"{self.prefix}batch:{batch_id}")
         return None if raw is None else BatchRecord.model_validate_json(raw)
-
-    def ping(self) -> str:
-        try:
-            self._call(self.client.ping)
-        except StoreUnavailable as exc:
-            return str(exc)
-        return "ok"
-
-    def close(self) -> None:
-        try:
-            self.client.close()
-        except Exception:  # noqa: BLE001 - best effort
-            pass

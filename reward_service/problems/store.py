@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reward_service.redis_backed import RedisBacked
 from reward_service.models import (
     DEFAULT_METRICS, CocotbStimulus, Completion, CoverageSpec, Design, Limits, Metric, RewardSpec,
     ScoreRequest, Simulator, SvTestbench, Target,
@@ -175,19 +176,12 @@ class InMemoryProblemStore(ProblemStore):
             return sorted(self._problems)
 
 
-class RedisProblemStore(ProblemStore):
+class RedisProblemStore(RedisBacked, ProblemStore):
     """Problems in Redis: ``<prefix>problem:<id>`` holds the JSON of the :class:`ProblemSpec`,
     ``<prefix>problems`` the set of ids. ``client`` may be given (tests, shared pools)."""
 
-    def __init__(self, url: str | None = None, prefix: str = "reward-service:", client: Any = None) -> None:
-        if client is None:
-            import redis  # lazy: embedded mode does not need it
-
-            if not url:
-                raise ValueError("RedisProblemStore needs a redis:// URL or a client")
-            client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-        self.client = client
-        self.prefix = prefix
+    error = ProblemStoreError
+    what = "problem store"
 
     def _key(self, problem_id: str) -> str:
         return f"{self.prefix}problem:{problem_id}"
@@ -195,14 +189,6 @@ class RedisProblemStore(ProblemStore):
     @property
     def _index(self) -> str:
         return f"{self.prefix}problems"
-
-    def _call(self, fn, *args):
-        import redis
-
-        try:
-            return fn(*args)
-        except redis.RedisError as exc:
-            raise ProblemStoreError(f"problem store (Redis) unavailable: {exc}") from exc
 
     def get(self, problem_id: str) -> ProblemSpec | None:
         raw = self._call(self.client.get, self._key(problem_id))
@@ -254,16 +240,3 @@ class RedisProblemStore(ProblemStore):
             except ValidationError as exc:
                 raise ProblemStoreError(f"stored problem {pid!r} is unreadable") from exc
         return out
-
-    def ping(self) -> str:
-        try:
-            self._call(self.client.ping)
-        except ProblemStoreError as exc:
-            return str(exc)
-        return "ok"
-
-    def close(self) -> None:
-        try:
-            self.client.close()
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
