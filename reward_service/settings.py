@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, model_validator, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -84,6 +84,12 @@ class Settings(BaseSettings):
         if self.broker_url and self.broker_url.startswith(("redis://", "rediss://", "unix://")):
             return self.broker_url
         return None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Settings":
+        if self.default_wait_s > self.max_wait_s:
+            raise ValueError(f"default_wait_s ({self.default_wait_s:g}) exceeds max_wait_s ({self.max_wait_s:g})")
+        return self
 
 
 @functools.lru_cache(maxsize=1)

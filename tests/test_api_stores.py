@@ -214,9 +214,10 @@ def test_broker_url_selects_the_celery_dispatcher(monkeypatch, shared_cache_dir)
     monkeypatch.setitem(sys.modules, "reward_service.dispatch.celery", None)  # not importable
     with pytest.raises(ConfigurationError, match="REWARD_SERVICE_BROKER_URL is set"):
         build_dispatcher(settings)
-    stub = StubDispatcher(RuntimeError("unused"))
+    built = []
     fake = types.ModuleType("reward_service.dispatch.celery")
-    fake.CeleryDispatcher = type("CeleryDispatcher", (), {"from_settings": staticmethod(lambda s: stub)})
+    fake.CeleryDispatcher = type("CeleryDispatcher", (), {"__init__": lambda self, s: built.append(s)})
     monkeypatch.setitem(sys.modules, "reward_service.dispatch.celery", fake)
-    assert build_dispatcher(settings) is stub
+    assert isinstance(build_dispatcher(settings), fake.CeleryDispatcher)
+    assert built == [settings]
     assert settings.store_url == "redis://127.0.0.1:1/0"  # the stores follow the broker's Redis

@@ -27,8 +27,7 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
     except ImportError as exc:
         raise ConfigurationError("REWARD_SERVICE_BROKER_URL is set but the Celery dispatcher "
                                  f"(reward_service.dispatch.celery) cannot be imported: {exc}") from exc
-    from_settings = getattr(CeleryDispatcher, "from_settings", None)
-    return from_settings(settings) if from_settings is not None else CeleryDispatcher(settings)
+    return CeleryDispatcher(settings)
 
 
 def build_problem_store(settings: Settings) -> ProblemStore:

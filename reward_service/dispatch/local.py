@@ -9,11 +9,14 @@ import collections
 import os
 import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+import logging
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
 from reward_service.engine import Engine
-from reward_service.models import ScoreRequest, ScoreResult
+from reward_service.models import ScoreRequest, ScoreResult, Status
+
+log = logging.getLogger(__name__)
 
 
 class LocalDispatcher(Dispatcher):
@@ -27,6 +30,7 @@ class LocalDispatcher(Dispatcher):
         self.max_queue = max_queue
         self._jobs: collections.OrderedDict[str, Future] = collections.OrderedDict()
         self._running: set[str] = set()
+        self._pending = 0  # submitted, not finished (a counter: /metrics must not scan the jobs)
         self._lock = threading.Lock()
         self._keep = keep_results
 
@@ -35,9 +39,13 @@ class LocalDispatcher(Dispatcher):
             self._running.add(job_id)
         try:
             return self.engine.score(request)
+        except Exception:  # noqa: BLE001 - Engine.score should not raise; if it does, the job
+            log.exception("engine raised for job %s", job_id)  # must still be readable
+            return ScoreResult(status=Status.sandbox_error, message="internal error while scoring")
         finally:
             with self._lock:
                 self._running.discard(job_id)
+                self._pending -= 1
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
         with self._lock:
@@ -46,6 +54,7 @@ class LocalDispatcher(Dispatcher):
             ids = []
             for request in requests:
                 job_id = uuid.uuid4().hex
+                self._pending += 1
                 self._jobs[job_id] = self.pool.submit(self._run, job_id, request)
                 ids.append(job_id)
             while len(self._jobs) > self._keep:
@@ -59,6 +68,9 @@ class LocalDispatcher(Dispatcher):
         return self.submit_many([request])[0]
 
     def _view(self, job_id: str, fut: Future) -> JobView:
+        if fut.cancelled():  # shut down before it ran
+            return JobView(job_id, JobState.done,
+                           ScoreResult(status=Status.sandbox_error, message="the service shut down before the job ran"))
         if fut.done():
             return JobView(job_id, JobState.done, fut.result())
         with self._lock:
@@ -75,12 +87,12 @@ class LocalDispatcher(Dispatcher):
             return None
         try:
             fut.result(timeout=max(0.0, timeout))
-        except TimeoutError:
+        except (TimeoutError, CancelledError):
             pass
         return self._view(job_id, fut)
 
     def queue_depth_locked(self) -> int:
-        return sum(1 for f in self._jobs.values() if not f.done())
+        return self._pending
 
     def queue_depth(self) -> int:
         with self._lock:
@@ -90,8 +102,9 @@ class LocalDispatcher(Dispatcher):
         try:
             self.engine.sandbox.check()
             return {"sandbox": "ok", "workers": "ok"}
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
-            return {"sandbox": str(exc)}
+        except Exception:  # noqa: BLE001 - reported, not raised; details go to the log
+            log.exception("sandbox check failed")
+            return {"sandbox": "sandbox unavailable (see the service log)"}
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -3,6 +3,8 @@ Not behind the API keys: orchestrators and scrapers call them."""
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -10,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from reward_service.api.deps import BatchStoreDep, DispatcherDep, MetricsDep, ProblemStoreDep, in_thread
 from reward_service.api.schemas import Health, Readiness
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -23,8 +26,9 @@ def _checks(dispatcher, problems, batches) -> dict[str, str]:
     checks: dict[str, str] = {}
     try:
         checks.update(dispatcher.ready())
-    except Exception as exc:  # noqa: BLE001 - a readiness probe reports, never raises
-        checks["dispatcher"] = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - a readiness probe reports, never raises
+        log.exception("readiness check of the dispatcher failed")
+        checks["dispatcher"] = "dispatcher check failed (see the service log)"
     checks["problem_store"] = problems.ping()
     checks["batch_store"] = batches.ping()
     return checks
@@ -41,6 +45,7 @@ async def readyz(request: Request, dispatcher: DispatcherDep, problems: ProblemS
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(metrics: MetricsDep) -> Response:
-    """Prometheus text format."""
+def metrics(metrics: MetricsDep) -> Response:
+    """Prometheus text format. A plain ``def``: FastAPI runs it in its thread pool, since the
+    queue-depth gauge may ask Redis."""
     return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

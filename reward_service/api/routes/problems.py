@@ -71,14 +71,8 @@ async def delete_problem(problem_id: ProblemId, request: Request, problems: Prob
     return Response(status_code=204)
 
 
-@router.post("/problems:load", response_model=ProblemsLoaded, status_code=201,
-             openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/x-ndjson": {"schema": {"type": "string"}}}}},
-             responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def load_problems(request: Request, settings: SettingsDep, problems: ProblemStoreDep) -> ProblemsLoaded:
-    """Register every problem of a CVDP cid012 JSONL body (one row per line; any content type).
-    All or nothing: a bad row is a 422 naming its line."""
-    raw = await request.body()
+def _parse_cvdp_jsonl(raw: bytes, settings) -> dict[str, ProblemSpec]:
+    """Problems of a CVDP cid012 JSONL body, by id; HTTPException 422 naming the bad line."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -92,12 +86,25 @@ async def load_problems(request: Request, settings: SettingsDep, problems: Probl
         except json.JSONDecodeError as exc:
             raise HTTPException(422, f"line {lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from None
         except (ValueError, TypeError, AttributeError) as exc:
-            raise HTTPException(422, f"line {lineno}: bad cid012 row: {str(exc).splitlines()[0]}") from None
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise HTTPException(422, f"line {lineno}: bad cid012 row: {first}") from None
         if spec.id in specs:
             raise HTTPException(422, f"line {lineno}: duplicate problem id {spec.id!r}")
         service.check_design(spec.design, settings)
         specs[spec.id] = spec
     if not specs:
         raise HTTPException(422, "the body holds no JSONL rows")
+    return specs
+
+
+@router.post("/problems:load", response_model=ProblemsLoaded, status_code=201,
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/x-ndjson": {"schema": {"type": "string"}}}}},
+             responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def load_problems(request: Request, settings: SettingsDep, problems: ProblemStoreDep) -> ProblemsLoaded:
+    """Register every problem of a CVDP cid012 JSONL body (one row per line; any content type).
+    All or nothing: a bad row is a 422 naming its line."""
+    raw = await request.body()
+    specs = await in_thread(request, _parse_cvdp_jsonl, raw, settings)  # CPU work: off the loop
     new = await in_thread(request, problems.put_many, list(specs.values()))
     return ProblemsLoaded(loaded=len(specs), new=new, ids=list(specs))
