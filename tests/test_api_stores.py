@@ -221,3 +221,24 @@ def test_broker_url_selects_the_celery_dispatcher(monkeypatch, shared_cache_dir)
     assert isinstance(build_dispatcher(settings), fake.CeleryDispatcher)
     assert built == [settings]
     assert settings.store_url == "redis://127.0.0.1:1/0"  # the stores follow the broker's Redis
+
+
+def test_broker_outage_is_503_with_retry_after(monkeypatch, tmp_path):
+    """Service mode with Redis down: the API answers 503 + Retry-After, not a 500."""
+    from fastapi.testclient import TestClient
+
+    from reward_service.api.main import create_app
+    from reward_service.settings import get_settings
+
+    monkeypatch.setenv("REWARD_SERVICE_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens
+    monkeypatch.setenv("REWARD_SERVICE_CACHE_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        client = TestClient(create_app(), raise_server_exceptions=False)
+        r = client.post("/v1/score?wait=1", json={
+            "design": {"files": {"a.sv": "module a; endmodule"}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; a u(); endmodule"}}})
+        assert r.status_code == 503 and r.headers["Retry-After"] == "5"
+        assert r.json() == {"detail": "the job queue is unavailable, retry later"}
+    finally:
+        get_settings.cache_clear()

@@ -95,6 +95,19 @@ def install(app: FastAPI) -> None:
         log.error("store unavailable: %s", exc)
         return error(503, "a backing store is unavailable, retry later", headers={"Retry-After": "5"})
 
+    # The broker (service mode): Redis or kombu connection errors from the Celery dispatcher
+    # are an outage (503 + Retry-After), not an internal error. Imported only when installed.
+    for module, name in (("redis", "RedisError"), ("kombu.exceptions", "OperationalError")):
+        try:
+            exc_type = getattr(__import__(module, fromlist=[name]), name)
+        except ImportError:
+            continue
+
+        @app.exception_handler(exc_type)
+        async def _broker(request: Request, exc: Exception) -> JSONResponse:
+            log.error("broker unavailable: %s", exc)
+            return error(503, "the job queue is unavailable, retry later", headers={"Retry-After": "5"})
+
 
 def internal_error(method: str, path: str, exc: BaseException) -> JSONResponse:
     """Log ``exc`` with a reference and answer 500 with only the reference."""
