@@ -242,3 +242,16 @@ def test_broker_outage_is_503_with_retry_after(monkeypatch, tmp_path):
         assert r.json() == {"detail": "the job queue is unavailable, retry later"}
     finally:
         get_settings.cache_clear()
+
+
+def test_batch_with_forgotten_jobs_completes_with_sandbox_error():
+    """A job the dispatcher no longer knows (result expired or lost) ends the batch with an
+    explicit sandbox_error for that sample instead of leaving it "queued" forever."""
+    from reward_service.api.service import batch_view
+    from reward_service.api.telemetry import Metrics
+
+    batch = BatchRecord(id="b1", job_ids=["gone-1", "gone-2"], groups=[None, None])
+    status = batch_view(batch, StubDispatcher(), Metrics(lambda: 0), wait=0)
+    assert status.state == "done" and status.done == 2
+    assert [r.status for r in status.results] == ["sandbox_error", "sandbox_error"]
+    assert all(r.reward is None and "expired or was lost" in r.message for r in status.results)

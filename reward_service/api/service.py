@@ -14,7 +14,7 @@ from reward_service.api.schemas import BatchStatus
 from reward_service.api.telemetry import Metrics
 from reward_service.api.batch_store import BatchRecord
 from reward_service.dispatch.base import Dispatcher, JobState, JobView
-from reward_service.models import Completion, Design, ScoreRequest
+from reward_service.models import Completion, Design, ScoreRequest, ScoreResult, Status
 from reward_service.problems.store import ProblemStore, resolve_request
 from reward_service.settings import Settings
 
@@ -100,7 +100,10 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
         views.append(dispatcher.wait(job_id, remaining) if remaining > 0 else dispatcher.get(job_id))
     results = []
     for job_id, view in zip(batch.job_ids, views):
-        if view is not None and view.state == JobState.done and view.result is not None:
+        if view is None:  # the dispatcher forgot the job: say so instead of "queued" forever
+            results.append(ScoreResult(status=Status.sandbox_error, message=(
+                f"job {job_id} is unknown to the dispatcher: its result expired or was lost")))
+        elif view.state == JobState.done and view.result is not None:
             metrics.observe_result(job_id, view.result)
             results.append(view.result)
         else:
