@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     max_bulk_body_mb: float = Field(
         64.0, gt=0, description="largest body of POST /v1/batches and /v1/problems:load (413 beyond)")
     max_files: int = Field(64, ge=1, description="design + stimulus files of one request (422 beyond)")
+    warm_on_register: bool = Field(
+        True, description="registering a Verilator problem queues a build of its DUT model (cocotb "
+                          "stimulus then only runs); SV testbench builds cannot be prebuilt, ccache serves them")
     max_file_kb: int = Field(1024, ge=1, description="largest file (or completion text) of a request (422 beyond)")
     max_batch: int = Field(4096, ge=1, description="requests of one batch (422 beyond)")
     batch_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="how long the Redis batch store keeps a batch")

@@ -102,7 +102,8 @@ def serving(app) -> Iterator[httpx.Client]:
 def api(shared_cache_dir) -> Iterator[httpx.Client]:
     """The embedded service (LocalDispatcher, bubblewrap), no result cache, small limits."""
     settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2,
-                        max_body_mb=1, max_file_kb=64, max_files=6)
+                        max_body_mb=1, max_file_kb=64, max_files=6,
+                        warm_on_register=False)  # test_registering_warms_the_dut_model covers it
     with serving(create_app(settings=settings)) as client:
         yield client
 
@@ -410,3 +411,26 @@ def test_serve_command_starts_the_embedded_service(shared_cache_dir, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_registering_warms_the_dut_model(tmp_path):
+    """POST /v1/problems queues a build of the DUT model: a cocotb sample sent afterwards finds
+    it in the build cache (cache.build) and only runs."""
+    settings = Settings(cache_dir=tmp_path, result_cache=False, score_workers=1)  # fresh model cache
+    problem = {"id": "warm-ctr", "design": {"files": {"ctr.v": COUNTER}}, "dut_instance": "uut",
+               "simulator": "verilator"}
+    test_py = ("import cocotb\nfrom cocotb.triggers import Timer\n\n@cocotb.test()\n"
+               "async def tick(dut):\n    dut.clk.value = 0\n    await Timer(1, unit='ns')\n")
+    with serving(create_app(settings=settings)) as client:
+        assert client.post("/v1/problems", json=problem).status_code == 201
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "models").glob("*/ctr")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert list((tmp_path / "models").glob("*/ctr")), "registering did not build the DUT model"
+        r = client.post("/v1/score?wait=300", json={
+            "problem_id": "warm-ctr",
+            "stimulus": {"kind": "cocotb", "files": {"test_tick.py": test_py}, "test_module": "test_tick"}})
+        assert r.status_code == 200
+        body = r.json()
+        assert body["status"] == "ok" and body["cache"]["build"] is True and body["tests"][0]["passed"]

@@ -13,9 +13,11 @@ from reward_service.api.errors import describe_validation
 from reward_service.api.schemas import BatchStatus
 from reward_service.api.telemetry import Metrics
 from reward_service.api.batch_store import BatchRecord
-from reward_service.dispatch.base import Dispatcher, JobState, JobView
-from reward_service.models import Completion, Design, ScoreRequest, ScoreResult, Status
-from reward_service.problems.store import ProblemStore, resolve_request
+from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.models import (
+    CocotbStimulus, Completion, CoverageSpec, Design, ScoreRequest, ScoreResult, Simulator, Status,
+)
+from reward_service.problems.store import ProblemSpec, ProblemStore, resolve_request
 from reward_service.settings import Settings
 
 
@@ -121,3 +123,25 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
         rewards = group_rewards(results, batch.groups, batch.diversity_weight)
     return BatchStatus(batch_id=batch.id, state=state, total=len(results), done=done, job_ids=batch.job_ids,
                        groups=batch.groups, results=results, group_rewards=rewards)
+
+
+#: A do-nothing cocotb test: scoring it builds (and caches) the problem's DUT model.
+_WARMUP_TEST = "import cocotb\n\n\n@cocotb.test()\nasync def rs_warmup(dut):\n    pass\n"
+
+
+def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
+    """Queue a build of ``problem``'s Verilator DUT model (DESIGN.md: registering a problem
+    warms the build), so that cocotb samples of it only run. Returns the job id, or None when
+    there is nothing to warm (Icarus builds in ~20 ms; no DUT module known) or the queue is
+    full (warming is best effort)."""
+    if problem.simulator != Simulator.verilator or not problem.toplevel:
+        return None
+    request = ScoreRequest(
+        design=problem.design, simulator=Simulator.verilator,
+        stimulus=CocotbStimulus(files={"rs_warmup.py": _WARMUP_TEST}, test_module="rs_warmup",
+                                toplevel=problem.toplevel, runtime="cocotb-2.1"),
+        coverage=CoverageSpec(metrics=["line"]), limits=problem.limits)
+    try:
+        return dispatcher.submit(request)
+    except QueueFull:
+        return None

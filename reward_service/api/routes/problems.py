@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
 
 from reward_service.api import service
-from reward_service.api.deps import Authenticated, ProblemStoreDep, SettingsDep, in_thread
+from reward_service.api.deps import Authenticated, DispatcherDep, ProblemStoreDep, SettingsDep, in_thread
 from reward_service.api.schemas import ErrorBody, ProblemList, ProblemsLoaded, ProblemSummary
 from reward_service.problems.cvdp import find_toplevel, problem_from_row
 from reward_service.problems.store import PROBLEM_ID_PATTERN, ProblemSpec
@@ -30,7 +30,7 @@ def _summary(p: ProblemSpec) -> ProblemSummary:
              responses={200: {"model": ProblemSpec, "description": "replaced an existing problem"},
                         401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 async def register_problem(body: ProblemSpec, request: Request, settings: SettingsDep,
-                           problems: ProblemStoreDep) -> JSONResponse:
+                           problems: ProblemStoreDep, dispatcher: DispatcherDep) -> JSONResponse:
     """Register (or replace) a problem: design files, DUT module (``design.toplevel``; found
     when omitted: the module nothing instantiates), DUT instance, metrics, targets, simulator,
     limits, reward shaping. 201 when new, 200 when it replaced one."""
@@ -42,6 +42,8 @@ async def register_problem(body: ProblemSpec, request: Request, settings: Settin
         except ValueError:
             pass  # SV testbenches do not need it; cocotb stimulus will say so
     new = await in_thread(request, problems.put, body)
+    if settings.warm_on_register:
+        await in_thread(request, service.warm_build, body, dispatcher)
     return JSONResponse(body.model_dump(mode="json"), status_code=201 if new else 200,
                         headers={"Location": f"/v1/problems/{body.id}"})
 
@@ -101,10 +103,14 @@ def _parse_cvdp_jsonl(raw: bytes, settings) -> dict[str, ProblemSpec]:
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/x-ndjson": {"schema": {"type": "string"}}}}},
              responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def load_problems(request: Request, settings: SettingsDep, problems: ProblemStoreDep) -> ProblemsLoaded:
+async def load_problems(request: Request, settings: SettingsDep, problems: ProblemStoreDep,
+                        dispatcher: DispatcherDep) -> ProblemsLoaded:
     """Register every problem of a CVDP cid012 JSONL body (one row per line; any content type).
     All or nothing: a bad row is a 422 naming its line."""
     raw = await request.body()
     specs = await in_thread(request, _parse_cvdp_jsonl, raw, settings)  # CPU work: off the loop
     new = await in_thread(request, problems.put_many, list(specs.values()))
+    if settings.warm_on_register:
+        for spec in specs.values():
+            await in_thread(request, service.warm_build, spec, dispatcher)
     return ProblemsLoaded(loaded=len(specs), new=new, ids=list(specs))
