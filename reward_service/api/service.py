@@ -3,6 +3,7 @@ request checks, problem resolution, submission, waiting, batch views."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from fastapi import HTTPException
@@ -19,6 +20,8 @@ from reward_service.models import (
 )
 from reward_service.problems.store import ProblemSpec, ProblemStore, resolve_request
 from reward_service.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def check_wait(wait: float | None, settings: Settings, default: float) -> float:
@@ -144,4 +147,7 @@ def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
     try:
         return dispatcher.submit(request)
     except QueueFull:
+        return None
+    except Exception:  # noqa: BLE001 - best effort: registering must not fail on a warm-up
+        log.warning("warm-up build of problem %s could not be queued", problem.id, exc_info=True)
         return None
