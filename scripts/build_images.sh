@@ -3,8 +3,13 @@
 # they are missing (machines without a registry): debian:bookworm by debootstrap + docker import.
 # The Dockerfiles stay standard (FROM debian:bookworm); elsewhere docker pulls the base as usual.
 #
-#   scripts/build_images.sh            # base image if missing, then the simulation image
-#   FORCE=1 scripts/build_images.sh    # rebuild the simulation image even if present
+#   scripts/build_images.sh            # base images if missing; the simulation and service images
+#                                      # are always built (Docker's layer cache makes that quick)
+#   FORCE=1 scripts/build_images.sh    # rebuild those two without the layer cache
+#
+# Images: debian:bookworm (base), redis:7.0-bookworm (pulled, else built from docker/redis on the
+# local Debian), reward-service-sim:latest (sim_images/), reward-service:latest (Dockerfile: API
+# and workers of docker-compose.yml).
 #
 # Behind an intercepting HTTPS proxy the CA certificates of the host's local trust store
 # (/usr/local/share/ca-certificates/*.crt) are passed to the build (EXTRA_CA build arg), and
@@ -13,6 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIM_IMAGE="${SIM_IMAGE:-reward-service-sim:latest}"
+APP_IMAGE="${APP_IMAGE:-reward-service:latest}"
+REDIS_IMAGE="${REDIS_IMAGE:-redis:7.0-bookworm}"
 # The host's Debian mirror: the first non-comment URIs:/deb entry that ends in /debian.
 MIRROR="${DEBIAN_MIRROR:-$( (grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true) \
   | grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')}"
@@ -35,12 +42,26 @@ if ! have_image debian:bookworm; then
   fi
 fi
 
-if ! have_image "$SIM_IMAGE" || [ "${FORCE:-0}" = 1 ]; then
-  extra_ca=""
-  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
-    extra_ca="$(cat /usr/local/share/ca-certificates/*.crt)"
-  fi
-  echo "build_images: building $SIM_IMAGE" >&2
-  docker build -q --network host --build-arg EXTRA_CA="$extra_ca" -t "$SIM_IMAGE" sim_images >/dev/null
+extra_ca=""
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  extra_ca="$(cat /usr/local/share/ca-certificates/*.crt)"
 fi
-echo "build_images: ready: debian:bookworm $SIM_IMAGE" >&2
+
+no_cache=()
+[ "${FORCE:-0}" = 1 ] && no_cache=(--no-cache)
+
+echo "build_images: building $SIM_IMAGE" >&2
+docker build -q "${no_cache[@]}" --network host --build-arg EXTRA_CA="$extra_ca" -t "$SIM_IMAGE" sim_images >/dev/null
+
+if ! have_image "$REDIS_IMAGE"; then
+  if docker pull -q "$REDIS_IMAGE" >/dev/null 2>&1; then
+    echo "build_images: pulled $REDIS_IMAGE" >&2
+  else
+    echo "build_images: no registry; building $REDIS_IMAGE from docker/redis (Debian's redis-server)" >&2
+    docker build -q --network host -t "$REDIS_IMAGE" docker/redis >/dev/null
+  fi
+fi
+
+echo "build_images: building $APP_IMAGE" >&2
+docker build -q "${no_cache[@]}" --network host --build-arg EXTRA_CA="$extra_ca" -t "$APP_IMAGE" . >/dev/null
+echo "build_images: ready: debian:bookworm $REDIS_IMAGE $SIM_IMAGE $APP_IMAGE" >&2

@@ -17,6 +17,11 @@ command -v g++      >/dev/null || need+=(g++)
 command -v make     >/dev/null || need+=(make)
 command -v perl     >/dev/null || need+=(perl)
 command -v redis-server >/dev/null || need+=(redis-server)  # broker + results of the Celery workers
+# The compose stack (docker-compose.yml) needs Compose: v2 (`docker compose`) when the Docker
+# install has it, else Debian's v1.29 (`docker-compose`), which reads the same file.
+if command -v docker >/dev/null && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+  need+=(docker-compose)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "install.sh: apt-get install ${need[*]}" >&2
   $SUDO apt-get update -qq
