@@ -253,5 +253,12 @@ def serve(
     uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)
 
 
+# Batch rescoring and the CVDP-ECov evaluation live in reward_service/rescore/commands.py.
+from reward_service.rescore.commands import eval_cvdp_cmd, rescore_cmd  # noqa: E402
+
+app.command("rescore")(rescore_cmd)
+app.command("eval-cvdp")(eval_cvdp_cmd)
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,188 @@
+"""Score the samples of a completions file that ``R.jsonl`` does not hold yet.
+
+A *scorer* is any callable ``ScoreRequest -> ScoreResult``: :func:`engine_scorer` (embedded,
+simulations on this machine) or :func:`client_scorer` (a running reward-service). The runner
+keeps at most ``2 × concurrency`` samples in flight on a thread pool (threads suffice: the work
+is sandboxed subprocesses or HTTP waits), and the calling thread alone appends each result to
+the :class:`~reward_service.rescore.store.ResultStore` as it finishes.
+
+Resume policy: a sample whose last line in ``R.jsonl`` is final (any status but
+``sandbox_error``) is never scored again; a ``sandbox_error`` line is re-tried. A result line
+written for a different completion text (``completion_sha256``) is an error: the output belongs
+to another completions file. Ctrl-C (``KeyboardInterrupt``) stops the run: nothing after the
+interrupt is written (the interrupted simulations got the signal too, so their outcome is not
+the sample's), pending samples are dropped, and the next run continues from the file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.rescore.store import ResultStore, Sample, SampleKey, is_final, result_record
+
+__all__ = ["Scorer", "ServiceDown", "engine_scorer", "client_scorer", "plan", "run", "RunOutcome"]
+
+log = logging.getLogger("reward_service.rescore")
+
+Scorer = Callable[[ScoreRequest], ScoreResult]
+
+
+class ServiceDown(RuntimeError):
+    """The scoring service cannot be reached (after the client's retries): the run stops."""
+
+
+def engine_scorer(problems: Mapping[str, Any], settings=None) -> Scorer:
+    """Embedded scoring: one :class:`~reward_service.engine.Engine` (bubblewrap sandbox) shared
+    by the worker threads. ``settings`` defaults to the process settings."""
+    from reward_service.engine import Engine
+
+    return Engine(settings=settings, problems=problems).score
+
+
+def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 600.0) -> Scorer:
+    """Scoring by a running reward-service at ``base_url`` through
+    :class:`reward_service.client.RewardClient` (retries with backoff on 429/5xx and connection
+    errors). Raises :class:`ServiceDown` from the returned scorer when the service stays
+    unreachable."""
+    from reward_service.client import RewardClient, ServiceUnavailable
+
+    client = RewardClient(base_url, api_key=api_key)
+
+    def score(request: ScoreRequest) -> ScoreResult:
+        try:
+            return client.score(request, wait=wait_s)
+        except ServiceUnavailable as exc:
+            raise ServiceDown(str(exc)) from exc
+
+    return score
+
+
+def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]]) -> tuple[list[Sample], int, int]:
+    """Split ``samples`` by what ``R.jsonl`` holds: ``(to score, already final, sandbox_error
+    lines to retry)``. Raises ``ValueError`` when a held result was written for another
+    completion text."""
+    todo, final, retry, stale = [], 0, 0, []
+    for sample in samples:
+        record = done.get(sample.key)
+        if record is None:
+            todo.append(sample)
+        elif record.get("completion_sha256") not in (None, sample.digest):
+            stale.append(sample)
+        elif is_final(record):
+            final += 1
+        else:
+            retry += 1
+            todo.append(sample)
+    if stale:
+        names = ", ".join(f"{s.problem_id}/{s.sample_id}" for s in stale[:5])
+        raise ValueError(f"the output file holds results of {len(stale)} sample(s) whose completion text "
+                         f"differs from the completions file ({names}{', ...' if len(stale) > 5 else ''}); "
+                         "write to a new --out")
+    return todo, final, retry
+
+
+@dataclass
+class RunOutcome:
+    """What one run did: samples ``scored`` (lines written), ``sandbox_errors`` among them,
+    whether it was ``interrupted`` (Ctrl-C) and, when the service went away, ``stopped_by``."""
+
+    scored: int = 0
+    sandbox_errors: int = 0
+    interrupted: bool = False
+    stopped_by: str | None = None
+
+
+class _RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.2f} samples/s" if speed else "-- samples/s", style="progress.data.speed")
+
+
+def _request(problems: Mapping[str, Any], sample: Sample) -> ScoreRequest | ScoreResult:
+    try:
+        return problems[sample.problem_id].request(sample.completion)
+    except ValidationError as exc:  # the completion cannot even form a request
+        return ScoreResult(status=Status.invalid_input, message=f"invalid request: {exc.errors()[0]['msg']}")
+
+
+def _score(scorer: Scorer, problems: Mapping[str, Any], sample: Sample) -> ScoreResult:
+    request = _request(problems, sample)
+    if isinstance(request, ScoreResult):
+        return request
+    try:
+        return scorer(request)
+    except ServiceDown:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a client-side failure is an infrastructure failure
+        log.warning("scoring %s/%s failed: %r", sample.problem_id, sample.sample_id, exc)
+        return ScoreResult(status=Status.sandbox_error, message=f"scoring failed: {exc}"[:500])
+
+
+def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, store: ResultStore, *,
+        concurrency: int = 1, show_progress: bool = True, console: Console | None = None) -> RunOutcome:
+    """Score ``samples`` (see :func:`plan`) with up to ``concurrency`` at once, appending each
+    result to ``store`` as it finishes. Returns the :class:`RunOutcome`; never raises for a
+    sample (a scorer exception other than :class:`ServiceDown` is recorded as ``sandbox_error``).
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    outcome = RunOutcome()
+    console = console or Console(stderr=True)
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        _RateColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+        TextColumn("{task.fields[passed]} passed, {task.fields[infra]} infra errors"),
+        console=console, disable=not show_progress or not console.is_terminal)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rescore")
+    queue: Iterator[Sample] = iter(samples)
+    in_flight: dict[Future, Sample] = {}
+    passed = 0
+
+    def fill() -> None:
+        while len(in_flight) < 2 * concurrency:
+            sample = next(queue, None)
+            if sample is None:
+                return
+            in_flight[pool.submit(_score, scorer, problems, sample)] = sample
+
+    try:
+        with progress:
+            task = progress.add_task("rescoring", total=len(samples), passed=0, infra=0)
+            fill()
+            while in_flight:
+                finished, _ = wait(list(in_flight), timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    sample = in_flight.pop(fut)
+                    try:
+                        result = fut.result()
+                    except ServiceDown as exc:
+                        outcome.stopped_by = outcome.stopped_by or str(exc)
+                        continue
+                    store.append(result_record(sample, result))
+                    outcome.scored += 1
+                    outcome.sandbox_errors += result.status == Status.sandbox_error
+                    passed += result.passed
+                    log.info("scored %s %s %s", sample.problem_id, sample.sample_id, result.status.value)
+                    progress.update(task, advance=1, passed=passed, infra=outcome.sandbox_errors)
+                if outcome.stopped_by is not None:
+                    break  # the samples still in flight wait on the same dead service
+                fill()
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        store.close()
+    return outcome
