@@ -3,10 +3,15 @@ built models) are shared by the whole session, so Verilator builds are paid once
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import tempfile
+import threading
+import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -26,6 +31,33 @@ def rtl_files(row: dict) -> dict[str, str]:
     """The RTL of a cid012 row (harness src/*.sv|*.v), names without the src/ prefix."""
     files = row["harness"].get("files", row["harness"])
     return {k[4:]: v for k, v in files.items() if k.startswith("src/") and k.endswith((".sv", ".v"))}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def live_server(app, port: int | None = None) -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn in a thread on 127.0.0.1 (a free port unless given);
+    yield its base URL, e.g. ``http://127.0.0.1:41234``. Stopped on exit."""
+    import uvicorn
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
 
 
 @pytest.fixture(scope="session")

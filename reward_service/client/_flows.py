@@ -1,0 +1,240 @@
+"""What each client method does, written once for the sync and the async client.
+
+A flow is a generator that yields :class:`~._transport.Call` s and is sent back each
+``httpx.Response`` (already checked against ``Call.ok`` and retried by the driver); its return
+value is the method's result. The drivers (:class:`RewardClient`, :class:`AsyncRewardClient`)
+only perform the calls, so polling, chunking, ordering and infrastructure-failure handling
+cannot differ between them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import ValidationError
+
+from reward_service.client._transport import Call, parse_json
+from reward_service.client.errors import InfrastructureFailure, InvalidRequest, RewardServiceError, ScoreTimeout
+from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.problems.store import ProblemSpec
+
+T = TypeVar("T")
+Flow = Generator[Call, httpx.Response, T]
+ProgressFn = Callable[[int, int], None]
+
+#: Requests per ``POST /v1/batches`` (the server accepts up to ``max_batch``, default 4096).
+DEFAULT_CHUNK = 1024
+
+
+def request_body(request: ScoreRequest | Mapping[str, Any], where: str = "request") -> dict[str, Any]:
+    """The JSON of a request as the server should see it: only the fields the caller set (so a
+    ``problem_id`` request keeps the problem's simulator, coverage, limits and reward for the
+    fields it does not give), the stimulus whole. Raises :class:`InvalidRequest`."""
+    if not isinstance(request, ScoreRequest):
+        if not isinstance(request, Mapping):
+            raise InvalidRequest(f"{where}: expected a ScoreRequest or a dict, got {type(request).__name__}")
+        try:
+            request = ScoreRequest.model_validate(dict(request))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "request"
+            raise InvalidRequest(f"{where}: {loc}: {first.get('msg', 'invalid value')}") from None
+    body = request.model_dump(mode="json", exclude_unset=True)
+    body["stimulus"] = request.stimulus.model_dump(mode="json")  # `kind` is the union's discriminator
+    return body
+
+
+def _result(data: Any, where: str) -> ScoreResult:
+    try:
+        return ScoreResult.model_validate(data)
+    except ValidationError as exc:
+        raise RewardServiceError(f"{where}: the service answered a result that does not validate: {exc}") from exc
+
+
+def _deadline(timeout: float | None) -> float | None:
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds (or None), got {timeout}")
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _remaining(deadline: float | None, cap: float) -> float:
+    return cap if deadline is None else max(0.0, min(cap, deadline - time.monotonic()))
+
+
+def _expired(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+# -- one sample ----------------------------------------------------------------------------------
+def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: float | None,
+          raise_on_infra: bool, sample_id: str | None, infra_retries: int) -> Flow[ScoreResult]:
+    body = request_body(request)
+    if wait < 0:
+        raise ValueError(f"wait must be >= 0 seconds, got {wait}")
+    deadline = _deadline(timeout)
+    for attempt in range(1, infra_retries + 2):
+        hold = _remaining(deadline, wait)
+        response = yield Call("POST", "/v1/score", params={"wait": hold}, json=body, hold=hold, ok=(200, 202))
+        data = parse_json(Call("POST", "/v1/score"), response)
+        if response.status_code == 202:
+            job_id = data["job_id"]
+            while data.get("state") != "done" or data.get("result") is None:
+                if _expired(deadline):
+                    raise ScoreTimeout(f"job {job_id} not finished within the timeout of {timeout:g} s", 0, 1)
+                hold = _remaining(deadline, wait)
+                path = f"/v1/jobs/{quote(job_id, safe='')}"
+                data = parse_json(Call("GET", path), (yield Call("GET", path, params={"wait": hold}, hold=hold)))
+            data = data["result"]
+        result = _result(data, "POST /v1/score")
+        if result.status != Status.sandbox_error or attempt > infra_retries:
+            break
+    if result.status == Status.sandbox_error and raise_on_infra:
+        raise InfrastructureFailure(result, None, sample_id, attempt)
+    return result
+
+
+# -- many samples --------------------------------------------------------------------------------
+def chunks(indices: Sequence[int], groups: Sequence[str | None] | None, size: int) -> list[list[int]]:
+    """``indices`` split into batches of about ``size`` requests, never splitting a group (the
+    samples of one GRPO group must share a batch for its diversity term). Order inside a
+    batch follows ``indices``; a group larger than ``size`` is a batch of its own."""
+    if size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {size}")
+    units: dict[Any, list[int]] = {}
+    for i in indices:
+        label = groups[i] if groups is not None else None
+        units.setdefault(("g", label) if label is not None else ("i", i), []).append(i)
+    out: list[list[int]] = []
+    current: list[int] = []
+    for unit in units.values():
+        if current and len(current) + len(unit) > size:
+            out.append(current)
+            current = []
+        current.extend(unit)
+    if current:
+        out.append(current)
+    return out
+
+
+def _check_aligned(name: str, values: Sequence[Any] | None, n: int) -> None:
+    if values is not None and len(values) != n:
+        raise ValueError(f"{name} has {len(values)} entries for {n} requests (one per request, in order)")
+
+
+def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups: Sequence[str | None] | None,
+                timeout: float | None, poll_interval: float, on_progress: ProgressFn | None,
+                raise_on_infra: bool, sample_ids: Sequence[str] | None, infra_retries: int,
+                chunk_size: int) -> Flow[list[ScoreResult]]:
+    n = len(requests)
+    _check_aligned("groups", groups, n)
+    _check_aligned("sample_ids", sample_ids, n)
+    if poll_interval <= 0:
+        raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
+    bodies = [request_body(r, f"requests[{i}]") for i, r in enumerate(requests)]
+    deadline = _deadline(timeout)
+    results: list[ScoreResult | None] = [None] * n
+    attempts = [0] * n
+    pending = list(range(n))
+    while pending:
+        open_batches: list[tuple[str, list[int]]] = []
+        for chunk in chunks(pending, groups, chunk_size):
+            items = []
+            for i in chunk:
+                attempts[i] += 1
+                label = groups[i] if groups is not None else None
+                items.append({**bodies[i], "group": label} if label is not None else bodies[i])
+            response = yield Call("POST", "/v1/batches", json={"requests": items, "wait": 0}, ok=(200, 202))
+            data = parse_json(Call("POST", "/v1/batches"), response)
+            _absorb(data, chunk, results)
+            if data.get("state") != "done":
+                open_batches.append((data["batch_id"], chunk))
+        if on_progress is not None:
+            on_progress(sum(r is not None for r in results), n)
+        while open_batches:
+            if _expired(deadline):
+                done = sum(r is not None for r in results)
+                raise ScoreTimeout(f"{done} of {n} samples scored within the timeout of {timeout:g} s "
+                                   f"(batches still running: {', '.join(b for b, _ in open_batches)})", done, n)
+            still_open = []
+            for batch_id, chunk in open_batches:
+                hold = _remaining(deadline, poll_interval)
+                path = f"/v1/batches/{quote(batch_id, safe='')}"
+                response = yield Call("GET", path, params={"wait": hold}, hold=hold, ok=(200, 202))
+                data = parse_json(Call("GET", path), response)
+                _absorb(data, chunk, results)
+                if data.get("state") != "done":
+                    still_open.append((batch_id, chunk))
+            open_batches = still_open
+            if on_progress is not None:
+                on_progress(sum(r is not None for r in results), n)
+        pending = [i for i in pending if results[i].status == Status.sandbox_error and attempts[i] <= infra_retries]  # type: ignore[union-attr]
+        for i in pending:
+            results[i] = None
+    final: list[ScoreResult] = results  # type: ignore[assignment]
+    if raise_on_infra:
+        for i, r in enumerate(final):
+            if r.status == Status.sandbox_error:
+                raise InfrastructureFailure(r, i, sample_ids[i] if sample_ids is not None else None, attempts[i])
+    return final
+
+
+def _absorb(batch: Mapping[str, Any], chunk: list[int], results: list[ScoreResult | None]) -> None:
+    got = batch.get("results") or []
+    if len(got) != len(chunk):
+        raise RewardServiceError(f"batch {batch.get('batch_id')}: {len(got)} results for {len(chunk)} requests")
+    for i, data in zip(chunk, got):
+        if data is not None and results[i] is None:
+            results[i] = _result(data, f"batch {batch.get('batch_id')}")
+
+
+# -- health and problems -------------------------------------------------------------------------
+def health() -> Flow[bool]:
+    response = yield Call("GET", "/healthz", retry=False)
+    return parse_json(Call("GET", "/healthz"), response).get("status") == "ok"
+
+
+def _problem(data: Any) -> ProblemSpec:
+    try:
+        return ProblemSpec.model_validate(data)
+    except ValidationError as exc:
+        raise RewardServiceError(f"the service answered a problem that does not validate: {exc}") from exc
+
+
+def register_problem(problem: ProblemSpec | Mapping[str, Any]) -> Flow[ProblemSpec]:
+    if not isinstance(problem, ProblemSpec):
+        try:
+            problem = ProblemSpec.model_validate(dict(problem))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "problem"
+            raise InvalidRequest(f"problem: {loc}: {first.get('msg', 'invalid value')}") from None
+    body = problem.model_dump(mode="json", exclude_unset=True)
+    response = yield Call("POST", "/v1/problems", json=body, ok=(200, 201))
+    return _problem(parse_json(Call("POST", "/v1/problems"), response))
+
+
+def get_problem(problem_id: str) -> Flow[ProblemSpec]:
+    path = f"/v1/problems/{quote(problem_id, safe='')}"
+    return _problem(parse_json(Call("GET", path), (yield Call("GET", path))))
+
+
+def list_problems() -> Flow[list[dict[str, Any]]]:
+    response = yield Call("GET", "/v1/problems")
+    return parse_json(Call("GET", "/v1/problems"), response)["problems"]
+
+
+def delete_problem(problem_id: str) -> Flow[None]:
+    yield Call("DELETE", f"/v1/problems/{quote(problem_id, safe='')}", ok=(204,))
+
+
+def load_problems_jsonl(source: str | Path | bytes) -> Flow[dict[str, Any]]:
+    """``source``: a path to a CVDP cid012 JSONL file, or its bytes."""
+    content = source if isinstance(source, bytes) else Path(source).read_bytes()
+    response = yield Call("POST", "/v1/problems:load", content=content,
+                          headers={"Content-Type": "application/x-ndjson"}, ok=(201,))
+    return parse_json(Call("POST", "/v1/problems:load"), response)
