@@ -71,6 +71,7 @@ def score(
     json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not reuse a cached result")] = False,
     show_uncovered: Annotated[int, typer.Option("--uncovered", help="uncovered points to list (human output)")] = 10,
+    feedback: Annotated[bool, typer.Option("--feedback", help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)")] = False,
 ) -> None:
     """Score one stimulus against a design (files) or a CVDP problem (--problems/--problem-id).
 
@@ -146,6 +147,14 @@ def score(
             err.print(f"note: --target is in percent; {target:g} means {target:g} %, not {100 * target:g} %")
         targets_given = bool((request.get("coverage") or {}).get("targets")) or problem_id is not None
         _print_result(result, show_uncovered, targets_given)
+    if feedback:  # reward_service/feedback.py; the DUT sources give the uncovered lines' text
+        from reward_service.feedback import annotated_source, feedback_text
+
+        problem = problem_set.get(problem_id) if problem_id else None
+        sources = problem.design.files if problem else request["design"]["files"]
+        text = feedback_text(result, sources=sources, target_percent=problem.target_percent if problem else target)
+        (err if json_out else console).print(f"{text}\n\n{annotated_source(sources, result.uncovered)}".rstrip(),
+                                             markup=False, highlight=False, soft_wrap=True)
     if result.status == Status.sandbox_error:
         raise typer.Exit(EXIT_INFRA)
     if result.status != Status.ok:
