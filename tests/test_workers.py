@@ -7,7 +7,6 @@ one, the engine's result cache is off in the workers (so simulations can be coun
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -19,14 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CID012, STIMULUS, cid012_rows, rtl_files
+from conftest import STIMULUS, cid012_rows, rtl_files
 from reward_service.dispatch.base import JobState, QueueFull
-from reward_service.models import CocotbStimulus, ScoreRequest, SvTestbench
+from reward_service.models import ScoreRequest, SvTestbench
 from reward_service.settings import Settings
+from samples import ARBITER, PIDS, cocotb_case, comparable, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]
-ARBITER = "cvdp_copilot_fixed_arbiter_0004"
-PIDS = [ARBITER, "cvdp_copilot_gray_to_binary_0014", "cvdp_copilot_Attenuator_0011"]
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 
@@ -190,26 +188,6 @@ def service(redis_server, shared_cache_dir, tmp_path_factory):
 # ---------------------------------------------------------------------------------------------
 # samples
 # ---------------------------------------------------------------------------------------------
-def problems():
-    from reward_service.problems import load_problems
-
-    return load_problems(CID012)
-
-
-def icarus_case(pid: str, tb: str = "good", seed: int = 0) -> ScoreRequest:
-    """A CVDP cid012 problem scored on Icarus with one of the case testbenches."""
-    stim = SvTestbench(files={"tb.sv": (STIMULUS / pid / f"{tb}.sv").read_text()})
-    return problems()[pid].request(stim, simulator="icarus", seed=seed)
-
-
-def cocotb_case(pid: str = ARBITER) -> ScoreRequest:
-    exp = json.loads((STIMULUS / pid / "expected.json").read_text())["cocotb"]
-    design = problems()[pid].design
-    stim = CocotbStimulus(files={exp["file"]: (STIMULUS / pid / exp["file"]).read_text()},
-                          test_module=exp["test_module"], toplevel=exp["hdl_toplevel"])
-    return ScoreRequest(design=design, stimulus=stim, simulator="icarus")
-
-
 def slow_tb(i: int, cycles: int = 700_000) -> ScoreRequest:
     """An Icarus sample that runs about ``cycles`` microseconds and prints ``SAMPLE i``."""
     tb = f"""`timescale 1ns / 1ps
@@ -228,12 +206,6 @@ endmodule
     return ScoreRequest.model_validate({
         "design": {"files": rtl_files(cid012_rows()[ARBITER])}, "simulator": "icarus", "seed": i,
         "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}}, "coverage": {"scope": "dut"}})
-
-
-def comparable(result, log: bool = True) -> dict:
-    """The result without what differs between two runs of the same sample (timings, cache
-    hits; cocotb logs hold wall-clock times)."""
-    return result.model_dump(mode="json", exclude={"timings", "cache"} | (set() if log else {"log"}))
 
 
 def wait_all(dispatcher, ids: list[str], timeout: float):
