@@ -1,0 +1,324 @@
+"""The ``docker compose`` stack end to end (issue 3, "Done when"): docker-compose.yml brings up
+Redis, the API and two worker containers; the workers run every simulation step in a fresh
+container of the simulation image through the Docker socket (REWARD_SERVICE_SANDBOX=docker).
+
+Images come from ``scripts/build_images.sh`` (``.ci/run`` runs it before the tests). The stack is
+started once for this module under its own compose project name, ports and volumes, and taken
+down (``down -v``) at the end; tests/compose.test.yml exposes its Redis to the test (job
+statistics) and shortens the Celery time limits so that a SIGKILLed worker's jobs are
+redelivered within the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import CID012, STIMULUS, cid012_rows, rtl_files
+from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
+
+REPO = Path(__file__).resolve().parents[1]
+IMAGES = ("reward-service:latest", "reward-service-sim:latest", "redis:7.0-bookworm")
+SANDBOX_LABEL = "reward-service.sandbox"
+ATTENUATOR = "cvdp_copilot_Attenuator_0011"
+
+# One stack per test session: every test of this module runs on the same xdist worker
+# (--dist loadgroup, pyproject addopts).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compose-stack")]
+
+
+def _compose_command() -> list[str] | None:
+    """``docker compose`` (v2) when present, else Debian's ``docker-compose`` (v1.29)."""
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
+                                                 capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+def _docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except Exception:  # noqa: BLE001 - no daemon: the module is skipped
+        return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Stack:
+    url: str
+    redis_url: str
+    command: list[str]
+    env: dict[str, str]
+    project: str
+    docker: object
+
+    def compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        proc = subprocess.run([*self.command, *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def containers(self, service: str):
+        return self.docker.containers.list(filters={"label": [f"com.docker.compose.project={self.project}",
+                                                              f"com.docker.compose.service={service}"]})
+
+    def sim_containers(self) -> list:
+        """Sim containers (running or not) started by this stack's workers: their owner label
+        names the worker's host name, which is its container's short id."""
+        hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker")}
+        found = self.docker.containers.list(all=True, filters={"label": SANDBOX_LABEL})
+        return [c for c in found if c.labels.get("reward-service.host") in hosts]
+
+    def logs(self) -> str:
+        return self.compose("logs", "--no-color", "--tail", "300", check=False).stdout
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    client = _docker_client()
+    if client is None:
+        pytest.skip("no Docker daemon reachable")
+    command = _compose_command()
+    assert command, "Docker Compose is missing: scripts/install.sh installs it"
+    missing = [name for name in IMAGES if not client.images.list(name=name)]
+    assert not missing, f"images {missing} missing: run scripts/build_images.sh"
+    project = f"rstest{os.getpid()}"
+    api_port, redis_port = _free_port(), _free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
+           "REWARD_SERVICE_PORT": str(api_port), "REWARD_SERVICE_BIND": "127.0.0.1",
+           "RS_TEST_REDIS_PORT": str(redis_port)}
+    st = Stack(url=f"http://127.0.0.1:{api_port}", redis_url=f"redis://127.0.0.1:{redis_port}/0",
+               command=[*command, "-p", project, "-f", str(REPO / "docker-compose.yml"),
+                        "-f", str(REPO / "tests" / "compose.test.yml")],
+               env=env, project=project, docker=client)
+    try:
+        st.compose("up", "-d", "--scale", "worker=2")
+        deadline, last = time.monotonic() + 180, None
+        while time.monotonic() < deadline:
+            try:
+                last = httpx.get(f"{st.url}/readyz", timeout=10)
+                if last.status_code == 200:
+                    break
+            except httpx.HTTPError as exc:
+                last = exc
+            time.sleep(1)
+        else:
+            raise AssertionError(f"stack not ready in 180 s: {getattr(last, 'text', last)}\n{st.logs()}")
+        yield st
+    finally:
+        (tmp_path_factory.getbasetemp() / f"{project}.log").write_text(st.logs())
+        st.compose("down", "-v", "--remove-orphans", "-t", "10", check=False)
+
+
+def _curl_json(url: str, body: Path, *, content_type: str = "application/json") -> tuple[int, dict]:
+    """POST a file with the real curl command line; returns (HTTP status, JSON body)."""
+    proc = subprocess.run(["curl", "-sS", "-X", "POST", "-H", f"Content-Type: {content_type}",
+                           "--data-binary", f"@{body}", "-w", "\n%{http_code}", url],
+                          capture_output=True, text=True, timeout=660)
+    assert proc.returncode == 0, proc.stderr
+    text, _, code = proc.stdout.rpartition("\n")
+    return int(code), json.loads(text)
+
+
+def _essence(result: dict) -> dict:
+    """What must agree between two scorings of the same inputs (not timings, logs, versions)."""
+    return {k: result.get(k) for k in ("status", "reward", "passed", "coverage", "tests", "engine", "simulator")}
+
+
+def test_curl_score_of_a_cvdp_problem_equals_the_cli(stack, shared_cache_dir, tmp_path):
+    tb = STIMULUS / ATTENUATOR / "good.sv"
+    cli = subprocess.run(
+        [sys.executable, "-m", "reward_service", "score", "--problems", str(CID012), "--problem-id", ATTENUATOR,
+         "--testbench", str(tb), "--simulator", "verilator", "--json", "--no-cache"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir)})
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    want = json.loads(cli.stdout)
+    assert want["status"] == "ok" and want["coverage"]["overall"] > 0.9
+
+    code, loaded = _curl_json(f"{stack.url}/v1/problems:load", CID012, content_type="application/x-ndjson")
+    assert code == 201 and ATTENUATOR in loaded["ids"]
+    body = tmp_path / "score.json"
+    body.write_text(json.dumps({"problem_id": ATTENUATOR, "simulator": "verilator",
+                                "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}}}))
+    code, got = _curl_json(f"{stack.url}/v1/score?wait=600", body)
+    assert code == 200, got
+    assert _essence(got) == _essence(want)
+
+    # The minimal contract shape (design files + stimulus + scope) measures the same coverage.
+    body.write_text(json.dumps({
+        "design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
+        "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}},
+        "simulator": "verilator", "coverage": {"scope": "uut"}}))
+    code, got = _curl_json(f"{stack.url}/v1/score?wait=600", body)
+    assert code == 200 and got["status"] == "ok", got
+    assert got["coverage"]["metrics"] == want["coverage"]["metrics"]
+
+
+def _batch_samples() -> list:
+    """50 samples: 3 problems x good/weak x 7 seeds on Icarus, SV and cocotb on Verilator, a
+    cocotb test on Icarus, and four broken ones (compile error, no code, wrong DUT instance, hang)."""
+    reqs = [icarus_case(pid, tb, seed=seed) for seed in range(7) for pid in PIDS for tb in ("good", "weak")]
+    reqs += [icarus_case(ARBITER, "good", simulator="verilator"),
+             icarus_case(ATTENUATOR, "weak", simulator="verilator"),
+             cocotb_case(ARBITER), cocotb_case(ARBITER, simulator="verilator")]
+    from reward_service.models import ScoreRequest, SvTestbench
+
+    arbiter = problems()[ARBITER]
+    good = (STIMULUS / ARBITER / "good.sv").read_text()
+    reqs += [
+        ScoreRequest.model_validate({"design": {"files": rtl_files(cid012_rows()[ARBITER])}, "simulator": "icarus",
+                                     "stimulus": {"kind": "sv_testbench",
+                                                  "files": {"tb.sv": "module tb; initial begin x = ; end endmodule"}}}),
+        arbiter.request("I cannot write a testbench for this.", simulator="icarus"),
+        arbiter.request(SvTestbench(files={"tb.sv": good.replace(" dut (", " u0 (")}), simulator="icarus"),
+        arbiter.request(SvTestbench(files={"tb.sv": good.replace("$finish;", "")}), simulator="icarus",
+                        limits={"run_s": 3}),
+    ]
+    assert len(reqs) == 50
+    return reqs
+
+
+def _busy_worker(stack: Stack, redis_client) -> object:
+    """A worker container that is running a job now (job markers hold ``running <host> <pid>``)."""
+    by_host = {c.attrs["Config"]["Hostname"]: c for c in stack.containers("worker")}
+    for key in redis_client.scan_iter("reward-service:job:*"):
+        value = redis_client.get(key) if redis_client.type(key) == b"string" else None
+        if value and value.startswith(b"running "):
+            host = value.split()[1].decode()
+            if host in by_host:
+                return by_host[host]
+    return None
+
+
+def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
+    import redis
+
+    reqs = _batch_samples()
+    r = httpx.post(f"{stack.url}/v1/batches", timeout=60,
+                   json={"requests": [q.model_dump(mode="json") for q in reqs]})
+    assert r.status_code in (200, 202), r.text
+    batch_id = r.json()["batch_id"]
+    rc = redis.Redis.from_url(stack.redis_url)
+    victim, deadline = None, time.monotonic() + 300
+    while victim is None and time.monotonic() < deadline:
+        status = httpx.get(f"{stack.url}/v1/batches/{batch_id}", timeout=30).json()
+        if status["done"] >= 3:
+            victim = _busy_worker(stack, rc)
+        if status["state"] == "done":
+            break
+        time.sleep(0.2)
+    assert victim is not None, "no worker was seen running a job mid-batch"
+    victim.kill(signal="SIGKILL")
+
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        r = httpx.get(f"{stack.url}/v1/batches/{batch_id}?wait=30", timeout=60)
+        if r.status_code == 200:
+            break
+    body = r.json()
+    assert r.status_code == 200 and body["state"] == "done", (body.get("done"), stack.logs()[-5000:])
+    assert body["total"] == body["done"] == 50 and len(body["results"]) == 50
+    # Each request answered once, in request order: every result equals the engine's own result
+    # for that request (bubblewrap on this host vs docker in the stack).
+    for i, (req, got) in enumerate(zip(reqs, body["results"])):
+        want = engine.score(req).model_dump(mode="json")
+        assert _essence(got) == _essence(want), f"sample {i}: {got['status']} {got['message']}"
+    statuses = [res["status"] for res in body["results"]]
+    assert statuses[-4:] == ["compile_error", "invalid_input", "invalid_input", "timeout"]
+    assert statuses.count("ok") == 46
+    # The kill really interrupted work: at least one job was delivered twice.
+    deliveries = [int(rc.get(f"reward-service:job:{j}:deliveries") or 0) for j in body["job_ids"]]
+    assert all(d >= 1 for d in deliveries) and max(deliveries) >= 2
+    victim.remove(force=True)  # its replacement is not needed; the stack goes down at the end
+
+
+def test_bad_inputs_over_http_get_their_status_and_leave_nothing_behind(stack, tmp_path):
+    url = stack.url
+    rtl = rtl_files(cid012_rows()[ATTENUATOR])
+    good = (STIMULUS / ATTENUATOR / "good.sv").read_text()
+
+    def sv(tb: str, **extra) -> dict:
+        return {"design": {"files": rtl}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+                "simulator": "icarus", "coverage": {"scope": "uut"}, **extra}
+
+    r = httpx.post(f"{url}/v1/score", content=b'{"design": {"files": ', timeout=30,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "malformed JSON" in r.json()["detail"]
+    r = httpx.post(f"{url}/v1/score", content=b"{" + b" " * (9 << 20) + b"}", timeout=60,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    r = httpx.post(f"{url}/v1/score", json=sv(good) | {"design": {"files": {"../../etc/x.sv": "module x; endmodule"}}},
+                   timeout=30)
+    assert r.status_code == 422 and "../../etc/x.sv" in r.json()["detail"]
+    r = httpx.post(f"{url}/v1/score", timeout=30,
+                   json={"problem_id": "no_such_problem", "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good}}})
+    assert r.status_code == 404 and "no_such_problem" in r.json()["detail"]
+
+    hang = httpx.post(f"{url}/v1/score?wait=120", timeout=180,
+                      json=sv(good.replace("$finish;", ""), limits={"run_s": 3})).json()
+    assert hang["status"] == "timeout" and hang["reward"] == 0.0
+    bomb_tb = good.replace("initial begin", "int q[$];\n  initial forever begin q.push_back(1); end\n  initial begin", 1)
+    bomb = httpx.post(f"{url}/v1/score?wait=120", timeout=180,
+                      json=sv(bomb_tb, simulator="verilator", limits={"run_s": 20, "memory_mb": 256})).json()
+    assert bomb["status"] == "resource_limit" and "memory" in bomb["message"]
+
+    probe = '''import os, socket, cocotb
+from cocotb.triggers import Timer
+
+def attempt(label, family, address):
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(address)
+        cocotb.log.info("REACHED %s", label)
+    except OSError as exc:
+        cocotb.log.info("blocked %s: %s", label, exc)
+
+@cocotb.test()
+async def escape(dut):
+    await Timer(1, unit="ns")
+    attempt("internet", socket.AF_INET, ("93.184.216.34", 80))
+    attempt("redis", socket.AF_INET, ("redis", 6379))
+    attempt("docker", socket.AF_UNIX, "/var/run/docker.sock")
+    try:
+        open("/escape.txt", "w").write("x")
+        cocotb.log.info("REACHED rootfs")
+    except OSError as exc:
+        cocotb.log.info("blocked rootfs: %s", exc)
+'''
+    counter = (REPO.parent / "shared" / "cases" / "adversarial" / "12-hang-no-finish-zero-delay" / "dut_counter.v")
+    net = httpx.post(f"{url}/v1/score?wait=120", timeout=180, json={
+        "design": {"files": {"dut_counter.v": counter.read_text()}, "toplevel": "dut_counter"},
+        "stimulus": {"kind": "cocotb", "files": {"test_probe.py": probe}, "test_module": "test_probe"},
+        "simulator": "icarus", "coverage": {"metrics": ["line"]}}).json()
+    assert net["status"] == "ok" and net["tests"][0]["passed"], net["message"]
+    for label in ("internet", "redis", "docker", "rootfs"):
+        assert f"blocked {label}" in net["log"] and f"REACHED {label}" not in net["log"]
+
+    assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
+    assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
+    deadline = time.monotonic() + 20
+    while stack.sim_containers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert stack.sim_containers() == [], "a sim container was left behind"
