@@ -1,0 +1,266 @@
+"""The instrumentation framework: DUT files parsed with pyslang, one :class:`ModuleUnit` per
+module declaration on which point kinds declare points and insertions, and the applier that
+merges every kind's insertions into instrumented source text (see the contract in
+:mod:`reward_service.fastcov`).
+
+Insertions are ``(offset, text)`` pairs in the original file. Several may share an offset: a
+construct that *ends* there closes before one that *starts* there, inner constructs close
+before outer ones and outer ones open before inner ones (so ``if (a) if (b) x;`` gets its inner
+``else`` before the outer arm's ``end``). Inserted text holds no newline: the instrumented
+file keeps the original line numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyslang import syntax
+
+PREFIX = "__rs_"
+
+
+class Unsupported(Exception):
+    """The design (or one construct of it) cannot be instrumented exactly; the message says
+    what, and the request falls back to Verilator with it."""
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """A Verilator coverage point as declared by a point kind: its ``coverage.dat`` key
+    without the hierarchy (``f`` file, ``l`` line, ``n`` column, ``t`` metric, ``page``
+    ``v_<t>/<module>``, ``o`` comment)."""
+
+    metric: str
+    file: str
+    line: int
+    column: int
+    comment: str
+    module: str
+
+    @property
+    def page(self) -> str:
+        return f"v_{self.metric}/{self.module}"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A point's 1-bit flag in its module: ``set`` is the statement marking it covered.
+    ``scope`` is the generate block the point lives in (0: the module itself)."""
+
+    index: int
+    spec: PointSpec
+    scope: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{PREFIX}f{self.index}"
+
+    @property
+    def set(self) -> str:
+        return f"{self.name} = 1'b1;"
+
+
+@dataclass(order=True)
+class _Insertion:
+    offset: int
+    phase: int          # 0: closes a construct ending here, 1: opens one starting here
+    depth_key: int      # closing: -depth (inner first); opening: depth (outer first)
+    seq: int
+    text: str = field(compare=False)
+
+
+@dataclass
+class _Wrap:
+    """Statements run before/after one procedural statement (it is wrapped once)."""
+
+    start: int
+    end: int
+    depth: int
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+class SourceFile:
+    """One DUT file: its text, pyslang tree and the insertions of every module in it."""
+
+    def __init__(self, name: str, text: str, tree: syntax.SyntaxTree) -> None:
+        self.name = name
+        self.text = text
+        self.tree = tree
+        self.sm = tree.sourceManager
+        first = tree.root.getFirstToken()
+        self.buffer = self.sm.getFullyExpandedLoc(first.location).buffer if first else None
+        self._insertions: list[_Insertion] = []
+        self._wraps: dict[tuple[int, int], _Wrap] = {}
+        self._seq = 0
+
+    # -- positions ------------------------------------------------------------------------
+    def _file_loc(self, loc: Any) -> Any:
+        loc = self.sm.getFullyExpandedLoc(loc)
+        if loc.buffer != self.buffer:
+            raise Unsupported(f"{self.name}: code from an `include'd file is not instrumented")
+        return loc
+
+    def line_col(self, loc: Any) -> tuple[int, int]:
+        loc = self._file_loc(loc)
+        return self.sm.getLineNumber(loc), self.sm.getColumnNumber(loc)
+
+    def offsets(self, node: Any) -> tuple[int, int]:
+        """Start and end offsets of a node or token in this file's text. Raises
+        :class:`Unsupported` for code expanded from a macro (no place to insert into)."""
+        rng = node.range if isinstance(node, syntax.Token) else node.sourceRange
+        for loc in (rng.start, rng.end):
+            if self.sm.isMacroLoc(loc):
+                raise Unsupported(f"{self.name}:{self.line_col(loc)[0]}: instrumenting code inside "
+                                  "a macro expansion is not supported")
+        return self._file_loc(rng.start).offset, self._file_loc(rng.end).offset
+
+    # -- insertions -----------------------------------------------------------------------
+    def insert(self, offset: int, text: str, closing: bool, depth: int) -> None:
+        if "\n" in text:
+            raise ValueError("inserted text must not contain a newline")
+        self._seq += 1
+        self._insertions.append(_Insertion(offset, 0 if closing else 1,
+                                           -depth if closing else depth, self._seq, text))
+
+    def wrap(self, node: Any, depth: int) -> _Wrap:
+        start, end = self.offsets(node)
+        key = (start, end)
+        if key not in self._wraps:
+            self._wraps[key] = _Wrap(start, end, depth)
+        return self._wraps[key]
+
+    def apply(self) -> str:
+        """The instrumented text: every insertion and wrap merged into the original."""
+        items = list(self._insertions)
+        seq = self._seq
+        for w in self._wraps.values():
+            seq += 1
+            items.append(_Insertion(w.start, 1, w.depth, seq,
+                                    "begin " + "".join(t + " " for t in w.before)))
+            items.append(_Insertion(w.end, 0, -w.depth, seq, "".join(" " + t for t in w.after) + " end"))
+        items.sort()
+        out, pos = [], 0
+        for ins in items:
+            out.append(self.text[pos:ins.offset])
+            out.append(ins.text)
+            pos = ins.offset
+        out.append(self.text[pos:])
+        return "".join(out)
+
+
+def depth(node: Any) -> int:
+    """Nesting depth of a syntax node (number of ancestors)."""
+    d = 0
+    while node is not None:
+        node = node.parent
+        d += 1
+    return d
+
+
+def ancestors(node: Any):
+    node = node.parent
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+class ModuleUnit:
+    """One module declaration of the DUT, as point kinds see it (see the package docstring
+    for the contract). Built by :mod:`reward_service.fastcov.instrument`."""
+
+    def __init__(self, source: SourceFile, module: syntax.ModuleDeclarationSyntax,
+                 compilation: Any = None, body: Any = None,
+                 constant_functions: frozenset[str] = frozenset()) -> None:
+        self.source = source
+        self.syntax = module
+        self.tree = source.tree
+        self.file = source.name
+        self.name = module.header.name.valueText
+        self.compilation = compilation
+        self.body = body
+        self.constant_functions = constant_functions
+        self.flags: list[Flag] = []
+        self.scopes: list[Any] = [None]      # generate blocks holding points (index 0: module)
+        self._scope_index: dict[tuple[int, int], int] = {}
+        self.declarations: list[str] = []
+        self.tail: list[str] = []            # framework items added before `endmodule`
+        self._depth0 = depth(module)
+
+    # -- reading ----------------------------------------------------------------------------
+    def location(self, node: Any) -> tuple[int, int]:
+        """1-based (line, column) of a node's first token or of a token, in the original file
+        (a macro expansion is located at its use)."""
+        if not isinstance(node, syntax.Token):
+            node = node.getFirstToken()
+        return self.source.line_col(node.location)
+
+    def in_constant_function(self, node: Any) -> bool:
+        return any(a.kind == syntax.SyntaxKind.FunctionDeclaration
+                   and a.prototype.name.getLastToken().valueText in self.constant_functions
+                   for a in ancestors(node))
+
+    # -- points -----------------------------------------------------------------------------
+    def add_point(self, metric: str, line: int, column: int, comment: str, anchor: Any) -> Flag:
+        spec = PointSpec(metric, self.file, line, column, comment, self.name)
+        flag = Flag(len(self.flags), spec, self._scope_of(anchor))
+        self.flags.append(flag)
+        return flag
+
+    def _scope_of(self, node: Any) -> int:
+        """Index of the innermost generate block holding ``node`` (registered on first use)."""
+        for a in [node, *ancestors(node)]:
+            parent = a.parent
+            if parent is None:
+                break
+            if _is_generate_body(a, parent):
+                key = self.source.offsets(a)
+                if key not in self._scope_index:
+                    self._scope_index[key] = len(self.scopes)
+                    self.scopes.append(a)
+                return self._scope_index[key]
+        return 0
+
+    # -- insertions -------------------------------------------------------------------------
+    def append(self, stmt: Any, text: str) -> None:
+        self.source.wrap(stmt, depth(stmt)).after.append(text)
+
+    def prepend(self, stmt: Any, text: str) -> None:
+        self.source.wrap(stmt, depth(stmt)).before.append(text)
+
+    def add_else(self, if_stmt: Any, text: str) -> None:
+        self.insert_after(if_stmt, f" else begin {text} end")
+
+    def insert_before(self, node: Any, text: str) -> None:
+        self.source.insert(self.source.offsets(node)[0], text, closing=False, depth=_depth_of(node))
+
+    def insert_after(self, node: Any, text: str) -> None:
+        self.source.insert(self.source.offsets(node)[1], text, closing=True, depth=_depth_of(node))
+
+    def declare(self, text: str) -> None:
+        self.declarations.append(text)
+
+
+def _depth_of(node: Any) -> int:
+    return depth(node) if not isinstance(node, syntax.Token) else 10_000
+
+
+_K = syntax.SyntaxKind
+
+
+def _is_generate_body(node: Any, parent: Any) -> bool:
+    """Whether ``node`` is the body of a conditional/loop generate construct (a generate
+    block that exists in an instance only if its condition/loop selects it)."""
+    if parent.kind in (_K.IfGenerate, _K.LoopGenerate):
+        return node.kind not in (_K.ElseClause,) and _is_member(node)
+    if parent.kind == _K.ElseClause and parent.parent is not None and parent.parent.kind == _K.IfGenerate:
+        return _is_member(node)
+    if parent.kind in (_K.StandardCaseItem, _K.DefaultCaseItem) and parent.parent is not None \
+            and parent.parent.kind == _K.CaseGenerate:
+        return _is_member(node)
+    return False
+
+
+def _is_member(node: Any) -> bool:
+    return isinstance(node, syntax.MemberSyntax) or node.kind == _K.GenerateBlock
