@@ -11,7 +11,10 @@ One run takes N samples from the stimulus cases (``../shared/cases/stimulus``: p
   127.0.0.1 port with a temporary cache dir and the result cache off; N ``POST /v1/score?wait=600``
   from C client threads, then one ``POST /v1/batches`` of all N;
 * celery: a private ``redis-server``, ``python -m workers`` (one process per core) and the API
-  with ``REWARD_SERVICE_BROKER_URL``; the same load.
+  with ``REWARD_SERVICE_BROKER_URL``; the same load;
+* compose: the docker-compose.yml stack (Redis, API and ``--compose-workers`` worker
+  containers; every simulation step in its own sim container through the Docker socket), images
+  from ``scripts/build_images.sh``; the same load.
 
 Every mode first runs untimed warm-up passes of the same N samples (``--warmup``, default 2:
 ccache, page cache, the engine's first-use costs; with Verilator the service's first pass after
@@ -23,6 +26,7 @@ See bench/README.md.
 
     python bench/bench_service.py --mode both --samples 12 --simulator icarus
     python bench/bench_service.py --mode embedded --samples 6 --simulator verilator --json /tmp/svc.json
+    python bench/bench_service.py --mode compose --samples 12 --simulator icarus
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ def check_result(case: Case, simulator: str, result: dict | None) -> str:
 # --------------------------------------------------------------------------------------------
 # processes the bench starts (all stopped in main's finally)
 STARTED: list[tuple[str, subprocess.Popen]] = []
+COMPOSE: list[tuple[list[str], dict[str, str], Path]] = []  # (command, env, log) of stacks up
 
 
 def free_port() -> int:
@@ -155,6 +160,12 @@ def stop(name: str, proc: subprocess.Popen, grace: float = 30.0) -> None:
 def stop_all() -> None:
     for name, proc in reversed(list(STARTED)):
         stop(name, proc)
+    while COMPOSE:  # compose stacks: keep their logs, then remove containers and volumes
+        cmd, env, log = COMPOSE.pop()
+        with open(log, "w") as fh:
+            subprocess.run([*cmd, "logs", "--no-color"], env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+        subprocess.run([*cmd, "down", "-v", "--remove-orphans", "-t", "30"], env=env, cwd=REPO,
+                       capture_output=True)
 
 
 def tail(log: Path, n: int = 30) -> str:
@@ -182,12 +193,18 @@ def start_api(env: dict[str, str], logs: Path, name: str) -> str:
     log = logs / f"{name}.log"
     proc = start(name, [sys.executable, "-m", "reward_service", "serve", "--host", "127.0.0.1",
                         "--port", str(port), "--log-level", "warning"], env, log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    return wait_ready(f"http://127.0.0.1:{port}", name, log, alive=lambda: proc.poll() is None)
+
+
+def wait_ready(url: str, name: str, log: Path | None, alive: Callable[[], bool] = lambda: True,
+               timeout: float = 90.0) -> str:
+    """Poll ``url``/readyz until 200; RuntimeError with the log tail if the service dies or
+    is not ready within ``timeout`` seconds. Returns ``url``."""
+    deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail(log)}")
+        if not alive():
+            raise RuntimeError(f"{name} exited:\n{tail(log) if log else ''}")
         try:
             r = httpx.get(f"{url}/readyz", timeout=5)
             if r.status_code == 200:
@@ -196,7 +213,32 @@ def start_api(env: dict[str, str], logs: Path, name: str) -> str:
         except httpx.TransportError as exc:
             last = repr(exc)
         time.sleep(0.2)
-    raise RuntimeError(f"{name} not ready within 90 s ({last[:300]}):\n{tail(log)}")
+    raise RuntimeError(f"{name} not ready within {timeout:g} s ({last[:300]}):\n{tail(log) if log else ''}")
+
+
+def compose_command() -> list[str]:
+    """``docker compose`` (v2) when present, else ``docker-compose`` (v1.29)."""
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    raise RuntimeError("Docker Compose is not installed (scripts/install.sh installs it)")
+
+
+def start_compose(logs: Path, workers: int) -> str:
+    """docker-compose.yml under a private project name on a free port, ``workers`` worker
+    containers (the images of scripts/build_images.sh). Returns the API's base URL; the stack
+    is taken down (``down -v``) by :func:`stop_all`."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REWARD_SERVICE_", "CELERY_"))}
+    env.update({"REWARD_SERVICE_PORT": str(port), "REWARD_SERVICE_BIND": "127.0.0.1"})
+    cmd = [*compose_command(), "-p", f"rsbench{os.getpid()}", "-f", str(REPO / "docker-compose.yml")]
+    COMPOSE.append((cmd, env, logs / "compose.log"))
+    up = subprocess.run([*cmd, "up", "-d", "--scale", f"worker={workers}"], env=env, cwd=REPO,
+                        capture_output=True, text=True)
+    if up.returncode != 0:
+        raise RuntimeError(f"compose up failed:\n{up.stderr[-2000:]}")
+    return wait_ready(f"http://127.0.0.1:{port}", "compose stack", None, timeout=180)
 
 
 def start_redis(logs: Path) -> str:
@@ -433,8 +475,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                "result is ok (Verilator: coverage as in expected.json), 1 otherwise, 2 usage/setup error. "
                "See bench/README.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--mode", choices=("embedded", "celery", "both"), default="both",
-                   help="which service modes to measure (bare is always measured)")
+    p.add_argument("--mode", choices=("embedded", "celery", "compose", "both", "all"), default="both",
+                   help="which service modes to measure (bare is always measured); both = embedded + celery, "
+                        "all = embedded + celery + compose (the docker-compose.yml stack: sim containers)")
+    p.add_argument("--compose-workers", type=int, default=1, metavar="W",
+                   help="compose mode: worker containers (each runs one process per core)")
     p.add_argument("--samples", type=int, default=12, metavar="N",
                    help="samples to score: each problem's weak testbench, then good, then best (cycled past 24)")
     p.add_argument("--concurrency", type=int, default=cores(), metavar="C",
@@ -468,7 +513,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    modes = ["embedded", "celery"] if args.mode == "both" else [args.mode]
+    modes = {"both": ["embedded", "celery"], "all": ["embedded", "celery", "compose"]}.get(args.mode, [args.mode])
     sim = args.simulator
     cid012 = args.cid012 or args.cases.parent / "cvdp" / "cid012.jsonl"
     tbs = [t.strip() for t in args.tb.split(",") if t.strip()]
@@ -550,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress.console.print(f"starting the {mode} service")
                 if mode == "embedded":
                     url = start_api(service_env(cache_dir, None), logs, "api-embedded")
+                elif mode == "compose":
+                    url = start_compose(logs, args.compose_workers)
                 else:
                     broker = start_redis(logs)
                     env = service_env(cache_dir, broker)
