@@ -1,0 +1,113 @@
+"""TRL: a ``reward_funcs`` entry for ``GRPOTrainer`` (and the other TRL trainers that take
+custom reward functions).
+
+TRL calls each custom reward function with keyword arguments ``prompts``, ``completions``
+(strings, or for conversational datasets lists of ``{"role", "content"}`` messages), the
+dataset's other columns (one list entry per completion), and trainer extras such as
+``completion_ids`` and ``trainer_state``; it expects one reward per completion, ``None``
+meaning "no reward for this sample" (TRL docs, "Using a custom reward function").
+
+```python
+from reward_service.adapters.trl import CoverageReward
+trainer = GRPOTrainer(model=..., reward_funcs=[CoverageReward("http://127.0.0.1:8000")],
+                      train_dataset=dataset)   # dataset columns: "prompt", "problem_id"
+```
+
+The problem id comes from the dataset column ``problem_id_column`` (default ``"problem_id"``):
+a plain id or a JSON object with ``"problem_id"``. All completions of one call are scored in
+one batch, concurrently on the service. With ``diversity_weight`` > 0 the completions of one
+prompt (TRL's ``num_generations`` samples) form a group and get the group diversity term.
+
+Infrastructure failures follow TRL's convention: a sample whose scoring ends in
+``sandbox_error`` (after ``infra_retries`` resubmissions), or every sample when the service is
+unreachable, gets ``None`` and a warning is logged. Mind that TRL sums rewards with
+``nansum`` over the reward functions: when this is the only one, such a sample weighs as 0
+in its group's advantage; ``on_infra_failure="raise"`` stops the step instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from reward_service.adapters.common import (
+    INFRA_RETRIES, completion_text, find_problem_id, group_label, infra_failures, rewards_of, score_request,
+    service_url, shared_client,
+)
+from reward_service.client import RewardClient, ServiceUnavailable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CoverageReward"]
+
+
+class CoverageReward:
+    """Callable reward function for TRL: ``(prompts, completions, **columns) -> list[float | None]``.
+
+    ``service_url``/``api_key``: the service (default ``$REWARD_SERVICE_URL`` /
+    ``$REWARD_SERVICE_API_KEY``). ``problem_id_column``: dataset column carrying the problem id.
+    ``diversity_weight``: λ of the group diversity term (0: off). ``on_infra_failure``:
+    ``"none"`` (TRL's convention, default) or ``"raise"``. ``timeout``: seconds for one call
+    (None: no limit). ``client``: a :class:`RewardClient` to use instead of the shared one.
+    ``name``: what TRL logs the reward as (``rewards/<name>``).
+    """
+
+    def __init__(self, service_url: str | None = None, *, api_key: str | None = None,
+                 problem_id_column: str = "problem_id", diversity_weight: float = 0.0,
+                 on_infra_failure: Literal["none", "raise"] = "none", infra_retries: int = INFRA_RETRIES,
+                 timeout: float | None = None, client: RewardClient | None = None,
+                 name: str = "coverage_reward") -> None:
+        if on_infra_failure not in ("none", "raise"):
+            raise ValueError(f"on_infra_failure must be 'none' or 'raise', got {on_infra_failure!r}")
+        if diversity_weight < 0:
+            raise ValueError(f"diversity_weight must be >= 0, got {diversity_weight}")
+        self.service_url, self.api_key = service_url, api_key
+        self.problem_id_column = problem_id_column
+        self.diversity_weight = diversity_weight
+        self.on_infra_failure = on_infra_failure
+        self.infra_retries = infra_retries
+        self.timeout = timeout
+        self._client = client
+        self.__name__ = name  # TRL names the reward after the function
+
+    @property
+    def client(self) -> RewardClient:
+        return self._client or shared_client(self.service_url, self.api_key)
+
+    def _problem_ids(self, n: int, columns: dict[str, Any]) -> list[str]:
+        column = columns.get(self.problem_id_column)
+        if column is None:
+            raise KeyError(f"TRL passed no dataset column {self.problem_id_column!r} (columns given: "
+                           f"{sorted(columns)}); add the problem id to the dataset or set problem_id_column")
+        if isinstance(column, (str, bytes)) or not isinstance(column, Sequence) or len(column) != n:
+            raise ValueError(f"column {self.problem_id_column!r} must hold one entry per completion ({n})")
+        return [find_problem_id(v, where=f"{self.problem_id_column}[{i}]") for i, v in enumerate(column)]
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        if n == 0:
+            return []
+        pids = self._problem_ids(n, kwargs)
+        prompt_list = list(prompts) if prompts is not None else [None] * n
+        groups = [group_label(p, prompt) for p, prompt in zip(pids, prompt_list)]
+        requests = [score_request(p, completion_text(c)) for p, c in zip(pids, completions)]
+        names = [f"completion {i} (problem {p!r})" for i, p in enumerate(pids)]
+        try:
+            results = self.client.score_batch(requests, groups=groups, timeout=self.timeout, sample_ids=names,
+                                              infra_retries=self.infra_retries,
+                                              raise_on_infra=self.on_infra_failure == "raise")
+        except ServiceUnavailable as exc:
+            if self.on_infra_failure == "raise":
+                exc.add_note(f"while scoring {n} TRL completions")
+                raise
+            log.warning("reward service at %s unreachable: %d completions get reward None (%s)",
+                        service_url(self.service_url), n, exc)
+            return [None] * n
+        failed = infra_failures(results)
+        if failed:
+            log.warning("%d of %d completions had an infrastructure failure (reward None): %s",
+                        len(failed), n, results[failed[0]].message)
+        rewards, _ = rewards_of(results, groups, self.diversity_weight)
+        return rewards
+
