@@ -25,6 +25,7 @@ from reward_service.settings import Settings
 from samples import ARBITER, PIDS, cocotb_case, comparable, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]
+NO_IMAGE = "reward-service-sim:no-such-tag"
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 
@@ -392,17 +393,18 @@ def test_queue_bound_readiness_and_unknown_jobs_without_workers(make_service):
 
 
 def test_sandbox_errors_are_retried_with_backoff_then_reported(make_service):
-    svc = make_service(sandbox="no-such-sandbox", task_max_retries=2, task_retry_backoff_s=0.2)
+    # a sandbox that cannot run anything: the docker backend with an image that does not exist
+    svc = make_service(sandbox="docker", sim_image=NO_IMAGE, task_max_retries=2, task_retry_backoff_s=0.2)
     d = svc.dispatcher
     svc.start("broken")
     checks = d.ready()
-    assert checks["workers"] == "ok" and "no-such-sandbox" in checks["sandbox"]
+    assert checks["workers"] == "ok" and NO_IMAGE in checks["sandbox"]
     req = icarus_case(ARBITER, seed=31)
     job = d.submit(req)
     view = d.wait(job, 60)
     assert view.state == JobState.done, svc.logs()
     assert view.result.status == "sandbox_error" and view.result.reward is None
-    assert "after 3 attempts" in view.result.message and "no-such-sandbox" in view.result.message
+    assert "after 3 attempts" in view.result.message and NO_IMAGE in view.result.message
     assert d.job_stats(job) == {"deliveries": 3, "simulations": 0}
     assert d.worker_stats()["retries"] == 2
     # a sandbox_error is not an answer about the sample: submitting it again runs it again
@@ -410,6 +412,38 @@ def test_sandbox_errors_are_retried_with_backoff_then_reported(make_service):
     assert d.get(job).state != JobState.done
     assert d.wait(job, 60).result.status == "sandbox_error"
     assert d.job_stats(job)["deliveries"] == 3
+
+
+def test_two_api_processes_resubmitting_a_failed_job_send_it_once(make_service):
+    """A sandbox_error result may be re-run by submitting it again; when two API processes
+    (two dispatchers) do that at the same moment, the job is queued once, not twice."""
+    import threading
+
+    from reward_service.dispatch.celery import CeleryDispatcher
+
+    svc = make_service(sandbox="docker", sim_image=NO_IMAGE, task_max_retries=0)
+    worker = svc.start("broken")
+    req = icarus_case(ARBITER, seed=41)
+    job = svc.dispatcher.submit(req)
+    assert svc.dispatcher.wait(job, 60).result.status == "sandbox_error", svc.logs()
+    worker.stop()  # nothing consumes now: the queue shows what was sent
+    assert svc.dispatcher.queue_depth() == 0
+    apis = [CeleryDispatcher(svc.settings) for _ in range(8)]
+    barrier = threading.Barrier(len(apis))
+
+    def resubmit(d):
+        barrier.wait()
+        return d.submit(req)
+
+    threads = [threading.Thread(target=lambda d=d: resubmit(d)) for d in apis]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert svc.dispatcher.queue_depth() == 1
+    assert svc.dispatcher.get(job).state == JobState.queued
+    for d in apis:
+        d.close()
 
 
 @pytest.mark.slow

@@ -154,6 +154,7 @@ class CeleryDispatcher(Dispatcher):
         self._meta_key = backend.get_key_for_task
         self._decode = backend.decode
         self._submit_lock = threading.Lock()
+        self._rerun_claim = self.results.register_script(_RERUN_CLAIM)
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, request: ScoreRequest) -> str:
@@ -169,8 +170,10 @@ class CeleryDispatcher(Dispatcher):
         # One lock per dispatcher: the depth check and the sends of a batch are not interleaved
         # with another thread's (other API processes may still race; the bound is then soft).
         with self._submit_lock:
-            metas = self._metas(unique)
+            raws = self.results.mget([self._meta_key(i) for i in unique]) if unique else []
+            metas = [self._decode(r) if r is not None else None for r in raws]
             markers = self.results.mget([self.keys.marker(i) for i in unique]) if unique else []
+            seen = dict(zip(unique, raws))
             rerun = [i for i, meta in zip(unique, metas) if rerunnable(meta)]
             fresh = [i for i, meta, marker in zip(unique, metas, markers)
                      if meta is None and marker is None]
@@ -180,28 +183,25 @@ class CeleryDispatcher(Dispatcher):
                 if depth + len(new) > self.max_queue:
                     raise QueueFull(f"queue full: {depth} jobs queued or running, {len(new)} more would "
                                     f"exceed the bound of {self.max_queue}", retry_after=_retry_after(depth))
-            to_send = self._claim(rerun, fresh)
+            to_send = self._claim(rerun, fresh, seen)
             if to_send:
                 self._send([(i, first[i]) for i in to_send])
         return ids
 
-    def _claim(self, rerun: list[str], fresh: list[str]) -> list[str]:
-        """Mark jobs queued (a fresh job only if no other submitter claimed it meanwhile) and
-        clear what a previous run left; returns the ids to send."""
+    def _claim(self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None]) -> list[str]:
+        """Mark jobs queued and return the ids to send. A fresh job is claimed only if no other
+        submitter claimed it meanwhile (SET NX); a job to re-run only if its stored result is
+        still the one this submitter saw (compare-and-delete in one Lua call), so two API
+        processes re-submitting the same failed job send it once."""
         pipe = self.results.pipeline(transaction=False)
         for job_id in rerun:
-            pipe.set(self.keys.marker(job_id), "queued", ex=self.ttl)
+            self._rerun_claim(keys=[self._meta_key(job_id), self.keys.marker(job_id), self.keys.deliveries(job_id),
+                                    self.keys.sims(job_id), self.keys.done(job_id)],
+                              args=[seen[job_id], self.ttl], client=pipe)
         for job_id in fresh:
             pipe.set(self.keys.marker(job_id), "queued", ex=self.ttl, nx=True)
         claimed = pipe.execute()
-        to_send = [i for i, ok in zip(rerun + fresh, claimed) if ok]
-        if to_send:
-            pipe = self.results.pipeline(transaction=False)
-            for job_id in to_send:
-                pipe.delete(self._meta_key(job_id), self.keys.deliveries(job_id),
-                            self.keys.sims(job_id), self.keys.done(job_id))
-            pipe.execute()
-        return to_send
+        return [i for i, ok in zip(rerun + fresh, claimed) if ok]
 
     def _send(self, jobs: list[tuple[str, dict[str, Any]]]) -> None:
         sent = 0
@@ -219,12 +219,6 @@ class CeleryDispatcher(Dispatcher):
             raise
 
     # -- looking up -------------------------------------------------------------------------
-    def _metas(self, job_ids: list[str]) -> list[dict[str, Any] | None]:
-        if not job_ids:
-            return []
-        raw = self.results.mget([self._meta_key(i) for i in job_ids])
-        return [self._decode(r) if r is not None else None for r in raw]
-
     def get(self, job_id: str) -> JobView | None:
         if not _JOB_ID.match(job_id or ""):
             return None
@@ -311,6 +305,15 @@ class CeleryDispatcher(Dispatcher):
             self.results.close()
             if self.broker is not self.results:
                 self.broker.close()
+
+
+#: KEYS: result meta, marker, deliveries, sims, done; ARGV: the meta the submitter saw, marker TTL.
+_RERUN_CLAIM = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], 'queued', 'EX', ARGV[2])
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
+return 1
+"""
 
 
 def _retry_after(depth: int) -> float:
