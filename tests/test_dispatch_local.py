@@ -23,3 +23,29 @@ def test_engine_exception_becomes_sandbox_error_and_is_readable_again():
     assert d.get(job).result.status == "sandbox_error"  # readable again, no re-raise
     assert d.queue_depth() == 0
     d.close()
+
+
+def _request() -> ScoreRequest:
+    return ScoreRequest.model_validate({"design": {"files": {"a.sv": "module a; endmodule"}},
+                                        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; endmodule"}}})
+
+
+def test_finished_results_are_bounded_by_count_and_age():
+    import time
+
+    d = LocalDispatcher(RaisingEngine(), workers=1, keep_results=3, result_ttl_s=3600)
+    ids = []
+    for _ in range(5):
+        ids.append(d.submit(_request()))
+        assert d.wait(ids[-1], 10).state == "done"
+    d.submit(_request())  # pruning happens on submit: the 6 jobs are cut to the newest 3
+    assert [d.get(i) is None for i in ids] == [True, True, True, False, False]
+    d.close()
+
+    d = LocalDispatcher(RaisingEngine(), workers=1, keep_results=100, result_ttl_s=0.2)
+    old = d.submit(_request())
+    assert d.wait(old, 10).state == "done"
+    time.sleep(0.3)
+    new = d.submit(_request())
+    assert d.get(old) is None and d.get(new) is not None  # expired vs fresh (pending or done)
+    d.close()

@@ -21,7 +21,8 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
         from reward_service.dispatch.local import LocalDispatcher
         from reward_service.engine import Engine
 
-        return LocalDispatcher(Engine(settings), workers=settings.score_workers, max_queue=settings.max_queue)
+        return LocalDispatcher(Engine(settings), workers=settings.score_workers, max_queue=settings.max_queue,
+                               result_ttl_s=settings.result_expires_s)
     try:
         from reward_service.dispatch.celery import CeleryDispatcher
     except ImportError as exc:

@@ -1,13 +1,16 @@
 """Embedded dispatcher: a thread pool in this process around one Engine (no broker).
 
 Threads suffice: the engine spends its time waiting on sandboxed subprocesses. Results are
-kept in memory (bounded, oldest dropped first)."""
+kept in memory for ``result_ttl_s`` (like the Redis result expiry of service mode) and at most
+``keep_results`` of them (a result holds up to ``limits.output_kb`` of log: 10k results of
+256 KiB logs are 2.5 GiB at worst); the oldest finished ones go first."""
 
 from __future__ import annotations
 
 import collections
 import os
 import threading
+import time
 import uuid
 import logging
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -23,7 +26,7 @@ class LocalDispatcher(Dispatcher):
     """``workers`` parallel scorings (default: one per core), at most ``max_queue`` pending."""
 
     def __init__(self, engine: Engine, workers: int | None = None, max_queue: int = 1000,
-                 keep_results: int = 100_000) -> None:
+                 keep_results: int = 10_000, result_ttl_s: float = 24 * 3600) -> None:
         self.engine = engine
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                        thread_name_prefix="score")
@@ -33,6 +36,8 @@ class LocalDispatcher(Dispatcher):
         self._pending = 0  # submitted, not finished (a counter: /metrics must not scan the jobs)
         self._lock = threading.Lock()
         self._keep = keep_results
+        self._ttl = result_ttl_s
+        self._finished: dict[str, float] = {}  # job id -> monotonic time it finished
 
     def _run(self, job_id: str, request: ScoreRequest) -> ScoreResult:
         with self._lock:
@@ -46,6 +51,7 @@ class LocalDispatcher(Dispatcher):
             with self._lock:
                 self._running.discard(job_id)
                 self._pending -= 1
+                self._finished[job_id] = time.monotonic()
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
         with self._lock:
@@ -57,12 +63,21 @@ class LocalDispatcher(Dispatcher):
                 self._pending += 1
                 self._jobs[job_id] = self.pool.submit(self._run, job_id, request)
                 ids.append(job_id)
-            while len(self._jobs) > self._keep:
-                oldest, fut = next(iter(self._jobs.items()))
-                if not fut.done():
-                    break
-                del self._jobs[oldest]
+            self._prune_locked()
             return ids
+
+    def _prune_locked(self) -> None:
+        """Drop finished jobs, oldest first, while over the count bound or past the TTL."""
+        expired = time.monotonic() - self._ttl
+        while self._jobs:
+            oldest, fut = next(iter(self._jobs.items()))
+            finished = self._finished.get(oldest)
+            if finished is None or not fut.done():
+                break  # still pending: it and everything newer stay
+            if len(self._jobs) <= self._keep and finished > expired:
+                break
+            del self._jobs[oldest]
+            del self._finished[oldest]
 
     def submit(self, request: ScoreRequest) -> str:
         return self.submit_many([request])[0]
