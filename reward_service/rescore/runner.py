@@ -9,9 +9,10 @@ the :class:`~reward_service.rescore.store.ResultStore` as it finishes.
 Resume policy: a sample whose last line in ``R.jsonl`` is final (any status but
 ``sandbox_error``) is never scored again; a ``sandbox_error`` line is re-tried. A result line
 written for a different completion text (``completion_sha256``) is an error: the output belongs
-to another completions file. Ctrl-C (``KeyboardInterrupt``) stops the run: nothing after the
-interrupt is written (the interrupted simulations got the signal too, so their outcome is not
-the sample's), pending samples are dropped, and the next run continues from the file.
+to another completions file. Ctrl-C (``KeyboardInterrupt``) stops the run: the samples waiting
+for a worker are dropped, the samples being scored finish and are written (their sandboxes run
+in a session of their own, so the terminal's signal does not reach them); a second Ctrl-C drops
+those too. The next run continues from the file.
 """
 
 from __future__ import annotations
@@ -52,12 +53,18 @@ def engine_scorer(problems: Mapping[str, Any], settings=None) -> Scorer:
     return Engine(settings=settings, problems=problems).score
 
 
-def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 600.0) -> Scorer:
-    """Scoring by a running reward-service at ``base_url`` through
-    :class:`reward_service.client.RewardClient` (retries with backoff on 429/5xx and connection
-    errors). Raises :class:`ServiceDown` from the returned scorer when the service stays
-    unreachable."""
-    from reward_service.client import RewardClient, ServiceUnavailable
+def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 60.0) -> Scorer:
+    """Scoring by a running reward-service at ``base_url``: one ``POST /v1/score`` per sample
+    through the thread-safe :class:`reward_service.client.RewardClient` (retries with backoff on
+    connection errors, 429 and 502/503/504; a 202 is long-polled until the job is done), so each
+    result is written as soon as it arrives.
+
+    The returned scorer raises :class:`ServiceDown` when the service stays unreachable or refuses
+    the API key (401/403): the run stops. A sample the service refuses as too large or malformed
+    (413/422) is an ``invalid_input`` result with the service's message; other refusals (500)
+    raise, and the runner records them as ``sandbox_error`` (re-tried by the next run).
+    """
+    from reward_service.client import RequestFailed, RewardClient, ServiceUnavailable
 
     client = RewardClient(base_url, api_key=api_key)
 
@@ -66,6 +73,13 @@ def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 600
             return client.score(request, wait=wait_s)
         except ServiceUnavailable as exc:
             raise ServiceDown(str(exc)) from exc
+        except RequestFailed as exc:
+            if exc.status_code in (401, 403):
+                raise ServiceDown(str(exc)) from exc
+            if exc.status_code in (413, 422):
+                return ScoreResult(status=Status.invalid_input, reward=0.0,
+                                   message=f"the service refused the sample: {exc.detail}"[:500])
+            raise
 
     return score
 
@@ -115,7 +129,8 @@ def _request(problems: Mapping[str, Any], sample: Sample) -> ScoreRequest | Scor
     try:
         return problems[sample.problem_id].request(sample.completion)
     except ValidationError as exc:  # the completion cannot even form a request
-        return ScoreResult(status=Status.invalid_input, message=f"invalid request: {exc.errors()[0]['msg']}")
+        return ScoreResult(status=Status.invalid_input, reward=0.0,
+                           message=f"invalid request: {exc.errors()[0]['msg']}")
 
 
 def _score(scorer: Scorer, problems: Mapping[str, Any], sample: Sample) -> ScoreResult:
@@ -158,30 +173,49 @@ def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, stor
                 return
             in_flight[pool.submit(_score, scorer, problems, sample)] = sample
 
+    def record(fut: Future) -> None:
+        nonlocal passed
+        sample = in_flight.pop(fut)
+        if fut.cancelled():
+            return
+        try:
+            result = fut.result()
+        except ServiceDown as exc:
+            outcome.stopped_by = outcome.stopped_by or str(exc)
+            return
+        store.append(result_record(sample, result))
+        outcome.scored += 1
+        outcome.sandbox_errors += result.status == Status.sandbox_error
+        passed += result.passed
+        log.info("scored %s %s %s", sample.problem_id, sample.sample_id, result.status.value)
+        progress.update(task, advance=1, passed=passed, infra=outcome.sandbox_errors)
+
     try:
         with progress:
             task = progress.add_task("rescoring", total=len(samples), passed=0, infra=0)
             fill()
             while in_flight:
-                finished, _ = wait(list(in_flight), timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    sample = in_flight.pop(fut)
-                    try:
-                        result = fut.result()
-                    except ServiceDown as exc:
-                        outcome.stopped_by = outcome.stopped_by or str(exc)
-                        continue
-                    store.append(result_record(sample, result))
-                    outcome.scored += 1
-                    outcome.sandbox_errors += result.status == Status.sandbox_error
-                    passed += result.passed
-                    log.info("scored %s %s %s", sample.problem_id, sample.sample_id, result.status.value)
-                    progress.update(task, advance=1, passed=passed, infra=outcome.sandbox_errors)
-                if outcome.stopped_by is not None:
-                    break  # the samples still in flight wait on the same dead service
-                fill()
-    except KeyboardInterrupt:
-        outcome.interrupted = True
+                try:
+                    finished, _ = wait(list(in_flight), timeout=0.5, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        record(fut)
+                    if outcome.stopped_by is not None:
+                        break  # the samples still in flight wait on the same dead service
+                    if not outcome.interrupted:
+                        fill()
+                except KeyboardInterrupt:
+                    if outcome.interrupted:
+                        raise
+                    # First Ctrl-C: the sandboxes run in their own session and did not get the
+                    # signal, so the samples being scored finish validly; only queued ones are dropped.
+                    outcome.interrupted = True
+                    for fut in [f for f in in_flight if f.cancel()]:
+                        in_flight.pop(fut)
+                    console.print(f"interrupted: finishing the {len(in_flight)} samples being scored "
+                                  "(Ctrl-C again to drop them)", highlight=False)
+    except KeyboardInterrupt:  # second Ctrl-C: results still running are not written
+        console.print(f"dropped {len(in_flight)} samples being scored; exiting when their simulations end",
+                      highlight=False)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         store.close()
