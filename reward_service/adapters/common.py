@@ -9,7 +9,9 @@ or a JSON object holding it (``'{"problem_id": "cvdp_copilot_Attenuator_0011", .
 object as a dict), so a dataset can keep other fields next to the id.
 
 Service. ``REWARD_SERVICE_URL`` (default ``http://127.0.0.1:8000``) and ``REWARD_SERVICE_API_KEY``,
-read when a reward is first computed, unless the adapter is given them explicitly.
+read when a reward is first computed, unless the adapter is given them explicitly. The shared
+clients take ``REWARD_SERVICE_MAX_RETRIES`` (5), ``REWARD_SERVICE_BACKOFF_S`` (0.5) and
+``REWARD_SERVICE_TIMEOUT`` (30 s) from the environment when they are created.
 """
 
 from __future__ import annotations
@@ -138,13 +140,27 @@ _clients: dict[tuple[str, str | None], RewardClient] = {}
 _async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
 
 
+def client_options() -> dict[str, float]:
+    """Retry and timeout options of the shared clients, from the environment."""
+    options: dict[str, float] = {}
+    for name, env, cast in (("max_retries", "REWARD_SERVICE_MAX_RETRIES", int),
+                            ("backoff_s", "REWARD_SERVICE_BACKOFF_S", float), ("timeout", "REWARD_SERVICE_TIMEOUT", float)):
+        raw = os.environ.get(env)
+        if raw:
+            try:
+                options[name] = cast(raw)
+            except ValueError:
+                raise ValueError(f"{env} must be a number, got {raw!r}") from None
+    return options
+
+
 def shared_client(url: str | None = None, key: str | None = None) -> RewardClient:
     """One pooled :class:`RewardClient` per (URL, key) for the whole process."""
     ident = (service_url(url), api_key(key))
     with _lock:
         client = _clients.get(ident)
         if client is None:
-            client = _clients[ident] = RewardClient(ident[0], api_key=ident[1])
+            client = _clients[ident] = RewardClient(ident[0], api_key=ident[1], **client_options())
         return client
 
 
@@ -157,5 +173,5 @@ def shared_async_client(url: str | None = None, key: str | None = None) -> Async
         per_loop = _async_clients.setdefault(loop, {})
         client = per_loop.get(ident)
         if client is None:
-            client = per_loop[ident] = AsyncRewardClient(ident[0], api_key=ident[1])
+            client = per_loop[ident] = AsyncRewardClient(ident[0], api_key=ident[1], **client_options())
         return client

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from tenacity import (
     AsyncRetrying, RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_attempt,
-    wait_exponential_jitter,
+    wait_exponential, wait_random,
 )
 
 from reward_service.client.errors import RequestFailed, RewardServiceError, ServiceUnavailable
@@ -114,7 +114,8 @@ class RetryPolicy:
             raise ValueError(f"backoff_s must be >= 0, got {backoff_s}")
         self.base_url = base_url
         self.max_retries = max_retries
-        self._backoff = wait_exponential_jitter(initial=backoff_s, max=MAX_BACKOFF_S, jitter=backoff_s)
+        # backoff_s * 2**(retry - 1), at most MAX_BACKOFF_S, plus up to backoff_s of jitter
+        self._backoff = wait_exponential(multiplier=backoff_s, max=MAX_BACKOFF_S) + wait_random(0, backoff_s)
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
