@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -20,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import CID012, STIMULUS, cid012_rows, free_port, live_server
+from conftest import CID012, REPO, STIMULUS, cid012_rows, free_port, live_server
 from reward_service.adapters import openrlhf, slime, trl, verl
 from reward_service.api import create_app
 from reward_service.api.diversity import group_rewards
@@ -365,3 +368,16 @@ def test_openrlhf_retried_post_waits_for_the_same_batch(service):
     assert again.status_code == 200, again.text
     assert again.json()["rewards"] == pytest.approx([_expected_reward(pid, "weak"), FAILURE])
     assert jobs_submitted(service) - before == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["verl", "trl", "openrlhf", "slime"])
+def test_trainer_example_runs(service, trainer):
+    """examples/trainers/<trainer>_example.py scores the shipped Attenuator problem on the service."""
+    script = REPO / "examples" / "trainers" / f"{trainer}_example.py"
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "REWARD_SERVICE_URL": service})
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) >= 2 and all(line.rstrip().endswith("0.0]") or "'no_coverage'" in line for line in lines), run.stdout
+    assert "1.975" in run.stdout or "2.025" in run.stdout  # 1 + the Attenuator's coverage (+ diversity)
