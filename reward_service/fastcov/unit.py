@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyslang import syntax
+from pyslang.parsing import Token, TokenKind
 
 PREFIX = "__rs_"
 
@@ -64,10 +65,11 @@ class Flag:
 @dataclass(order=True)
 class _Insertion:
     offset: int
-    phase: int          # 0: closes a construct ending here, 1: opens one starting here
+    phase: int          # 0: closes a construct ending here, 1: opens one, 2: replaces a token
     depth_key: int      # closing: -depth (inner first); opening: depth (outer first)
     seq: int
     text: str = field(compare=False)
+    until: int | None = field(default=None, compare=False)  # replace text[offset:until]
 
 
 @dataclass
@@ -109,7 +111,7 @@ class SourceFile:
     def offsets(self, node: Any) -> tuple[int, int]:
         """Start and end offsets of a node or token in this file's text. Raises
         :class:`Unsupported` for code expanded from a macro (no place to insert into)."""
-        rng = node.range if isinstance(node, syntax.Token) else node.sourceRange
+        rng = node.range if isinstance(node, Token) else node.sourceRange
         for loc in (rng.start, rng.end):
             if self.sm.isMacroLoc(loc):
                 raise Unsupported(f"{self.name}:{self.line_col(loc)[0]}: instrumenting code inside "
@@ -123,6 +125,12 @@ class SourceFile:
         self._seq += 1
         self._insertions.append(_Insertion(offset, 0 if closing else 1,
                                            -depth if closing else depth, self._seq, text))
+
+    def replace(self, node: Any, text: str) -> None:
+        """Replace a token or node (no insertion may fall strictly inside it)."""
+        start, end = self.offsets(node)
+        self._seq += 1
+        self._insertions.append(_Insertion(start, 2, 0, self._seq, text, until=end))
 
     def wrap(self, node: Any, depth: int) -> _Wrap:
         start, end = self.offsets(node)
@@ -143,9 +151,11 @@ class SourceFile:
         items.sort()
         out, pos = [], 0
         for ins in items:
+            if ins.offset < pos:
+                raise Unsupported(f"{self.name}: overlapping instrumentation at offset {ins.offset}")
             out.append(self.text[pos:ins.offset])
             out.append(ins.text)
-            pos = ins.offset
+            pos = ins.offset if ins.until is None else ins.until
         out.append(self.text[pos:])
         return "".join(out)
 
@@ -192,7 +202,7 @@ class ModuleUnit:
     def location(self, node: Any) -> tuple[int, int]:
         """1-based (line, column) of a node's first token or of a token, in the original file
         (a macro expansion is located at its use)."""
-        if not isinstance(node, syntax.Token):
+        if not isinstance(node, Token):
             node = node.getFirstToken()
         return self.source.line_col(node.location)
 
@@ -243,7 +253,7 @@ class ModuleUnit:
 
 
 def _depth_of(node: Any) -> int:
-    return depth(node) if not isinstance(node, syntax.Token) else 10_000
+    return depth(node) if not isinstance(node, Token) else 10_000
 
 
 _K = syntax.SyntaxKind
@@ -264,3 +274,41 @@ def _is_generate_body(node: Any, parent: Any) -> bool:
 
 def _is_member(node: Any) -> bool:
     return isinstance(node, syntax.MemberSyntax) or node.kind == _K.GenerateBlock
+
+
+# -- Verilator's filelines of expressions ---------------------------------------------------
+#
+# Verilator locates an expression node at the token its grammar rule (verilog.y) passes to the
+# node: the operator of a binary/unary expression, `?` of a conditional, `[` of a select, the
+# name of a call; parentheses are dropped. Coverage points on expressions (`?:` arms, `expr`
+# terms) report that token's line and column.
+
+
+def verilator_token(expr: Any) -> Any:
+    """The token whose position Verilator gives to expression ``expr`` (a pyslang
+    ``ExpressionSyntax``)."""
+    k = expr.kind
+    if k == _K.ParenthesizedExpression:
+        return verilator_token(expr.expression)
+    if isinstance(expr, syntax.BinaryExpressionSyntax):
+        return expr.operatorToken
+    if isinstance(expr, (syntax.PrefixUnaryExpressionSyntax, syntax.PostfixUnaryExpressionSyntax)):
+        return expr.operatorToken
+    if k == _K.ConditionalExpression:
+        return expr.question
+    if k == _K.ElementSelectExpression:
+        return expr.select.openBracket
+    if k == _K.IdentifierSelectName:
+        return expr.selectors[len(expr.selectors) - 1].openBracket
+    if k == _K.ConcatenationExpression:
+        exprs = [e for e in expr if isinstance(e, syntax.ExpressionSyntax)]
+        if len(exprs) == 1:
+            return verilator_token(exprs[0])
+        # `{a, b, c}` is Concat(Concat(a, b), c), located at its last comma
+        commas = [t for t in expr if isinstance(t, Token) and t.kind == TokenKind.Comma]
+        return commas[-1] if commas else expr.openBrace
+    if k == _K.MultipleConcatenationExpression:
+        return expr.concatenation.openBrace
+    if k == _K.InvocationExpression:
+        return verilator_token(expr.left)
+    return expr.getFirstToken()

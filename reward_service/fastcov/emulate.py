@@ -1,0 +1,86 @@
+"""Rewrites that make Icarus simulate the way Verilator does (applied to the DUT and the
+testbench; no coverage is added here).
+
+- **2-state, zero-initialised**: Verilator has no X/Z and starts every variable at 0. The
+  ``reg``/``logic`` data types of variables become ``bit`` and ``integer`` becomes ``int``
+  (Icarus zero-initialises 2-state variables and turns X/Z written to them into 0); input
+  ports become ``bit`` variables, so an undriven or X input reads 0 inside, as in Verilator.
+  Nets stay 4-state (a net cannot be 2-state); toggle sampling reads their X/Z as 0.
+- **Time-0 evaluation**: Verilator evaluates combinational logic once before time advances;
+  Icarus runs ``always @(*)`` only on a change of its inputs. ``always @(*)``/``always @*``
+  become ``always_comb``, which Icarus runs at time 0 (its sensitivity also includes the
+  variables read by called functions, as Verilator's settle does).
+
+Line numbers are unchanged (only tokens are replaced or added on their line).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyslang import syntax
+from pyslang.parsing import TokenKind
+
+from reward_service.fastcov.unit import SourceFile
+
+_K = syntax.SyntaxKind
+
+
+def two_state(source: SourceFile) -> None:
+    """Rewrite variable data types of every module in ``source`` to 2-state (see above)."""
+    nets = _net_names(source.tree.root)
+    for node in _walk(source.tree.root):
+        k = node.kind
+        parent = node.parent
+        if k in (_K.RegType, _K.LogicType):
+            if parent is not None and parent.kind in (_K.NetDeclaration, _K.NetPortHeader, _K.NetTypeDeclaration):
+                continue
+            if parent is not None and parent.kind == _K.VariablePortHeader and _direction(parent) == "inout":
+                continue
+            source.replace(node.keyword, "bit")
+        elif k == _K.IntegerType and node.keyword.kind == TokenKind.IntegerKeyword:
+            source.replace(node.keyword, "int")
+        elif k == _K.VariablePortHeader and _direction(node) == "input" and node.dataType.kind == _K.ImplicitType:
+            if not _port_names(node.parent) & nets:
+                source.insert(source.offsets(node.direction)[1], " bit", closing=True, depth=0)
+        elif k == _K.NetPortHeader and _direction(node) == "input" and node.netType.kind == TokenKind.WireKeyword:
+            source.replace(node.netType, "bit")
+
+
+def comb_at_time_zero(source: SourceFile) -> None:
+    """``always @(*) S`` / ``always @* S`` -> ``always_comb S`` (see above)."""
+    for node in _walk(source.tree.root):
+        if node.kind != _K.AlwaysBlock:
+            continue
+        stmt = node.statement
+        if stmt.kind == _K.TimingControlStatement and stmt.timingControl.kind == _K.ImplicitEventControl:
+            source.replace(node.keyword, "always_comb")
+            source.replace(stmt.timingControl, "")
+
+
+def _direction(header: Any) -> str:
+    return header.direction.valueText if header.direction is not None else ""
+
+
+def _port_names(port: Any) -> set[str]:
+    """Names declared by an ANSI port or a non-ANSI port declaration."""
+    if port is None:
+        return set()
+    if port.kind == _K.ImplicitAnsiPort:
+        return {port.declarator.name.valueText}
+    if port.kind == _K.PortDeclaration:
+        return {d.name.valueText for d in port.declarators if isinstance(d, syntax.SyntaxNode)}
+    return set()
+
+
+def _net_names(root: Any) -> set[str]:
+    """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)."""
+    return {d.name.valueText for n in _walk(root) if n.kind == _K.NetDeclaration
+            for d in n.declarators if isinstance(d, syntax.SyntaxNode)}
+
+
+def _walk(node: Any):
+    for child in node:
+        if isinstance(child, syntax.SyntaxNode):
+            yield child
+            yield from _walk(child)

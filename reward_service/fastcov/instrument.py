@@ -1,0 +1,189 @@
+"""Instrument a design: parse the DUT files (pyslang), run every point kind over each module,
+add the framework's items (flag declarations, generate-block existence marks, the ``final``
+block that writes the flags) and the Icarus emulation rewrites; the testbench only gets the
+emulation rewrites.
+
+The result is cacheable per design (its texts hold :data:`TOKEN_PLACEHOLDER`, replaced by a
+per-run token when written to disk, so a testbench cannot forge the flag file without it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyslang import DiagnosticSeverity, SourceManager, ast, syntax
+
+from reward_service import hdl
+from reward_service.fastcov import emulate
+from reward_service.fastcov.blocks import BlocksKind
+from reward_service.fastcov.unit import PREFIX, ModuleUnit, PointSpec, SourceFile, Unsupported
+
+log = logging.getLogger(__name__)
+_K = syntax.SyntaxKind
+
+#: The flag file every instrumented module instance appends its line to (in the run dir).
+FLAG_FILE = "rs_fastcov.txt"
+TOKEN_PLACEHOLDER = "__RS_FASTCOV_TOKEN__"
+
+
+def _kinds() -> list[Any]:
+    kinds: list[Any] = [BlocksKind()]
+    try:  # expression coverage lives in its own module (another author); optional
+        expr = importlib.import_module("reward_service.fastcov.expr")
+        if getattr(expr, "KIND", None) is not None:
+            kinds.append(expr.KIND)
+    except ImportError:
+        pass
+    from reward_service.fastcov.toggle import ToggleKind
+    kinds.append(ToggleKind())
+    return kinds
+
+
+@dataclass
+class ModuleTable:
+    """What the flag line of one module's instance means: its points (flag ``i`` = ``points[i]``)
+    with the generate scope each lives in, and its toggle signals."""
+
+    module: str
+    file: str
+    points: list[PointSpec]
+    scopes: list[int]           # scope index per point (0: module level)
+    n_scopes: int
+    toggles: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Instrumented:
+    """Instrumented DUT files (name -> text with :data:`TOKEN_PLACEHOLDER`) and the table of
+    each instrumented module."""
+
+    files: dict[str, str]
+    tables: dict[str, ModuleTable]
+    metrics: tuple[str, ...]
+
+
+def parse(files: dict[str, str]) -> tuple[list[SourceFile], Any]:
+    """Parse HDL files into :class:`SourceFile` s sharing one source manager, plus a pyslang
+    compilation of them. Raises :class:`Unsupported` on a syntax error."""
+    sm = SourceManager()
+    sources = []
+    for name, text in files.items():
+        tree = syntax.SyntaxTree.fromText(text, sm, name, name)
+        errors = [d for d in tree.diagnostics if d.isError()]
+        if errors:
+            loc = errors[0].location
+            raise Unsupported(f"{name}:{sm.getLineNumber(loc)}: pyslang cannot parse it ({errors[0].code})")
+        sources.append(SourceFile(name, text, tree))
+    compilation = ast.Compilation()
+    for s in sources:
+        compilation.addSyntaxTree(s.tree)
+    return sources, compilation
+
+
+def modules_of(source: SourceFile) -> list[Any]:
+    root = source.tree.root
+    members = [root] if root.kind == _K.ModuleDeclaration else list(getattr(root, "members", []))
+    for m in members:
+        if m.kind in (_K.InterfaceDeclaration, _K.ClassDeclaration, _K.ProgramDeclaration):
+            raise Unsupported(f"{source.name}: {m.kind.name} in the design is not instrumented")
+        if m.kind == _K.PackageDeclaration and any(
+                c.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) for c in m.members):
+            raise Unsupported(f"{source.name}: functions in a package are not instrumented")
+    return [m for m in members if m.kind == _K.ModuleDeclaration]
+
+
+def instrument(design: dict[str, str], kinds: list[Any] | None = None) -> Instrumented:
+    """Instrument the DUT files ``design`` (name -> text; headers are left as they are).
+    Raises :class:`Unsupported` when the design cannot be instrumented exactly."""
+    hdl_files = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
+        raise Unsupported("`include in the design is not instrumented")
+    sources, compilation = parse(hdl_files)
+    bodies = _instance_bodies(compilation)
+    kinds = kinds if kinds is not None else _kinds()
+    tables: dict[str, ModuleTable] = {}
+    for source in sources:
+        for module in modules_of(source):
+            unit = ModuleUnit(source, module, compilation, bodies.get(module.header.name.valueText))
+            if unit.name in tables:
+                raise Unsupported(f"module {unit.name} is declared twice")
+            for kind in kinds:
+                kind.instrument(unit)
+            tables[unit.name] = _finish_module(unit)
+        emulate.two_state(source)
+        emulate.comb_at_time_zero(source)
+    files = dict(design)
+    files.update({s.name: s.apply() for s in sources})
+    metrics = tuple(dict.fromkeys(m for k in kinds for m in k.metrics))
+    return Instrumented(files=files, tables=tables, metrics=metrics)
+
+
+def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The testbench files with the emulation rewrites; a file pyslang cannot parse is left as
+    it is (returned in the second list, for the result's message)."""
+    out, skipped = dict(files), []
+    for name, text in files.items():
+        if not name.lower().endswith(hdl.HDL_SUFFIXES) or name.lower().endswith(hdl.HEADER_SUFFIXES):
+            continue
+        try:
+            (source,), _ = parse({name: text})
+            emulate.two_state(source)
+            emulate.comb_at_time_zero(source)
+            out[name] = source.apply()
+        except Unsupported:
+            skipped.append(name)
+    return out, skipped
+
+
+def _instance_bodies(compilation: Any) -> dict[str, Any]:
+    """One elaborated instance body per module definition (first found, depth first)."""
+    bodies: dict[str, Any] = {}
+
+    def visit(body: Any) -> None:
+        name = body.definition.name
+        if name in bodies:
+            return
+        bodies[name] = body
+        for member in body:
+            if member.kind == ast.SymbolKind.Instance:
+                visit(member.body)
+
+    try:
+        for inst in compilation.getRoot().topInstances:
+            visit(inst.body)
+    except Exception as exc:  # noqa: BLE001 - elaboration problems only cost the semantic model
+        log.debug("pyslang elaboration failed: %s", exc)
+    return bodies
+
+
+def _finish_module(unit: ModuleUnit) -> ModuleTable:
+    """Declare the flags, mark the generate scopes, and add the final block writing the line
+    ``<token> F <module> <instance path> <flag bits> <scope bits>``."""
+    flags = unit.flags
+    n_scopes = len(unit.scopes)
+    decls = []
+    if flags:
+        decls.append("bit " + ", ".join(f.name for f in flags) + ";")
+    if n_scopes > 1:
+        decls.append("bit " + ", ".join(f"{PREFIX}e{i}" for i in range(1, n_scopes)) + ";")
+    decls.extend(unit.declarations)
+    if decls:
+        unit.insert_after(unit.syntax.header, " " + " ".join(decls))
+    for index, scope in enumerate(unit.scopes[1:], start=1):
+        mark = f"initial {PREFIX}e{index} = 1'b1;"
+        if scope.kind == _K.GenerateBlock:
+            unit.insert_before(scope.end, f" {mark} ")
+        else:
+            unit.insert_before(scope, "begin ")
+            unit.insert_after(scope, f" {mark} end")
+    bits = "{1'b1" + "".join(f", {f.name}" for f in flags) + "}"
+    scope_bits = "{1'b1" + "".join(f", {PREFIX}e{i}" for i in range(1, n_scopes)) + "}"
+    unit.tail.insert(0, f'final begin {PREFIX}fd = $fopen("{FLAG_FILE}", "a"); '
+                        f'$fwrite({PREFIX}fd, "{TOKEN_PLACEHOLDER} F {unit.name} %m %b %b\\n", '
+                        f'{bits}, {scope_bits}); $fclose({PREFIX}fd); end')
+    unit.insert_before(unit.syntax.endmodule, f"int {PREFIX}fd; " + " ".join(unit.tail) + " ")
+    return ModuleTable(module=unit.name, file=unit.file, points=[f.spec for f in flags], scopes=[f.scope for f in flags],
+                       n_scopes=n_scopes, toggles=list(getattr(unit, "toggles", [])))

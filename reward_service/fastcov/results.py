@@ -1,0 +1,130 @@
+"""Read the flag file of an instrumented run into coverage points keyed like Verilator's.
+
+Each module instance wrote ``<token> F <module> <path> <flag bits> <scope bits>`` and each
+sampled signal (element) ``<token> T <module> <signal> <element> <path> <left> <right> <rise>
+<fall>`` (see :mod:`.instrument`, :mod:`.toggle`). Points of several instances with the same
+key (file, line, column, type, page, comment) are merged into one record the way Verilator's
+``VerilatedCovImp::write`` does: counts summed, hierarchies combined by :func:`combine_hier`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reward_service.coverage.points import CoveragePoint
+from reward_service.fastcov.instrument import Instrumented
+from reward_service.fastcov.toggle import MAX_WIDTH
+
+
+class FlagFileError(ValueError):
+    """The flag file holds no line of this run (the simulation never reached an ending)."""
+
+
+def combine_hier(old: str, add: str) -> str:
+    """Verilator's ``combineHier`` (verilated_cov.cpp): ``(a.x.c, a.y.c) -> a.*.c``,
+    ``(q.za, q.zb) -> q.z*``, ``(a.b.c, a.b) -> a.b*``."""
+    if old == add or not old:
+        return add
+    if not add:
+        return old
+    i = 0
+    while i < len(old) and i < len(add) and old[i] == add[i]:
+        i += 1
+    prefix = old[:i]
+    a, b = len(old) - 1, len(add) - 1
+    while a > i and b > i and old[a] == add[b]:
+        a -= 1
+        b -= 1
+    suffix = add[b + 1:] if b < len(add) else ""
+    return prefix + "*" + suffix
+
+
+@dataclass
+class _Item:
+    metric: str
+    file: str
+    line: int
+    detail: str
+    hier: str
+    count: int
+
+
+def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint]:
+    """Coverage points of the instrumented DUT from the flag file's ``text``; lines without the
+    run's ``token`` are ignored. Raises :class:`FlagFileError` when no line has it, ``ValueError``
+    on a malformed line of this run."""
+    items: dict[tuple, _Item] = {}
+    instances: dict[str, list[str]] = {}
+    toggles: list[list[str]] = []
+    seen = False
+    for raw in text.splitlines():
+        words = raw.split()
+        if len(words) < 2 or words[0] != token:
+            continue
+        seen = True
+        if words[1] == "F" and len(words) == 6:
+            _module, path, bits, scopes = words[2:]
+            table = inst.tables.get(_module)
+            if table is None or len(bits) != len(table.points) + 1 or len(scopes) != table.n_scopes:
+                raise ValueError(f"flag file: malformed line for module {_module!r}")
+            instances.setdefault(_module, []).append(path)
+            for spec, scope, bit in zip(table.points, table.scopes, bits[1:]):
+                if scope and scopes[scope] != "1":
+                    continue  # the generate block holding the point is not in this instance
+                _add(items, (spec.file, spec.line, spec.column, spec.metric, spec.module, spec.comment),
+                     path, int(bit == "1"))
+        elif words[1] == "T" and len(words) == 10:
+            toggles.append(words[2:])
+        else:
+            raise ValueError(f"flag file: malformed line {raw[:80]!r}")
+    if not seen:
+        raise FlagFileError("the simulation wrote no coverage flags (it did not reach an ending)")
+    _toggle_points(items, toggles, instances, inst)
+    return [CoveragePoint(metric=i.metric, file=i.file, line=i.line, detail=i.detail, hier=i.hier,
+                          count=i.count) for i in items.values()]
+
+
+def _add(items: dict, key: tuple, hier: str, count: int) -> None:
+    item = items.get(key)
+    if item is None:
+        file, line, _col, metric, _module, comment = key
+        items[key] = _Item(metric, file, line, comment, hier, count)
+    else:
+        item.count += count
+        item.hier = combine_hier(item.hier, hier)
+
+
+def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, list[str]],
+                   inst: Instrumented) -> None:
+    # group the element lines of one signal of one instance, to apply the width limit
+    groups: dict[tuple[str, str, int], list[tuple[str, int, int, str, str]]] = {}
+    for module, index, element, path, left, right, rise, fall in lines:
+        owner = _instance_of(path, instances.get(module, []))
+        if owner is None:
+            continue  # an instance whose final block did not run (cannot happen on an ending)
+        groups.setdefault((module, owner, int(index)), []).append((element, int(left), int(right), rise, fall))
+    for (module, owner, index), elements in sorted(groups.items()):
+        table = inst.tables[module]
+        sig = table.toggles[index]
+        if len(rise := elements[0][3]) * len(elements) > MAX_WIDTH:
+            continue
+        for element, left, right, rise, fall in sorted(elements, key=lambda e: int(e[0]) if e[0] != "-" else 0):
+            names = sig.bit_names(left, right)
+            if len(names) != len(rise) or len(rise) != len(fall):
+                raise ValueError(f"flag file: signal {sig.name} has {len(rise)} bits, expected {len(names)}")
+            suffix = "" if element == "-" else f"[{element}]"
+            for p, bit in enumerate(names):
+                pos = len(rise) - 1 - p
+                for edge, bits in (("0->1", rise), ("1->0", fall)):
+                    comment = f"{sig.name}{suffix}{bit}:{edge}"
+                    _add(items, (table.file, sig.line, sig.column, "toggle", module, comment), owner,
+                         int(bits[pos] == "1"))
+
+
+def _instance_of(path: str, paths: list[str]) -> str | None:
+    best = None
+    for p in paths:
+        if (path == p or path.startswith(p + ".")) and (best is None or len(p) > len(best)):
+            best = p
+    return best
+
