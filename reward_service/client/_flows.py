@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from reward_service.client._transport import Call, parse_json
 from reward_service.client.errors import InfrastructureFailure, InvalidRequest, RewardServiceError, ScoreTimeout
@@ -24,6 +24,7 @@ from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.problems.store import ProblemSpec
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 Flow = Generator[Call, httpx.Response, T]
 ProgressFn = Callable[[int, int], None]
 
@@ -35,25 +36,37 @@ def request_body(request: ScoreRequest | Mapping[str, Any], where: str = "reques
     """The JSON of a request as the server should see it: only the fields the caller set (so a
     ``problem_id`` request keeps the problem's simulator, coverage, limits and reward for the
     fields it does not give), the stimulus whole. Raises :class:`InvalidRequest`."""
-    if not isinstance(request, ScoreRequest):
-        if not isinstance(request, Mapping):
-            raise InvalidRequest(f"{where}: expected a ScoreRequest or a dict, got {type(request).__name__}")
-        try:
-            request = ScoreRequest.model_validate(dict(request))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ())) or "request"
-            raise InvalidRequest(f"{where}: {loc}: {first.get('msg', 'invalid value')}") from None
+    request = _validated(ScoreRequest, request, where)
     body = request.model_dump(mode="json", exclude_unset=True)
     body["stimulus"] = request.stimulus.model_dump(mode="json")  # `kind` is the union's discriminator
     return body
 
 
-def _result(data: Any, where: str) -> ScoreResult:
+def _validated(model: type[M], value: M | Mapping[str, Any], where: str) -> M:
+    """``value`` as a ``model`` (a model instance as is, a mapping validated); raises
+    :class:`InvalidRequest` naming ``where`` and the first bad field."""
+    if isinstance(value, model):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(f"{where}: expected a {model.__name__} or a dict, got {type(value).__name__}")
     try:
-        return ScoreResult.model_validate(data)
+        return model.model_validate(dict(value))
     except ValidationError as exc:
-        raise RewardServiceError(f"{where}: the service answered a result that does not validate: {exc}") from exc
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first.get("loc", ())) or where
+        raise InvalidRequest(f"{where}: {loc}: {first.get('msg', 'invalid value')}") from None
+
+
+def _answer(model: type[M], data: Any, where: str) -> M:
+    """A model of the service's answer; :class:`RewardServiceError` when it does not validate."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RewardServiceError(f"{where}: the service answered a {model.__name__} that does not validate: {exc}") from exc
+
+
+def _result(data: Any, where: str) -> ScoreResult:
+    return _answer(ScoreResult, data, where)
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -198,29 +211,15 @@ def health() -> Flow[bool]:
     return parse_json(Call("GET", "/healthz"), response).get("status") == "ok"
 
 
-def _problem(data: Any) -> ProblemSpec:
-    try:
-        return ProblemSpec.model_validate(data)
-    except ValidationError as exc:
-        raise RewardServiceError(f"the service answered a problem that does not validate: {exc}") from exc
-
-
 def register_problem(problem: ProblemSpec | Mapping[str, Any]) -> Flow[ProblemSpec]:
-    if not isinstance(problem, ProblemSpec):
-        try:
-            problem = ProblemSpec.model_validate(dict(problem))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ())) or "problem"
-            raise InvalidRequest(f"problem: {loc}: {first.get('msg', 'invalid value')}") from None
-    body = problem.model_dump(mode="json", exclude_unset=True)
+    body = _validated(ProblemSpec, problem, "problem").model_dump(mode="json", exclude_unset=True)
     response = yield Call("POST", "/v1/problems", json=body, ok=(200, 201))
-    return _problem(parse_json(Call("POST", "/v1/problems"), response))
+    return _answer(ProblemSpec, parse_json(Call("POST", "/v1/problems"), response), "POST /v1/problems")
 
 
 def get_problem(problem_id: str) -> Flow[ProblemSpec]:
     path = f"/v1/problems/{quote(problem_id, safe='')}"
-    return _problem(parse_json(Call("GET", path), (yield Call("GET", path))))
+    return _answer(ProblemSpec, parse_json(Call("GET", path), (yield Call("GET", path))), f"GET {path}")
 
 
 def list_problems() -> Flow[list[dict[str, Any]]]:

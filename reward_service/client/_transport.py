@@ -155,3 +155,36 @@ def parse_json(call: Call, response: httpx.Response) -> Any:
     except ValueError as exc:
         raise RewardServiceError(f"{call.method} {call.path}: the service answered {response.status_code} "
                                  f"with a body that is not JSON: {response.text[:200]!r}") from exc
+
+
+def http_options(base_url: str, api_key: str | None, max_connections: int, transport: Any) -> dict[str, Any]:
+    """Keyword arguments of the ``httpx.Client``/``AsyncClient`` of a client."""
+    return dict(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+                transport=transport, limits=httpx.Limits(max_connections=max_connections,
+                                                         max_keepalive_connections=max_connections))
+
+
+def request_options(call: Call, timeout: float) -> dict[str, Any]:
+    """Keyword arguments of ``client.request`` for ``call``."""
+    return dict(method=call.method, url=call.path, params=call.params, json=call.json, content=call.content,
+                headers=call.headers, timeout=timeout_for(call, timeout))
+
+
+def check_base_url(base_url: str) -> str:
+    if not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+    return base_url.rstrip("/")
+
+
+class ClientBase:
+    """Construction shared by the sync and async clients (``http_class``: their httpx client)."""
+
+    http_class: type
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 30.0,
+                 max_retries: int = 5, backoff_s: float = 0.5, max_connections: int = 64,
+                 transport: Any = None) -> None:
+        self.base_url = check_base_url(base_url)
+        self.timeout = timeout
+        self._policy = RetryPolicy(self.base_url, max_retries, backoff_s)
+        self._http = self.http_class(**http_options(self.base_url, api_key, max_connections, transport))

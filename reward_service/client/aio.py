@@ -12,38 +12,28 @@ from tenacity import RetryError
 
 from reward_service.client import _flows
 from reward_service.client._flows import DEFAULT_CHUNK, Flow, ProgressFn
-from reward_service.client._transport import Call, RetryPolicy, check, timeout_for, transport_failure
+from reward_service.client._transport import (
+    Call, ClientBase, check, request_options, transport_failure,
+)
 from reward_service.client.errors import RewardServiceError
-from reward_service.client.sync import check_base_url
 from reward_service.models import ScoreRequest, ScoreResult
 from reward_service.problems.store import ProblemSpec
 
 T = TypeVar("T")
 
 
-class AsyncRewardClient:
+class AsyncRewardClient(ClientBase):
     """Async twin of :class:`~reward_service.client.RewardClient` (same arguments, errors and
     retry policy; see its docstrings). Close it with ``await client.aclose()`` or ``async with``."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 30.0,
-                 max_retries: int = 5, backoff_s: float = 0.5, max_connections: int = 64,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.base_url = check_base_url(base_url)
-        self.timeout = timeout
-        self._policy = RetryPolicy(self.base_url, max_retries, backoff_s)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, transport=transport,
-                                       limits=httpx.Limits(max_connections=max_connections,
-                                                           max_keepalive_connections=max_connections))
+    http_class = httpx.AsyncClient
 
     async def _send(self, call: Call) -> httpx.Response:
         try:
             async for attempt in self._policy.asynchronous(call):
                 with attempt:
                     try:
-                        response = await self._http.request(
-                            call.method, call.path, params=call.params, json=call.json, content=call.content,
-                            headers=call.headers, timeout=timeout_for(call, self.timeout))
+                        response = await self._http.request(**request_options(call, self.timeout))
                     except httpx.TransportError as exc:
                         raise transport_failure(exc) from exc
                     return check(call, response)

@@ -11,7 +11,9 @@ from tenacity import RetryError
 
 from reward_service.client import _flows
 from reward_service.client._flows import DEFAULT_CHUNK, Flow, ProgressFn
-from reward_service.client._transport import Call, RetryPolicy, check, timeout_for, transport_failure
+from reward_service.client._transport import (
+    Call, ClientBase, check, request_options, transport_failure,
+)
 from reward_service.client.errors import RewardServiceError
 from reward_service.models import ScoreRequest, ScoreResult
 from reward_service.problems.store import ProblemSpec
@@ -19,13 +21,7 @@ from reward_service.problems.store import ProblemSpec
 T = TypeVar("T")
 
 
-def check_base_url(base_url: str) -> str:
-    if not base_url.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
-    return base_url.rstrip("/")
-
-
-class RewardClient:
+class RewardClient(ClientBase):
     """Client of a reward-service (``reward-service serve``; endpoints in docs/api.md).
 
     ``base_url``: e.g. ``http://127.0.0.1:8000``. ``api_key``: sent as ``Authorization: Bearer``.
@@ -39,16 +35,7 @@ class RewardClient:
     Usable from many threads at once; close it (or use ``with``) to release the connections.
     """
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 30.0,
-                 max_retries: int = 5, backoff_s: float = 0.5, max_connections: int = 64,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        self.base_url = check_base_url(base_url)
-        self.timeout = timeout
-        self._policy = RetryPolicy(self.base_url, max_retries, backoff_s)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, transport=transport,
-                                  limits=httpx.Limits(max_connections=max_connections,
-                                                      max_keepalive_connections=max_connections))
+    http_class = httpx.Client
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _send(self, call: Call) -> httpx.Response:
@@ -56,9 +43,7 @@ class RewardClient:
             for attempt in self._policy.sync(call):
                 with attempt:
                     try:
-                        response = self._http.request(
-                            call.method, call.path, params=call.params, json=call.json, content=call.content,
-                            headers=call.headers, timeout=timeout_for(call, self.timeout))
+                        response = self._http.request(**request_options(call, self.timeout))
                     except httpx.TransportError as exc:
                         raise transport_failure(exc) from exc
                     return check(call, response)
