@@ -149,7 +149,9 @@ def test_rescoring_matches_hand_computed_expectation(full_run):
     # spelled out: Attenuator 3 of 5, ring_token 0 of 3, six problems 2 of 3
     assert report["pass@1"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 0) / 8)
     assert report["pass@2"] == pytest.approx((0.9 + 6 * 1.0 + 0) / 8)
-    assert report["pass@5"] is None and report["pass@k_problems"]["pass@5"] == 0
+    # only the Attenuator has 5 samples: pass@5 is undefined for the other problems
+    assert report["pass@5"] == 1.0 and report["pass@k_problems"]["pass@5"] == 1
+    assert report["by_problem"]["cvdp_copilot_ring_token_0004"]["pass@5"] is None
     assert report["mean_coverage"] == pytest.approx(want["mean_coverage"], abs=1e-12)
     assert report["coverage_per_metric"] == pytest.approx(want["coverage_per_metric"], abs=1e-12)
     assert {pid: (p["n"], p["passed"]) for pid, p in report["by_problem"].items()} == want["per_problem"]
@@ -163,7 +165,7 @@ def test_rescoring_matches_hand_computed_expectation(full_run):
     keys = result_keys(full_run["out"])
     assert sorted(keys) == sorted((r["problem_id"], str(r["sample_id"])) for r in full_run["rows"])
     assert sorted(scored_log(proc.stderr)) == sorted(keys)
-    assert "| all | 8 | 26 | 15 |" in proc.stdout
+    assert "| all | 8 | 26 | 15 | 57.50 | 86.25 | 87.50 | 100.00 (1/8) |" in proc.stdout
 
 
 @pytest.mark.slow
@@ -249,7 +251,9 @@ def test_infrastructure_failures_are_apart_and_retried(tmp_path, shared_cache_di
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert (report["scored"], report["passed"], report["sandbox_errors"]) == (2, 1, 0)
     assert report["pass@1"] == pytest.approx(0.5) and report["complete"] is True
-    assert [r["status"] for r in map(json.loads, out.read_text().splitlines())] == ["sandbox_error", "invalid_input", "ok"]
+    lines = [(r["sample_id"], r["status"]) for r in map(json.loads, out.read_text().splitlines())]
+    assert sorted(lines[:2]) == [("broken-prose", "invalid_input"), ("weak", "sandbox_error")]
+    assert lines[2] == ("weak", "ok")  # the retry's line supersedes the failure's
 
 
 @pytest.mark.slow
