@@ -69,13 +69,13 @@ class BlocksKind:
 class _Blocks:
     def __init__(self, unit: ModuleUnit) -> None:
         self.u = unit
-        self.off = _off_regions(unit.source.text)
+        self.off = _off_regions(unit.source.data)
 
     # -- helpers ----------------------------------------------------------------------------
     def covered_here(self, token: Any) -> bool:
         """Whether ``token`` lies outside every ``coverage_off`` region."""
         offset = self.u.source.offsets(token)[0]
-        return not any(a <= offset < b for a, b in self.off)
+        return not any(a <= offset < b for a, b in self.off)  # byte offsets, as _off_regions'
 
     def point(self, metric: str, token: Any, comment: str, anchor: Any, column_offset: int = 0):
         line, column = self.u.location(token)
@@ -111,7 +111,11 @@ class _Blocks:
         self.stmt(node.statement, state)
         if state.on and self.covered_here(node.keyword):
             flag = self.point("line", node.keyword, "block", node)
-            self.u.append(node.statement, flag.set)
+            body = node.statement
+            # `always_ff @(...) S`: the event control must stay first; S's end is the same place
+            if body.kind == _K.TimingControlStatement:
+                body = body.statement
+            self.u.append(body, flag.set)
 
     def subroutine(self, node: Any) -> None:
         proto = node.prototype
@@ -254,7 +258,7 @@ class _Blocks:
             return ""
         then_flag = self.point("branch", verilator_token(rhs.left), "cond_then", rhs)
         else_flag = self.point("branch", verilator_token(rhs.left), "cond_else", rhs, 1)
-        pred = self.u.source.text.__getitem__(slice(*self.u.source.offsets(rhs.predicate)))
+        pred = self.u.source.slice(rhs.predicate)
         inner_then, inner_else = self.cond_checks(rhs.left), self.cond_checks(rhs.right)
         return (f"if ({pred}) begin {then_flag.set} {inner_then} end "
                 f"else begin {else_flag.set} {inner_else} end")
@@ -302,15 +306,15 @@ def _pragma_before(node: Any, which: str) -> bool:
     return _pragma_in(node.getFirstToken(), which)
 
 
-def _off_regions(text: str) -> list[tuple[int, int]]:
-    """Offset ranges between ``verilator coverage_off`` and the next ``coverage_on``."""
+def _off_regions(data: bytes) -> list[tuple[int, int]]:
+    """Byte offset ranges between ``verilator coverage_off`` and the next ``coverage_on``."""
     regions, start = [], None
-    for m in re.finditer(r"(?://|/\*)\s*verilator\s+(coverage_off|coverage_on)\b", text):
-        if m.group(1) == "coverage_off" and start is None:
+    for m in re.finditer(rb"(?://|/\*)\s*verilator\s+(coverage_off|coverage_on)\b", data):
+        if m.group(1) == b"coverage_off" and start is None:
             start = m.start()
-        elif m.group(1) == "coverage_on" and start is not None:
+        elif m.group(1) == b"coverage_on" and start is not None:
             regions.append((start, m.start()))
             start = None
     if start is not None:
-        regions.append((start, len(text)))
+        regions.append((start, len(data)))
     return regions

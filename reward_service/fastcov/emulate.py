@@ -32,8 +32,30 @@ def two_state(source: SourceFile) -> None:
     for node in _walk(source.tree.root):
         k = node.kind
         parent = node.parent
+        if k == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node):
+            # Icarus 11 crashes (vvp "recv_real not implemented") when a 2-state unpacked
+            # array element feeds a continuous assignment: arrays stay 4-state and are zeroed
+            # by an initial right after their declaration (before the scope's own initials).
+            inits = []
+            for decl in node.declarators:
+                if not isinstance(decl, syntax.SyntaxNode) or decl.initializer is not None:
+                    continue
+                dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
+                name = decl.name.valueText
+                idx = [f"__rs_i{i}" for i in range(len(dims))]
+                if idx:
+                    inits.append(f"initial foreach ({name}[{', '.join(idx)}]) "
+                                 f"{name}{''.join(f'[{i}]' for i in idx)} = '0;")
+                else:
+                    inits.append(f"initial {name} = '0;")
+            if inits:
+                source.insert(source.offsets(node)[1], " " + " ".join(inits), closing=True, depth=0)
+            continue
         if k in (_K.RegType, _K.LogicType):
             if parent is not None and parent.kind in (_K.NetDeclaration, _K.NetPortHeader, _K.NetTypeDeclaration):
+                continue
+            if parent is not None and parent.kind == _K.DataDeclaration and _unpacked(parent) \
+                    and not _in_subroutine(parent):
                 continue
             if parent is not None and parent.kind == _K.VariablePortHeader and _direction(parent) == "inout":
                 continue
@@ -41,6 +63,8 @@ def two_state(source: SourceFile) -> None:
         elif k == _K.IntegerType and node.keyword.kind == TokenKind.IntegerKeyword:
             source.replace(node.keyword, "int")
         elif k == _K.VariablePortHeader and _direction(node) == "input" and node.dataType.kind == _K.ImplicitType:
+            if _in_subroutine(node):
+                continue  # `input [3:0] x;` of a function: Icarus takes no `bit` there
             if not _port_names(node.parent) & nets:
                 source.insert(source.offsets(node.direction)[1], " bit", closing=True, depth=0)
         elif k == _K.NetPortHeader and _direction(node) == "input" and node.netType.kind == TokenKind.WireKeyword:
@@ -56,6 +80,14 @@ def comb_at_time_zero(source: SourceFile) -> None:
         if stmt.kind == _K.TimingControlStatement and stmt.timingControl.kind == _K.ImplicitEventControl:
             source.replace(node.keyword, "always_comb")
             source.replace(stmt.timingControl, "")
+
+
+def _in_subroutine(node: Any) -> bool:
+    while node is not None:
+        if node.kind in (_K.FunctionDeclaration, _K.TaskDeclaration):
+            return True
+        node = node.parent
+    return False
 
 
 def _direction(header: Any) -> str:
@@ -84,3 +116,9 @@ def _walk(node: Any):
         if isinstance(child, syntax.SyntaxNode):
             yield child
             yield from _walk(child)
+
+
+def _unpacked(decl: Any) -> bool:
+    """Whether a data declaration declares an unpacked array."""
+    return any(isinstance(d, syntax.SyntaxNode) and any(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
+               for d in decl.declarators)

@@ -40,10 +40,13 @@ def combine_hier(old: str, add: str) -> str:
 
 
 @dataclass
-class _Item:
+class Item:
+    """A merged point with its column (which :class:`CoveragePoint` does not keep)."""
+
     metric: str
     file: str
     line: int
+    column: int
     detail: str
     hier: str
     count: int
@@ -53,7 +56,13 @@ def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint
     """Coverage points of the instrumented DUT from the flag file's ``text``; lines without the
     run's ``token`` are ignored. Raises :class:`FlagFileError` when no line has it, ``ValueError``
     on a malformed line of this run."""
-    items: dict[tuple, _Item] = {}
+    return [CoveragePoint(metric=i.metric, file=i.file, line=i.line, detail=i.detail, hier=i.hier,
+                          count=i.count) for i in read_items(text, token, inst)]
+
+
+def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
+    """Like :func:`read_points`, keeping each point's column."""
+    items: dict[tuple, Item] = {}
     instances: dict[str, list[str]] = {}
     toggles: list[list[str]] = []
     seen = False
@@ -80,15 +89,14 @@ def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint
     if not seen:
         raise FlagFileError("the simulation wrote no coverage flags (it did not reach an ending)")
     _toggle_points(items, toggles, instances, inst)
-    return [CoveragePoint(metric=i.metric, file=i.file, line=i.line, detail=i.detail, hier=i.hier,
-                          count=i.count) for i in items.values()]
+    return list(items.values())
 
 
 def _add(items: dict, key: tuple, hier: str, count: int) -> None:
     item = items.get(key)
     if item is None:
-        file, line, _col, metric, _module, comment = key
-        items[key] = _Item(metric, file, line, comment, hier, count)
+        file, line, column, metric, _module, comment = key
+        items[key] = Item(metric, file, line, column, comment, hier, count)
     else:
         item.count += count
         item.hier = combine_hier(item.hier, hier)

@@ -73,9 +73,12 @@ class ToggleKind:
         for sym, prefix, scope_syntax in _signals(unit.body):
             decl = sym.syntax
             token = _name_token(decl, sym)
-            line, column = unit.location(token) if token is not None else (0, 0)
-            if token is not None and any(a <= unit.source.offsets(token)[0] < b for a, b in off):
-                continue
+            if token is not None:
+                line, column = unit.location(token)
+                if any(a <= unit.source.offsets(token)[0] < b for a, b in off):
+                    continue
+            else:  # an implicit net: located at its first use
+                line, column = unit.source.line_col(sym.location)
             if sym.name.startswith("_"):
                 continue
             is_port = sym.name in ports and not prefix
@@ -218,9 +221,7 @@ def _packed_dims_text(unit: ModuleUnit, decl: Any) -> str | None:
     dims = [d for d in dtype.dimensions if isinstance(d, syntax.SyntaxNode)]
     if len(dims) != 1:
         return None
-    start, _ = unit.source.offsets(dims[0])
-    _, end = unit.source.offsets(dims[-1])
-    return unit.source.text[start:end]
+    return unit.source.slice(dims[0])
 
 
 def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, name: str) -> str:
@@ -249,4 +250,4 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, name: str) -> str
 
 def _off_regions(unit: ModuleUnit) -> list[tuple[int, int]]:
     from reward_service.fastcov.blocks import _off_regions as regions
-    return regions(unit.source.text)
+    return regions(unit.source.data)

@@ -89,6 +89,7 @@ class SourceFile:
     def __init__(self, name: str, text: str, tree: syntax.SyntaxTree) -> None:
         self.name = name
         self.text = text
+        self.data = text.encode("utf-8")  # pyslang offsets count bytes
         self.tree = tree
         self.sm = tree.sourceManager
         first = tree.root.getFirstToken()
@@ -153,11 +154,16 @@ class SourceFile:
         for ins in items:
             if ins.offset < pos:
                 raise Unsupported(f"{self.name}: overlapping instrumentation at offset {ins.offset}")
-            out.append(self.text[pos:ins.offset])
-            out.append(ins.text)
+            out.append(self.data[pos:ins.offset])
+            out.append(ins.text.encode("utf-8"))
             pos = ins.offset if ins.until is None else ins.until
-        out.append(self.text[pos:])
-        return "".join(out)
+        out.append(self.data[pos:])
+        return b"".join(out).decode("utf-8")
+
+    def slice(self, node: Any) -> str:
+        """The original text of a node or token."""
+        start, end = self.offsets(node)
+        return self.data[start:end].decode("utf-8")
 
 
 def depth(node: Any) -> int:
