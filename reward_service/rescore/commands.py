@@ -107,9 +107,16 @@ def _execute(opts: _Options) -> tuple[dict[str, Any], RunOutcome, dict[str, Any]
         err.print(f"... and {len(completions.duplicates) - 10} more duplicate lines", highlight=False)
     store = ResultStore(opts.out)
     try:
-        todo, final, retry = plan(completions.samples, store.load())
+        held = store.load()
+        todo, final, retry = plan(completions.samples, held)
+        if todo:
+            store.open()  # an unwritable --out fails now, not after the first sample
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(f"--out: {exc}") from exc
+    others = len(held.keys() - {s.key for s in completions.samples})
+    if others:
+        err.print(f"note: {opts.out} also holds {others} results of samples not in {opts.completions} "
+                  "(left out of the report)", highlight=False, markup=False)
     if not opts.quiet:
         err.print(f"{len(completions.samples)} samples of {len({s.problem_id for s in completions.samples})} "
                   f"problems: {final} already in {opts.out}, {retry} infrastructure failures to retry, "
@@ -167,7 +174,7 @@ _Concurrency = Annotated[Optional[int], typer.Option(
     "--concurrency", "-j", min=1, help="samples scored at once (default: one per core embedded, 8 with --server)")]
 _ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="write the summary as JSON")]
 _ReportMd = Annotated[Optional[Path], typer.Option("--report-md", help="write the summary as Markdown")]
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or notes")]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or start line (warnings still go to stderr)")]
 _Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="log one line per scored sample (stderr)")]
 _NoCache = Annotated[bool, typer.Option("--no-cache", help="embedded: do not reuse cached results")]
 

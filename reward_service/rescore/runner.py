@@ -122,7 +122,7 @@ class RunOutcome:
 class _RateColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:.2f} samples/s" if speed else "-- samples/s", style="progress.data.speed")
+        return Text(f"{speed:.2f}/s" if speed else "--/s", style="progress.data.speed")
 
 
 def _request(problems: Mapping[str, Any], sample: Sample) -> ScoreRequest | ScoreResult:

@@ -189,11 +189,17 @@ class ResultStore:
             raise ValueError(f"{where}: not a result record (needs problem_id, sample_id, status)")
         return record
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Write one record as a line and flush it to the OS."""
+    def open(self) -> None:
+        """Open the file for appending (creating it and its directory); raises ``OSError``.
+        Called by :meth:`append`; call it first to fail before any work is done."""
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = self.path.open("a", encoding="utf-8")
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write one record as a line and flush it to the OS."""
+        self.open()
+        assert self._fh is not None
         self._fh.write(json.dumps(record) + "\n")
         self._fh.flush()
 
