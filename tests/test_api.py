@@ -8,18 +8,15 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from typing import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
-from conftest import CID012, REPO, STIMULUS, cid012_rows, rtl_files
+from conftest import CID012, REPO, STIMULUS, cid012_rows, free_port, live_server, rtl_files
 from reward_service.api import create_app
 from reward_service.dispatch.base import Dispatcher, QueueFull
 from reward_service.settings import Settings
@@ -73,29 +70,11 @@ def counter_request(tb: str = QUICK_TB, **extra) -> dict:
             "simulator": "icarus", "coverage": {"scope": "uut"}, **extra}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serving(app) -> Iterator[httpx.Client]:
-    """Serve ``app`` with uvicorn in a thread; yield a client bound to it."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    """Serve ``app`` with uvicorn in a thread (conftest.live_server); yield a client bound to it."""
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=300) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
