@@ -110,3 +110,18 @@ def test_hdl_top_and_instances():
     assert hdl.instantiates(tb, "mydut", "uut") and not hdl.instantiates(tb, None, "x")
     assert hdl.instance_names(tb, "mydut") == ["uut"]
     assert hdl.is_vhdl("a.vhd", "") and not hdl.is_vhdl("a.sv", "module a; endmodule")
+
+
+def test_capped_uncovered_list_keeps_code_points_before_toggle_bits():
+    from reward_service.coverage.points import CoveragePoint
+
+    toggles = [CoveragePoint("toggle", "dut.sv", 2, f"data[{i}]:0->1", "tb.dut", 0) for i in range(10)]
+    code = [CoveragePoint("line", "dut.sv", 30, "block", "tb.dut", 0),
+            CoveragePoint("expr", "dut.sv", 31, "(a==0) => 0", "tb.dut", 0),
+            CoveragePoint("branch", "dut.sv", 29, "if", "tb.dut", 0)]
+    report, uncovered = summarise(toggles + code, ["line", "branch", "toggle", "expr"], max_uncovered=5)
+    assert [(u.metric, u.line) for u in uncovered] == [
+        ("toggle", 2), ("toggle", 2), ("branch", 29), ("line", 30), ("expr", 31)]
+    assert report.metrics["toggle"].total == 10 and report.metrics["toggle"].covered == 0
+    _, everything = summarise(toggles + code, ["line", "branch", "toggle", "expr"], max_uncovered=100)
+    assert len(everything) == 13 and everything[0].metric == "toggle"  # file/line order when not capped

@@ -28,6 +28,10 @@ class CoveragePoint:
         return self.count >= self.at_least
 
 
+#: Which uncovered points a capped list keeps first (lower first); others after these.
+UNCOVERED_PRIORITY = {"line": 0, "branch": 1, "expr": 2, "fsm_state": 3, "fsm_arc": 4, "toggle": 5}
+
+
 def summarise(
     points: list[CoveragePoint],
     metrics: list[str],
@@ -40,7 +44,10 @@ def summarise(
     ``overall`` is the (by default unweighted) mean of the ratios of the requested metrics that
     have points, as the commercial "Overall Average" is built; metrics in ``unavailable``
     (metric -> reason) are reported with ``available=False`` and left out of ``overall``.
-    Returns the report and up to ``max_uncovered`` uncovered points, in file/line order.
+    Returns the report and up to ``max_uncovered`` uncovered points, in file/line order. When
+    there are more, the points of code never run or decided (line, branch, expr) are kept before
+    toggle bits and other metrics (:data:`UNCOVERED_PRIORITY`): a capped list of a design with
+    wide ports would otherwise hold only toggle bits of the port declarations.
     """
     unavailable = unavailable or {}
     report = CoverageReport()
@@ -58,11 +65,12 @@ def summarise(
     total_weight = sum(w for _, w in weighted)
     if weighted and total_weight > 0:
         report.overall = sum(r * w for r, w in weighted) / total_weight
-    uncovered = sorted(
-        (p for p in points if p.metric in report.metrics and not p.covered),
-        key=lambda p: (p.file, p.line, p.metric, p.detail),
-    )
+    missed = [p for p in points if p.metric in report.metrics and not p.covered]
+    if len(missed) > max_uncovered:
+        missed = sorted(missed, key=lambda p: (UNCOVERED_PRIORITY.get(p.metric, len(UNCOVERED_PRIORITY)),
+                                               p.file, p.line, p.detail))[:max_uncovered]
+    missed.sort(key=lambda p: (p.file, p.line, p.metric, p.detail))
     return report, [
         UncoveredPoint(file=p.file, line=p.line, metric=p.metric, detail=p.detail, hier=p.hier)
-        for p in uncovered[:max_uncovered]
+        for p in missed
     ]
