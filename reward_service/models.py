@@ -11,7 +11,7 @@ import enum
 import posixpath
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 #: Metric keys. The code metrics are Verilator's coverage point types (the ``t`` key of a
 #: ``coverage.dat`` record, see the Verilator manual, "Coverage Analysis"); ``functional`` counts
@@ -200,6 +200,11 @@ class ScoreRequest(_Strict):
     reward: RewardSpec = Field(default_factory=RewardSpec)
     limits: Limits = Field(default_factory=Limits)
     seed: int = Field(0, ge=0, lt=2**31, description="simulation seed (Verilator +verilator+seed+, cocotb seed)")
+    engine: Literal["verilator", "fast", "auto"] | None = Field(
+        None, description="code-coverage engine: 'verilator' (the reference), 'fast' (Icarus with an "
+                          "instrumented DUT, Verilator-equal points, falls back to Verilator when it cannot "
+                          "run the sample), 'auto' (fast when the design passed its self-check against "
+                          "Verilator, decided once per design); unset: `simulator` decides (docs/fastcov.md)")
 
     @model_validator(mode="after")
     def _design_or_problem(self) -> "ScoreRequest":
@@ -260,6 +265,16 @@ class CacheInfo(BaseModel):
     build: bool = False
 
 
+class ShadowCheck(BaseModel):
+    """A fast-path sample also scored on Verilator and diffed point by point (docs/fastcov.md):
+    ``differences`` counts points whose key or covered state differs, per metric in ``metrics``."""
+
+    agreed: bool
+    differences: int = 0
+    metrics: dict[str, int] = Field(default_factory=dict)
+    message: str | None = None
+
+
 class ScoreResult(BaseModel):
     """The answer to a :class:`ScoreRequest`. ``reward`` is None only for ``sandbox_error``."""
 
@@ -274,5 +289,12 @@ class ScoreResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict, description="milliseconds per stage")
     cache: CacheInfo = Field(default_factory=CacheInfo)
     versions: dict[str, str] = Field(default_factory=dict)
-    engine: str | None = None
+    engine: str | None = Field(None, description="what measured it: verilator, icarus, or fast (Icarus "
+                                                 "with the instrumented DUT)")
     ended_by: str | None = Field(None, description="finish, stop, fatal, timeout, killed, exit, ...")
+    fallback: str | None = Field(None, description="why a requested fast/auto engine was not used "
+                                                   "(the sample was scored by Verilator instead)")
+    shadow: ShadowCheck | None = Field(None, description="the shadow check of this fast-path sample, if sampled")
+    #: The coverage points behind ``coverage`` (engine-internal: shadow checks and agreement
+    #: tests diff them; not serialized).
+    _points: list = PrivateAttr(default_factory=list)

@@ -1,0 +1,155 @@
+"""The fast path as a simulator backend: the instrumented DUT on Icarus, in the sandbox.
+
+SV testbench: ``iverilog -g2012`` of the instrumented DUT and the emulation-rewritten
+testbench, then ``timeout -s INT <run_s> vvp -n`` (vvp finishes on SIGINT with ``-n``, so the
+``final`` blocks write the flags at the run-time limit too; the sandbox kills one second
+later if even that hangs). cocotb: the cocotb flow on Icarus with the instrumented DUT as the
+toplevel's source. The flag file carries a per-run token: lines without it are ignored, so a
+testbench cannot forge coverage by writing the file itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from reward_service.coverage.points import CoveragePoint
+from reward_service.fastcov.instrument import (
+    FLAG_FILE, TOKEN_PLACEHOLDER, Instrumented, emulate_testbench, instrument,
+)
+from reward_service.fastcov.results import FlagFileError, read_points
+from reward_service.fastcov.unit import Unsupported
+from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
+from reward_service.sandbox import Bind, ExecSpec
+from reward_service.simulators import cocotb_flow
+from reward_service.simulators.base import Job, SimRun, SimulatorBackend
+from reward_service.simulators.icarus import _ELAB_ERRORS, ended_by_from_log
+from reward_service.simulators.toolchain import require_iverilog
+
+RUN_GRACE_S = 1.0     # the sandbox kills this long after `timeout` sent SIGINT
+TIMEOUT_EXIT = 124    # coreutils timeout: the command timed out
+
+
+@dataclass
+class FastRun(SimRun):
+    """A :class:`SimRun` with the coverage points read from the flag file (``None``: the run
+    wrote no flags of this run, e.g. it crashed)."""
+
+    points: list[CoveragePoint] | None = None
+
+
+def design_key(files: dict[str, str]) -> str:
+    """Content hash of a design (file names and texts)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        for part in (name, files[name]):
+            data = part.encode()
+            h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _instrument_cached(key: str, files_json: str) -> Instrumented | Unsupported:
+    try:
+        return instrument(json.loads(files_json))
+    except Unsupported as exc:
+        return exc
+
+
+def instrumented(files: dict[str, str]) -> Instrumented:
+    """:func:`~reward_service.fastcov.instrument.instrument`, cached per design content.
+    Raises :class:`Unsupported` (cached too)."""
+    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True))
+    if isinstance(result, Unsupported):
+        raise result
+    return result
+
+
+class FastSimulator(SimulatorBackend):
+    """Icarus with the instrumented DUT: Verilator's line/branch/toggle (and expr, when the
+    expression kind is installed) points plus test outcomes and functional coverage."""
+
+    name = "fast"
+    unavailable_reason = ("the fast path measures Verilator's line, branch, toggle and expression "
+                          "points; use engine=verilator for user cover points and FSM coverage")
+
+    @property
+    def measures(self) -> tuple[str, ...]:  # type: ignore[override]
+        from reward_service.fastcov.instrument import _kinds
+        return tuple(m for k in _kinds() for m in k.metrics) + ("functional",)
+
+    def prepare(self, job: Job) -> tuple[Instrumented, str]:
+        """Write the instrumented DUT (and the rewritten testbench) over ``job.src``; returns
+        the instrumentation and this run's token. Raises :class:`Unsupported`."""
+        design = {n: (job.src / n).read_text(encoding="utf-8") for n in _design_names(job)}
+        inst = instrumented(design)
+        token = secrets.token_hex(16)
+        for name, text in inst.files.items():
+            (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")
+        return inst, token
+
+    def run_sv(self, job: Job) -> FastRun:
+        inst, token = self.prepare(job)
+        hdl_tb = {n: (job.src / n).read_text(encoding="utf-8") for n in job.stimulus_files}
+        rewritten, skipped = emulate_testbench(hdl_tb)
+        for name, text in rewritten.items():
+            (job.src / name).write_text(text, encoding="utf-8")
+        out = FastRun()
+        if skipped:
+            out.notes.append(f"testbench file(s) {', '.join(skipped)} kept 4-state (pyslang could not parse them)")
+        toolchain = job.sandbox.toolchain()
+        compiler = require_iverilog(toolchain)
+        (job.root / "obj").mkdir(exist_ok=True)
+        out.build = job.sandbox.run(ExecSpec(
+            argv=[compiler, "-g2012", "-o", "/work/obj/sim.vvp", "-s", job.top,
+                  *job.design_files, *job.stimulus_files],
+            workdir=job.root, cwd="/work/src", timeout_s=job.limits.compile_s,
+            memory_mb=job.limits.memory_mb, output_kb=job.limits.output_kb,
+            outputs=("/work/obj/sim.vvp",)))
+        vvp_file = job.root / "obj" / "sim.vvp"
+        if (out.build.limit_hit or not vvp_file.exists() or _ELAB_ERRORS.search(out.build.output)
+                or out.build.exit_code != 0):
+            out.build_failed = True
+            return out
+        job.run_dir.mkdir(exist_ok=True)
+        out.run = job.sandbox.run(ExecSpec(
+            argv=["timeout", "-s", "INT", f"{job.limits.run_s:g}", toolchain.vvp, "-n", "/obj/sim.vvp"],
+            workdir=job.run_dir, no_shell=True, outputs=(f"/work/{FLAG_FILE}",),
+            binds=[Bind(job.root / "obj", "/obj")], timeout_s=job.limits.run_s + RUN_GRACE_S,
+            memory_mb=job.limits.memory_mb, processes=job.limits.processes,
+            file_mb=job.limits.file_mb, output_kb=job.limits.output_kb))
+        if out.run.exit_code == TIMEOUT_EXIT:
+            out.ended_by = "timeout"
+        elif not out.run.limit_hit:
+            out.ended_by = ended_by_from_log(out.run.output, out.run.exit_code)
+        out.points = _read_flags(job.run_dir, token, inst, out.notes)
+        return out
+
+    def run_cocotb(self, job: Job) -> FastRun:
+        inst, token = self.prepare(job)
+        base = cocotb_flow.run_cocotb(job, simulator="icarus")
+        out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+        if out.run is not None:
+            out.points = _read_flags(job.run_dir, token, inst, out.notes)
+        return out
+
+
+def _design_names(job: Job) -> list[str]:
+    return list(job.design_files)
+
+
+def _read_flags(run_dir: Path, token: str, inst: Instrumented, notes: list[str]) -> list[CoveragePoint] | None:
+    path = output_file(run_dir / FLAG_FILE)
+    if path is None:
+        return None
+    try:
+        return read_points(read_output_text(path, max_bytes=256 << 20), token, inst)
+    except FlagFileError:
+        return None
+    except (ValueError, UnsafeOutput, OSError) as exc:
+        notes.append(f"fast-path flag file unreadable: {exc}")
+        return None
