@@ -90,7 +90,7 @@ class Engine:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
                 return cached
-            result = self._simulate(prepared, timings)
+            result = self._score_with_engine(prepared, timings)
         except (SandboxError, ToolMissing, OSError) as exc:
             log.exception("sandbox failure")
             result = ScoreResult(status=Status.sandbox_error, message=f"{type(exc).__name__}: {exc}")
@@ -155,9 +155,19 @@ class Engine:
         return Prepared(request=request, design=design, stimulus=stimulus)
 
     # -- internals ----------------------------------------------------------------------------
-    def _simulate(self, prepared: Prepared, timings: dict[str, float]) -> ScoreResult:
+    def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> ScoreResult:
+        """``request.engine`` fast/auto: the fast path with its fallback (docs/fastcov.md);
+        otherwise ``request.simulator`` simulates."""
+        if prepared.request.engine in ("fast", "auto"):
+            from reward_service.fastcov import routing
+
+            return routing.simulate(self, prepared, timings)
+        return self._simulate(prepared, timings)
+
+    def _simulate(self, prepared: Prepared, timings: dict[str, float], simulator=None) -> ScoreResult:
+        """Simulate with ``simulator`` (default: the request's) in a fresh work dir."""
         request, stimulus = prepared.request, prepared.stimulus
-        simulator = get_simulator(request.simulator.value)
+        simulator = simulator or get_simulator(request.simulator.value)
         root = Path(tempfile.mkdtemp(prefix="rs-", dir=self.settings.work_root))
         try:
             src = root / "src"
@@ -221,6 +231,9 @@ class Engine:
                 points = parse_coverage_dat(run.coverage_dat, set(prepared.design.files))
             except (CoverageFileError, UnsafeOutput, OSError) as exc:
                 notes.append(str(exc))
+        fast_points = getattr(run, "points", None)  # the fast path's flags (fastcov.backend)
+        if fast_points is not None:
+            points = list(fast_points)
         for path in run.functional:
             try:
                 points.extend(parse_functional_yaml(path))
@@ -230,7 +243,7 @@ class Engine:
         unavailable = simulator.unavailable(list(spec.metrics), spec.fsm)
         if "functional" in spec.metrics and not run.functional:
             unavailable["functional"] = "the stimulus exported no cocotb-coverage bins"
-        has_code_coverage = run.coverage_dat is not None
+        has_code_coverage = run.coverage_dat is not None or fast_points is not None
         report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
         report.scope = spec.scope
         # The DUT instance check on the simulated hierarchy (Verilator records it in `h`).
@@ -256,6 +269,7 @@ class Engine:
         result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
                              tests=tests, log=log_text, ended_by=run.ended_by)
         result.passed = status == Status.ok and targets_met(report, spec.targets)
+        result._points = points
         return result
 
     @staticmethod
@@ -272,7 +286,7 @@ class Engine:
                                     "up to the kill is reported for information")
         if _file_too_large(runres):
             return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
-        if sim_name == "verilator" and not has_cov and run.results_xml is None:
+        if sim_name in ("verilator", "fast") and not has_cov and run.results_xml is None:
             return Status.runtime_error, f"the simulation crashed without coverage data (exit {runres.exit_code}): {_first_error(runres.output)}"
         if run.ended_by == "error":
             return Status.runtime_error, (f"simulator runtime error: {_first_error(runres.output)} "

@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     sandbox: str = Field("bwrap", description="sandbox backend: bwrap")
     result_cache: bool = Field(True, description="reuse results of identical requests")
     build_jobs: int = Field(2, ge=1, description="parallel C++ compile jobs of one Verilator build")
+    fastcov_shadow_rate: float = Field(
+        0.0, ge=0, le=1, description="fraction of fast-path samples also scored on Verilator and diffed "
+                                     "point by point (shadow check, docs/fastcov.md)")
+    fastcov_self_check: bool = Field(
+        True, description="engine=auto: a design uses the fast path only after a self-check against "
+                          "Verilator agreed (one Verilator build per design, cached)")
 
     # -- service (reward_service.api) -----------------------------------------------------------
     broker_url: str | None = Field(

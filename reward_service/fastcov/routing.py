@@ -1,0 +1,95 @@
+"""Scoring with ``engine=fast``/``auto``: the fast path, its fallback to Verilator, the shadow
+check (called by :meth:`reward_service.engine.Engine._score_with_engine`).
+
+Fallback (the result's ``fallback`` says why, ``engine`` is then ``verilator``): a requested
+metric the fast path does not measure, a design it cannot instrument, ``auto`` with a design
+whose self-check did not agree, and a sample Icarus cannot compile or run (compile error,
+crash without flags). A timeout is not a fallback: the stimulus did not end on Icarus either.
+
+Shadow check: with probability ``settings.fastcov_shadow_rate`` a fast-path sample with status
+``ok`` is also scored on Verilator and the two diffed point by point; the result carries the
+:class:`~reward_service.models.ShadowCheck` (the API counts disagreements) and a disagreement
+is logged with the inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from typing import Any
+
+from reward_service.fastcov.backend import FastSimulator, instrumented
+from reward_service.fastcov.compare import diff_points
+from reward_service.fastcov.unit import Unsupported
+from reward_service.models import ScoreResult, ShadowCheck, Status
+
+log = logging.getLogger(__name__)
+
+#: Outcomes of the fast path that send the sample to Verilator.
+_FALLBACK_STATUSES = {Status.compile_error: "Icarus could not compile the sample",
+                      Status.runtime_error: "the Icarus run failed"}
+
+
+def fast_metrics() -> set[str]:
+    """The code metrics the fast path measures (expr only when its point kind is installed)."""
+    return set(FastSimulator().measures) - {"functional"}
+
+
+def unsupported(prepared: Any) -> str | None:
+    """Why the fast path cannot score this request at all, or None."""
+    spec = prepared.request.coverage
+    missing = [m for m in spec.metrics if m != "functional" and m not in fast_metrics()]
+    if missing:
+        return f"the fast path does not measure {', '.join(missing)}"
+    if spec.fsm:
+        return "the fast path has no FSM coverage"
+    try:
+        instrumented(dict(prepared.design.files))
+    except Unsupported as exc:
+        return f"not instrumentable: {exc}"
+    return None
+
+
+def simulate(engine: Any, prepared: Any, timings: dict[str, float]) -> ScoreResult:
+    """Score ``prepared`` on the fast path, or on Verilator with the reason in ``fallback``."""
+    from reward_service.simulators.verilator import VerilatorSimulator
+
+    request = prepared.request
+    fallback = unsupported(prepared)
+    if fallback is None and request.engine == "auto":
+        from reward_service.fastcov.choice import decide
+
+        decision = decide(engine, prepared.design, tuple(request.coverage.metrics))
+        if not decision.fast:
+            fallback = f"auto chose Verilator for this design: {decision.reason}"
+    if fallback is None:
+        result = engine._simulate(prepared, dict(timings), simulator=FastSimulator())
+        reason = _FALLBACK_STATUSES.get(result.status)
+        if reason is None:
+            if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
+                result.shadow = shadow_check(engine, prepared, result)
+            return result
+        fallback = f"{reason}: {result.message[:300]}"
+    result = engine._simulate(prepared, timings, simulator=VerilatorSimulator())
+    result.fallback = fallback
+    return result
+
+
+def shadow_check(engine: Any, prepared: Any, fast: ScoreResult) -> ShadowCheck:
+    """Score the sample on Verilator too and diff the points of the metrics both measure."""
+    from reward_service.simulators.verilator import VerilatorSimulator
+
+    reference = engine._simulate(prepared, {}, simulator=VerilatorSimulator())
+    if reference.status != Status.ok:
+        return ShadowCheck(agreed=False, message=f"Verilator run {reference.status.value}: {reference.message[:200]}")
+    metrics = set(prepared.request.coverage.metrics) & fast_metrics()
+    diff = diff_points(fast._points, reference._points, metrics)
+    check = ShadowCheck(agreed=diff.equal, differences=len(diff.only_fast) + len(diff.only_reference),
+                        metrics=diff.per_metric(), message=diff.describe(3) or None)
+    if not diff.equal:
+        log.warning("fastcov shadow check disagrees (%d points: %s); inputs: %s", check.differences,
+                    check.message, json.dumps({"design": prepared.design.files,
+                                               "stimulus": prepared.stimulus.files,
+                                               "metrics": sorted(metrics)})[:200_000])
+    return check
