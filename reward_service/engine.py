@@ -162,6 +162,8 @@ class Engine:
             from reward_service.fastcov import routing
 
             return routing.simulate(self, prepared, timings)
+        if prepared.request.engine == "verilator":
+            return self._simulate(prepared, timings, simulator=get_simulator("verilator"))
         return self._simulate(prepared, timings)
 
     def _simulate(self, prepared: Prepared, timings: dict[str, float], simulator=None) -> ScoreResult:
