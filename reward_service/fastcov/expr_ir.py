@@ -159,15 +159,17 @@ def emit_const(width: int, signed: bool, bits: str) -> str:
 class Lowering:
     """Builds :class:`VNode` trees from pyslang expressions of one module body.
 
-    ``text(syntax)`` gives the source text of a syntax node (one line, comments dropped) and
-    ``loc(token)`` its Verilator (line, column); ``genvars`` maps the genvar parameters of the
+    ``text(syntax)`` gives the source text of a syntax node (one line, comments dropped),
+    ``loc(token)`` what a node keeps as its location, ``line_of(node)`` a line for messages;
+    ``genvars`` maps the genvar parameters of the
     generate-loop iterations being walked to their values (Verilator has replaced them by
     constants by the time coverage runs).
     """
 
-    def __init__(self, text, loc, genvars: dict[Any, int] | None = None) -> None:
+    def __init__(self, text, loc, line_of, genvars: dict[Any, int] | None = None) -> None:
         self.text = text
         self.loc = loc
+        self.line_of = line_of
         self.genvars = genvars if genvars is not None else {}
 
     # entry points -----------------------------------------------------------------------------
@@ -189,8 +191,7 @@ class Lowering:
         syn = getattr(e, "syntax", None)
         if syn is not None:
             try:
-                line, _ = self.loc(syn.getFirstToken())
-                return f"line {line}"
+                return f"line {self.line_of(syn)}"
             except Unsupported:
                 pass
         return "an expression"
@@ -225,7 +226,7 @@ class Lowering:
                      loc=self._tok_loc(e.syntax.getFirstToken()), src=self._src(e))
 
     def _StringLiteral(self, e: Any) -> VNode:
-        v = e.intValue
+        v = e.intValue.value
         width = v.bitWidth
         bits = v.toString(LiteralBase.Binary, False).rjust(width, "0")[-width:]
         return VNode("const", width, False, const_bits=bits,
@@ -233,30 +234,33 @@ class Lowering:
 
     def _NamedValue(self, e: Any) -> VNode:
         sym = e.symbol
-        width, signed = self._type(e)
+        if e.type.isUnpackedArray:   # the array of an element select
+            width, signed = 0, False
+        else:
+            width, signed = self._type(e)
         tok = e.syntax.getFirstToken() if e.syntax is not None else None
-        if sym in self.genvars:  # a genvar of an unrolled generate loop: a 32-bit signed constant
-            n = const(32, self.genvars[sym], True, loc=self._tok_loc(tok), src=self._src(e))
-            return n
+        key = symbol_key(sym)
+        if key in self.genvars:  # a genvar of an unrolled generate loop: a 32-bit signed constant
+            return const(32, self.genvars[key], True, loc=self._tok_loc(tok), src=self._src(e))
         if sym.kind == _S.EnumValue:
             name = sym.name
             pkg = _package_of(sym)
             if pkg:
                 name = f"{pkg}::{name}"
             return VNode("var", width, signed, name=name, loc=self._tok_loc(tok), src=self._src(e),
-                         ident=("enum", id(sym)))
+                         ident=("enum", key))
         if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port):
             raise Unsupported(f"{self._where(e)}: reference to a {sym.kind.name} in an expression")
         name = sym.name
         if not name.isidentifier() and not name.replace("$", "_").isidentifier():
             raise Unsupported(f"{self._where(e)}: escaped identifier {name!r}")
         return VNode("var", width, signed, name=name, loc=self._tok_loc(tok), src=self._src(e),
-                     ident=("var", id(sym)), basic_lo=_basic_lo(sym))
+                     ident=("var", key), basic_lo=_basic_lo(sym))
 
     # operators ----------------------------------------------------------------------------------
     def _BinaryOp(self, e: Any) -> VNode:
         opname = e.op.name
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         loc = self._tok_loc(syn.operatorToken) if syn is not None else None
         width, signed = self._type(e)
         if opname == "BinaryXnor":  # parsed as ~(a ^ b)
@@ -277,7 +281,7 @@ class Lowering:
 
     def _UnaryOp(self, e: Any) -> VNode:
         opname = e.op.name
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         loc = self._tok_loc(syn.operatorToken) if syn is not None else None
         width, signed = self._type(e)
         if opname == "Plus":
@@ -291,12 +295,12 @@ class Lowering:
         kid = self.boolean(e.operand) if op == "!" else self.build(e.operand)
         return VNode("un", width, signed, [kid], op=op, loc=loc, src=self._src(e))
 
-    def _ConditionalExpression(self, e: Any) -> VNode:
+    def _ConditionalOp(self, e: Any) -> VNode:
         conds = list(e.conditions)
         if len(conds) != 1 or conds[0].pattern is not None:
             raise Unsupported(f"{self._where(e)}: a ?: with a pattern or several conditions")
         width, signed = self._type(e)
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         n = VNode("cond", width, signed, [self.boolean(conds[0].expr), self.build(e.left), self.build(e.right)],
                   loc=self._tok_loc(syn.question) if syn is not None else None, src=self._src(e))
         return n
@@ -330,7 +334,7 @@ class Lowering:
         items = [self.build(x) for x in e.operands]
         if not items:
             raise Unsupported(f"{self._where(e)}: empty concatenation")
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         return VNode("concat", width, False, items,
                      loc=self._tok_loc(syn.openBrace) if syn is not None else None, src=self._src(e))
 
@@ -341,7 +345,7 @@ class Lowering:
             raise Unsupported(f"{self._where(e)}: a replication count that is not a literal")
         concat = e.concat
         items = [self.build(x) for x in concat.operands]
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         return VNode("replicate", width, False, [count, *items],
                      loc=self._tok_loc(syn.concatenation.openBrace) if syn is not None else None,
                      src=self._src(e))
@@ -356,7 +360,7 @@ class Lowering:
             if rng is None:
                 raise Unsupported(f"{self._where(e)}: select of a dynamic array")
             lo, hi = rng.lower, rng.upper
-            width, signed = self._type(e)
+            width, signed = (0, False) if e.type.isUnpackedArray else self._type(e)
             idx = self._index(e.selector, lo, hi, ascending=False)
             n = VNode("arraysel", width, signed, [frm, idx], loc=loc, src=self._src(e))
             n.basic_lo = _type_basic_lo(e.type)
@@ -424,7 +428,7 @@ class Lowering:
         frm = self.build(e.value)
         width, signed = self._type(e)
         member = e.member
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         loc = self._tok_loc(syn.dot) if syn is not None and hasattr(syn, "dot") else None
         if value_t.isPackedUnion:
             raise Unsupported(f"{self._where(e)}: member of a packed union")
@@ -437,7 +441,7 @@ class Lowering:
     # calls --------------------------------------------------------------------------------------
     def _Call(self, e: Any) -> VNode:
         width, signed = self._type(e)
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         loc = self._tok_loc(syn.getFirstToken()) if syn is not None else None
         if e.isSystemCall:
             name = e.subroutineName
@@ -459,17 +463,19 @@ class Lowering:
     def _Inside(self, e: Any) -> VNode:
         """``x inside {a, [b:c]}`` -> ``(x ==? a) || ((x >= b) && (x <= c))`` (V3Width)."""
         left = e.left
-        syn = e.syntax
+        syn = _unparen(e.syntax)
         loc = self._tok_loc(syn.inside) if syn is not None else None
         out = None
         for item in e.rangeList:
             if item.kind == _E.ValueRange:
                 lo_n = self._compare(left, item.left, ">=")
                 hi_n = self._compare(left, item.right, "<=")
-                piece = VNode("bin", 1, False, [lo_n, hi_n], op="&&", loc=lo_n.loc)
+                piece = VNode("bin", 1, False, [lo_n, hi_n], op="&&", loc=lo_n.loc,
+                              src=f"({lo_n.src} && {hi_n.src})")
             else:
                 piece = self._compare(left, item, "==?")
-            out = piece if out is None else VNode("bin", 1, False, [out, piece], op="||", loc=loc)
+            out = piece if out is None else VNode("bin", 1, False, [out, piece], op="||", loc=loc,
+                                                  src=f"({out.src} || {piece.src})")
         if out is None:
             raise Unsupported(f"{self._where(e)}: empty inside list")
         out.src = self._src(e)
@@ -483,7 +489,7 @@ class Lowering:
         ln, rn = _context(ln, w), _context(rn, w)
         syn = getattr(right, "syntax", None)
         loc = self._tok_loc(syn.getFirstToken()) if syn is not None else None
-        return VNode("bin", 1, False, [ln, rn], op=op, loc=loc)
+        return VNode("bin", 1, False, [ln, rn], op=op, loc=loc, src=f"({ln.src} {op} {rn.src})")
 
 
 # -- shared lowering helpers --------------------------------------------------------------------
@@ -538,10 +544,11 @@ def _const_int(e: Any) -> int:
     cv = e.constant
     if cv is None:
         raise Unsupported("a part-select bound that is not constant")
-    return _cv_int(cv)
+    return const_int_value(cv)
 
 
-def _cv_int(cv: Any) -> int:
+def const_int_value(cv: Any) -> int:
+    """The integer of a pyslang constant value (``4'd3``, ``32'sd1``, ``7``)."""
     text = str(cv)
     if "'" in text:
         base_digits = text.split("'", 1)[1].lstrip("s")
@@ -560,7 +567,7 @@ def _check_vector(low: Lowering, e: Any, t: Any) -> None:
 
 
 def _select_loc(low: Lowering, e: Any):
-    syn = e.syntax
+    syn = _unparen(e.syntax)
     if syn is None:
         return None
     if syn.kind.name == "ElementSelectExpression":
@@ -569,6 +576,18 @@ def _select_loc(low: Lowering, e: Any):
         sels = list(syn.selectors)
         return low.loc(sels[-1].openBracket)
     return low.loc(syn.getFirstToken())
+
+
+def symbol_key(sym: Any) -> tuple:
+    """A stable identity of a pyslang symbol (its Python wrapper objects come and go)."""
+    loc = sym.location
+    return (sym.name, loc.buffer.id, loc.offset)
+
+
+def _unparen(syn: Any) -> Any:
+    while syn is not None and syn.kind.name == "ParenthesizedExpression":
+        syn = syn.expression
+    return syn
 
 
 def _basic_lo(sym: Any) -> int:
@@ -591,12 +610,13 @@ def _type_basic_lo(t: Any) -> int:
 
 
 def _package_of(sym: Any) -> str:
-    scope = sym.parentScope
-    while scope is not None:
-        s = scope.asSymbol() if hasattr(scope, "asSymbol") else scope
-        if s.kind == _S.Package:
-            return s.name
-        if s.kind in (_S.InstanceBody, _S.CompilationUnit, _S.Root):
+    """The package an enum item is declared in ('' when in a module): Verilator prints such
+    an item as ``pkg::NAME``."""
+    node = sym.syntax
+    while node is not None:
+        if node.kind.name == "PackageDeclaration":
+            return node.header.name.valueText
+        if node.kind.name in ("ModuleDeclaration", "InterfaceDeclaration", "ClassDeclaration"):
             return ""
-        scope = s.parentScope
+        node = node.parent
     return ""

@@ -1,0 +1,476 @@
+"""Verilator's ``expr`` points (``--coverage-expr``) as a fast-path point kind.
+
+Point model (Verilator 5.48, V3Coverage.cpp; details and the checks against real runs in
+``docs/fastcov-expr.md``):
+
+- A *root* is a 1-bit ``&&``/``||``/``!``/``->``/``<->`` expression or a 1-bit ``&``/``|``/
+  ``^``/``~`` (``~^`` is ``~(a ^ b)``), an OR/AND/XOR reduction (unrolled bit by bit), or the
+  condition of a ``?:`` (a multi-bit condition or operand of a logical operator is OR-reduced
+  first) -- found anywhere in the expressions of procedures, functions, tasks and continuous
+  assignments, but not inside a wider bitwise operator, an arm of a ``?:``, the arguments of a
+  non-automatic function, or inside another root.
+- Its points are the combinations of terms that make it 1 and those that make it 0
+  (:mod:`.expr_model`), located at the root's operator token; the comment is
+  ``(a==1 && b==0) => 1`` with each term printed as Verilator prints its widthed AST
+  (:mod:`.expr_ir`).
+- Verilator counts a point where it appended the check: at the end of the statement list
+  that holds the expression (a ``begin`` block, an ``if`` arm, a loop body, the procedure or
+  the function -- a ``case`` item is not a list of its own), for continuous assignments
+  whenever the assignment is evaluated. The instrumentation puts the flag-setting ``if`` in
+  the same place: after the last statement of that list (before every ``return`` too, for a
+  function), and an ``always_comb`` next to a continuous assignment.
+- ``$stop``/``$fatal``/``$error`` turn the points off for the rest of the enclosing arm, item,
+  loop or procedure; so do ``verilator coverage_off`` regions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyslang import ast, syntax
+from pyslang.parsing import Token
+
+from reward_service.fastcov.blocks import _off_regions, _pragma_before, _pragma_in
+from reward_service.fastcov.expr_ir import Lowering, VNode, const_int_value, symbol_key
+from reward_service.fastcov.expr_model import CoverExpr, cover, roots
+from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported
+
+_S = ast.SymbolKind
+_T = ast.StatementKind
+_E = ast.ExpressionKind
+
+#: System tasks Verilator parses into an AstStop (``$error`` too: V3LinkResolve adds a stop).
+STOP_TASKS = {"$stop", "$fatal", "$error"}
+_INC_DEC = {"Preincrement", "Predecrement", "Postincrement", "Postdecrement"}
+
+
+@dataclass
+class _State:
+    """V3Coverage's CheckState ``m_on`` for the current arm/item/loop/procedure."""
+
+    on: bool = True
+
+
+@dataclass(frozen=True)
+class _Check:
+    """Set ``flag`` when every term has its value: ``terms`` are (Icarus source, value)."""
+
+    terms: tuple[tuple[str, bool], ...]
+    flag: str
+
+    def text(self, rename: dict[str, str] | None = None) -> str:
+        cond = " && ".join((rename or {}).get(src, src) if value else "!" + (rename or {}).get(src, src)
+                           for src, value in self.terms)
+        return f"if ({cond}) {self.flag}"
+
+
+@dataclass
+class _Target:
+    """Where the checks of one statement list go (V3Coverage's ``m_exprStmtsp``).
+
+    ``how``: ``append`` (after ``anchor``, a procedural statement), ``comb`` (an ``always_comb``
+    after module item ``anchor``), ``func`` (after the last statement of a function and before
+    each of its ``return`` statements), ``for``/``dowhile`` (loop ``anchor``'s own list: after
+    its step / after a passing test) or ``none`` (no statement list: Verilator adds no point).
+    """
+
+    how: str
+    anchor: Any = None
+    loop: Any = None
+    returns: list[Any] = field(default_factory=list)
+    checks: list[tuple[tuple, tuple[_Check, ...]]] = field(default_factory=list)   # (guard, checks)
+
+
+class ExprKind:
+    """Point kind for Verilator's ``expr`` points (see the module docstring)."""
+
+    name = "expr"
+    metrics = ("expr",)
+
+    def instrument(self, unit: ModuleUnit) -> None:
+        if unit.body is None:
+            raise Unsupported(f"{unit.file}: module {unit.name} could not be elaborated for expression coverage")
+        walker = _Walker(unit)
+        walker.scope(unit.body, ())
+        walker.flush()
+
+
+KIND = ExprKind()
+
+
+class _Walker:
+    def __init__(self, unit: ModuleUnit) -> None:
+        self.u = unit
+        self.off = _off_regions(unit.source.data)
+        self.genvars: dict[Any, int] = {}
+        self.low = Lowering(self._text, lambda tok: tok, lambda node: unit.location(node)[0], self.genvars)
+        self.flags: dict[tuple, Flag] = {}
+        self.targets: list[_Target] = []
+        self.points: list[tuple[tuple[int, int], CoverExpr]] = []  # for tests and docs
+
+    # -- text and positions ---------------------------------------------------------------------
+    def _text(self, node: Any) -> str:
+        """Source text of an expression on one line without comments (tokens joined)."""
+        return " ".join(t.rawText for t in _tokens(node) if t.rawText)
+
+    def _covered_here(self, token: Any) -> bool:
+        sm = self.u.source.sm
+        if sm.isMacroLoc(token.location):
+            raise Unsupported(f"{self.u.file}: expression coverage of code expanded from a macro")
+        offset = self.u.source.offsets(token)[0]
+        return not any(a <= offset < b for a, b in self.off)
+
+    # -- module items ---------------------------------------------------------------------------
+    def scope(self, scope: Any, guard: tuple) -> None:
+        for m in scope:
+            k = m.kind
+            if k == _S.ContinuousAssign:
+                item = _item_of(m.syntax)
+                self.expression(m.assignment, _State(), self._target("comb", item), guard)
+            elif k == _S.Net and m.initializer is not None:
+                self.expression(m.initializer, _State(), self._target("comb", _item_of(m.syntax)), guard)
+            elif k == _S.Variable and m.initializer is not None and not _in_procedure(m):
+                found: list[VNode] = []
+                roots(self.low.build(m.initializer), found)
+                if found:
+                    raise Unsupported(f"{self.u.file}:{self.u.location(m.syntax)[0]}: a logical "
+                                      "expression in a variable initializer")
+            elif k == _S.ProceduralBlock:
+                self.procedure(m, guard)
+            elif k == _S.Subroutine:
+                self.subroutine(m, guard)
+            elif k == _S.GenerateBlock:
+                if not m.isUninstantiated:
+                    self.scope(m, guard)
+            elif k == _S.GenerateBlockArray:
+                for entry in m.entries:
+                    if entry.isUninstantiated:
+                        continue
+                    genvar = _genvar_of(entry, m)
+                    if genvar is None:
+                        raise Unsupported(f"{self.u.file}: generate loop without a genvar value")
+                    sym, value = genvar
+                    self.genvars[symbol_key(sym)] = value
+                    self.scope(entry, guard + ((sym.name, value),))
+                    del self.genvars[symbol_key(sym)]
+
+    def procedure(self, pb: Any, guard: tuple) -> None:
+        body = pb.body
+        if body.kind == _T.Timed:   # always @(...) S: the checks go after S
+            self.timing(body.timing)
+            body = body.stmt
+        self.stmt(body, _State(), self._target("append", body.syntax), guard)
+
+    def subroutine(self, sub: Any, guard: tuple) -> None:
+        body = sub.body
+        stmts = _stmt_list(body)
+        if not stmts:
+            return
+        returns = _find_syntax(sub.syntax, syntax.SyntaxKind.ReturnStatement)
+        target = self._target("func", stmts[-1].syntax)
+        target.returns = returns
+        state = _State()
+        for s in stmts:
+            self.stmt(s, state, target, guard)
+
+    # -- statements -----------------------------------------------------------------------------
+    def stmt(self, s: Any, state: _State, target: _Target, guard: tuple) -> None:
+        k = s.kind
+        if s.syntax is not None and _pragma_before(s.syntax, "coverage_block_off"):
+            raise Unsupported(f"{self.u.file}: verilator coverage_block_off with expression coverage")
+        if k == _T.List:
+            for item in s.list:
+                self.stmt(item, state, target, guard)
+        elif k == _T.Block:
+            if s.blockKind.name != "Sequential":
+                raise Unsupported(f"{self.u.file}:{self.u.location(s.syntax)[0]}: fork/join in the DUT")
+            items = _stmt_list(s.body)
+            real = [i for i in items if i.kind != _T.VariableDeclaration]
+            inner = self._target("append", real[-1].syntax) if real else self._target("none")
+            for item in items:
+                self.stmt(item, state, inner, guard)
+            if inner.how == "none" and inner.checks:
+                raise Unsupported(f"{self.u.file}: a logical expression in a block without statements")
+        elif k == _T.ExpressionStatement:
+            self.expression_stmt(s, state, target, guard)
+        elif k == _T.Conditional:
+            conds = list(s.conditions)
+            if len(conds) != 1 or conds[0].pattern is not None:
+                raise Unsupported(f"{self.u.file}: if with a pattern")
+            if state.on:
+                self.stmt(s.ifTrue, _State(), self._target("append", s.ifTrue.syntax), guard)
+                if s.ifFalse is not None:
+                    self.stmt(s.ifFalse, _State(), self._target("append", s.ifFalse.syntax), guard)
+            self.root_checks(self.low.boolean(conds[0].expr), state, target, guard)
+        elif k == _T.Case:
+            self.expression(s.expr, state, target, guard)
+            items = [(it.stmt, it.stmt.syntax.parent) for it in s.items]
+            if s.defaultCase is not None:
+                items.append((s.defaultCase, s.defaultCase.syntax.parent))
+            for body, item_syntax in items:
+                if not state.on or not self._covered_here(item_syntax.getFirstToken()):
+                    continue
+                self.stmt(body, _State(), target, guard)  # a case item is no statement list
+        elif k in (_T.WhileLoop, _T.ForeverLoop, _T.RepeatLoop):
+            if k == _T.RepeatLoop:
+                self.expression(s.count, state, self._target("append", s.syntax), guard)
+            loop_target = self._target("append", s.body.syntax)
+            loop_state = _State()
+            if k == _T.WhileLoop:
+                self.root_checks(self.low.boolean(s.cond), loop_state, loop_target, guard)
+            self.stmt(s.body, loop_state, loop_target, guard)
+        elif k in (_T.ForLoop, _T.DoWhileLoop):
+            self.counted_loop(s, state, target, guard)
+        elif k == _T.Timed:
+            self.timing(s.timing)
+            self.stmt(s.stmt, state, target, guard)
+        elif k == _T.Wait:
+            self.root_checks(self.low.boolean(s.cond), state, target, guard)
+            self.stmt(s.stmt, state, target, guard)
+        elif k == _T.Return:
+            if s.expr is not None:
+                self.expression(s.expr, state, target, guard)
+        elif k == _T.VariableDeclaration:
+            init = s.symbol.initializer
+            if init is not None:
+                self.expression(init, state, target, guard)
+        elif k in (_T.Empty, _T.Break, _T.Continue, _T.Disable, _T.EventTrigger):
+            pass
+        else:
+            raise Unsupported(f"{self.u.file}: expression coverage of a {k.name} statement")
+
+    def expression_stmt(self, s: Any, state: _State, target: _Target, guard: tuple) -> None:
+        expr = s.expr
+        if expr.kind == _E.Call and expr.isSystemCall:
+            name = expr.subroutineName
+            for arg in expr.arguments:  # $display(a && b): the arguments are covered too
+                if arg.kind not in (_E.StringLiteral, _E.EmptyArgument):
+                    self.expression(arg, state, target, guard)
+            if name in STOP_TASKS:
+                state.on = False
+            return
+        if expr.kind == _E.Assignment and expr.timingControl is not None:
+            raise Unsupported(f"{self.u.file}: intra-assignment timing control")
+        self.expression(expr, state, target, guard)
+
+    def counted_loop(self, s: Any, state: _State, target: _Target, guard: tuple) -> None:
+        """``for``: initialisers belong to the enclosing list (Verilator wraps the loop in a
+        block), condition, step and a body that is no ``begin`` block to the loop's own list;
+        ``do-while``: condition and body to the loop's."""
+        how = "for" if s.kind == _T.ForLoop else "dowhile"
+        loop_target = self._target(how, s.syntax)
+        loop_target.loop = s
+        loop_state = _State()
+        if how == "for":
+            after = self._target("append", s.syntax)
+            for init in s.initializers:
+                self.expression(init, state, after, guard)
+            for var in s.loopVars:
+                if var.initializer is not None:
+                    self.expression(var.initializer, state, after, guard)
+            if s.stopExpr is None:
+                raise Unsupported(f"{self.u.file}:{self.u.location(s.syntax)[0]}: for loop without a condition")
+            self.root_checks(self.low.boolean(s.stopExpr), loop_state, loop_target, guard)
+            for step in s.steps:
+                self.expression(step, loop_state, loop_target, guard)
+        else:
+            self.root_checks(self.low.boolean(s.cond), loop_state, loop_target, guard)
+        self.stmt(s.body, loop_state, loop_target, guard)
+
+    def timing(self, timing: Any) -> None:
+        """Event/delay controls: a logical expression in one would be covered; not supported."""
+        syn = getattr(timing, "syntax", None)
+        if syn is not None and any(t.rawText in ("&&", "||", "!", "&", "|", "^", "~", "?")
+                                   for t in _tokens(syn)):
+            raise Unsupported(f"{self.u.file}:{self.u.location(syn)[0]}: logical operator in an event control")
+
+    # -- expressions ----------------------------------------------------------------------------
+    def expression(self, e: Any, state: _State, target: _Target, guard: tuple) -> None:
+        if e.kind == _E.UnaryOp and e.op.name in _INC_DEC:   # i++ is i = i + 1
+            self.expression(e.operand, state, target, guard)
+            return
+        if e.kind == _E.Assignment:
+            if e.isCompound:
+                raise Unsupported(f"{self.u.file}: compound assignment with expression coverage")
+            self.root_checks(self.low.build(e.right), state, target, guard)
+            self.root_checks(self.low.build(e.left), state, target, guard)
+            return
+        self.root_checks(self.low.build(e), state, target, guard)
+
+    def root_checks(self, n: VNode, state: _State, target: _Target, guard: tuple) -> None:
+        found: list[VNode] = []
+        roots(n, found)
+        for root in found:
+            self.cover_root(root, state, target, guard)
+
+    def cover_root(self, root: VNode, state: _State, target: _Target, guard: tuple) -> None:
+        if not state.on:
+            return
+        token = root.loc
+        if token is None:
+            raise Unsupported(f"{self.u.file}: expression without a source location")
+        if not self._covered_here(token):
+            return
+        points = cover(root)
+        if not points:
+            return
+        line, column = self.u.location(token)
+        checks = []
+        for ce in points:
+            key = (line, column, ce.comment)
+            flag = self.flags.get(key)
+            if flag is None:
+                flag = self.u.add_point("expr", line, column, ce.comment, target.anchor)
+                self.flags[key] = flag
+                self.points.append(((line, column), ce))
+            checks.append(_Check(_terms(ce, self.u.file), flag.set))
+        target.checks.append((guard, tuple(checks)))
+
+    # -- insertions -----------------------------------------------------------------------------
+    def _target(self, how: str, anchor: Any = None) -> _Target:
+        t = _Target(how, anchor)
+        self.targets.append(t)
+        return t
+
+    def flush(self) -> None:
+        for t in self.targets:
+            if not t.checks:
+                continue
+            if t.how in ("for", "dowhile"):
+                self.loop_checks(t)
+                continue
+            text = _guarded(t.checks)
+            if t.how == "append":
+                self.u.append(t.anchor, text)
+            elif t.how == "comb":
+                self.u.insert_after(t.anchor, f" always_comb begin {text} end")
+            elif t.how == "func":
+                self.u.append(t.anchor, text)
+                for ret in t.returns:
+                    self.u.prepend(ret, text)
+            else:
+                raise Unsupported(f"{self.u.file}: expression checks without a place to go")
+
+    def loop_checks(self, t: _Target) -> None:
+        """A ``for``/``do-while`` loop's own checks. Verilator runs them after the step (every
+        test but the first sees that state) / after each passing test, so they go into a
+        function called from the loop condition with the terms' values:
+        ``for (i = 0; __rs_expr_cN(en, t0, ...) || (cond); step)``, ``en`` set once the body
+        has started; ``do ... while ((cond) && __rs_expr_cN(1'b1, t0, ...))``."""
+        loop = t.loop
+        index = len(self.u.declarations)
+        fn, en = f"{PREFIX}expr_c{index}", f"{PREFIX}expr_l{index}"
+        guards = list(dict.fromkeys(g for g, _ in t.checks))
+        srcs = list(dict.fromkeys(src for _, checks in t.checks for c in checks for src, _ in c.terms))
+        rename = {src: f"t{i}" for i, src in enumerate(srcs)}
+        body = []
+        for gi, guard in enumerate(guards):
+            texts = " ".join(c.text(rename) for g, checks in t.checks if g == guard for c in checks)
+            body.append(f"if (g{gi}) begin {texts} end")
+        ports = [f"input bit g{i}" for i in range(len(guards))] + [f"input bit t{i}" for i in range(len(srcs))]
+        result = "1'b0" if t.how == "for" else "1'b1"
+        self.u.declare(f"function automatic bit {fn}({', '.join(ports)}); {' '.join(body)} "
+                       f"return {result}; endfunction")
+        gates = [" && ".join(f"({n} == {v})" for n, v in g) or "1'b1" for g in guards]
+        if t.how == "for":
+            self.u.declare(f"bit {en};")
+            gates = [f"{en} && {g}" for g in gates]
+        call = f"{fn}({', '.join([*gates, *srcs])})"
+        cond = loop.stopExpr.syntax if t.how == "for" else loop.cond.syntax
+        if t.how == "for":
+            self.u.prepend(loop.syntax, f"{en} = 1'b0;")
+            self.u.prepend(loop.body.syntax, f"{en} = 1'b1;")
+            self.u.insert_before(cond, f"{call} || (")
+            self.u.insert_after(cond, ")")
+        else:
+            self.u.insert_before(cond, "(")
+            self.u.insert_after(cond, f") && {call}")
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _terms(ce: CoverExpr, file: str) -> tuple[tuple[str, bool], ...]:
+    out = []
+    for t in ce.terms:
+        if t.node.src is None:
+            raise Unsupported(f"{file}: no source text for expression term {t.text}")
+        out.append((t.node.src, t.objective))
+    return tuple(out)
+
+
+def _guarded(checks: list[tuple[tuple, tuple[_Check, ...]]]) -> str:
+    """The checks of a target as one statement text; checks made in generate-loop iterations
+    run only in their iteration (``if (g == 1) ...``) unless every iteration made the same."""
+    by_text: dict[str, list[tuple]] = {}
+    for guard, group in checks:
+        by_text.setdefault(" ".join(c.text() for c in group), []).append(guard)
+    guards_seen = {g for g, _ in checks}
+    out = []
+    for text, guards in by_text.items():
+        if set(guards) == guards_seen or all(not g for g in guards):
+            out.append(text)
+        else:
+            for g in dict.fromkeys(guards):
+                cond = " && ".join(f"({name} == {value})" for name, value in g)
+                out.append(f"if ({cond}) begin {text} end")
+    return " ".join(out)
+
+
+def _tokens(node: Any):
+    for child in node:
+        if child is None:
+            continue
+        if isinstance(child, Token):
+            yield child
+        else:
+            yield from _tokens(child)
+
+
+def _stmt_list(s: Any) -> list[Any]:
+    if s is None:
+        return []
+    if s.kind == _T.List:
+        out = []
+        for item in s.list:
+            out.extend(_stmt_list(item) if item.kind == _T.List else [item])
+        return out
+    return [s]
+
+
+def _item_of(node: Any) -> Any:
+    """The module item (``assign ...;`` / net declaration) holding a syntax node."""
+    while node is not None and node.kind not in (syntax.SyntaxKind.ContinuousAssign,
+                                                 syntax.SyntaxKind.NetDeclaration):
+        node = node.parent
+    if node is None:
+        raise Unsupported("continuous assignment without its item")
+    return node
+
+
+def _in_procedure(sym: Any) -> bool:
+    node = sym.syntax
+    while node is not None:
+        if isinstance(node, syntax.StatementSyntax) or node.kind in (
+                syntax.SyntaxKind.FunctionDeclaration, syntax.SyntaxKind.TaskDeclaration):
+            return True
+        node = node.parent
+    return False
+
+
+def _genvar_of(entry: Any, array: Any) -> tuple[Any, int] | None:
+    name = array.loopVariable.name if array.loopVariable is not None else None
+    for m in entry:
+        if m.kind == _S.Parameter and m.name == name:
+            return m, const_int_value(m.value)
+    return None
+
+
+def _find_syntax(node: Any, kind: Any) -> list[Any]:
+    found = []
+    for child in node:
+        if isinstance(child, syntax.SyntaxNode):
+            if child.kind == kind:
+                found.append(child)
+            found.extend(_find_syntax(child, kind))
+    return found
