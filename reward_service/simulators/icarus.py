@@ -13,7 +13,7 @@ import re
 from reward_service.sandbox import Bind, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.toolchain import iverilog
+from reward_service.simulators.toolchain import require_iverilog
 
 _ELAB_ERRORS = re.compile(r"\d+ error\(s\) during elaboration|I give up|syntax error|Elaboration failed",
                           re.I)
@@ -37,14 +37,16 @@ class IcarusSimulator(SimulatorBackend):
                           "line/branch/toggle/expr coverage")
 
     def run_sv(self, job: Job) -> SimRun:
-        iverilog()  # ToolMissing (sandbox_error) rather than a bogus compile_error
+        toolchain = job.sandbox.toolchain()
+        compiler = require_iverilog(toolchain)  # ToolMissing (sandbox_error), not a bogus compile_error
         out = SimRun()
-        argv = ["iverilog", "-g2012", "-o", "/work/obj/sim.vvp", "-s", job.top,
+        argv = [compiler, "-g2012", "-o", "/work/obj/sim.vvp", "-s", job.top,
                 *job.design_files, *job.stimulus_files]
         (job.root / "obj").mkdir(exist_ok=True)
         out.build = job.sandbox.run(ExecSpec(
             argv=argv, workdir=job.root, cwd="/work/src", timeout_s=job.limits.compile_s,
-            memory_mb=job.limits.memory_mb, output_kb=job.limits.output_kb))
+            memory_mb=job.limits.memory_mb, output_kb=job.limits.output_kb,
+            outputs=("/work/obj/sim.vvp",)))
         vvp_file = job.root / "obj" / "sim.vvp"
         if (out.build.limit_hit or not vvp_file.exists() or _ELAB_ERRORS.search(out.build.output)
                 or out.build.exit_code != 0):
@@ -52,7 +54,7 @@ class IcarusSimulator(SimulatorBackend):
             return out
         job.run_dir.mkdir(exist_ok=True)
         out.run = job.sandbox.run(ExecSpec(
-            argv=["vvp", "-n", "/obj/sim.vvp"], workdir=job.run_dir, no_shell=True,
+            argv=[toolchain.vvp, "-n", "/obj/sim.vvp"], workdir=job.run_dir, no_shell=True, outputs=(),
             binds=[Bind(job.root / "obj", "/obj")], timeout_s=job.limits.run_s,
             memory_mb=job.limits.memory_mb, processes=job.limits.processes,
             file_mb=job.limits.file_mb, output_kb=job.limits.output_kb))

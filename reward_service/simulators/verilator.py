@@ -19,7 +19,7 @@ from reward_service.sandbox import Bind, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
 from reward_service.simulators.toolchain import (
-    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, verilator_env, verilator_root,
+    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, require_verilator, verilator_env,
 )
 
 MAIN_CPP = Path(__file__).with_name("rs_main.cpp")
@@ -30,6 +30,8 @@ COMMON_FLAGS = [*VERILATOR_LINT_FLAGS, "-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR]
 USER_STOP_FLAGS = ["-CFLAGS", "-DVL_USER_STOP_MAYBE", "-CFLAGS", "-include", "-CFLAGS", "/work/src/rs_user.h"]
 USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
 RUN_GRACE_S = 1.0  # the sandbox kills this long after the watchdog in rs_main.cpp fires
+#: What the host reads of a run dir (rs_main.cpp writes both).
+RUN_OUTPUTS = ("/work/rs_end.txt", "/work/coverage.dat")
 
 
 #: Verilator metacomments (manual, "Language Extensions"); any other comment whose first word is
@@ -103,9 +105,9 @@ def build_env(job: Job) -> tuple[dict[str, str], list[Bind]]:
     run no stimulus code, so only they may write the shared cache)."""
     ccache = job.cache_dir / "ccache"
     ccache.mkdir(parents=True, exist_ok=True)
-    env = {**verilator_env(), "OBJCACHE": "ccache", "CCACHE_DIR": "/ccache",
+    env = {**verilator_env(job.sandbox.toolchain()), "OBJCACHE": "ccache", "CCACHE_DIR": "/ccache",
            "CCACHE_BASEDIR": "/work", "CCACHE_NOHASHDIR": "1", "CCACHE_MAXSIZE": "5G"}
-    return env, [Bind(ccache, "/ccache", writable=True)]
+    return env, [Bind(ccache, "/ccache", writable=True, cache="ccache")]
 
 
 class VerilatorSimulator(SimulatorBackend):
@@ -132,14 +134,14 @@ class VerilatorSimulator(SimulatorBackend):
         if rewritten:
             out.notes.append(f"{rewritten} comment(s) starting with 'verilator' were read as plain comments")
         env, binds = build_env(job)
-        argv = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build", "--timing",
+        argv = [f"{require_verilator(job.sandbox.toolchain())}/bin/verilator", "--cc", "--exe", "--build", "--timing",
                 *coverage_flags(job.fsm), *COMMON_FLAGS, *USER_STOP_FLAGS, "--prefix", "Vtop", "--top-module", job.top,
                 "-Mdir", "/work/obj", "-o", "sim", "--build-jobs", str(job.build_jobs),
                 *job.design_files, *job.stimulus_files, "rs_main.cpp"]
         out.build = job.sandbox.run(ExecSpec(
             argv=argv, workdir=job.root, cwd="/work/src", env=env, binds=binds,
             timeout_s=job.limits.compile_s, memory_mb=max(job.limits.memory_mb, 4096),
-            processes=256, output_kb=job.limits.output_kb, file_mb=1024))
+            processes=256, output_kb=job.limits.output_kb, file_mb=1024, outputs=("/work/obj/sim",)))
         binary = job.root / "obj" / "sim"
         if out.build.limit_hit or out.build.exit_code != 0 or not binary.exists():
             out.build_failed = True
@@ -152,7 +154,7 @@ class VerilatorSimulator(SimulatorBackend):
             env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token},
             timeout_s=job.limits.run_s + RUN_GRACE_S, memory_mb=job.limits.memory_mb,
             processes=job.limits.processes, file_mb=job.limits.file_mb, output_kb=job.limits.output_kb,
-            no_shell=True))
+            no_shell=True, outputs=RUN_OUTPUTS))
         out.ended_by, out.coverage_dat = read_run_end(job.run_dir, token, out.notes)
         if out.ended_by == "stop" and "%Fatal:" in out.run.output:
             out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
