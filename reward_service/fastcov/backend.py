@@ -53,20 +53,28 @@ def design_key(files: dict[str, str]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _instrument_cached(key: str, files_json: str) -> Instrumented | Unsupported:
+def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...]) -> Instrumented | Unsupported:
     try:
-        return instrument(json.loads(files_json))
+        return instrument(json.loads(files_json), metrics)
     except Unsupported as exc:
         return exc
 
 
-def instrumented(files: dict[str, str]) -> Instrumented:
-    """:func:`~reward_service.fastcov.instrument.instrument`, cached per design content.
-    Raises :class:`Unsupported` (cached too)."""
-    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True))
+def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None) -> Instrumented:
+    """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
+    all the fast path measures), cached per design content. Raises :class:`Unsupported`
+    (cached too)."""
+    wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
+    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted)
     if isinstance(result, Unsupported):
         raise result
     return result
+
+
+def all_metrics() -> tuple[str, ...]:
+    """The code metrics the fast path measures (expr only when its point kind is installed)."""
+    from reward_service.fastcov.instrument import _kinds
+    return tuple(sorted({m for k in _kinds() for m in k.metrics}))
 
 
 class FastSimulator(SimulatorBackend):
@@ -77,16 +85,19 @@ class FastSimulator(SimulatorBackend):
     unavailable_reason = ("the fast path measures Verilator's line, branch, toggle and expression "
                           "points; use engine=verilator for user cover points and FSM coverage")
 
+    def __init__(self, metrics: tuple[str, ...] | None = None) -> None:
+        #: the code metrics to instrument for (default: all the fast path measures)
+        self.metrics = metrics
+
     @property
     def measures(self) -> tuple[str, ...]:  # type: ignore[override]
-        from reward_service.fastcov.instrument import _kinds
-        return tuple(m for k in _kinds() for m in k.metrics) + ("functional",)
+        return all_metrics() + ("functional",)
 
     def prepare(self, job: Job) -> tuple[Instrumented, str]:
         """Write the instrumented DUT (and the rewritten testbench) over ``job.src``; returns
         the instrumentation and this run's token. Raises :class:`Unsupported`."""
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in _design_names(job)}
-        inst = instrumented(design)
+        inst = instrumented(design, self.metrics)
         token = secrets.token_hex(16)
         for name, text in inst.files.items():
             (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")

@@ -94,7 +94,7 @@ def _load(path: Path) -> Decision | None:
 def _decide(engine: Any, design: Any, metrics: tuple[str, ...], key: str) -> Decision:
     now = time.time()
     try:
-        instrumented(dict(design.files))
+        instrumented(dict(design.files), metrics)
         tb = self_check_testbench(dict(design.files), design.toplevel)
     except Unsupported as exc:
         return Decision("verilator", f"not instrumentable: {exc}", key, now)
@@ -108,7 +108,7 @@ def _decide(engine: Any, design: Any, metrics: tuple[str, ...], key: str) -> Dec
                "limits": {"run_s": 60, "compile_s": 600}}
     from reward_service.models import ScoreRequest
     prepared = engine.prepare(ScoreRequest.model_validate(request))
-    fast = engine._simulate(prepared, {}, simulator=FastSimulator())
+    fast = engine._simulate(prepared, {}, simulator=FastSimulator(metrics))
     reference = engine._simulate(prepared, {}, simulator=VerilatorSimulator())
     if reference.status != "ok":
         return Decision("verilator", f"self-check: Verilator run {reference.status.value}: {reference.message[:200]}", key, now)

@@ -29,6 +29,7 @@ _K = syntax.SyntaxKind
 def two_state(source: SourceFile) -> None:
     """Rewrite variable data types of every module in ``source`` to 2-state (see above)."""
     nets = _net_names(source.tree.root)
+    driven = _continuously_driven(source.tree.root)
     for node in _walk(source.tree.root):
         k = node.kind
         parent = node.parent
@@ -42,6 +43,8 @@ def two_state(source: SourceFile) -> None:
                     continue
                 dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
                 name = decl.name.valueText
+                if name in driven:  # elements driven by assign/ports: Icarus forbids writing them
+                    continue
                 idx = [f"__rs_i{i}" for i in range(len(dims))]
                 if idx:
                     inits.append(f"initial foreach ({name}[{', '.join(idx)}]) "
@@ -109,6 +112,23 @@ def _net_names(root: Any) -> set[str]:
     """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)."""
     return {d.name.valueText for n in _walk(root) if n.kind == _K.NetDeclaration
             for d in n.declarators if isinstance(d, syntax.SyntaxNode)}
+
+
+def _continuously_driven(root: Any) -> set[str]:
+    """Names appearing on the left of a continuous assignment or in an instance's port
+    connections (their elements may be driven continuously)."""
+    names: set[str] = set()
+    for node in _walk(root):
+        if node.kind == _K.ContinuousAssign:
+            exprs = [a.left for a in node.assignments if isinstance(a, syntax.SyntaxNode) and hasattr(a, "left")]
+        elif node.kind == _K.HierarchyInstantiation:
+            exprs = [node]
+        else:
+            continue
+        for expr in exprs:
+            names.update(n.identifier.valueText for n in [expr, *_walk(expr)]
+                         if n.kind in (_K.IdentifierName, _K.IdentifierSelectName))
+    return names
 
 
 def _walk(node: Any):

@@ -19,17 +19,17 @@ from pyslang import DiagnosticSeverity, SourceManager, ast, syntax
 from reward_service import hdl
 from reward_service.fastcov import emulate
 from reward_service.fastcov.blocks import BlocksKind
-from reward_service.fastcov.unit import PREFIX, ModuleUnit, PointSpec, SourceFile, Unsupported
+from reward_service.fastcov.unit import (
+    FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, PointSpec, SourceFile, Unsupported,
+)
 
 log = logging.getLogger(__name__)
 _K = syntax.SyntaxKind
 
-#: The flag file every instrumented module instance appends its line to (in the run dir).
-FLAG_FILE = "rs_fastcov.txt"
-TOKEN_PLACEHOLDER = "__RS_FASTCOV_TOKEN__"
 
 
-def _kinds() -> list[Any]:
+def _kinds(metrics: tuple[str, ...] | None = None) -> list[Any]:
+    """The point kinds (all, or those producing one of ``metrics``)."""
     kinds: list[Any] = [BlocksKind()]
     try:  # expression coverage lives in its own module (another author); optional
         expr = importlib.import_module("reward_service.fastcov.expr")
@@ -39,6 +39,8 @@ def _kinds() -> list[Any]:
         pass
     from reward_service.fastcov.toggle import ToggleKind
     kinds.append(ToggleKind())
+    if metrics is not None:
+        kinds = [k for k in kinds if set(k.metrics) & set(metrics)]
     return kinds
 
 
@@ -95,15 +97,16 @@ def modules_of(source: SourceFile) -> list[Any]:
     return [m for m in members if m.kind == _K.ModuleDeclaration]
 
 
-def instrument(design: dict[str, str], kinds: list[Any] | None = None) -> Instrumented:
-    """Instrument the DUT files ``design`` (name -> text; headers are left as they are).
-    Raises :class:`Unsupported` when the design cannot be instrumented exactly."""
+def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None) -> Instrumented:
+    """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
+    point kinds of ``metrics`` (default: all). Raises :class:`Unsupported` when the design
+    cannot be instrumented exactly."""
     hdl_files = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
     if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
         raise Unsupported("`include in the design is not instrumented")
     sources, compilation = parse(hdl_files)
     bodies = _instance_bodies(compilation)
-    kinds = kinds if kinds is not None else _kinds()
+    kinds = _kinds(metrics)
     tables: dict[str, ModuleTable] = {}
     for source in sources:
         for module in modules_of(source):
@@ -147,9 +150,17 @@ def _instance_bodies(compilation: Any) -> dict[str, Any]:
         if name in bodies:
             return
         bodies[name] = body
-        for member in body:
+        scan(body)
+
+    def scan(scope: Any) -> None:
+        for member in scope:
             if member.kind == ast.SymbolKind.Instance:
                 visit(member.body)
+            elif member.kind == ast.SymbolKind.GenerateBlock and not member.isUninstantiated:
+                scan(member)
+            elif member.kind == ast.SymbolKind.GenerateBlockArray:
+                for entry in member.entries:
+                    scan(entry)
 
     try:
         for inst in compilation.getRoot().topInstances:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from reward_service.coverage.points import CoveragePoint
 from reward_service.fastcov.instrument import Instrumented
 from reward_service.fastcov.toggle import MAX_WIDTH
+from reward_service.fastcov.unit import PREFIX
 
 
 class FlagFileError(ValueError):
@@ -104,29 +105,36 @@ def _add(items: dict, key: tuple, hier: str, count: int) -> None:
 
 def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, list[str]],
                    inst: Instrumented) -> None:
-    # group the element lines of one signal of one instance, to apply the width limit
-    groups: dict[tuple[str, str, int], list[tuple[str, int, int, str, str]]] = {}
+    # group the element lines of one signal of one instance (and generate scope): the width
+    # limit applies to the signal as a whole
+    groups: dict[tuple[str, str, str, int], list[tuple[str, int, int, str, str]]] = {}
     for module, index, element, path, left, right, rise, fall in lines:
         owner = _instance_of(path, instances.get(module, []))
         if owner is None:
-            continue  # an instance whose final block did not run (cannot happen on an ending)
-        groups.setdefault((module, owner, int(index)), []).append((element, int(left), int(right), rise, fall))
-    for (module, owner, index), elements in sorted(groups.items()):
+            continue  # an instance whose module line is missing (cannot happen on an ending)
+        scope = ".".join(seg for seg in path[len(owner) + 1:].split(".") if seg and not seg.startswith(PREFIX))
+        groups.setdefault((module, owner, scope, int(index)), []).append(
+            (element, int(left), int(right), rise, fall))
+    for (module, owner, scope, index), elements in sorted(groups.items()):
         table = inst.tables[module]
         sig = table.toggles[index]
-        if len(rise := elements[0][3]) * len(elements) > MAX_WIDTH:
+        if sum(len(e[3]) for e in elements) > MAX_WIDTH:
             continue
-        for element, left, right, rise, fall in sorted(elements, key=lambda e: int(e[0]) if e[0] != "-" else 0):
+        name = f"{scope}.{sig.name}" if scope else sig.name
+        for element, left, right, rise, fall in sorted(elements, key=lambda e: _element_key(e[0])):
             names = sig.bit_names(left, right)
             if len(names) != len(rise) or len(rise) != len(fall):
                 raise ValueError(f"flag file: signal {sig.name} has {len(rise)} bits, expected {len(names)}")
-            suffix = "" if element == "-" else f"[{element}]"
+            suffix = "" if element == "-" else "".join(f"[{i}]" for i in element.split(","))
             for p, bit in enumerate(names):
                 pos = len(rise) - 1 - p
                 for edge, bits in (("0->1", rise), ("1->0", fall)):
-                    comment = f"{sig.name}{suffix}{bit}:{edge}"
-                    _add(items, (table.file, sig.line, sig.column, "toggle", module, comment), owner,
-                         int(bits[pos] == "1"))
+                    _add(items, (table.file, sig.line, sig.column, "toggle", module, f"{name}{suffix}{bit}:{edge}"),
+                         owner, int(bits[pos] == "1"))
+
+
+def _element_key(element: str) -> tuple[int, ...]:
+    return () if element == "-" else tuple(int(i) for i in element.split(","))
 
 
 def _instance_of(path: str, paths: list[str]) -> str | None:

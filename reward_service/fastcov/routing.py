@@ -19,7 +19,7 @@ import logging
 import random
 from typing import Any
 
-from reward_service.fastcov.backend import FastSimulator, instrumented
+from reward_service.fastcov.backend import FastSimulator, all_metrics, instrumented
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import ScoreResult, ShadowCheck, Status
@@ -31,21 +31,16 @@ _FALLBACK_STATUSES = {Status.compile_error: "Icarus could not compile the sample
                       Status.runtime_error: "the Icarus run failed"}
 
 
-def fast_metrics() -> set[str]:
-    """The code metrics the fast path measures (expr only when its point kind is installed)."""
-    return set(FastSimulator().measures) - {"functional"}
-
-
 def unsupported(prepared: Any) -> str | None:
     """Why the fast path cannot score this request at all, or None."""
     spec = prepared.request.coverage
-    missing = [m for m in spec.metrics if m != "functional" and m not in fast_metrics()]
+    missing = [m for m in spec.metrics if m != "functional" and m not in all_metrics()]
     if missing:
         return f"the fast path does not measure {', '.join(missing)}"
     if spec.fsm:
         return "the fast path has no FSM coverage"
     try:
-        instrumented(dict(prepared.design.files))
+        instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:
         return f"not instrumentable: {exc}"
     return None
@@ -64,7 +59,8 @@ def simulate(engine: Any, prepared: Any, timings: dict[str, float]) -> ScoreResu
         if not decision.fast:
             fallback = f"auto chose Verilator for this design: {decision.reason}"
     if fallback is None:
-        result = engine._simulate(prepared, dict(timings), simulator=FastSimulator())
+        fast = FastSimulator(tuple(request.coverage.metrics))
+        result = engine._simulate(prepared, dict(timings), simulator=fast)
         reason = _FALLBACK_STATUSES.get(result.status)
         if reason is None:
             if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
@@ -83,7 +79,7 @@ def shadow_check(engine: Any, prepared: Any, fast: ScoreResult) -> ShadowCheck:
     reference = engine._simulate(prepared, {}, simulator=VerilatorSimulator())
     if reference.status != Status.ok:
         return ShadowCheck(agreed=False, message=f"Verilator run {reference.status.value}: {reference.message[:200]}")
-    metrics = set(prepared.request.coverage.metrics) & fast_metrics()
+    metrics = set(prepared.request.coverage.metrics) & set(all_metrics())
     diff = diff_points(fast._points, reference._points, metrics)
     check = ShadowCheck(agreed=diff.equal, differences=len(diff.only_fast) + len(diff.only_reference),
                         metrics=diff.per_metric(), message=diff.describe(3) or None)

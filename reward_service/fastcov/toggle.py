@@ -24,7 +24,7 @@ from typing import Any
 
 from pyslang import ast, syntax
 
-from reward_service.fastcov.unit import PREFIX, ModuleUnit, Unsupported
+from reward_service.fastcov.unit import FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, Unsupported
 
 _K = syntax.SyntaxKind
 _S = ast.SymbolKind
@@ -33,19 +33,17 @@ MAX_WIDTH = 256  # Verilator's --coverage-max-width default
 
 @dataclass
 class ToggleSignal:
-    """One counted signal of a module. ``bits`` names its bits LSB first relative to the
-    runtime range (``None``: a plain vector named by its runtime ``$left``/``$right``);
-    ``elements`` the unpacked element suffixes (``[""]`` when not an array)."""
+    """One counted signal of a module. ``bits`` names its bits LSB first (``None``: a plain
+    vector named by its runtime ``$left``/``$right``)."""
 
     index: int
     name: str
     line: int
     column: int
+    scoped: bool = False         # declared in a generate block (named by its runtime scope)
     scalar: bool = False
     bits: list[str] | None = None
-    width: int | None = None     # fixed width of ``bits`` (checked at runtime)
-    array: bool = False
-    elements: list[str] = field(default_factory=lambda: [""])
+    dims: list[tuple[str, str]] = field(default_factory=list)  # unpacked (low, high) expressions
 
     def bit_names(self, left: int, right: int) -> list[str]:
         """Names (after the signal name and element suffix) of bits 0 (LSB) .. width-1."""
@@ -68,50 +66,50 @@ class ToggleKind:
             raise Unsupported(f"{unit.file}: module {unit.name} could not be elaborated by pyslang")
         signals: list[ToggleSignal] = []
         unit.toggles = signals
-        ports = {p.name for p in unit.body.portList} if hasattr(unit.body, "portList") else set()
+        ports = {p.name for p in unit.body.portList}
         off = _off_regions(unit)
-        for sym, prefix, scope_syntax in _signals(unit.body):
-            decl = sym.syntax
-            token = _name_token(decl, sym)
-            if token is not None:
-                line, column = unit.location(token)
-                if any(a <= unit.source.offsets(token)[0] < b for a, b in off):
+        seen: set[tuple[int, int]] = set()
+        for sym, scoped in _signals(unit.body):
+            decl = sym.syntax if sym.syntax is not None and sym.syntax.kind == _K.Declarator else None
+            if decl is not None:
+                key = unit.source.offsets(decl)
+                if key in seen:
+                    continue  # another iteration of the same generate loop
+                seen.add(key)
+                line, column = unit.location(decl.name)
+                if any(a <= key[0] < b for a, b in off):
                     continue
             else:  # an implicit net: located at its first use
                 line, column = unit.source.line_col(sym.location)
             if sym.name.startswith("_"):
                 continue
-            is_port = sym.name in ports and not prefix
-            kind = _classify(sym.type, is_port)
-            if kind is None:
+            if _classify(sym.type, sym.name in ports and not scoped) is None:
                 continue
-            sig = ToggleSignal(len(signals), prefix + sym.name, line, column)
+            sig = ToggleSignal(len(signals), sym.name, line, column, scoped=scoped)
             try:
                 shadow = _shadow(unit, sym, decl, sig)
             except _Skip:
                 continue
             signals.append(sig)
-            text = _watcher(unit, sig, shadow, sym.name)
-            if scope_syntax is None:
-                unit.tail.append(text)
+            text = _watcher(unit, sig, shadow, decl)
+            if scoped:
+                unit.insert_after(decl.parent, " " + text)
             else:
-                unit.insert_after(scope_syntax, " " + text)
+                unit.tail.append(text)
 
 
-def _signals(body: Any, prefix: str = "", member_syntax: Any = None):
-    """(symbol, generate prefix, declaring member syntax in a generate block or None) of every
-    net/variable of a scope, recursing into generate blocks (first elaborated copy)."""
-    for m in body:
+def _signals(scope: Any, scoped: bool = False):
+    """(symbol, declared in a generate block) of every net/variable of a scope, recursing into
+    the generate blocks an instance has."""
+    for m in scope:
         if m.kind in (_S.Net, _S.Variable):
-            decl = m.syntax
-            member = decl.parent if prefix and decl is not None else None
-            yield m, prefix, member
+            yield m, scoped
         elif m.kind == _S.GenerateBlock:
-            if m.isUninstantiated:
-                continue
-            yield from _signals(m, f"{prefix}{m.name}.", None)
+            if not m.isUninstantiated:
+                yield from _signals(m, True)
         elif m.kind == _S.GenerateBlockArray:
-            raise Unsupported("signals in generate loops are not sampled yet")
+            for entry in m.entries:
+                yield from _signals(entry, True)
 
 
 def _classify(ty: Any, is_port: bool) -> str | None:
@@ -138,24 +136,20 @@ def _bit_logic(t: Any) -> bool:
     return False
 
 
-def _name_token(decl: Any, sym: Any) -> Any:
-    if decl is not None and hasattr(decl, "name"):
-        return decl.name
-    return None
+class _Skip(Exception):
+    """The signal has no toggle points (wider than --coverage-max-width)."""
 
 
 def _shadow(unit: ModuleUnit, sym: Any, decl: Any, sig: ToggleSignal) -> str:
-    """The 2-state type text of the signal's element, and fill in the signal's shape."""
+    """The 2-state type text of the signal's element; fills in the signal's shape."""
     t = sym.type.canonicalType
-    if t.kind == _S.FixedSizeUnpackedArrayType:
-        if t.elementType.canonicalType.kind == _S.FixedSizeUnpackedArrayType:
-            raise Unsupported(f"{unit.file}:{sig.line}: multi-dimensional unpacked array {sym.name}")
-        rng = t.range
-        sig.array = True
-        sig.elements = [f"[{i}]" for i in _indices(rng.left, rng.right)]
+    elements = 1
+    while t.kind == _S.FixedSizeUnpackedArrayType:
+        sig.dims.append(_unpacked_bounds(unit, decl, len(sig.dims)))
+        elements *= t.range.width
         t = t.elementType.canonicalType
-        if len(sig.elements) * t.bitWidth > MAX_WIDTH:
-            raise _Skip()
+    if elements * t.bitWidth > MAX_WIDTH and not sig.dims:
+        raise _Skip()  # vectors: parameters may widen it per instance; checked again when read
     if t.kind == _S.ScalarType:
         sig.scalar = True
         return "bit"
@@ -163,17 +157,23 @@ def _shadow(unit: ModuleUnit, sym: Any, decl: Any, sig: ToggleSignal) -> str:
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType and dims is not None:
         return f"bit {dims}"
     sig.bits = _flat_names(t)
-    sig.width = t.bitWidth
     return f"bit [{t.bitWidth - 1}:0]"
 
 
-class _Skip(Exception):
-    pass
-
-
-def _indices(left: int, right: int) -> list[int]:
-    lo, hi = min(left, right), max(left, right)
-    return list(range(lo, hi + 1))
+def _unpacked_bounds(unit: ModuleUnit, decl: Any, index: int) -> tuple[str, str]:
+    """Constant expressions (in the declaring scope) of the low and high index of unpacked
+    dimension ``index`` of a declarator, from its source text (parameters may differ per
+    instance)."""
+    dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
+    sel = dims[index].specifier.selector if dims[index].specifier.kind == _K.RangeDimensionSpecifier else None
+    if sel is None:
+        raise Unsupported(f"{unit.file}:{unit.location(decl)[0]}: unpacked dimension of {decl.name.valueText}")
+    if sel.kind == _K.SimpleRangeSelect:
+        a, b = unit.source.slice(sel.left), unit.source.slice(sel.right)
+        return f"(({a}) < ({b}) ? ({a}) : ({b}))", f"(({a}) > ({b}) ? ({a}) : ({b}))"
+    if sel.kind == _K.BitSelect:  # [N]: 0 .. N-1
+        return "0", f"(({unit.source.slice(sel.expr)}) - 1)"
+    raise Unsupported(f"{unit.file}:{unit.location(decl)[0]}: unpacked dimension of {decl.name.valueText}")
 
 
 def _flat_names(t: Any) -> list[str]:
@@ -205,8 +205,8 @@ def _flat_names(t: Any) -> list[str]:
 
 
 def _packed_dims_text(unit: ModuleUnit, decl: Any) -> str | None:
-    """Source text of the packed dimensions of a declarator's data type (``[W-1:0]``) when the
-    type is a keyword type or an implicit one, else None."""
+    """Source text of the single packed dimension of a declarator's keyword or implicit data
+    type (``[W-1:0]``), else None."""
     if decl is None:
         return None
     owner = decl.parent
@@ -224,28 +224,27 @@ def _packed_dims_text(unit: ModuleUnit, decl: Any) -> str | None:
     return unit.source.slice(dims[0])
 
 
-def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, name: str) -> str:
-    """Watcher process(es) and final block of one signal (one per element of an array)."""
-    i = sig.index
+def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str:
+    """Watcher process and final block of one signal, in genvar loops over its unpacked
+    dimensions (one watcher per element). The final block writes ``T <module> <signal>
+    <element indices or -> %m <left> <right> <rise> <fall>``."""
+    i, name = sig.index, (decl.name.valueText if decl is not None else sig.name)
     c, p, r, f = (f"{PREFIX}t{i}_{x}" for x in "cprf")
-    token = "__RS_FASTCOV_TOKEN__"
-    left_right = "0, 0" if (sig.scalar or sig.bits is not None) else f"$left({name}), $right({name})"
-    if sig.array:
-        left_right = "0, 0" if (sig.scalar or sig.bits is not None) else f"$left({name}[{PREFIX}g]), $right({name}[{PREFIX}g])"
-        los = [int(e[1:-1]) for e in sig.elements]
-        ref = f"{name}[{PREFIX}g]"
-        body = (f"{shadow} {c}, {p}, {r}, {f}; "
-                f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); end "
-                f"final begin {PREFIX}fd{i} = $fopen(\"rs_fastcov.txt\", \"a\"); "
-                f"$fwrite({PREFIX}fd{i}, \"{token} T {unit.name} {i} %0d %m %0d %0d %b %b\\n\", {PREFIX}g, "
-                f"{left_right}, {r}, {f}); $fclose({PREFIX}fd{i}); end")
-        return (f"for (genvar {PREFIX}g = {min(los)}; {PREFIX}g <= {max(los)}; {PREFIX}g++) "
-                f"begin : {PREFIX}a{i} int {PREFIX}fd{i}; {body} end")
-    return (f"{shadow} {c}, {p}, {r}, {f}; "
-            f"always begin {c} = {name}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({name}); end "
-            f"final begin {PREFIX}fd = $fopen(\"rs_fastcov.txt\", \"a\"); "
-            f"$fwrite({PREFIX}fd, \"{token} T {unit.name} {i} - %m %0d %0d %b %b\\n\", {left_right}, {r}, {f}); "
-            f"$fclose({PREFIX}fd); end")
+    genvars = [f"{PREFIX}g{d}" for d in range(len(sig.dims))]
+    ref = name + "".join(f"[{g}]" for g in genvars)
+    left_right = "0, 0" if (sig.scalar or sig.bits is not None) else f"$left({ref}), $right({ref})"
+    element, element_args = ("-", "") if not genvars else (",".join("%0d" for _ in genvars), ", " + ", ".join(genvars))
+    fd = f"{PREFIX}fd{i}"
+    body = (f"int {fd}; {shadow} {c}, {p}, {r}, {f}; "
+            f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); end "
+            f"final begin {fd} = $fopen(\"{FLAG_FILE}\", \"a\"); "
+            f"$fwrite({fd}, \"{TOKEN_PLACEHOLDER} T {unit.name} {i} {element} %m %0d %0d %b %b\\n\"{element_args}, "
+            f"{left_right}, {r}, {f}); $fclose({fd}); end")
+    for d in reversed(range(len(genvars))):
+        lo, hi = sig.dims[d]
+        body = (f"for (genvar {genvars[d]} = {lo}; {genvars[d]} <= {hi}; {genvars[d]} = {genvars[d]} + 1) "
+                f"begin : {PREFIX}a{i}_{d} {body} end")
+    return body if genvars else f"begin : {PREFIX}s{i} {body} end" if sig.scoped else body
 
 
 def _off_regions(unit: ModuleUnit) -> list[tuple[int, int]]:

@@ -19,6 +19,10 @@ from pyslang import syntax
 from pyslang.parsing import Token, TokenKind
 
 PREFIX = "__rs_"
+#: The flag file every instrumented module instance appends its lines to (in the run dir).
+FLAG_FILE = "rs_fastcov.txt"
+#: Stands for the per-run token in instrumented text (see :mod:`reward_service.fastcov.backend`).
+TOKEN_PLACEHOLDER = "__RS_FASTCOV_TOKEN__"
 
 
 class Unsupported(Exception):
