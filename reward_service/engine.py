@@ -63,7 +63,7 @@ class Engine:
     def __init__(self, settings: Settings | None = None, sandbox: Sandbox | None = None,
                  problems: Mapping[str, Any] | None = None) -> None:
         self.settings = settings or get_settings()
-        self.sandbox = sandbox or get_sandbox(self.settings.sandbox)
+        self.sandbox = sandbox or get_sandbox(self.settings.sandbox, self.settings)
         self.problems = dict(problems or {})
         self.results = ResultCache(self.settings.cache_dir / "results") if self.settings.result_cache else None
 
@@ -84,7 +84,7 @@ class Engine:
                                 request if isinstance(request, ScoreRequest) else None, start)
         timings = {"prepare": (time.perf_counter() - start) * 1000}
         try:
-            key = request_key(prepared.request, prepared.design, prepared.stimulus, versions())
+            key = request_key(prepared.request, prepared.design, prepared.stimulus, versions(self.sandbox))
             cached = self.results.get(key) if self.results is not None else None
             if cached is not None:
                 cached.cache.result = True
@@ -310,7 +310,10 @@ class Engine:
     def _finish(self, result: ScoreResult, request: ScoreRequest | None, start: float) -> ScoreResult:
         spec = request.reward if request is not None else RewardSpec()
         result.reward = shape_reward(result.status, result.coverage, result.passed, spec)
-        result.versions = versions()
+        try:
+            result.versions = versions(self.sandbox)
+        except SandboxError:  # e.g. the Docker daemon is gone: the result says so already
+            result.versions = {"sandbox": self.sandbox.name}
         result.timings["total"] = (time.perf_counter() - start) * 1000
         return result
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -27,7 +27,15 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default_factory=_default_cache_dir,
                             description="ccache, built cocotb models, results")
     work_root: Path | None = Field(None, description="parent of per-sample work dirs (default: system temp)")
-    sandbox: str = Field("bwrap", description="sandbox backend: bwrap")
+    sandbox: Literal["bwrap", "docker"] = Field(
+        "bwrap", description="sandbox backend: bwrap (bubblewrap on this machine) or docker (a container "
+                             "of sim_image per step, through the Docker socket; docs/sandbox.md)")
+    sim_image: str = Field("reward-service-sim:latest",
+                           description="docker sandbox: the simulation image (scripts/build_images.sh)")
+    docker_volume_prefix: str = Field(
+        "reward-service", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$",
+        description="docker sandbox: name prefix of its containers and volumes (ccache: <prefix>-ccache)")
+    docker_cpus: float = Field(1.0, gt=0, description="docker sandbox: CPUs of one sim container")
     result_cache: bool = Field(True, description="reuse results of identical requests")
     build_jobs: int = Field(2, ge=1, description="parallel C++ compile jobs of one Verilator build")
     fastcov_shadow_rate: float = Field(

@@ -43,7 +43,7 @@ if [ "${REWARD_SERVICE_SKIP_COCOTB19:-0}" != 1 ]; then
     echo "install.sh: cocotb 1.9 runtime -> $COCOTB19_VENV" >&2
     $SUDO mkdir -p "$(dirname "$COCOTB19_VENV")"
     $SUDO "$PYTHON" -m venv --clear "$COCOTB19_VENV"
-    $SUDO "$COCOTB19_VENV/bin/python" -m pip install -q --disable-pip-version-check "cocotb==1.9.*" "cocotb-coverage==1.2.*"
+    $SUDO "$COCOTB19_VENV/bin/python" -m pip install -q --disable-pip-version-check -r sim_images/cocotb-1.9.txt
     $SUDO chmod -R a+rX "$COCOTB19_VENV"
   fi
 fi

