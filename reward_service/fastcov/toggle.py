@@ -44,6 +44,7 @@ class ToggleSignal:
     scalar: bool = False
     bits: list[str] | None = None
     dims: list[tuple[str, str]] = field(default_factory=list)  # unpacked (low, high) expressions
+    width: str | None = None     # constant expression of the element's width (None: 1 bit)
 
     def bit_names(self, left: int, right: int) -> list[str]:
         """Names (after the signal name and element suffix) of bits 0 (LSB) .. width-1."""
@@ -86,10 +87,7 @@ class ToggleKind:
             if _classify(sym.type, sym.name in ports and not scoped) is None:
                 continue
             sig = ToggleSignal(len(signals), sym.name, line, column, scoped=scoped)
-            try:
-                shadow = _shadow(unit, sym, decl, sig)
-            except _Skip:
-                continue
+            shadow = _shadow(unit, sym, decl, sig)
             signals.append(sig)
             text = _watcher(unit, sig, shadow, decl)
             if scoped:
@@ -136,10 +134,6 @@ def _bit_logic(t: Any) -> bool:
     return False
 
 
-class _Skip(Exception):
-    """The signal has no toggle points (wider than --coverage-max-width)."""
-
-
 def _shadow(unit: ModuleUnit, sym: Any, decl: Any, sig: ToggleSignal) -> str:
     """The 2-state type text of the signal's element; fills in the signal's shape."""
     t = sym.type.canonicalType
@@ -148,15 +142,16 @@ def _shadow(unit: ModuleUnit, sym: Any, decl: Any, sig: ToggleSignal) -> str:
         sig.dims.append(_unpacked_bounds(unit, decl, len(sig.dims)))
         elements *= t.range.width
         t = t.elementType.canonicalType
-    if elements * t.bitWidth > MAX_WIDTH and not sig.dims:
-        raise _Skip()  # vectors: parameters may widen it per instance; checked again when read
     if t.kind == _S.ScalarType:
         sig.scalar = True
         return "bit"
-    dims = _packed_dims_text(unit, decl)
+    dims = _packed_dims(unit, decl)
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType and dims is not None:
-        return f"bit {dims}"
+        text, left, right = dims
+        sig.width = f"((({left}) > ({right}) ? ({left}) - ({right}) : ({right}) - ({left})) + 1)"
+        return f"bit {text}"
     sig.bits = _flat_names(t)
+    sig.width = str(t.bitWidth)
     return f"bit [{t.bitWidth - 1}:0]"
 
 
@@ -204,9 +199,9 @@ def _flat_names(t: Any) -> list[str]:
     raise Unsupported(f"toggle coverage of type {t} is not supported")
 
 
-def _packed_dims_text(unit: ModuleUnit, decl: Any) -> str | None:
-    """Source text of the single packed dimension of a declarator's keyword or implicit data
-    type (``[W-1:0]``), else None."""
+def _packed_dims(unit: ModuleUnit, decl: Any) -> tuple[str, str, str] | None:
+    """Source text of the single packed dimension ``[L:R]`` of a declarator's keyword or
+    implicit data type, with the texts of L and R; None for other types."""
     if decl is None:
         return None
     owner = decl.parent
@@ -219,9 +214,11 @@ def _packed_dims_text(unit: ModuleUnit, decl: Any) -> str | None:
     if dtype is None or dtype.kind not in (_K.RegType, _K.LogicType, _K.BitType, _K.ImplicitType):
         return None
     dims = [d for d in dtype.dimensions if isinstance(d, syntax.SyntaxNode)]
-    if len(dims) != 1:
+    if len(dims) != 1 or dims[0].specifier.kind != _K.RangeDimensionSpecifier \
+            or dims[0].specifier.selector.kind != _K.SimpleRangeSelect:
         return None
-    return unit.source.slice(dims[0])
+    sel = dims[0].specifier.selector
+    return unit.source.slice(dims[0]), unit.source.slice(sel.left), unit.source.slice(sel.right)
 
 
 def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str:
@@ -232,7 +229,8 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
     c, p, r, f = (f"{PREFIX}t{i}_{x}" for x in "cprf")
     genvars = [f"{PREFIX}g{d}" for d in range(len(sig.dims))]
     ref = name + "".join(f"[{g}]" for g in genvars)
-    left_right = "0, 0" if (sig.scalar or sig.bits is not None) else f"$left({ref}), $right({ref})"
+    # the shadow has the element's packed range ($left of an array element is not that in Icarus)
+    left_right = "0, 0" if (sig.scalar or sig.bits is not None) else f"$left({c}), $right({c})"
     element, element_args = ("-", "") if not genvars else (",".join("%0d" for _ in genvars), ", " + ", ".join(genvars))
     fd = f"{PREFIX}fd{i}"
     body = (f"int {fd}; {shadow} {c}, {p}, {r}, {f}; "
@@ -244,7 +242,10 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
         lo, hi = sig.dims[d]
         body = (f"for (genvar {genvars[d]} = {lo}; {genvars[d]} <= {hi}; {genvars[d]} = {genvars[d]} + 1) "
                 f"begin : {PREFIX}a{i}_{d} {body} end")
-    return body if genvars else f"begin : {PREFIX}s{i} {body} end" if sig.scoped else body
+    # --coverage-max-width: no points (and no watchers) when the signal has more bits in all;
+    # evaluated per instance, parameters may differ
+    total = "*".join([f"(({hi}) - ({lo}) + 1)" for lo, hi in sig.dims] + [sig.width or "1"])
+    return f"if ({total} <= {MAX_WIDTH}) begin : {PREFIX}w{i} {body} end"
 
 
 def _off_regions(unit: ModuleUnit) -> list[tuple[int, int]]:
