@@ -21,7 +21,7 @@ from typing import Any
 from pyslang import syntax
 from pyslang.parsing import TokenKind
 
-from reward_service.fastcov.unit import SourceFile
+from reward_service.fastcov.unit import SourceFile, depth as _depth
 
 _K = syntax.SyntaxKind
 
@@ -83,6 +83,70 @@ def comb_at_time_zero(source: SourceFile) -> None:
         if stmt.kind == _K.TimingControlStatement and stmt.timingControl.kind == _K.ImplicitEventControl:
             source.replace(node.keyword, "always_comb")
             source.replace(stmt.timingControl, "")
+
+
+def name_generate_blocks(source: SourceFile) -> set[tuple[int, int]]:
+    """Give every unnamed generate block the name IEEE 1800 27.6 gives it (and Verilator uses):
+    ``genblk<n>``, n counting the generate constructs of the scope (an if/else-if chain is one
+    construct). Icarus numbers them otherwise, which would change instance paths (``h``) and the
+    names of signals declared in them. A body that is a single item (no ``begin``) is wrapped
+    in ``begin : genblk<n> ... end``. Returns the offsets of the wrapped bodies."""
+    wrapped: set[tuple[int, int]] = set()
+
+    def scope(members: Any) -> None:
+        n = 0
+        for member in _scope_items(members):
+            if member.kind not in (_K.IfGenerate, _K.CaseGenerate, _K.LoopGenerate):
+                continue
+            n += 1
+            for body in _construct_bodies(member):
+                name_body(body, f"genblk{n}")
+
+    def name_body(body: Any, name: str) -> None:
+        if body.kind == _K.GenerateBlock:
+            if body.beginName is None:
+                source.insert(source.offsets(body.begin)[1], f" : {name}", closing=True, depth=0)
+            scope(body.members)
+        elif body.kind not in (_K.IfGenerate, _K.CaseGenerate):  # direct nesting adds no scope
+            start, end = source.offsets(body)
+            d = _depth(body) - 1  # outside any insertion anchored at the body itself
+            source.insert(start, f"begin : {name} ", closing=False, depth=d)
+            source.insert(end, " end", closing=True, depth=d)
+            wrapped.add((start, end))
+
+    for node in [source.tree.root, *_walk(source.tree.root)]:
+        if node.kind == _K.ModuleDeclaration:
+            scope(node.members)
+    return wrapped
+
+
+def _scope_items(members: Any):
+    """Items of a scope, looking through ``generate ... endgenerate`` regions."""
+    for m in members:
+        if not isinstance(m, syntax.SyntaxNode):
+            continue
+        if m.kind == _K.GenerateRegion:
+            yield from _scope_items(m.members)
+        else:
+            yield m
+
+
+def _construct_bodies(construct: Any):
+    """The blocks of one generate construct (every arm of an if/else-if chain or case)."""
+    if construct.kind == _K.LoopGenerate:
+        yield construct.block
+    elif construct.kind == _K.IfGenerate:
+        yield construct.block
+        if construct.elseClause is not None:
+            clause = construct.elseClause.clause
+            if clause.kind == _K.IfGenerate:
+                yield from _construct_bodies(clause)  # else-if: the same construct
+            else:
+                yield clause
+    elif construct.kind == _K.CaseGenerate:
+        for item in construct.items:
+            if isinstance(item, syntax.SyntaxNode):
+                yield item.clause
 
 
 def _in_subroutine(node: Any) -> bool:

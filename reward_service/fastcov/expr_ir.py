@@ -45,7 +45,7 @@ _UNOPS = {"Minus": "-", "BitwiseNot": "~", "LogicalNot": "!", "BitwiseAnd": "red
           "BitwiseOr": "red|", "BitwiseXor": "red^"}
 _NEGATED_REDUCTIONS = {"BitwiseNand": "red&", "BitwiseNor": "red|", "BitwiseXnor": "red^"}
 #: System functions Verilator keeps as a call in a term (``isSystemFunc``: hoisted to a temp).
-_SYS_KEPT = {"$countones", "$onehot", "$onehot0", "$isunknown"}
+_SYS_KEPT = {"$countones", "$onehot", "$onehot0", "$isunknown", "$clog2"}
 #: System functions whose node is not gate-optimizable: a term holding one is not eligible.
 _SYS_INELIGIBLE = {"$random", "$urandom", "$urandom_range", "$time", "$stime", "$realtime",
                    "$fopen", "$feof", "$fgetc", "$fgets", "$test$plusargs", "$value$plusargs",
@@ -78,6 +78,8 @@ class VNode:
     sel_width: int = 0
     const_bits: str = ""         # msb first, '01xz'
     auto: bool = True            # user function: automatic lifetime
+    param: tuple[int, bool, int] | None = None   # a parameter's (width, signed, value) as Verilator types it
+    width_min: int = 0           # < width: an unsized value (V3Width's widthMin), 0: sized
     ineligible: str = ""         # why a term holding this node is not coverage-eligible
     from_syntax: Any = None
 
@@ -182,9 +184,14 @@ class Lowering:
 
     def boolean(self, e: Any) -> VNode:
         """An operand in a boolean context (logical operators, conditions): V3Width reduces a
-        multi-bit operand with an OR reduction (``fixWidthReduce``)."""
+        multi-bit operand with an OR reduction (``fixWidthReduce``) -- unless it is an unsized
+        value (literal or untyped parameter) whose value fits one bit, which stays as it is."""
         n = self.build(e)
-        return reduce_or(n) if n.width != 1 else n
+        if n.width == 1 or (n.width_min and n.width_min <= 1):
+            return n
+        if n.is_const and not any(b in "xz" for b in n.const_bits):   # |const folds at once
+            return const(1, int("1" in n.const_bits), loc=n.loc, src=n.src)
+        return reduce_or(n)
 
     # helpers ------------------------------------------------------------------------------------
     def _where(self, e: Any) -> str:
@@ -203,6 +210,11 @@ class Lowering:
     def _tok_loc(self, token: Any):
         return self.loc(token) if token is not None else None
 
+    def _first(self, e: Any):
+        """Location of a leaf expression: its first token (parentheses dropped)."""
+        syn = _unparen(getattr(e, "syntax", None))
+        return self._tok_loc(syn.getFirstToken()) if syn is not None else None
+
     @staticmethod
     def _type(e: Any) -> tuple[int, bool]:
         t = e.type
@@ -216,21 +228,21 @@ class Lowering:
         width = v.bitWidth
         bits = v.toString(LiteralBase.Binary, False)
         bits = bits.rjust(width, "0")[-width:]
-        return VNode("const", width, bool(v.isSigned), const_bits=bits,
-                     loc=self._tok_loc(e.syntax.getFirstToken()), src=self._src(e))
+        n = VNode("const", width, bool(v.isSigned), const_bits=bits, loc=self._first(e), src=self._src(e))
+        if e.isDeclaredUnsized:
+            n.width_min = _min_bits(bits)
+        return n
 
     def _UnbasedUnsizedIntegerLiteral(self, e: Any) -> VNode:
         width, _ = self._type(e)
         fill = str(e.literalValue).lower().replace("?", "z")[-1]
-        return VNode("const", width, False, const_bits=fill * width,
-                     loc=self._tok_loc(e.syntax.getFirstToken()), src=self._src(e))
+        return VNode("const", width, False, const_bits=fill * width, loc=self._first(e), src=self._src(e))
 
     def _StringLiteral(self, e: Any) -> VNode:
         v = e.intValue.value
         width = v.bitWidth
         bits = v.toString(LiteralBase.Binary, False).rjust(width, "0")[-width:]
-        return VNode("const", width, False, const_bits=bits,
-                     loc=self._tok_loc(e.syntax.getFirstToken()), src=self._src(e))
+        return VNode("const", width, False, const_bits=bits, loc=self._first(e), src=self._src(e))
 
     def _NamedValue(self, e: Any) -> VNode:
         sym = e.symbol
@@ -238,24 +250,29 @@ class Lowering:
             width, signed = 0, False
         else:
             width, signed = self._type(e)
-        tok = e.syntax.getFirstToken() if e.syntax is not None else None
+        loc = self._first(e)
         key = symbol_key(sym)
         if key in self.genvars:  # a genvar of an unrolled generate loop: a 32-bit signed constant
-            return const(32, self.genvars[key], True, loc=self._tok_loc(tok), src=self._src(e))
+            return const(32, self.genvars[key], True, loc=loc, src=self._src(e))
         if sym.kind == _S.EnumValue:
             name = sym.name
             pkg = _package_of(sym)
             if pkg:
                 name = f"{pkg}::{name}"
-            return VNode("var", width, signed, name=name, loc=self._tok_loc(tok), src=self._src(e),
+            return VNode("var", width, signed, name=name, loc=loc, src=self._src(e),
                          ident=("enum", key))
         if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port):
             raise Unsupported(f"{self._where(e)}: reference to a {sym.kind.name} in an expression")
         name = sym.name
         if not name.isidentifier() and not name.replace("$", "_").isidentifier():
             raise Unsupported(f"{self._where(e)}: escaped identifier {name!r}")
-        return VNode("var", width, signed, name=name, loc=self._tok_loc(tok), src=self._src(e),
-                     ident=("var", key), basic_lo=_basic_lo(sym))
+        n = VNode("var", width, signed, name=name, loc=loc, src=self._src(e),
+                  ident=("param" if sym.kind == _S.Parameter else "var", key), basic_lo=_basic_lo(sym))
+        if sym.kind == _S.Parameter:
+            n.param = _param_value(sym)
+            if _untyped(sym) and n.param is not None and n.param[0] == 32:
+                n.width_min = max(1, n.param[2].bit_length()) if n.param[2] >= 0 else 32
+        return n
 
     # operators ----------------------------------------------------------------------------------
     def _BinaryOp(self, e: Any) -> VNode:
@@ -277,7 +294,10 @@ class Lowering:
             kids = [self.boolean(e.left), self.boolean(e.right)]
         else:
             kids = [self.build(e.left), self.build(e.right)]
-        return VNode("bin", width, signed, kids, op=op, loc=loc, src=self._src(e))
+        n = VNode("bin", width, signed, kids, op=op, loc=loc, src=self._src(e))
+        if op in ("+", "-", "*", "/", "%", "&", "|", "^") and any(k.width_min for k in kids):
+            n.width_min = max(k.width_min or k.width for k in kids)   # V3Width's widthMin
+        return n
 
     def _UnaryOp(self, e: Any) -> VNode:
         opname = e.op.name
@@ -340,9 +360,10 @@ class Lowering:
 
     def _Replication(self, e: Any) -> VNode:
         width, _ = self._type(e)
-        count = self.build(e.count)
+        # V3Width replaces the count by its value (a parameter's typed as Verilator types it)
+        count = constify(self.build(e.count))
         if not count.is_const:
-            raise Unsupported(f"{self._where(e)}: a replication count that is not a literal")
+            raise Unsupported(f"{self._where(e)}: a replication count that is not a literal or parameter")
         concat = e.concat
         items = [self.build(x) for x in concat.operands]
         syn = _unparen(e.syntax)
@@ -407,6 +428,7 @@ class Lowering:
         else:
             base = self.build(e.left)
             w = _const_int(e.right)
+            base = constify(base)   # V3WidthSel constant-folds the base of +: / -:
             if kind == "IndexedUp":
                 if base.is_const:
                     lsb = const(32, int(base.const_bits, 2) - lo_bound)
@@ -452,6 +474,8 @@ class Lowering:
                 return VNode("sys", width, signed, [], name=name, loc=loc, src=self._src(e),
                              ineligible=f"{name} is not coverage-eligible")
             if name in _SYS_KEPT:
+                if all(a.kind in (_E.IntegerLiteral, _E.UnbasedUnsizedIntegerLiteral) for a in args):
+                    raise Unsupported(f"{self._where(e)}: {name} of a literal in expression coverage")
                 return VNode("sys", width, signed, [self.build(a) for a in args], name=name, loc=loc,
                              src=self._src(e))
             raise Unsupported(f"{self._where(e)}: system function {name} in expression coverage")
@@ -498,6 +522,56 @@ def reduce_or(n: VNode) -> VNode:
     """V3Width's ``fixWidthReduce``: a multi-bit value in a boolean context becomes ``|x``
     (located where ``x`` is)."""
     return VNode("un", 1, False, [n], op="red|", loc=n.loc, src=n.src and f"(|{n.src})")
+
+
+def constify(n: VNode) -> VNode:
+    """What ``V3Const`` makes of an expression whose parameters it may replace: parameters become
+    their values, constant subexpressions fold, a commutative operator gets its constant operand
+    first, and a multiplication by a power of two becomes a left shift. Only the operators
+    checked against Verilator are rewritten; anything else with a parameter in it is refused."""
+    if n.kind == "var" and n.param is not None:
+        width, signed, value = n.param
+        return const(width, value, signed, loc=n.loc, src=n.src)
+    if n.kind == "var" and n.ident and n.ident[0] == "var" and n.param is None and _is_param_ref(n):
+        raise Unsupported(f"the value of parameter {n.name} as Verilator types it")
+    if n.kind == "sys" and n.name == "$clog2":
+        arg = constify(n.kids[0])
+        if arg.is_const:
+            return const(32, max(0, (int(arg.const_bits, 2) - 1).bit_length()), False, loc=n.loc, src=n.src)
+    if n.kind != "bin" or n.op not in _FOLDABLE:
+        if any(k.kind == "var" and _is_param_ref(k) for k in n.walk()):
+            raise Unsupported(f"a parameter in {emit(n)}, an expression Verilator constant-folds")
+        return n
+    left, right = constify(n.kids[0]), constify(n.kids[1])
+    if left.is_const and right.is_const:
+        lv, rv = int(left.const_bits, 2), int(right.const_bits, 2)
+        if left.signed and left.const_bits[0] == "1":
+            lv -= 1 << left.width
+        if right.signed and right.const_bits[0] == "1":
+            rv -= 1 << right.width
+        if n.op in ("/", "%") and rv == 0:
+            raise Unsupported("division by zero in a constant expression")
+        value = {"+": lv + rv, "-": lv - rv, "*": lv * rv, "<<": lv << rv, ">>": lv >> rv,
+                 "/": int(lv / rv) if rv else 0, "%": lv - rv * int(lv / rv) if rv else 0,
+                 "&": lv & rv, "|": lv | rv, "^": lv ^ rv}[n.op]
+        return const(n.width, value, False, loc=n.loc, src=n.src)   # V3Const folds to unsigned
+    if n.op not in ("+", "-", "*", "<<", ">>"):
+        raise Unsupported(f"a parameter in {emit(n)}, an expression Verilator constant-folds")
+    if n.op in ("+", "*") and right.is_const and not left.is_const:
+        left, right = right, left
+    if n.op == "*" and left.is_const:
+        value = int(left.const_bits, 2)
+        if value > 1 and value & (value - 1) == 0 and not (left.signed and left.const_bits[0] == "1"):
+            return VNode("bin", n.width, n.signed, [right, const(32, value.bit_length() - 1)], op="<<",
+                         loc=n.loc, src=n.src)
+    return VNode("bin", n.width, n.signed, [left, right], op=n.op, loc=n.loc, src=n.src)
+
+
+_FOLDABLE = ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^")
+
+
+def _is_param_ref(n: VNode) -> bool:
+    return n.kind == "var" and n.ident is not None and n.ident[0] == "param"
 
 
 def fit(n: VNode, width: int) -> VNode:
@@ -607,6 +681,53 @@ def _type_basic_lo(t: Any) -> int:
     if ct.isUnpackedArray or ct.isStruct or ct.isEnum:
         return 0
     return ct.fixedRange.lower if ct.hasFixedRange else 0
+
+
+def _param_value(sym: Any) -> tuple[int, bool, int] | None:
+    """A parameter's value typed as Verilator types it: by its declared type, or -- declared
+    without one -- by its initializer (a literal's type, another parameter's, unsigned 32 bits
+    for folded arithmetic and ``$clog2``); ``None`` when not known here (e.g. overridden)."""
+    value = const_int_value(sym.value)
+    if not _untyped(sym):
+        return sym.type.bitWidth, bool(sym.type.isSigned), value
+    if sym.initializer is None:   # (an override's expression when overridden)
+        return None
+    typed = _folded_type(sym.initializer)
+    return (*typed, value) if typed is not None else None
+
+
+def _folded_type(e: Any) -> tuple[int, bool] | None:
+    """(width, signed) of the constant Verilator folds a parameter initializer into."""
+    while e.kind == _E.Conversion and e.isImplicit:
+        e = e.operand
+    k = e.kind
+    if k == _E.IntegerLiteral:
+        return e.type.bitWidth, bool(e.type.isSigned)
+    if k == _E.NamedValue and e.symbol.kind == _S.Parameter:
+        pv = _param_value(e.symbol)
+        return pv[:2] if pv is not None else None
+    if k in (_E.BinaryOp, _E.UnaryOp) and e.type.isIntegral:
+        return e.type.bitWidth, False
+    if k == _E.Call and e.isSystemCall and e.subroutineName == "$clog2":
+        return 32, False
+    if k == _E.ConditionalOp:
+        left, right = _folded_type(e.left), _folded_type(e.right)
+        return left if left is not None and left == right else None
+    return None
+
+
+def _min_bits(bits: str) -> int:
+    return max(1, len(bits.lstrip("0")))
+
+
+def _untyped(sym: Any) -> bool:
+    t = sym.declaredType.typeSyntax
+    return t is None or (t.kind.name == "ImplicitType" and not _token_text(t.signing)
+                         and len(list(t.dimensions)) == 0)
+
+
+def _token_text(token: Any) -> str:
+    return token.rawText if token is not None else ""
 
 
 def _package_of(sym: Any) -> str:

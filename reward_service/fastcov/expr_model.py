@@ -32,7 +32,8 @@ class Term:
     @property
     def var(self):
         """Variables are compared by identity (V3Coverage compares AstVarRef by variable)."""
-        return self.node.ident if self.node.kind == "var" and self.node.ident and self.node.ident[0] == "var" else None
+        n = self.node
+        return n.ident if n.kind == "var" and n.ident and n.ident[0] in ("var", "param") else None
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,9 @@ def roots(n: VNode, out: list[VNode]) -> None:
         roots(unroll(n), out)
         return
     if k == "cond":
-        out.append(n.kids[0])  # only the condition; the arms are never looked into
-        return
+        if n.kids[0].width == 1:  # coverExprs(condp) wants a 1-bit condition
+            out.append(n.kids[0])
+        return  # the arms are never looked into
     if k == "call" and not n.auto:
         return  # exprUnsupported: the arguments are not looked into either
     for kid in n.kids:

@@ -109,8 +109,10 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None) -
     kinds = _kinds(metrics)
     tables: dict[str, ModuleTable] = {}
     for source in sources:
+        wrapped = emulate.name_generate_blocks(source)
         for module in modules_of(source):
             unit = ModuleUnit(source, module, compilation, bodies.get(module.header.name.valueText))
+            unit.wrapped_bodies = wrapped
             if unit.name in tables:
                 raise Unsupported(f"module {unit.name} is declared twice")
             for kind in kinds:
@@ -187,9 +189,10 @@ def _finish_module(unit: ModuleUnit) -> ModuleTable:
         mark = f"initial {PREFIX}e{index} = 1'b1;"
         if scope.kind == _K.GenerateBlock:
             unit.insert_before(scope.end, f" {mark} ")
+        elif unit.source.offsets(scope) in unit.wrapped_bodies:  # already in `begin : genblkN`
+            unit.insert_after(scope, f" {mark}")
         else:
-            unit.insert_before(scope, "begin ")
-            unit.insert_after(scope, f" {mark} end")
+            raise Unsupported(f"{unit.file}:{unit.location(scope)[0]}: points in a directly nested generate construct")
     bits = "{1'b1" + "".join(f", {f.name}" for f in flags) + "}"
     scope_bits = "{1'b1" + "".join(f", {PREFIX}e{i}" for i in range(1, n_scopes)) + "}"
     unit.tail.insert(0, f'final begin {PREFIX}fd = $fopen("{FLAG_FILE}", "a"); '

@@ -206,6 +206,7 @@ class ModuleUnit:
         self._scope_index: dict[tuple[int, int], int] = {}
         self.declarations: list[str] = []
         self.tail: list[str] = []            # framework items added before `endmodule`
+        self.wrapped_bodies: set[tuple[int, int]] = set()  # generate bodies given `begin : genblkN`
         self._depth0 = depth(module)
 
     # -- reading ----------------------------------------------------------------------------
