@@ -398,9 +398,7 @@ class Lowering:
         selwidth = max(1, hi.bit_length())
         idx = self.build(sel)
         if ascending:
-            if lo != 0:
-                raise Unsupported("select of an ascending [lo:hi] range with lo != 0")
-            idx = VNode("bin", max(32, idx.width), False, [const(32, hi), idx], op="-")
+            idx = _from_high(hi, idx)
         elif lo != 0:
             if idx.is_const:
                 idx = _resized_const(const(32, int(idx.const_bits, 2) - lo), idx.width)
@@ -415,13 +413,20 @@ class Lowering:
         _check_vector(self, e, value_t)
         frm = self.build(e.value)
         rng = value_t.fixedRange
-        if rng.left < rng.right:
-            raise Unsupported(f"{self._where(e)}: part select of an ascending range")
         lo_bound, hi_bound = rng.lower, rng.upper
         width, _ = self._type(e)
         loc = _select_loc(self, e)
         kind = e.selectionKind.name
         selwidth = max(1, hi_bound.bit_length())
+        if rng.left < rng.right:   # ascending: V3WidthSel counts from hi, unfolded
+            if kind == "Simple":
+                lsb = _from_high(hi_bound, self.build(e.right))
+            elif kind == "IndexedUp":
+                lsb = _from_high(hi_bound - _const_int(e.right) + 1, self.build(e.left))
+            else:
+                lsb = _from_high(hi_bound, self.build(e.left))
+            return VNode("sel", width, False, [frm, fit(lsb, selwidth)], sel_width=width, loc=loc,
+                         src=self._src(e))
         if kind == "Simple":
             left, right = _const_int(e.left), _const_int(e.right)
             lsb = const(32, min(left, right) - lo_bound)
@@ -572,6 +577,11 @@ _FOLDABLE = ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^")
 
 def _is_param_ref(n: VNode) -> bool:
     return n.kind == "var" and n.ident is not None and n.ident[0] == "param"
+
+
+def _from_high(k: int, idx: VNode) -> VNode:
+    """``k - index``: the lsb of a select of an ascending range (never folded)."""
+    return VNode("bin", max(32, idx.width), False, [const(32, k), idx], op="-")
 
 
 def fit(n: VNode, width: int) -> VNode:
