@@ -234,7 +234,7 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
     element, element_args = ("-", "") if not genvars else (",".join("%0d" for _ in genvars), ", " + ", ".join(genvars))
     fd = f"{PREFIX}fd{i}"
     body = (f"int {fd}; {shadow} {c}, {p}, {r}, {f}; "
-            f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); end "
+            f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); #0; end "
             f"final begin {fd} = $fopen(\"{FLAG_FILE}\", \"a\"); "
             f"$fwrite({fd}, \"{TOKEN_PLACEHOLDER} T {unit.name} {i} {element} %m %0d %0d %b %b\\n\"{element_args}, "
             f"{left_right}, {r}, {f}); $fclose({fd}); end")
