@@ -22,6 +22,12 @@ class Shaping(str, enum.Enum):
     ratio = "ratio"
     pass_ = "pass"
 
+
+class EngineChoice(str, enum.Enum):
+    verilator = "verilator"
+    fast = "fast"
+    auto = "auto"
+
 app = typer.Typer(
     help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -62,6 +68,7 @@ def score(
     toplevel: Annotated[Optional[str], typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
     top: Annotated[Optional[str], typer.Option("--top", help="testbench top module (default: the uninstantiated one)")] = None,
     simulator: Annotated[Optional[Simulator], typer.Option("--simulator", "-s", help="verilator (code coverage) or icarus (test outcomes and functional coverage only)")] = None,
+    engine_choice: Annotated[Optional[EngineChoice], typer.Option("--engine", help="code-coverage engine: verilator, fast (Icarus + instrumented DUT, Verilator-equal points; falls back to Verilator) or auto (docs/fastcov.md)")] = None,
     metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr")] = [],
     target: Annotated[Optional[float], typer.Option("--target", min=0, max=100, help="overall coverage target in percent (e.g. 90)")] = None,
     shaping: Annotated[Optional[Shaping], typer.Option("--shaping", help="reward shaping (docs/coverage.md)")] = None,
@@ -125,6 +132,8 @@ def score(
         request["coverage"] = coverage
     if simulator:
         request["simulator"] = simulator.value
+    if engine_choice:
+        request["engine"] = engine_choice.value
     if shaping:
         request["reward"] = {"shaping": shaping.value}
     limits = {k: v for k, v in {"run_s": run_s, "compile_s": compile_s}.items() if v is not None}
@@ -191,6 +200,8 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool)
     reward = "None (infrastructure failure)" if result.reward is None else f"{result.reward:.4f}"
     targets = str(result.passed) if targets_given else f"{result.passed} (no target given; --target sets one)"
     console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine}")
+    if result.fallback:
+        console.print(f"fast path not used: {result.fallback}", markup=False, highlight=False)
     if result.uncovered and show_uncovered:
         console.print(f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):")
         for p in result.uncovered[:show_uncovered]:
