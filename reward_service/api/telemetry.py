@@ -39,6 +39,14 @@ class Metrics:
                                 registry=self.registry)
         self.cache_hits = Counter("reward_service_cache_hits", "results answered by a cache, by cache",
                                   ["cache"], registry=self.registry)
+        self.engines = Counter("reward_service_engine_results", "results by coverage engine (verilator, icarus, "
+                               "fast) and whether a requested fast/auto engine fell back", ["engine", "fallback"],
+                               registry=self.registry)
+        self.shadow_checks = Counter("reward_service_fastcov_shadow_checks", "fast-path samples re-scored on "
+                                     "Verilator (shadow check), by outcome", ["agreed"], registry=self.registry)
+        self.shadow_points = Counter("reward_service_fastcov_shadow_disagreeing_points",
+                                     "points that differed between the fast path and Verilator in shadow checks",
+                                     registry=self.registry)
         self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._keep = keep_seen
         self._lock = threading.Lock()
@@ -58,6 +66,11 @@ class Metrics:
             self.cache_hits.labels(cache="result").inc()
         if result.cache.build:
             self.cache_hits.labels(cache="build").inc()
+        if result.engine:
+            self.engines.labels(engine=result.engine, fallback=str(result.fallback is not None).lower()).inc()
+        if result.shadow is not None:
+            self.shadow_checks.labels(agreed=str(result.shadow.agreed).lower()).inc()
+            self.shadow_points.inc(result.shadow.differences)
 
 
 def _safe(fn: Callable[[], int]) -> float:
