@@ -139,8 +139,8 @@ def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
     full (warming is best effort)."""
     if problem.simulator != Simulator.verilator or not problem.toplevel:
         return None
-    request = ScoreRequest(
-        design=problem.design, simulator=Simulator.verilator,
+    request = ScoreRequest(  # engine=auto: also makes the design's engine decision (fastcov.choice)
+        design=problem.design, simulator=Simulator.verilator, engine=problem.engine,
         stimulus=CocotbStimulus(files={"rs_warmup.py": _WARMUP_TEST}, test_module="rs_warmup",
                                 toplevel=problem.toplevel, runtime="cocotb-2.1"),
         coverage=CoverageSpec(metrics=["line"]), limits=problem.limits)

@@ -22,6 +22,7 @@ Where each :class:`Problem` field comes from:
   last resort the prompt's "instantiated as `uut`" / "Name the instance ... as `uut`" text;
 * ``target_percent``: ``TARGET`` of ``src/.env`` (the original harness passes when the DUT
   instance's overall average coverage is >= TARGET);
+* ``engine``: ``auto`` (the fast path for designs whose self-check agrees with Verilator);
 * ``testbench_path``: the single key of ``output.context`` (non-agentic) or ``patch`` (agentic);
 * ``prompt``: ``input.prompt`` or ``prompt``; ``context``: ``input.context`` or ``context``
   (spec documents, partial testbenches); ``difficulty``: the second category.
@@ -37,7 +38,7 @@ import os
 import posixpath
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -161,6 +162,9 @@ class Problem(BaseModel):
     prompt: str
     context: dict[str, str] = Field(default_factory=dict, description="files given with the prompt")
     simulator: Simulator = Simulator.verilator
+    engine: Literal["verilator", "fast", "auto"] | None = Field(
+        "auto", description="code-coverage engine of its samples: auto = the fast path once the design "
+                            "passed its self-check against Verilator, decided once per design (docs/fastcov.md)")
 
     @property
     def toplevel(self) -> str | None:
@@ -182,6 +186,7 @@ class Problem(BaseModel):
             "design": self.design,
             "stimulus": stimulus,
             "simulator": self.simulator,
+            "engine": self.engine,
             "coverage": CoverageSpec(
                 scope=self.dut_instance,
                 metrics=list(self.metrics),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -55,6 +55,8 @@ class ProblemSpec(BaseModel):
     metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     targets: list[Target] = Field(default_factory=list)
     simulator: Simulator = Simulator.verilator
+    engine: Literal["verilator", "fast", "auto"] | None = Field(
+        None, description="code-coverage engine of its samples (unset: `simulator` decides; CVDP problems: auto)")
     limits: Limits = Field(default_factory=Limits)
     reward: RewardSpec = Field(default_factory=RewardSpec)
     # metadata (CVDP rows bring them; informational for clients)
@@ -74,7 +76,7 @@ class ProblemSpec(BaseModel):
         return cls(
             id=problem.id, design=problem.design, dut_instance=problem.dut_instance,
             metrics=list(problem.metrics), targets=[Target(metric="overall", percent=problem.target_percent)],
-            simulator=problem.simulator, difficulty=problem.difficulty, prompt=problem.prompt,
+            simulator=problem.simulator, engine=problem.engine, difficulty=problem.difficulty, prompt=problem.prompt,
             context=dict(problem.context), testbench_path=problem.testbench_path,
         )
 
@@ -84,7 +86,7 @@ class ProblemSpec(BaseModel):
         if isinstance(stimulus, str):
             stimulus = Completion(text=stimulus)
         fields: dict[str, Any] = {
-            "design": self.design, "stimulus": stimulus, "simulator": self.simulator,
+            "design": self.design, "stimulus": stimulus, "simulator": self.simulator, "engine": self.engine,
             "coverage": CoverageSpec(scope=self.dut_instance, metrics=list(self.metrics), targets=list(self.targets)),
             "limits": self.limits, "reward": self.reward,
         }
