@@ -29,7 +29,8 @@ from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGES = ("reward-service:latest", "reward-service-sim:latest", "redis:7.0-bookworm")
-SANDBOX_LABEL = "reward-service.sandbox"
+SANDBOX_LABEL = "reward-service.sandbox"  # reward_service.sandbox.reaper.LABEL
+OWNER_LABEL = "reward-service.owner"
 ATTENUATOR = "cvdp_copilot_Attenuator_0011"
 
 # One stack per test session: every test of this module runs on the same xdist worker
@@ -82,12 +83,18 @@ class Stack:
         return self.docker.containers.list(filters={"label": [f"com.docker.compose.project={self.project}",
                                                               f"com.docker.compose.service={service}"]})
 
-    def sim_containers(self) -> list:
-        """Sim containers (running or not) started by this stack's workers: their owner label
-        names the worker's host name, which is its container's short id."""
+    def sim_leftovers(self) -> list[str]:
+        """Sim containers (running or not) and per-step volumes made by this stack's workers:
+        their owner label starts with the worker's host name (its container's short id)."""
         hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker")}
-        found = self.docker.containers.list(all=True, filters={"label": SANDBOX_LABEL})
-        return [c for c in found if c.labels.get("reward-service.host") in hosts]
+
+        def mine(labels: dict) -> bool:
+            return (labels or {}).get(OWNER_LABEL, "").partition("/")[0] in hosts
+
+        containers = self.docker.api.containers(all=True, filters={"label": f"{SANDBOX_LABEL}=1"})
+        volumes = self.docker.api.volumes(filters={"label": f"{SANDBOX_LABEL}=1"}).get("Volumes") or []
+        return ([f"container {c['Id'][:12]}" for c in containers if mine(c.get("Labels"))]
+                + [f"volume {v['Name']}" for v in volumes if mine(v.get("Labels"))])
 
     def logs(self) -> str:
         return self.compose("logs", "--no-color", "--tail", "300", check=False).stdout
@@ -319,6 +326,6 @@ async def escape(dut):
     assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
     assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
     deadline = time.monotonic() + 20
-    while stack.sim_containers() and time.monotonic() < deadline:
+    while stack.sim_leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert stack.sim_containers() == [], "a sim container was left behind"
+    assert stack.sim_leftovers() == [], "sim containers or volumes were left behind"

@@ -3,8 +3,9 @@ only the app). Configuration comes from :class:`reward_service.settings.Settings
 evaluated lazily (on first use), so importing this module reads no environment.
 
 ``celery -A workers.celery_app worker`` finds :data:`app`; the task lives in
-:mod:`workers.tasks`, the remote-control command ``sandbox_check`` in :mod:`workers.control`
-(both listed in ``include``).
+:mod:`workers.tasks`, the remote-control command ``sandbox_check`` in :mod:`workers.control`,
+the start-up hooks (the Docker sandbox reaper) in :mod:`workers.lifecycle`
+(all listed in ``include``).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def make_app(settings: Settings | None = None, main: str = "reward_service", **kwargs: Any) -> Celery:
     """A Celery app configured from ``settings`` (default: :func:`get_settings`, read on first use)."""
-    app = Celery(main, include=["workers.tasks", "workers.control"], **kwargs)
+    app = Celery(main, include=["workers.tasks", "workers.control", "workers.lifecycle"], **kwargs)
     app.add_defaults(lambda: celery_config(settings or get_settings()))
     return app
 

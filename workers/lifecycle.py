@@ -1,0 +1,29 @@
+"""Worker life-cycle hooks (Celery signals, connected when the worker imports this module).
+
+With the Docker sandbox, a worker that was killed (SIGKILL, OOM, a lost machine) leaves its sim
+containers and per-step volumes behind; the next worker to start, and every worker every
+``REAPER_INTERVAL_S`` after that, removes those whose owner is gone or whose deadline has
+passed (:mod:`reward_service.sandbox.reaper`). Runs in the worker's main process only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery.signals import worker_ready
+
+from reward_service.settings import get_settings
+
+log = logging.getLogger(__name__)
+REAPER_INTERVAL_S = 300.0
+
+
+@worker_ready.connect
+def start_sandbox_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery's signature
+    """Start the periodic reaper when this worker runs simulations in Docker containers."""
+    if get_settings().sandbox != "docker":
+        return
+    from reward_service.sandbox import reaper
+
+    reaper.start_periodic(REAPER_INTERVAL_S)
+    log.info("sandbox reaper started (every %g s)", REAPER_INTERVAL_S)
