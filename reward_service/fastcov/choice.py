@@ -7,7 +7,7 @@ data, no ``$random``) is scored by the fast path and by Verilator, and every poi
 covered state) must be equal. Otherwise the design stays on Verilator and the decision keeps
 the reason. Decisions live in ``<cache_dir>/fastcov/decisions/<key>.json``, written under a file
 lock (one self-check per design even with many workers); the key covers the design texts,
-the toplevel, the measured metrics and the fast path's version.
+the toplevel, the metrics the fast path measures and its version.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import filelock
 from pyslang import ast
 
 from reward_service import hdl
-from reward_service.fastcov.backend import FastSimulator, design_key, instrumented
+from reward_service.fastcov.backend import FastSimulator, all_metrics, design_key, instrumented
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.instrument import parse
 from reward_service.fastcov.unit import Unsupported
@@ -57,14 +57,19 @@ class Decision:
         return self.engine == "fast"
 
 
-def decision_key(design_files: dict[str, str], toplevel: str | None, metrics: tuple[str, ...]) -> str:
-    return design_key({**design_files, "\0meta": json.dumps([toplevel, sorted(metrics), FASTCOV_VERSION])})
+def decision_key(design_files: dict[str, str], toplevel: str | None) -> str:
+    """Content key of a decision: design texts, toplevel, the metrics the fast path measures
+    and its version."""
+    meta = [toplevel, list(all_metrics()), FASTCOV_VERSION]
+    return design_key({**design_files, "\0meta": json.dumps(meta)})
 
 
-def decide(engine: Any, design: Any, metrics: tuple[str, ...]) -> Decision:
+def decide(engine: Any, design: Any) -> Decision:
     """The cached decision for ``design`` (a :class:`~reward_service.models.Design`), making it
-    (instrumentation + self-check on ``engine``) when none is cached. Thread and process safe."""
-    key = decision_key(design.files, design.toplevel, metrics)
+    (instrumentation and a self-check of every metric the fast path measures, on ``engine``)
+    when none is cached. Thread and process safe."""
+    metrics = all_metrics()
+    key = decision_key(design.files, design.toplevel)
     folder = Path(engine.settings.cache_dir) / "fastcov" / "decisions"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{key}.json"

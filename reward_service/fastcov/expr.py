@@ -32,7 +32,7 @@ from pyslang import ast, syntax
 from pyslang.parsing import Token
 
 from reward_service.fastcov.blocks import _off_regions, _pragma_before, _pragma_in
-from reward_service.fastcov.expr_ir import Lowering, VNode, const_int_value, symbol_key
+from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
 from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported
 
@@ -77,6 +77,7 @@ class _Target:
 
     how: str
     anchor: Any = None
+    depth: int = 0                 # begin blocks entered when the list began
     loop: Any = None
     returns: list[Any] = field(default_factory=list)
     checks: list[tuple[tuple, tuple[_Check, ...]]] = field(default_factory=list)   # (guard, checks)
@@ -108,11 +109,15 @@ class _Walker:
         self.flags: dict[tuple, Flag] = {}
         self.targets: list[_Target] = []
         self.points: list[tuple[tuple[int, int], CoverExpr]] = []  # for tests and docs
+        #: variables declared in the begin blocks being walked: a check placed after such a
+        #: block cannot name them (Verilator's hoisted variables can)
+        self.hidden: list[set] = []
 
     # -- text and positions ---------------------------------------------------------------------
-    def _text(self, node: Any) -> str:
-        """Source text of an expression on one line without comments (tokens joined)."""
-        return " ".join(t.rawText for t in _tokens(node) if t.rawText)
+    def _text(self, node: Any, replaced: dict | None = None) -> str:
+        """Source text of an expression on one line without comments (tokens joined), with the
+        subexpressions in ``replaced`` (keyed by ``_span_key``) swapped for their text."""
+        return " ".join(_texts(node, replaced or {}))
 
     def _covered_here(self, token: Any) -> bool:
         sm = self.u.source.sm
@@ -183,15 +188,16 @@ class _Walker:
             for item in s.list:
                 self.stmt(item, state, target, guard)
         elif k == _T.Block:
+            # a begin-end block is no statement list of its own for V3Coverage (only procedures,
+            # if arms, loops and functions are): its checks go where the enclosing ones go
             if s.blockKind.name != "Sequential":
                 raise Unsupported(f"{self.u.file}:{self.u.location(s.syntax)[0]}: fork/join in the DUT")
             items = _stmt_list(s.body)
-            real = [i for i in items if i.kind != _T.VariableDeclaration]
-            inner = self._target("append", real[-1].syntax) if real else self._target("none")
+            locals_ = {symbol_key(i.symbol) for i in items if i.kind == _T.VariableDeclaration}
+            self.hidden.append(locals_)
             for item in items:
-                self.stmt(item, state, inner, guard)
-            if inner.how == "none" and inner.checks:
-                raise Unsupported(f"{self.u.file}: a logical expression in a block without statements")
+                self.stmt(item, state, target, guard)
+            self.hidden.pop()
         elif k == _T.ExpressionStatement:
             self.expression_stmt(s, state, target, guard)
         elif k == _T.Conditional:
@@ -315,6 +321,12 @@ class _Walker:
         points = cover(root)
         if not points:
             return
+        hidden = self.hidden[target.depth:]
+        if hidden:
+            used = {sub.ident[1] for ce in points for t in ce.terms for sub in t.node.walk() if sub.ident}
+            if used & set().union(*hidden):
+                raise Unsupported(f"{self.u.file}:{self.u.location(token)[0]}: expression term names a "
+                                  "variable of a begin block; Verilator counts it after the block")
         line, column = self.u.location(token)
         checks = []
         for ce in points:
@@ -329,7 +341,7 @@ class _Walker:
 
     # -- insertions -----------------------------------------------------------------------------
     def _target(self, how: str, anchor: Any = None) -> _Target:
-        t = _Target(how, anchor)
+        t = _Target(how, anchor, depth=len(self.hidden))
         self.targets.append(t)
         return t
 
@@ -415,6 +427,22 @@ def _guarded(checks: list[tuple[tuple, tuple[_Check, ...]]]) -> str:
                 cond = " && ".join(f"({name} == {value})" for name, value in g)
                 out.append(f"if ({cond}) begin {text} end")
     return " ".join(out)
+
+
+def _texts(node: Any, replaced: dict):
+    if not isinstance(node, Token) and replaced:
+        key = _span_key(node)
+        if key in replaced:
+            yield replaced[key]
+            return
+    for child in node:
+        if child is None:
+            continue
+        if isinstance(child, Token):
+            if child.rawText:
+                yield child.rawText
+        else:
+            yield from _texts(child, replaced)
 
 
 def _tokens(node: Any):

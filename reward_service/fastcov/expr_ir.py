@@ -173,6 +173,9 @@ class Lowering:
         self.loc = loc
         self.line_of = line_of
         self.genvars = genvars if genvars is not None else {}
+        #: source text that replaces a select's (keyed by the select's syntax node): Icarus must
+        #: index the way Verilator's lowered select does (index wrapped to the select width)
+        self.replaced: dict[Any, str] = {}
 
     # entry points -----------------------------------------------------------------------------
     def build(self, e: Any) -> VNode:
@@ -205,7 +208,20 @@ class Lowering:
 
     def _src(self, e: Any) -> str | None:
         syn = getattr(e, "syntax", None)
-        return "(" + self.text(syn) + ")" if syn is not None else None
+        if syn is None:
+            return None
+        text = self.text(syn, self.replaced)
+        return text if _unparen(syn).kind.name == "IdentifierName" else "(" + text + ")"
+
+    def _select_src(self, e: Any, frm: VNode, lsb: VNode, width: int) -> str | None:
+        """Icarus text of a packed select as Verilator computes it: ``W'(from >> lsb)`` with
+        the lsb wrapped as V3Width fitted it (``v[i]`` reads ``v[i % 4]`` of a 4-bit ``v``)."""
+        if lsb.is_const or frm.src is None or lsb.src is None:
+            return self._src(e)
+        text = f"{width}'(({frm.src}) >> ({lsb.src}))"
+        if e.syntax is not None:
+            self.replaced[_span_key(e.syntax)] = text
+        return text
 
     def _tok_loc(self, token: Any):
         return self.loc(token) if token is not None else None
@@ -383,14 +399,19 @@ class Lowering:
             lo, hi = rng.lower, rng.upper
             width, signed = (0, False) if e.type.isUnpackedArray else self._type(e)
             idx = self._index(e.selector, lo, hi, ascending=False)
-            n = VNode("arraysel", width, signed, [frm, idx], loc=loc, src=self._src(e))
+            src = self._src(e)
+            if not idx.is_const and frm.src is not None and idx.src is not None and frm.kind in ("var", "arraysel"):
+                src = f"{frm.src}[({idx.src}) + {lo}]" if lo else f"{frm.src}[{idx.src}]"
+                if e.syntax is not None:
+                    self.replaced[_span_key(e.syntax)] = src
+            n = VNode("arraysel", width, signed, [frm, idx], loc=loc, src=src)
             n.basic_lo = _type_basic_lo(e.type)
             return n
         _check_vector(self, e, value_t)
         rng = value_t.fixedRange
         ascending = rng.left < rng.right
         lsb = self._index(e.selector, rng.lower, rng.upper, ascending)
-        return VNode("sel", 1, False, [frm, lsb], sel_width=1, loc=loc, src=self._src(e))
+        return VNode("sel", 1, False, [frm, lsb], sel_width=1, loc=loc, src=self._select_src(e, frm, lsb, 1))
 
     def _index(self, sel: Any, lo: int, hi: int, ascending: bool) -> VNode:
         """The lsb/index expression V3WidthSel makes of a select index: minus the range's low
@@ -403,7 +424,7 @@ class Lowering:
             if idx.is_const:
                 idx = _resized_const(const(32, int(idx.const_bits, 2) - lo), idx.width)
             else:
-                idx = VNode("bin", max(32, idx.width), False, [idx, const(32, lo)], op="-")
+                idx = _minus(idx, lo)
         return fit(idx, selwidth)
 
     def _RangeSelect(self, e: Any) -> VNode:
@@ -425,8 +446,9 @@ class Lowering:
                 lsb = _from_high(hi_bound - _const_int(e.right) + 1, self.build(e.left))
             else:
                 lsb = _from_high(hi_bound, self.build(e.left))
-            return VNode("sel", width, False, [frm, fit(lsb, selwidth)], sel_width=width, loc=loc,
-                         src=self._src(e))
+            lsb = fit(lsb, selwidth)
+            return VNode("sel", width, False, [frm, lsb], sel_width=width, loc=loc,
+                         src=self._select_src(e, frm, lsb, width))
         if kind == "Simple":
             left, right = _const_int(e.left), _const_int(e.right)
             lsb = const(32, min(left, right) - lo_bound)
@@ -438,7 +460,7 @@ class Lowering:
                 if base.is_const:
                     lsb = const(32, int(base.const_bits, 2) - lo_bound)
                 elif lo_bound:
-                    lsb = fit(VNode("bin", max(32, base.width), False, [base, const(32, lo_bound)], op="-"), selwidth)
+                    lsb = fit(_minus(base, lo_bound), selwidth)
                 else:
                     lsb = fit(base, selwidth)
             else:  # IndexedDown
@@ -447,8 +469,9 @@ class Lowering:
                 elif lo_bound:
                     raise Unsupported(f"{self._where(e)}: -: select of a range with lo != 0")
                 else:
-                    lsb = fit(VNode("bin", max(32, base.width), False, [base, const(32, w - 1)], op="-"), selwidth)
-        return VNode("sel", width, False, [frm, lsb], sel_width=width, loc=loc, src=self._src(e))
+                    lsb = fit(_minus(base, w - 1), selwidth)
+        return VNode("sel", width, False, [frm, lsb], sel_width=width, loc=loc,
+                     src=self._select_src(e, frm, lsb, width))
 
     def _MemberAccess(self, e: Any) -> VNode:
         value_t = e.value.type.canonicalType
@@ -581,7 +604,19 @@ def _is_param_ref(n: VNode) -> bool:
 
 def _from_high(k: int, idx: VNode) -> VNode:
     """``k - index``: the lsb of a select of an ascending range (never folded)."""
-    return VNode("bin", max(32, idx.width), False, [const(32, k), idx], op="-")
+    src = f"({k} - ({idx.src}))" if idx.src is not None else None
+    return VNode("bin", max(32, idx.width), False, [const(32, k), idx], op="-", src=src)
+
+
+def _minus(idx: VNode, k: int) -> VNode:
+    """``index - k`` with a 32-bit unsigned ``k`` (V3WidthSel's lsb of a range not based at 0)."""
+    src = f"(({idx.src}) - {k})" if idx.src is not None else None
+    return VNode("bin", max(32, idx.width), False, [idx, const(32, k)], op="-", src=src)
+
+
+def _span_key(syn: Any) -> tuple:
+    rng = syn.sourceRange
+    return (rng.start.buffer.id, rng.start.offset, rng.end.offset)
 
 
 def fit(n: VNode, width: int) -> VNode:
@@ -612,9 +647,7 @@ def _resized_const(n: VNode, width: int) -> VNode:
 
 
 def _truncate(n: VNode, width: int) -> VNode:
-    src = None
-    if n.src is not None:
-        src = f"(({n.src}) & {width}'h{((1 << width) - 1):x})" if width < 64 else None
+    src = f"{width}'({n.src})" if n.src is not None else None
     return VNode("sel", width, False, [n, const(32, 0)], sel_width=width, loc=n.loc, src=src)
 
 

@@ -55,7 +55,7 @@ def simulate(engine: Any, prepared: Any, timings: dict[str, float]) -> ScoreResu
     if fallback is None and request.engine == "auto":
         from reward_service.fastcov.choice import decide
 
-        decision = decide(engine, prepared.design, tuple(request.coverage.metrics))
+        decision = decide(engine, prepared.design)
         if not decision.fast:
             fallback = f"auto chose Verilator for this design: {decision.reason}"
     if fallback is None:
