@@ -282,7 +282,7 @@ class Lowering:
         name = sym.name
         if not name.isidentifier() and not name.replace("$", "_").isidentifier():
             raise Unsupported(f"{self._where(e)}: escaped identifier {name!r}")
-        n = VNode("var", width, signed, name=name, loc=loc, src=self._src(e),
+        n = VNode("var", width, signed, name=name, loc=loc, src=self._src(e) or name,
                   ident=("param" if sym.kind == _S.Parameter else "var", key), basic_lo=_basic_lo(sym))
         if sym.kind == _S.Parameter:
             n.param = _param_value(sym)
