@@ -53,19 +53,20 @@ def design_key(files: dict[str, str]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...]) -> Instrumented | Unsupported:
+def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...], emulation: str) -> Instrumented | Unsupported:
     try:
-        return instrument(json.loads(files_json), metrics)
+        return instrument(json.loads(files_json), metrics, emulation)
     except Unsupported as exc:
         return exc
 
 
-def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None) -> Instrumented:
+def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None,
+                 emulation: str = "two_state") -> Instrumented:
     """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
     all the fast path measures), cached per design content. Raises :class:`Unsupported`
     (cached too)."""
     wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
-    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted)
+    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation)
     if isinstance(result, Unsupported):
         raise result
     return result
@@ -93,18 +94,18 @@ class FastSimulator(SimulatorBackend):
     def measures(self) -> tuple[str, ...]:  # type: ignore[override]
         return all_metrics() + ("functional",)
 
-    def prepare(self, job: Job) -> tuple[Instrumented, str]:
-        """Write the instrumented DUT (and the rewritten testbench) over ``job.src``; returns
-        the instrumentation and this run's token. Raises :class:`Unsupported`."""
-        design = {n: (job.src / n).read_text(encoding="utf-8") for n in _design_names(job)}
-        inst = instrumented(design, self.metrics)
+    def prepare(self, job: Job, emulation: str) -> tuple[Instrumented, str]:
+        """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
+        run's token. Raises :class:`Unsupported`."""
+        design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
+        inst = instrumented(design, self.metrics, emulation)
         token = secrets.token_hex(16)
         for name, text in inst.files.items():
             (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")
         return inst, token
 
     def run_sv(self, job: Job) -> FastRun:
-        inst, token = self.prepare(job)
+        inst, token = self.prepare(job, "two_state")
         hdl_tb = {n: (job.src / n).read_text(encoding="utf-8") for n in job.stimulus_files}
         rewritten, skipped = emulate_testbench(hdl_tb)
         for name, text in rewritten.items():
@@ -141,16 +142,12 @@ class FastSimulator(SimulatorBackend):
         return out
 
     def run_cocotb(self, job: Job) -> FastRun:
-        inst, token = self.prepare(job)
+        inst, token = self.prepare(job, "zero_init")  # cocotb tests read logic vectors
         base = cocotb_flow.run_cocotb(job, simulator="icarus")
         out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})
         if out.run is not None:
             out.points = _read_flags(job.run_dir, token, inst, out.notes)
         return out
-
-
-def _design_names(job: Job) -> list[str]:
-    return list(job.design_files)
 
 
 def _read_flags(run_dir: Path, token: str, inst: Instrumented, notes: list[str]) -> list[CoveragePoint] | None:

@@ -1,11 +1,14 @@
 """Rewrites that make Icarus simulate the way Verilator does (applied to the DUT and the
 testbench; no coverage is added here).
 
-- **2-state, zero-initialised**: Verilator has no X/Z and starts every variable at 0. The
-  ``reg``/``logic`` data types of variables become ``bit`` and ``integer`` becomes ``int``
-  (Icarus zero-initialises 2-state variables and turns X/Z written to them into 0); input
-  ports become ``bit`` variables, so an undriven or X input reads 0 inside, as in Verilator.
-  Nets stay 4-state (a net cannot be 2-state); toggle sampling reads their X/Z as 0.
+- **2-state, zero-initialised** (:func:`two_state`, SV testbenches): Verilator has no X/Z and
+  starts every variable at 0. The ``reg``/``logic`` data types of variables become ``bit`` and
+  ``integer`` becomes ``int`` (Icarus zero-initialises 2-state variables and turns X/Z written
+  to them into 0); input ports become ``bit`` variables, so an undriven or X input reads 0
+  inside, as in Verilator. Nets stay 4-state (a net cannot be 2-state); toggle sampling reads
+  their X/Z as 0. Unpacked arrays stay 4-state and are zeroed (:func:`zero_arrays`).
+- **zero-initialised only** (:func:`zero_init`, cocotb stimulus, whose tests read signal
+  values as logic vectors).
 - **Time-0 evaluation**: Verilator evaluates combinational logic once before time advances;
   Icarus runs ``always @(*)`` only on a change of its inputs. ``always @(*)``/``always @*``
   become ``always_comb``, which Icarus runs at time 0 (its sensitivity also includes the
@@ -29,37 +32,15 @@ _K = syntax.SyntaxKind
 def two_state(source: SourceFile) -> None:
     """Rewrite variable data types of every module in ``source`` to 2-state (see above)."""
     nets = _net_names(source.tree.root)
-    driven = _continuously_driven(source.tree.root)
     for node in _walk(source.tree.root):
         k = node.kind
         parent = node.parent
-        if k == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node):
-            # Icarus 11 crashes (vvp "recv_real not implemented") when a 2-state unpacked
-            # array element feeds a continuous assignment: arrays stay 4-state and are zeroed
-            # by an initial right after their declaration (before the scope's own initials).
-            inits = []
-            for decl in node.declarators:
-                if not isinstance(decl, syntax.SyntaxNode) or decl.initializer is not None:
-                    continue
-                dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
-                name = decl.name.valueText
-                if name in driven:  # elements driven by assign/ports: Icarus forbids writing them
-                    continue
-                idx = [f"__rs_i{i}" for i in range(len(dims))]
-                if idx:
-                    inits.append(f"initial foreach ({name}[{', '.join(idx)}]) "
-                                 f"{name}{''.join(f'[{i}]' for i in idx)} = '0;")
-                else:
-                    inits.append(f"initial {name} = '0;")
-            if inits:
-                source.insert(source.offsets(node)[1], " " + " ".join(inits), closing=True, depth=0)
-            continue
         if k in (_K.RegType, _K.LogicType):
             if parent is not None and parent.kind in (_K.NetDeclaration, _K.NetPortHeader, _K.NetTypeDeclaration):
                 continue
             if parent is not None and parent.kind == _K.DataDeclaration and _unpacked(parent) \
                     and not _in_subroutine(parent):
-                continue
+                continue  # arrays stay 4-state (zero_arrays)
             if parent is not None and parent.kind == _K.VariablePortHeader and _direction(parent) == "inout":
                 continue
             source.replace(node.keyword, "bit")
@@ -72,6 +53,61 @@ def two_state(source: SourceFile) -> None:
                 source.insert(source.offsets(node.direction)[1], " bit", closing=True, depth=0)
         elif k == _K.NetPortHeader and _direction(node) == "input" and node.netType.kind == TokenKind.WireKeyword:
             source.replace(node.netType, "bit")
+
+
+def zero_init(source: SourceFile) -> None:
+    """Zero-initialise the variables of every module in ``source`` but keep them 4-state (for
+    cocotb stimulus: cocotb reads 2-state signals as Python ints, which tests written for
+    logic signals cannot use). Declarations get ``= '0`` (Icarus runs declaration
+    initialisers before any process), arrays a ``foreach`` initial; typedef'd types (enums
+    need a cast Icarus does not support) and continuously driven variables are left alone."""
+    driven = _continuously_driven(source.tree.root)
+    for node in _walk(source.tree.root):
+        if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
+            if node.type.kind not in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
+                continue
+            if _unpacked(node):
+                continue  # two_state's array initialiser, see instrument
+            for decl in node.declarators:
+                if isinstance(decl, syntax.SyntaxNode) and decl.initializer is None \
+                        and decl.name.valueText not in driven:
+                    source.insert(source.offsets(decl)[1], " = '0", closing=True, depth=0)
+        elif node.kind == _K.ImplicitAnsiPort and node.header.kind == _K.VariablePortHeader \
+                and _direction(node.header) == "output" \
+                and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
+                and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
+            source.insert(source.offsets(node.declarator)[1], " = '0", closing=True, depth=0)
+
+
+def zero_arrays(source: SourceFile) -> None:
+    """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
+    driven = _continuously_driven(source.tree.root)
+    for node in _walk(source.tree.root):
+        if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) \
+                and not _in_procedure(node):
+            _zero_array_declaration(source, node, driven)
+
+
+def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> None:
+    # Icarus 11 crashes (vvp "recv_real not implemented") when a 2-state unpacked array
+    # element feeds a continuous assignment: arrays stay 4-state and are zeroed by an initial
+    # right after their declaration (before the scope's own initials).
+    inits = []
+    for decl in node.declarators:
+        if not isinstance(decl, syntax.SyntaxNode) or decl.initializer is not None:
+            continue
+        dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
+        name = decl.name.valueText
+        if name in driven:  # elements driven by assign/ports: Icarus forbids writing them
+            continue
+        idx = [f"__rs_i{i}" for i in range(len(dims))]
+        if idx:
+            inits.append(f"initial foreach ({name}[{', '.join(idx)}]) "
+                         f"{name}{''.join(f'[{i}]' for i in idx)} = '0;")
+        else:
+            inits.append(f"initial {name} = '0;")
+    if inits:
+        source.insert(source.offsets(node)[1], " " + " ".join(inits), closing=True, depth=0)
 
 
 def comb_at_time_zero(source: SourceFile) -> None:
@@ -147,6 +183,15 @@ def _construct_bodies(construct: Any):
         for item in construct.items:
             if isinstance(item, syntax.SyntaxNode):
                 yield item.clause
+
+
+def _in_procedure(node: Any) -> bool:
+    while node is not None:
+        if node.kind in (_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock,
+                         _K.AlwaysLatchBlock):
+            return True
+        node = node.parent
+    return False
 
 
 def _in_subroutine(node: Any) -> bool:

@@ -97,10 +97,17 @@ def modules_of(source: SourceFile) -> list[Any]:
     return [m for m in members if m.kind == _K.ModuleDeclaration]
 
 
-def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None) -> Instrumented:
+EMULATIONS = ("two_state", "zero_init")
+
+
+def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
+               emulation: str = "two_state") -> Instrumented:
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
-    point kinds of ``metrics`` (default: all). Raises :class:`Unsupported` when the design
-    cannot be instrumented exactly."""
+    point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
+    (``two_state`` for SV testbenches, ``zero_init`` for cocotb; see :mod:`.emulate`). Raises
+    :class:`Unsupported` when the design cannot be instrumented exactly."""
+    if emulation not in EMULATIONS:
+        raise ValueError(f"unknown emulation {emulation!r}")
     hdl_files = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
     if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
         raise Unsupported("`include in the design is not instrumented")
@@ -118,8 +125,7 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None) -
             for kind in kinds:
                 kind.instrument(unit)
             tables[unit.name] = _finish_module(unit)
-        emulate.two_state(source)
-        emulate.comb_at_time_zero(source)
+        _emulate(source, emulation)
     files = dict(design)
     files.update({s.name: s.apply() for s in sources})
     metrics = tuple(dict.fromkeys(m for k in kinds for m in k.metrics))
@@ -135,12 +141,17 @@ def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]
             continue
         try:
             (source,), _ = parse({name: text})
-            emulate.two_state(source)
-            emulate.comb_at_time_zero(source)
+            _emulate(source, "two_state")
             out[name] = source.apply()
         except Unsupported:
             skipped.append(name)
     return out, skipped
+
+
+def _emulate(source: SourceFile, emulation: str) -> None:
+    (emulate.two_state if emulation == "two_state" else emulate.zero_init)(source)
+    emulate.zero_arrays(source)
+    emulate.comb_at_time_zero(source)
 
 
 def _instance_bodies(compilation: Any) -> dict[str, Any]:
