@@ -61,7 +61,7 @@ def zero_init(source: SourceFile) -> None:
     logic signals cannot use). Declarations get ``= '0`` (Icarus runs declaration
     initialisers before any process), arrays a ``foreach`` initial; typedef'd types (enums
     need a cast Icarus does not support) and continuously driven variables are left alone."""
-    driven = _continuously_driven(source.tree.root)
+    driven = _continuously_driven(source.tree.root) | _input_port_names(source.tree.root)
     for node in _walk(source.tree.root):
         if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
             if node.type.kind not in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
@@ -215,6 +215,13 @@ def _port_names(port: Any) -> set[str]:
     if port.kind == _K.PortDeclaration:
         return {d.name.valueText for d in port.declarators if isinstance(d, syntax.SyntaxNode)}
     return set()
+
+
+def _input_port_names(root: Any) -> set[str]:
+    """Names of non-ANSI ``input`` port declarations (``input [3:0] a; reg [3:0] a;``)."""
+    return {d.name.valueText for n in _walk(root)
+            if n.kind == _K.PortDeclaration and _direction(n.header) in ("input", "inout") and not _in_subroutine(n)
+            for d in n.declarators if isinstance(d, syntax.SyntaxNode)}
 
 
 def _net_names(root: Any) -> set[str]:
