@@ -138,6 +138,8 @@ class FastSimulator(SimulatorBackend):
             out.ended_by = "timeout"
         elif not out.run.limit_hit:
             out.ended_by = ended_by_from_log(out.run.output, out.run.exit_code)
+            if out.ended_by == "finish" and "$finish called" not in out.run.output:
+                out.ended_by = "no_events"  # emulate.mark_endings prints it before every $finish
         out.points = _read_flags(job.run_dir, token, inst, out.notes)
         return out
 

@@ -110,6 +110,18 @@ def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> 
         source.insert(source.offsets(node)[1], " " + " ".join(inits), closing=True, depth=0)
 
 
+def mark_endings(source: SourceFile) -> None:
+    """Print ``$stop called`` / ``$finish called`` before every ``$stop`` / ``$finish``: with
+    ``vvp -n`` both end the run silently (as does running out of events), and ``ended_by``
+    should say which ending it was."""
+    for node in _walk(source.tree.root):
+        if node.kind == _K.ExpressionStatement:
+            expr = node.expr.left if node.expr.kind == _K.InvocationExpression else node.expr
+            if expr.kind == _K.SystemName and expr.systemIdentifier.valueText in ("$stop", "$finish"):
+                name = expr.systemIdentifier.valueText
+                source.wrap(node, _depth(node)).before.append(f'$display("{name} called");')
+
+
 def comb_at_time_zero(source: SourceFile) -> None:
     """``always @(*) S`` / ``always @* S`` -> ``always_comb S`` (see above)."""
     for node in _walk(source.tree.root):

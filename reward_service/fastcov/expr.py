@@ -108,6 +108,7 @@ class _Walker:
         self.low = Lowering(self._text, lambda tok: tok, lambda node: unit.location(node)[0], self.genvars)
         self.flags: dict[tuple, Flag] = {}
         self.targets: list[_Target] = []
+        self._targets: dict[tuple, _Target] = {}
         self.points: list[tuple[tuple[int, int], CoverExpr]] = []  # for tests and docs
         #: variables declared in the begin blocks being walked: a check placed after such a
         #: block cannot name them (Verilator's hoisted variables can)
@@ -296,7 +297,16 @@ class _Walker:
         if e.kind == _E.UnaryOp and e.op.name in _INC_DEC:   # i++ is i = i + 1
             self.expression(e.operand, state, target, guard)
             return
+        if e.kind == _E.Call and not e.isSystemCall and e.type.isVoid:   # a task / void function call
+            for arg in e.arguments:
+                self.expression(arg, state, target, guard)
+            return
+        if e.kind in (_E.EmptyArgument, _E.LValueReference):
+            return
         if e.kind == _E.Assignment:
+            if e.isLValueArg:   # an output argument: only its lvalue's expressions
+                self.root_checks(self.low.build(e.left), state, target, guard)
+                return
             if e.isCompound:
                 raise Unsupported(f"{self.u.file}: compound assignment with expression coverage")
             self.root_checks(self.low.build(e.right), state, target, guard)
@@ -341,8 +351,16 @@ class _Walker:
 
     # -- insertions -----------------------------------------------------------------------------
     def _target(self, how: str, anchor: Any = None) -> _Target:
-        t = _Target(how, anchor, depth=len(self.hidden))
-        self.targets.append(t)
+        """The target of a statement list; one per list, shared by the iterations of a generate
+        loop (their checks are then told apart by genvar guards)."""
+        key = (how, _span_key(anchor)) if anchor is not None else None
+        t = self._targets.get(key) if key is not None else None
+        if t is None:
+            t = _Target(how, anchor)
+            self.targets.append(t)
+            if key is not None:
+                self._targets[key] = t
+        t.depth = len(self.hidden)
         return t
 
     def flush(self) -> None:

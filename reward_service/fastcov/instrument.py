@@ -87,7 +87,7 @@ def parse(files: dict[str, str]) -> tuple[list[SourceFile], Any]:
 
 def modules_of(source: SourceFile) -> list[Any]:
     root = source.tree.root
-    members = [root] if root.kind == _K.ModuleDeclaration else list(getattr(root, "members", []))
+    members = list(root.members) if root.kind == _K.CompilationUnit else [root]
     for m in members:
         if m.kind in (_K.InterfaceDeclaration, _K.ClassDeclaration, _K.ProgramDeclaration):
             raise Unsupported(f"{source.name}: {m.kind.name} in the design is not instrumented")
@@ -152,6 +152,7 @@ def _emulate(source: SourceFile, emulation: str) -> None:
     (emulate.two_state if emulation == "two_state" else emulate.zero_init)(source)
     emulate.zero_arrays(source)
     emulate.comb_at_time_zero(source)
+    emulate.mark_endings(source)
 
 
 def _instance_bodies(compilation: Any) -> dict[str, Any]:
