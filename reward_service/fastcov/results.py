@@ -4,12 +4,14 @@ Each module instance wrote ``<token> F <module> <path> <flag bits> <scope bits>`
 sampled signal (element) ``<token> T <module> <signal> <element> <path> <left> <right> <rise>
 <fall>`` (see :mod:`.instrument`, :mod:`.toggle`). Points of several instances with the same
 key (file, line, column, type, page, comment) are merged into one record the way Verilator's
-``VerilatedCovImp::write`` does: counts summed, hierarchies combined by :func:`combine_hier`.
+``VerilatedCovImp::write`` does: counts summed, hierarchies combined by :func:`combine_hier` in
+Verilator's instance order (approximated by natural order of the paths).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from reward_service.coverage.points import CoveragePoint
 from reward_service.fastcov.instrument import Instrumented
@@ -51,6 +53,13 @@ class Item:
     detail: str
     hier: str
     count: int
+    hiers: list[str] = field(default_factory=list, repr=False)
+
+
+def _natural(path: str) -> list:
+    """Sort key putting ``u[2]`` before ``u[10]``: Verilator creates (and merges) the instances
+    of a generate loop in index order, and :func:`combine_hier` depends on the order."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
 def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint]:
@@ -90,6 +99,11 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
     if not seen:
         raise FlagFileError("the simulation wrote no coverage flags (it did not reach an ending)")
     _toggle_points(items, toggles, instances, inst)
+    for item in items.values():
+        hier = ""
+        for path in sorted(item.hiers, key=_natural):
+            hier = combine_hier(hier, path)
+        item.hier = hier
     return list(items.values())
 
 
@@ -97,10 +111,9 @@ def _add(items: dict, key: tuple, hier: str, count: int) -> None:
     item = items.get(key)
     if item is None:
         file, line, column, metric, _module, comment = key
-        items[key] = Item(metric, file, line, column, comment, hier, count)
-    else:
-        item.count += count
-        item.hier = combine_hier(item.hier, hier)
+        item = items[key] = Item(metric, file, line, column, comment, "", 0)
+    item.count += count
+    item.hiers.append(hier)
 
 
 def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, list[str]],
