@@ -27,13 +27,20 @@ host path used: it carries no files, every Docker host has it).
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import docker
+import requests
+from docker.types import Mount, Ulimit
 
 from reward_service.sandbox import archive, reaper
 from reward_service.sandbox.base import (
@@ -62,6 +69,9 @@ _PIDS_EVENTS = ("/sys/fs/cgroup/pids/docker/{id}/pids.events",
                 "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/pids.events",
                 "/sys/fs/cgroup/docker/{id}/pids.events",
                 "/sys/fs/cgroup/system.slice/docker-{id}.scope/pids.events")
+
+#: What a failing daemon call raises (the SDK does not wrap transport errors).
+_DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 _TOOLCHAINS: dict[str, Toolchain] = {}   # image id -> probed toolchain (one probe per process)
 _TOOLCHAIN_LOCK = threading.Lock()
@@ -103,8 +113,6 @@ class DockerSandbox(Sandbox):
     @property
     def client(self):  # noqa: ANN201 - docker.DockerClient
         if self._client is None:
-            import docker
-
             try:
                 self._client = docker.from_env(max_pool_size=64)
             except docker.errors.DockerException as exc:
@@ -113,11 +121,9 @@ class DockerSandbox(Sandbox):
 
     def check(self) -> None:
         """Raise :class:`SandboxError` when the daemon is unreachable or the image missing."""
-        import docker
-
         try:
             self.client.ping()
-        except docker.errors.DockerException as exc:
+        except _DOCKER_ERRORS as exc:
             raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
         self.image_id()
 
@@ -125,14 +131,12 @@ class DockerSandbox(Sandbox):
         """The id of ``image``, resolved once: every container of this sandbox runs exactly the
         image its toolchain was probed in (a rebuilt tag takes effect on worker restart)."""
         if self._image_id is None:
-            import docker
-
             try:
                 self._image_id = self.client.api.inspect_image(self.image)["Id"]
             except docker.errors.ImageNotFound as exc:
                 raise SandboxError(f"the simulation image {self.image} is missing: build it with "
                                    "scripts/build_images.sh") from exc
-            except docker.errors.DockerException as exc:
+            except _DOCKER_ERRORS as exc:
                 raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
         return self._image_id
 
@@ -148,10 +152,6 @@ class DockerSandbox(Sandbox):
         return found
 
     def _probe(self, image_id: str) -> Toolchain:
-        import json
-        import shutil
-        import tempfile
-
         probe = Path(__file__).with_name("toolchain_probe.py")
         work = Path(tempfile.mkdtemp(prefix="rs-probe-"))
         try:
@@ -175,9 +175,6 @@ class DockerSandbox(Sandbox):
         return self._run(spec, {**base_env(self.toolchain()), **spec.env})
 
     def _run(self, spec: ExecSpec, env: dict[str, str]) -> ExecResult:
-        import docker
-        import requests
-
         if not spec.workdir.is_dir():
             raise SandboxError(f"work dir {spec.workdir} does not exist")
         mounts = self._mounts(spec)
@@ -197,7 +194,7 @@ class DockerSandbox(Sandbox):
                     api.put_archive(container, mount.target, data)
             result = self._supervise(container, spec)
             self._copy_back(container, spec, mounts)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        except _DOCKER_ERRORS as exc:
             raise SandboxError(f"docker: {exc}") from exc
         except (archive.ArchiveTooLarge, tarfile.TarError) as exc:
             raise SandboxError(f"copying files out of the sandbox failed: {exc}") from exc
@@ -222,8 +219,6 @@ class DockerSandbox(Sandbox):
         return mounts
 
     def _host_config(self, spec: ExecSpec, mounts: list[_Mount], labels: dict[str, str]) -> dict:
-        from docker.types import Mount, Ulimit
-
         volumes = [Mount(m.target, None, type="volume", labels=labels) for m in mounts]
         volumes += [Mount(b.target, self._cache_volume(b), type="volume", read_only=not b.writable)
                     for b in spec.binds if b.cache is not None]
@@ -254,8 +249,6 @@ class DockerSandbox(Sandbox):
 
     def _supervise(self, container: str, spec: ExecSpec) -> ExecResult:
         """Start ``container`` and follow it to its end or a limit (time, output flood)."""
-        import requests
-
         api = self.client.api
         out = BoundedOutput(spec.output_kb * 1024)
         flood_bytes = spec.output_kill_mb << 20
@@ -263,12 +256,14 @@ class DockerSandbox(Sandbox):
         stream = api.attach(container, stdout=True, stderr=True, stream=True, logs=False)
 
         def pump() -> None:
+            # Drain to the end even after a flood: the daemon reports the container's exit only
+            # once its output is consumed.
             try:
                 for chunk in stream:
-                    out.feed(chunk)
-                    if out.total > flood_bytes:
-                        flood.set()
-                        return
+                    if not flood.is_set():
+                        out.feed(chunk)
+                        if out.total > flood_bytes:
+                            flood.set()
             except Exception:  # noqa: BLE001 - the stream breaks when the container is killed
                 pass
 
@@ -332,8 +327,6 @@ class DockerSandbox(Sandbox):
     def _fetch(self, container: str, mount: _Mount, rel: str, keep: tuple[str, ...] | None = None) -> None:
         """Copy ``<mount.target>/<rel>`` out to ``<mount.host>/<rel>`` (only the paths under
         ``keep``, when given); a path the step did not write is simply absent."""
-        import docker
-
         source = f"{mount.target}/{rel}" if rel else mount.target
         try:
             chunks, _ = self.client.api.get_archive(container, source)
