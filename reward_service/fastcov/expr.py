@@ -387,7 +387,7 @@ class _Walker:
         test but the first sees that state) / after each passing test, so they go into a
         function called from the loop condition with the terms' values:
         ``for (i = 0; __rs_expr_cN(en, t0, ...) || (cond); step)``, ``en`` set once the body
-        has started; ``do ... while ((cond) && __rs_expr_cN(1'b1, t0, ...))``."""
+        has started; ``do ... while ((cond) ? __rs_expr_cN(1'b1, t0, ...) : 1'b0)``."""
         loop = t.loop
         index = len(self.u.declarations)
         fn, en = f"{PREFIX}expr_c{index}", f"{PREFIX}expr_l{index}"
@@ -413,9 +413,9 @@ class _Walker:
             self.u.prepend(loop.body.syntax, f"{en} = 1'b1;")
             self.u.insert_before(cond, f"{call} || (")
             self.u.insert_after(cond, ")")
-        else:
-            self.u.insert_before(cond, "(")
-            self.u.insert_after(cond, f") && {call}")
+        else:  # ?: and not &&: Icarus evaluates both operands of && (no short-circuit)
+            self.u.insert_before(cond, "((")
+            self.u.insert_after(cond, f") ? {call} : 1'b0)")
 
 
 # -- helpers ------------------------------------------------------------------------------------
