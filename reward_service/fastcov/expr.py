@@ -14,11 +14,14 @@ Point model (Verilator 5.48, V3Coverage.cpp; details and the checks against real
   ``(a==1 && b==0) => 1`` with each term printed as Verilator prints its widthed AST
   (:mod:`.expr_ir`).
 - Verilator counts a point where it appended the check: at the end of the statement list
-  that holds the expression (a ``begin`` block, an ``if`` arm, a loop body, the procedure or
-  the function -- a ``case`` item is not a list of its own), for continuous assignments
-  whenever the assignment is evaluated. The instrumentation puts the flag-setting ``if`` in
-  the same place: after the last statement of that list (before every ``return`` too, for a
-  function), and an ``always_comb`` next to a continuous assignment.
+  that holds the expression -- a procedure, an ``if`` arm, a loop (after a ``for`` loop's
+  step), a function or task; a ``begin`` block or a ``case`` item is no list of its own --
+  and for continuous assignments whenever the assignment is evaluated (inputs settled). The
+  instrumentation puts the flag-setting ``if`` in the same place: after the last statement of
+  that list (before every ``return`` too, for a function; inside a function called from the
+  loop condition, for a ``for``/``do-while`` loop's own list), and for a continuous assignment
+  in a process that runs at time 0 and after every input change, once the active region has
+  settled.
 - ``$stop``/``$fatal``/``$error`` turn the points off for the rest of the enclosing arm, item,
   loop or procedure; so do ``verilator coverage_off`` regions.
 """
@@ -374,7 +377,10 @@ class _Walker:
             if t.how == "append":
                 self.u.append(t.anchor, text)
             elif t.how == "comb":
-                self.u.insert_after(t.anchor, f" always_comb begin {text} end")
+                # Verilator evaluates a continuous assignment with its inputs settled (no
+                # glitches of simultaneous input changes): check after the active region (#0),
+                # once at time 0 and after every change
+                self.u.insert_after(t.anchor, f" initial begin #0; #0; {text} end always @* begin #0; {text} end")
             elif t.how == "func":
                 self.u.append(t.anchor, text)
                 for ret in t.returns:

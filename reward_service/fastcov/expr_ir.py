@@ -214,11 +214,11 @@ class Lowering:
         return text if _unparen(syn).kind.name == "IdentifierName" else "(" + text + ")"
 
     def _select_src(self, e: Any, frm: VNode, lsb: VNode, width: int) -> str | None:
-        """Icarus text of a packed select as Verilator computes it: ``W'(from >> lsb)`` with
+        """Icarus text of a packed select as Verilator computes it: ``$unsigned(W'(from >> lsb))`` with
         the lsb wrapped as V3Width fitted it (``v[i]`` reads ``v[i % 4]`` of a 4-bit ``v``)."""
         if lsb.is_const or frm.src is None or lsb.src is None:
             return self._src(e)
-        text = f"{width}'(({frm.src}) >> ({lsb.src}))"
+        text = f"$unsigned({width}'(({frm.src}) >> ({lsb.src})))"
         if e.syntax is not None:
             self.replaced[_span_key(e.syntax)] = text
         return text
@@ -647,7 +647,7 @@ def _resized_const(n: VNode, width: int) -> VNode:
 
 
 def _truncate(n: VNode, width: int) -> VNode:
-    src = f"{width}'({n.src})" if n.src is not None else None
+    src = f"$unsigned({width}'({n.src}))" if n.src is not None else None   # a Sel is unsigned
     return VNode("sel", width, False, [n, const(32, 0)], sel_width=width, loc=n.loc, src=src)
 
 
