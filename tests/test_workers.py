@@ -414,6 +414,24 @@ def test_sandbox_errors_are_retried_with_backoff_then_reported(make_service):
     assert d.job_stats(job)["deliveries"] == 3
 
 
+def test_background_jobs_run_after_every_queued_scoring_job(make_service):
+    """Warm-up builds (submit_background) queued first still run after the scoring jobs queued
+    behind them: registering many problems never delays scoring."""
+    svc = make_service()
+    d = svc.dispatcher
+    warm = d.submit_background(icarus_case(ARBITER, seed=51))
+    scores = d.submit_many([icarus_case(pid, seed=52) for pid in PIDS])
+    assert d.queue_depth() == 4  # the background list counts too (bounded by the same limit)
+    svc.start("one", concurrency=1)
+    views = wait_all(d, [warm, *scores], 120)
+    assert all(v.state == JobState.done and v.result.status == "ok" for v in views), svc.logs()
+
+    def finished(job_id: str) -> str:
+        return d._decode(d.results.get(d._meta_key(job_id)))["date_done"]
+
+    assert max(finished(j) for j in scores) < finished(warm)
+
+
 def test_two_api_processes_resubmitting_a_failed_job_send_it_once(make_service):
     """A sandbox_error result may be re-run by submitting it again; when two API processes
     (two dispatchers) do that at the same moment, the job is queued once, not twice."""

@@ -145,7 +145,7 @@ def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
                                 toplevel=problem.toplevel, runtime="cocotb-2.1"),
         coverage=CoverageSpec(metrics=["line"]), limits=problem.limits)
     try:
-        return dispatcher.submit(request)
+        return dispatcher.submit_background(request)  # behind every scoring job
     except QueueFull:
         return None
     except Exception:  # noqa: BLE001 - best effort: registering must not fail on a warm-up

@@ -41,6 +41,11 @@ class Dispatcher(abc.ABC):
     def submit(self, request: ScoreRequest) -> str:
         """Queue one request; returns its job id. Raises :class:`QueueFull`."""
 
+    def submit_background(self, request: ScoreRequest) -> str:
+        """Queue work nobody waits for (a warm-up build) behind every scoring job, so that
+        registering many problems never delays scoring. Raises :class:`QueueFull`."""
+        return self.submit(request)
+
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
         """Queue several requests (one RL step); ids in request order. All or nothing:
         raises :class:`QueueFull` before queueing any when they do not fit."""

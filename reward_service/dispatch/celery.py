@@ -45,6 +45,12 @@ _JOB_ID = re.compile(r"^[0-9a-f]{64}$")
 READY_STATES = ("SUCCESS", "FAILURE", "REVOKED")
 #: The unacknowledged-messages hash of kombu's Redis transport (delivered, not yet acked).
 UNACKED_KEY = "unacked"
+#: kombu's Redis transport emulates priorities with one list per step (``<queue>\x06\x16<step>``,
+#: steps 0, 3, 6, 9; 0 = the queue itself) and pops them in step order: step 0 first.
+PRIORITY_SEP, PRIORITY_STEPS = "\x06\x16", (0, 3, 6, 9)
+QUEUE_LISTS = tuple(QUEUE if step == 0 else f"{QUEUE}{PRIORITY_SEP}{step}" for step in PRIORITY_STEPS)
+#: Priority of scoring jobs (first) and of background jobs such as warm-up builds (last).
+SCORE_PRIORITY, BACKGROUND_PRIORITY = 0, 9
 #: Longest single block on the notification list; then the result key is read again
 #: (covers results stored by a worker's main process, e.g. after a hard time limit).
 _POLL_S = 1.0
@@ -160,7 +166,14 @@ class CeleryDispatcher(Dispatcher):
     def submit(self, request: ScoreRequest) -> str:
         return self.submit_many([request])[0]
 
+    def submit_background(self, request: ScoreRequest) -> str:
+        """Queue at the lowest priority: workers take it only when no scoring job waits."""
+        return self._submit([request], BACKGROUND_PRIORITY)[0]
+
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
+        return self._submit(requests, SCORE_PRIORITY)
+
+    def _submit(self, requests: list[ScoreRequest], priority: int) -> list[str]:
         payloads = [wire_payload(r) for r in requests]
         ids = [job_id_for(r) for r in requests]
         first: dict[str, dict[str, Any]] = {}
@@ -185,7 +198,7 @@ class CeleryDispatcher(Dispatcher):
                                     f"exceed the bound of {self.max_queue}", retry_after=_retry_after(depth))
             to_send = self._claim(rerun, fresh, seen)
             if to_send:
-                self._send([(i, first[i]) for i in to_send])
+                self._send([(i, first[i]) for i in to_send], priority)
         return ids
 
     def _claim(self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None]) -> list[str]:
@@ -203,13 +216,13 @@ class CeleryDispatcher(Dispatcher):
         claimed = pipe.execute()
         return [i for i, ok in zip(rerun + fresh, claimed) if ok]
 
-    def _send(self, jobs: list[tuple[str, dict[str, Any]]]) -> None:
+    def _send(self, jobs: list[tuple[str, dict[str, Any]]], priority: int) -> None:
         sent = 0
         try:
             with self.app.producer_or_acquire() as producer:
                 for job_id, payload in jobs:
                     self.app.send_task(TASK_NAME, args=[payload], kwargs={"enqueued_at": time.time()},
-                                       task_id=job_id, queue=QUEUE, producer=producer)
+                                       task_id=job_id, queue=QUEUE, producer=producer, priority=priority)
                     sent += 1
         except BaseException:
             # Jobs not sent must not look queued forever.
@@ -256,10 +269,11 @@ class CeleryDispatcher(Dispatcher):
         """Jobs waiting in the queue plus jobs delivered to a worker and not yet acknowledged
         (running, or reserved for a retry)."""
         pipe = self.broker.pipeline(transaction=False)
-        pipe.llen(QUEUE)
+        for name in QUEUE_LISTS:
+            pipe.llen(name)
         pipe.hlen(UNACKED_KEY)
-        waiting, unacked = pipe.execute()
-        return int(waiting) + int(unacked)
+        counts = pipe.execute()
+        return sum(int(c) for c in counts)
 
     def ready(self) -> dict[str, str]:
         checks: dict[str, str] = {}

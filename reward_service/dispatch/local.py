@@ -30,6 +30,9 @@ class LocalDispatcher(Dispatcher):
         self.engine = engine
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                        thread_name_prefix="score")
+        # Background work (warm-up builds) gets one thread of its own: it never takes a
+        # scoring thread, however many problems are registered at once.
+        self.background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background")
         self.max_queue = max_queue
         self._jobs: collections.OrderedDict[str, Future] = collections.OrderedDict()
         self._running: set[str] = set()
@@ -54,6 +57,12 @@ class LocalDispatcher(Dispatcher):
                 self._finished[job_id] = time.monotonic()
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
+        return self._submit(requests, self.pool)
+
+    def submit_background(self, request: ScoreRequest) -> str:
+        return self._submit([request], self.background_pool)[0]
+
+    def _submit(self, requests: list[ScoreRequest], pool: ThreadPoolExecutor) -> list[str]:
         with self._lock:
             if self.queue_depth_locked() + len(requests) > self.max_queue:
                 raise QueueFull(f"queue full ({self.max_queue} pending jobs)", retry_after=2.0)
@@ -61,7 +70,7 @@ class LocalDispatcher(Dispatcher):
             for request in requests:
                 job_id = uuid.uuid4().hex
                 self._pending += 1
-                self._jobs[job_id] = self.pool.submit(self._run, job_id, request)
+                self._jobs[job_id] = pool.submit(self._run, job_id, request)
                 ids.append(job_id)
             self._prune_locked()
             return ids
@@ -123,3 +132,4 @@ class LocalDispatcher(Dispatcher):
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.background_pool.shutdown(wait=False, cancel_futures=True)
