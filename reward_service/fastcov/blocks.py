@@ -4,9 +4,11 @@ Point model (Verilator 5.48, derived from V3Coverage.cpp and checked against rea
 ``tests/test_fastcov_constructs.py``):
 
 - ``block`` (line): the body of each ``initial``/``final``/``always*`` procedure, function and
-  task, and loop (``for``/``while``/``repeat``/``forever``/``do``/``foreach``); counted when
-  the body *completes* (its increment is the last statement; ``return`` and ``continue`` still
-  reach it, ``break`` does not). Located at the keyword, for functions/tasks at the name.
+  task, and loop (``for``/``while``/``repeat``/``forever``/``foreach``); counted when the body
+  *completes* (its increment is the last statement; ``return`` and ``continue`` still reach
+  it, ``break`` does not). Located at the keyword, for functions/tasks at the name, for
+  ``foreach`` at the loop variable. ``do S while (c)`` has two: one at ``c`` (each completed
+  body) and one at ``do`` (completed bodies after which ``c`` holds).
 - ``if``/``else`` (branch): an ``if`` that is not part of an else-if chain, or the last ``if``
   of a chain that has no final ``else``; the ``else`` point exists without an ``else`` arm too
   and sits one column right of the ``if``.
@@ -232,6 +234,12 @@ class _Blocks:
 
     def loop(self, node: Any, state: _State) -> None:
         keyword = getattr(node, LOOPS[node.kind])
+        if node.kind == _K.ForeachLoopStatement:
+            variables = [v for v in node.loopList.loopVariables if isinstance(v, syntax.SyntaxNode)]
+            if len(variables) != 1:
+                raise Unsupported(f"{self.u.file}:{self.u.location(node)[0]}: foreach over several "
+                                  "dimensions (Verilator counts each level's body)")
+            keyword = variables[0].getFirstToken()  # Verilator's point sits at the loop variable
         if node.kind == _K.ForLoopStatement:
             for part in (*node.initializers, *node.steps):
                 if isinstance(part, syntax.SyntaxNode) and _find(part, {_K.ConditionalExpression}):
@@ -240,7 +248,13 @@ class _Blocks:
         self.stmt(node.statement, loop_state)
         if loop_state.on and self.covered_here(keyword):
             flag = self.point("line", keyword, "block", node)
-            self.u.append(node.statement, flag.set)
+            if node.kind == _K.DoWhileStatement:
+                # Verilator lowers `do S while (c)` to a loop `S; if (!c) break;`: one point at
+                # the test (each completed body) and the loop's own (only when c holds)
+                test = self.point("line", node.expr.getFirstToken(), "block", node)
+                self.u.append(node.statement, f"{test.set} if ({self.u.source.slice(node.expr)}) {flag.set}")
+            else:
+                self.u.append(node.statement, flag.set)
             for jump in _find(node.statement, {_K.JumpStatement}, stop=set(LOOPS)):
                 if jump.breakOrContinue.kind == TokenKind.ContinueKeyword:
                     self.u.prepend(jump, flag.set)

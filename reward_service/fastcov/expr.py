@@ -334,6 +334,10 @@ class _Walker:
         points = cover(root)
         if not points:
             return
+        if target.how != "comb" and any(t.node.kind in ("call", "sys") for ce in points for t in ce.terms):
+            # Verilator evaluates such a term once, where the expression is (a hoisted temporary)
+            raise Unsupported(f"{self.u.file}:{self.u.location(token)[0]}: a function call as an expression "
+                              "term in procedural code")
         hidden = self.hidden[target.depth:]
         if hidden:
             used = {sub.ident[1] for ce in points for t in ce.terms for sub in t.node.walk() if sub.ident}

@@ -14,7 +14,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyslang import DiagnosticSeverity, SourceManager, ast, syntax
+from pyslang import SourceManager, ast, syntax
+from pyslang.parsing import Token, TokenKind
 
 from reward_service import hdl
 from reward_service.fastcov import emulate
@@ -120,6 +121,7 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
         for module in modules_of(source):
             unit = ModuleUnit(source, module, compilation, bodies.get(module.header.name.valueText))
             unit.wrapped_bodies = wrapped
+            unit.constant_functions = _split_constant_functions(unit)
             if unit.name in tables:
                 raise Unsupported(f"module {unit.name} is declared twice")
             for kind in kinds:
@@ -184,6 +186,97 @@ def _instance_bodies(compilation: Any) -> dict[str, Any]:
     return bodies
 
 
+#: Syntax whose expressions are evaluated at elaboration (constant context).
+_CONSTANT_CONTEXTS = {_K.ParameterDeclaration, _K.TypeParameterDeclaration, _K.ParameterDeclarationStatement,
+                      _K.TypedefDeclaration, _K.VariableDimension, _K.ParameterValueAssignment,
+                      _K.GenvarDeclaration}
+_RUNTIME_CONTEXTS = {_K.ContinuousAssign, _K.FunctionDeclaration, _K.TaskDeclaration, _K.InitialBlock,
+                     _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock, _K.AlwaysLatchBlock,
+                     _K.NetDeclaration, _K.HierarchicalInstance}
+
+
+def _constant_call(call: Any) -> bool:
+    """Whether a call is evaluated at elaboration (a parameter, a dimension, a generate
+    condition or loop header)."""
+    child, node = call, call.parent
+    while node is not None:
+        if node.kind in _CONSTANT_CONTEXTS:
+            return True
+        if node.kind in (_K.IfGenerate, _K.CaseGenerate, _K.LoopGenerate):
+            return not (isinstance(child, syntax.MemberSyntax) or child.kind == _K.GenerateBlock)
+        if node.kind in _RUNTIME_CONTEXTS or node.kind == _K.ModuleDeclaration:
+            return False
+        child, node = node, node.parent
+    return False
+
+
+def _split_constant_functions(unit: ModuleUnit) -> frozenset[str]:
+    """Functions of the module that are called at elaboration get a flag-free copy
+    ``__rs_c_<name>`` (Icarus cannot evaluate a constant function that writes module variables,
+    and Verilator does not count elaboration-time calls); those calls are redirected to it.
+    Returns the names of the copied functions."""
+    funcs = {f.prototype.name.getLastToken().valueText: f for f in _walk(unit.syntax)
+             if f.kind == _K.FunctionDeclaration}
+    calls = [c for c in _walk(unit.syntax) if c.kind == _K.InvocationExpression
+             and c.left.kind == _K.IdentifierName and c.left.identifier.valueText in funcs]
+    constant = {c.left.identifier.valueText for c in calls if _constant_call(c)}
+    pending = list(constant)
+    while pending:  # functions called by constant functions are constant too
+        for c in _walk(funcs[pending.pop()]):
+            if c.kind == _K.InvocationExpression and c.left.kind == _K.IdentifierName:
+                name = c.left.identifier.valueText
+                if name in funcs and name not in constant:
+                    constant.add(name)
+                    pending.append(name)
+    for call in calls:
+        if call.left.identifier.valueText in constant and _constant_call(call):
+            unit.source.replace(call.left.identifier, f"{PREFIX}c_{call.left.identifier.valueText}")
+    for name in constant:
+        unit.insert_after(funcs[name], " " + _flag_free_copy(funcs[name], constant))
+    return frozenset(constant)
+
+
+def _flag_free_copy(func: Any, constant: set[str]) -> str:
+    """One line of the function's own tokens (no comments), renamed ``__rs_c_<name>``, its
+    calls of the other constant functions renamed the same way."""
+    out = []
+    for token in _tokens(func):
+        text = token.rawText
+        if token.kind == TokenKind.Identifier and text in constant:
+            text = f"{PREFIX}c_{text}"
+        out.append(text)
+    return " ".join(t for t in out if t)
+
+
+def _tokens(node: Any):
+    for child in node:
+        if isinstance(child, Token):
+            yield child
+        elif isinstance(child, syntax.SyntaxNode):
+            yield from _tokens(child)
+
+
+def _walk(node: Any):
+    for child in node:
+        if isinstance(child, syntax.SyntaxNode):
+            yield child
+            yield from _walk(child)
+
+
+def _parameters(unit: ModuleUnit) -> list[str]:
+    """The module's (non-local) value parameters: Verilator makes one copy of a module per
+    distinct set of parameter values and merges points only within a copy."""
+    if unit.body is None:
+        return []
+    names = []
+    for member in unit.body:
+        if member.kind == ast.SymbolKind.TypeParameter:
+            raise Unsupported(f"{unit.file}: type parameter {member.name} of module {unit.name}")
+        if member.kind == ast.SymbolKind.Parameter and not member.isLocalParam:
+            names.append(member.name)
+    return names
+
+
 def _finish_module(unit: ModuleUnit) -> ModuleTable:
     """Declare the flags, mark the generate scopes, and add the final block writing the line
     ``<token> F <module> <instance path> <flag bits> <scope bits>``."""
@@ -207,8 +300,11 @@ def _finish_module(unit: ModuleUnit) -> ModuleTable:
             raise Unsupported(f"{unit.file}:{unit.location(scope)[0]}: points in a directly nested generate construct")
     bits = "{1'b1" + "".join(f", {f.name}" for f in flags) + "}"
     scope_bits = "{1'b1" + "".join(f", {PREFIX}e{i}" for i in range(1, n_scopes)) + "}"
+    params = _parameters(unit)
+    param_fmt = ",".join("%0d" for _ in params) or "-"
+    param_args = "".join(f", {p}" for p in params)
     unit.tail.insert(0, f'final begin {PREFIX}fd = $fopen("{FLAG_FILE}", "a"); '
-                        f'$fwrite({PREFIX}fd, "{TOKEN_PLACEHOLDER} F {unit.name} %m %b %b\\n", '
+                        f'$fwrite({PREFIX}fd, "{TOKEN_PLACEHOLDER} F {unit.name} %m {param_fmt} %b %b\\n"{param_args}, '
                         f'{bits}, {scope_bits}); $fclose({PREFIX}fd); end')
     unit.insert_before(unit.syntax.endmodule, f"int {PREFIX}fd; " + " ".join(unit.tail) + " ")
     return ModuleTable(module=unit.name, file=unit.file, points=[f.spec for f in flags], scopes=[f.scope for f in flags],

@@ -1,9 +1,10 @@
 """Read the flag file of an instrumented run into coverage points keyed like Verilator's.
 
-Each module instance wrote ``<token> F <module> <path> <flag bits> <scope bits>`` and each
+Each module instance wrote ``<token> F <module> <path> <parameters> <flag bits> <scope bits>`` and each
 sampled signal (element) ``<token> T <module> <signal> <element> <path> <left> <right> <rise>
 <fall>`` (see :mod:`.instrument`, :mod:`.toggle`). Points of several instances with the same
-key (file, line, column, type, page, comment) are merged into one record the way Verilator's
+key (file, line, column, type, page, comment) and the same parameter values (Verilator keeps
+one module copy per parameter set) are merged into one record the way Verilator's
 ``VerilatedCovImp::write`` does: counts summed, hierarchies combined by :func:`combine_hier` in
 Verilator's instance order (approximated by natural order of the paths).
 """
@@ -73,7 +74,7 @@ def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint
 def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
     """Like :func:`read_points`, keeping each point's column."""
     items: dict[tuple, Item] = {}
-    instances: dict[str, list[str]] = {}
+    instances: dict[str, dict[str, str]] = {}  # module -> instance path -> parameter values
     toggles: list[list[str]] = []
     seen = False
     for raw in text.splitlines():
@@ -81,16 +82,16 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
         if len(words) < 2 or words[0] != token:
             continue
         seen = True
-        if words[1] == "F" and len(words) == 6:
-            _module, path, bits, scopes = words[2:]
+        if words[1] == "F" and len(words) == 7:
+            _module, path, params, bits, scopes = words[2:]
             table = inst.tables.get(_module)
             if table is None or len(bits) != len(table.points) + 1 or len(scopes) != table.n_scopes:
                 raise ValueError(f"flag file: malformed line for module {_module!r}")
-            instances.setdefault(_module, []).append(path)
+            instances.setdefault(_module, {})[path] = params
             for spec, scope, bit in zip(table.points, table.scopes, bits[1:]):
                 if scope and scopes[scope] != "1":
                     continue  # the generate block holding the point is not in this instance
-                _add(items, (spec.file, spec.line, spec.column, spec.metric, spec.module, spec.comment),
+                _add(items, (spec.file, spec.line, spec.column, spec.metric, spec.module, spec.comment, params),
                      path, int(bit == "1"))
         elif words[1] == "T" and len(words) == 10:
             toggles.append(words[2:])
@@ -108,21 +109,23 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
 
 
 def _add(items: dict, key: tuple, hier: str, count: int) -> None:
+    """Count one instance's point; the key ends with the instance's parameter values (Verilator
+    merges only instances of the same module copy)."""
     item = items.get(key)
     if item is None:
-        file, line, column, metric, _module, comment = key
+        file, line, column, metric, _module, comment, _params = key
         item = items[key] = Item(metric, file, line, column, comment, "", 0)
     item.count += count
     item.hiers.append(hier)
 
 
-def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, list[str]],
+def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, dict[str, str]],
                    inst: Instrumented) -> None:
     # group the element lines of one signal of one instance (and generate scope): the width
     # limit applies to the signal as a whole
     groups: dict[tuple[str, str, str, int], list[tuple[str, int, int, str, str]]] = {}
     for module, index, element, path, left, right, rise, fall in lines:
-        owner = _instance_of(path, instances.get(module, []))
+        owner = _instance_of(path, list(instances.get(module, {})))
         if owner is None:
             continue  # an instance whose module line is missing (cannot happen on an ending)
         scope = ".".join(seg for seg in path[len(owner) + 1:].split(".") if seg and not seg.startswith(PREFIX))
@@ -142,8 +145,8 @@ def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, lis
             for p, bit in enumerate(names):
                 pos = len(rise) - 1 - p
                 for edge, bits in (("0->1", rise), ("1->0", fall)):
-                    _add(items, (table.file, sig.line, sig.column, "toggle", module, f"{name}{suffix}{bit}:{edge}"),
-                         owner, int(bits[pos] == "1"))
+                    _add(items, (table.file, sig.line, sig.column, "toggle", module, f"{name}{suffix}{bit}:{edge}",
+                                 instances[module][owner]), owner, int(bits[pos] == "1"))
 
 
 def _element_key(element: str) -> tuple[int, ...]:

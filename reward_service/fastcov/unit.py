@@ -165,9 +165,15 @@ class SourceFile:
         return b"".join(out).decode("utf-8")
 
     def slice(self, node: Any) -> str:
-        """The original text of a node or token."""
-        start, end = self.offsets(node)
-        return self.data[start:end].decode("utf-8")
+        """The original text of a node or token, whole macro uses included (the text is to be
+        compiled again in the same file, where the macros are defined)."""
+        rng = node.range if isinstance(node, Token) else node.sourceRange
+        start, end = rng.start, rng.end
+        while self.sm.isMacroLoc(start):
+            start = self.sm.getExpansionRange(start).start
+        while self.sm.isMacroLoc(end):
+            end = self.sm.getExpansionRange(end).end
+        return self.data[self._file_loc(start).offset:self._file_loc(end).offset].decode("utf-8")
 
 
 def depth(node: Any) -> int:
