@@ -53,20 +53,21 @@ def design_key(files: dict[str, str]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...], emulation: str) -> Instrumented | Unsupported:
+def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...], emulation: str,
+                       toplevel: str | None) -> Instrumented | Unsupported:
     try:
-        return instrument(json.loads(files_json), metrics, emulation)
+        return instrument(json.loads(files_json), metrics, emulation, toplevel)
     except Unsupported as exc:
         return exc
 
 
 def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None,
-                 emulation: str = "two_state") -> Instrumented:
+                 emulation: str = "two_state", toplevel: str | None = None) -> Instrumented:
     """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
     all the fast path measures), cached per design content. Raises :class:`Unsupported`
     (cached too)."""
     wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
-    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation)
+    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel)
     if isinstance(result, Unsupported):
         raise result
     return result
@@ -98,7 +99,7 @@ class FastSimulator(SimulatorBackend):
         """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
         run's token. Raises :class:`Unsupported`."""
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
-        inst = instrumented(design, self.metrics, emulation)
+        inst = instrumented(design, self.metrics, emulation, job.toplevel if emulation == "zero_init" else None)
         token = secrets.token_hex(16)
         for name, text in inst.files.items():
             (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")

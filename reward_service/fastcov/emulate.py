@@ -29,12 +29,17 @@ from reward_service.fastcov.unit import SourceFile, depth as _depth
 _K = syntax.SyntaxKind
 
 
-def two_state(source: SourceFile) -> None:
-    """Rewrite variable data types of every module in ``source`` to 2-state (see above)."""
+def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None:
+    """Rewrite variable data types of every module in ``source`` to 2-state (see above). With
+    ``inputs_only_except``: only the input ports, and not those of that module (cocotb's
+    toplevel, whose signals the test reads as logic vectors)."""
     nets = _net_names(source.tree.root)
+    inputs_only = inputs_only_except is not None
     for node in _walk(source.tree.root):
         k = node.kind
         parent = node.parent
+        if inputs_only and (_module_name(node) == inputs_only_except or not _input_port_part(node)):
+            continue
         if k in (_K.RegType, _K.LogicType):
             if parent is not None and parent.kind in (_K.NetDeclaration, _K.NetPortHeader, _K.NetTypeDeclaration):
                 continue
@@ -202,6 +207,23 @@ def _in_procedure(node: Any) -> bool:
         if node.kind in (_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock,
                          _K.AlwaysLatchBlock):
             return True
+        node = node.parent
+    return False
+
+
+def _module_name(node: Any) -> str | None:
+    while node is not None and node.kind != _K.ModuleDeclaration:
+        node = node.parent
+    return node.header.name.valueText if node is not None else None
+
+
+def _input_port_part(node: Any) -> bool:
+    """Whether ``node`` is (part of) the header of a module ``input`` port."""
+    while node is not None:
+        if node.kind in (_K.VariablePortHeader, _K.NetPortHeader):
+            return _direction(node) == "input" and not _in_subroutine(node)
+        if node.kind in (_K.ModuleDeclaration, _K.DataDeclaration, _K.NetDeclaration):
+            return False
         node = node.parent
     return False
 

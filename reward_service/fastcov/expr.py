@@ -34,7 +34,7 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import Token
 
-from reward_service.fastcov.blocks import _off_regions, _pragma_before, _pragma_in
+from reward_service.fastcov.blocks import _off_regions, _pragma_before
 from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
 from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported

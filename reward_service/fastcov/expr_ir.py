@@ -291,11 +291,14 @@ class Lowering:
         return n
 
     # operators ----------------------------------------------------------------------------------
-    def _BinaryOp(self, e: Any) -> VNode:
-        opname = e.op.name
+    def _operator(self, e: Any) -> tuple[str, Any, int, bool]:
+        """Operator name, location (its token), width and signedness of a unary/binary op."""
         syn = _unparen(e.syntax)
         loc = self._tok_loc(syn.operatorToken) if syn is not None else None
-        width, signed = self._type(e)
+        return (e.op.name, loc, *self._type(e))
+
+    def _BinaryOp(self, e: Any) -> VNode:
+        opname, loc, width, signed = self._operator(e)
         if opname == "BinaryXnor":  # parsed as ~(a ^ b)
             inner = VNode("bin", width, signed, [self.build(e.left), self.build(e.right)], op="^",
                           loc=loc, src=None)
@@ -316,10 +319,7 @@ class Lowering:
         return n
 
     def _UnaryOp(self, e: Any) -> VNode:
-        opname = e.op.name
-        syn = _unparen(e.syntax)
-        loc = self._tok_loc(syn.operatorToken) if syn is not None else None
-        width, signed = self._type(e)
+        opname, loc, width, signed = self._operator(e)
         if opname == "Plus":
             return self.build(e.operand)
         if opname in _NEGATED_REDUCTIONS:  # ~& ~| ~^ are !(&x), !(|x), !(^x)

@@ -102,11 +102,12 @@ EMULATIONS = ("two_state", "zero_init")
 
 
 def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
-               emulation: str = "two_state") -> Instrumented:
+               emulation: str = "two_state", toplevel: str | None = None) -> Instrumented:
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
     point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
-    (``two_state`` for SV testbenches, ``zero_init`` for cocotb; see :mod:`.emulate`). Raises
-    :class:`Unsupported` when the design cannot be instrumented exactly."""
+    (``two_state`` for SV testbenches, ``zero_init`` for cocotb with HDL ``toplevel``; see
+    :mod:`.emulate`). Raises :class:`Unsupported` when the design cannot be instrumented
+    exactly."""
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
     hdl_files = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
@@ -127,7 +128,7 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
             for kind in kinds:
                 kind.instrument(unit)
             tables[unit.name] = _finish_module(unit)
-        _emulate(source, emulation)
+        _emulate(source, emulation, toplevel)
     files = dict(design)
     files.update({s.name: s.apply() for s in sources})
     metrics = tuple(dict.fromkeys(m for k in kinds for m in k.metrics))
@@ -150,8 +151,12 @@ def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]
     return out, skipped
 
 
-def _emulate(source: SourceFile, emulation: str) -> None:
-    (emulate.two_state if emulation == "two_state" else emulate.zero_init)(source)
+def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None) -> None:
+    if emulation == "two_state":
+        emulate.two_state(source)
+    else:  # cocotb: 4-state, zeroed; inputs of modules below the toplevel 2-state (X -> 0)
+        emulate.zero_init(source)
+        emulate.two_state(source, inputs_only_except=toplevel or "")
     emulate.zero_arrays(source)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)
