@@ -116,7 +116,7 @@ def test_constants_print_as_v3number_does(width, signed, bits, text):
 @pytest.mark.parametrize("body,reason", [
     ("always @(posedge clk) fork y <= a & b; join", "fork"),
     ("always @(posedge clk) begin /* verilator coverage_block_off */ y <= a & b; end", "coverage_block_off"),
-    ("always @(posedge clk) begin : blk logic t; t = a; y <= t & b; end", "begin block"),
+    ("always @(posedge clk) begin begin : blk logic t; t = a; y <= t & b; end y <= a; end", "begin block"),
     ("always @(posedge clk) y <= a & $urandom;", None),
 ])
 def test_constructs_it_cannot_place_exactly_are_refused(body, reason):

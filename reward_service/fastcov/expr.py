@@ -84,6 +84,7 @@ class _Target:
     loop: Any = None
     returns: list[Any] = field(default_factory=list)
     checks: list[tuple[tuple, tuple[_Check, ...]]] = field(default_factory=list)   # (guard, checks)
+    visible: set = field(default_factory=set)   # begin blocks whose variables the checks can name
 
 
 class ExprKind:
@@ -115,7 +116,7 @@ class _Walker:
         self.points: list[tuple[tuple[int, int], CoverExpr]] = []  # for tests and docs
         #: variables declared in the begin blocks being walked: a check placed after such a
         #: block cannot name them (Verilator's hoisted variables can)
-        self.hidden: list[set] = []
+        self.hidden: list[tuple[tuple, set]] = []   # (block, its variables)
 
     # -- text and positions ---------------------------------------------------------------------
     def _text(self, node: Any, replaced: dict | None = None) -> str:
@@ -169,7 +170,7 @@ class _Walker:
         if body.kind == _T.Timed:   # always @(...) S: the checks go after S
             self.timing(body.timing)
             body = body.stmt
-        self.stmt(body, _State(), self._target("append", body.syntax), guard)
+        self.stmt(body, _State(), self._list_end(body), guard)
 
     def subroutine(self, sub: Any, guard: tuple) -> None:
         body = sub.body
@@ -177,7 +178,7 @@ class _Walker:
         if not stmts:
             return
         returns = _find_syntax(sub.syntax, syntax.SyntaxKind.ReturnStatement)
-        target = self._target("func", stmts[-1].syntax)
+        target = self._list_end(stmts[-1], "func")
         target.returns = returns
         state = _State()
         for s in stmts:
@@ -198,7 +199,7 @@ class _Walker:
                 raise Unsupported(f"{self.u.file}:{self.u.location(s.syntax)[0]}: fork/join in the DUT")
             items = _stmt_list(s.body)
             locals_ = {symbol_key(i.symbol) for i in items if i.kind == _T.VariableDeclaration}
-            self.hidden.append(locals_)
+            self.hidden.append((_span_key(s.syntax), locals_))
             for item in items:
                 self.stmt(item, state, target, guard)
             self.hidden.pop()
@@ -209,9 +210,9 @@ class _Walker:
             if len(conds) != 1 or conds[0].pattern is not None:
                 raise Unsupported(f"{self.u.file}: if with a pattern")
             if state.on:
-                self.stmt(s.ifTrue, _State(), self._target("append", s.ifTrue.syntax), guard)
+                self.stmt(s.ifTrue, _State(), self._list_end(s.ifTrue), guard)
                 if s.ifFalse is not None:
-                    self.stmt(s.ifFalse, _State(), self._target("append", s.ifFalse.syntax), guard)
+                    self.stmt(s.ifFalse, _State(), self._list_end(s.ifFalse), guard)
             self.root_checks(self.low.boolean(conds[0].expr), state, target, guard)
         elif k == _T.Case:
             self.expression(s.expr, state, target, guard)
@@ -225,7 +226,7 @@ class _Walker:
         elif k in (_T.WhileLoop, _T.ForeverLoop, _T.RepeatLoop):
             if k == _T.RepeatLoop:
                 self.expression(s.count, state, self._target("append", s.syntax), guard)
-            loop_target = self._target("append", s.body.syntax)
+            loop_target = self._list_end(s.body)
             loop_state = _State()
             if k == _T.WhileLoop:
                 self.root_checks(self.low.boolean(s.cond), loop_state, loop_target, guard)
@@ -338,7 +339,7 @@ class _Walker:
             # Verilator evaluates such a term once, where the expression is (a hoisted temporary)
             raise Unsupported(f"{self.u.file}:{self.u.location(token)[0]}: a function call as an expression "
                               "term in procedural code")
-        hidden = self.hidden[target.depth:]
+        hidden = [names for block, names in self.hidden[target.depth:] if block not in target.visible]
         if hidden:
             used = {sub.ident[1] for ce in points for t in ce.terms for sub in t.node.walk() if sub.ident}
             if used & set().union(*hidden):
@@ -357,6 +358,21 @@ class _Walker:
         target.checks.append((guard, tuple(checks)))
 
     # -- insertions -----------------------------------------------------------------------------
+    def _list_end(self, stmt: Any, how: str = "append") -> _Target:
+        """The target that appends after statement ``stmt``, the last of its list: placed
+        inside ``stmt`` when it is a ``begin`` block (after its own last statement, and so on
+        down), where the same moment keeps the blocks' variables in scope."""
+        visible = set()
+        while stmt.kind == _T.Block and stmt.blockKind.name == "Sequential":
+            items = [i for i in _stmt_list(stmt.body) if i.kind != _T.VariableDeclaration]
+            if not items:
+                break
+            visible.add(_span_key(stmt.syntax))
+            stmt = items[-1]
+        target = self._target(how, stmt.syntax)
+        target.visible |= visible
+        return target
+
     def _target(self, how: str, anchor: Any = None) -> _Target:
         """The target of a statement list; one per list, shared by the iterations of a generate
         loop (their checks are then told apart by genvar guards)."""

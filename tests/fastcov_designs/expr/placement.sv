@@ -3,7 +3,8 @@
 // loop's step) or a function (on every return) -- but a begin block or a case item is no list
 // of its own. Blocking assignments after the expression show the difference.
 module placement (input logic clk, input logic a, b, c, input logic [1:0] s, input logic [3:0] v,
-                  output logic [12:0] o, output logic [3:0] q, output logic [2:0] ca);
+                  output logic [12:0] o, output logic [3:0] q, output logic [2:0] ca,
+                  output logic o_any);
   logic t, t2, t3, t4, p;
   integer k;
   function automatic logic f(input logic x, input logic y);
@@ -67,4 +68,11 @@ module placement (input logic clk, input logic a, b, c, input logic [1:0] s, inp
   wire w1 = a ^ c;
   assign ca[2] = w1;
   always @(posedge clk) q <= v & {4{a}};
+  always @(*) begin               // variables of the body block: checked inside it
+    integer j;
+    logic any;
+    any = v[0];
+    for (j = 1; j < 4; j = j + 1) any = any | v[j];
+    o_any = ~any;
+  end
 endmodule
