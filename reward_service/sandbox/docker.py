@@ -79,8 +79,8 @@ _TOOLCHAIN_LOCK = threading.Lock()
 
 @dataclass
 class _Mount:
-    """One per-step volume: where it is in the container, which host dir it mirrors, whether
-    the step may write it, and whether it is copied back."""
+    """One per-step volume: where it is in the container, the host dir it is filled from (and,
+    when writable, copied back to), and whether the step may write it."""
 
     target: str
     host: Path
@@ -107,37 +107,42 @@ class DockerSandbox(Sandbox):
         self._client = client
         self._image_id: str | None = None
         self._caches: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # -- connection ------------------------------------------------------------------------------
     @property
     def client(self):  # noqa: ANN201 - docker.DockerClient
-        if self._client is None:
-            try:
-                self._client = docker.from_env(max_pool_size=64)
-            except docker.errors.DockerException as exc:
-                raise SandboxError(f"cannot reach the Docker daemon: {exc}") from exc
-        return self._client
+        with self._lock:
+            if self._client is None:
+                try:  # many threads share it: a connection per concurrent call
+                    self._client = docker.from_env(max_pool_size=64)
+                except _DOCKER_ERRORS as exc:
+                    raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
+            return self._client
 
     def check(self) -> None:
-        """Raise :class:`SandboxError` when the daemon is unreachable or the image missing."""
+        """Raise :class:`SandboxError` when the daemon is unreachable or the image missing
+        (asked anew on every call: this is the worker's readiness)."""
         try:
             self.client.ping()
         except _DOCKER_ERRORS as exc:
             raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
-        self.image_id()
+        self._inspect_image()
+
+    def _inspect_image(self) -> str:
+        try:
+            return self.client.api.inspect_image(self.image)["Id"]
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"the simulation image {self.image} is missing: build it with "
+                               "scripts/build_images.sh") from exc
+        except _DOCKER_ERRORS as exc:
+            raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
 
     def image_id(self) -> str:
         """The id of ``image``, resolved once: every container of this sandbox runs exactly the
         image its toolchain was probed in (a rebuilt tag takes effect on worker restart)."""
         if self._image_id is None:
-            try:
-                self._image_id = self.client.api.inspect_image(self.image)["Id"]
-            except docker.errors.ImageNotFound as exc:
-                raise SandboxError(f"the simulation image {self.image} is missing: build it with "
-                                   "scripts/build_images.sh") from exc
-            except _DOCKER_ERRORS as exc:
-                raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
+            self._image_id = self._inspect_image()
         return self._image_id
 
     # -- toolchain -------------------------------------------------------------------------------
