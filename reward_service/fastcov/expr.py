@@ -69,6 +69,36 @@ class _Check:
 
 
 @dataclass
+class _Settle:
+    """The checks of a combinational procedure. Verilator runs such a block with its inputs
+    settled; Icarus also runs it on intermediate values of simultaneously changing inputs. So
+    its checks set pending bits (cleared when the block starts), which a companion process
+    commits to the flags once the active region has settled (``#0``): the last run counts."""
+
+    index: int
+    item: Any                 # the procedure (module item)
+    body: Any                 # its body statement
+    in_generate: bool
+    pending: dict[str, tuple[str, str]] = field(default_factory=dict)   # flag -> (pending, set)
+
+    def set(self, flag: Flag) -> str:
+        name = self.pending.setdefault(flag.name, (f"{PREFIX}expr_p{self.index}_{len(self.pending)}", flag.set))[0]
+        return f"{name} = 1'b1;"
+
+    def commit(self, unit: ModuleUnit) -> None:
+        names = [p for p, _ in self.pending.values()]
+        event = f"{PREFIX}expr_e{self.index}"
+        commits = " ".join(f"if ({p}) {flag_set}" for p, flag_set in self.pending.values())
+        items = f"bit {', '.join(names)}; event {event}; always @({event}) begin #0; {commits} end"
+        if self.in_generate:
+            unit.insert_before(self.item, items + " ")
+        else:
+            unit.declare(items)
+        unit.prepend(self.body, " ".join(f"{p} = 1'b0;" for p in names))
+        unit.append(self.body, f"-> {event};")
+
+
+@dataclass
 class _Target:
     """Where the checks of one statement list go (V3Coverage's ``m_exprStmtsp``).
 
@@ -85,6 +115,7 @@ class _Target:
     returns: list[Any] = field(default_factory=list)
     checks: list[tuple[tuple, tuple[_Check, ...]]] = field(default_factory=list)   # (guard, checks)
     visible: set = field(default_factory=set)   # begin blocks whose variables the checks can name
+    settle_in_generate: bool = False
 
 
 class ExprKind:
@@ -112,6 +143,8 @@ class _Walker:
         self.low = Lowering(self._text, lambda tok: tok, lambda node: unit.location(node)[0], self.genvars)
         self.flags: dict[tuple, Flag] = {}
         self.targets: list[_Target] = []
+        self.settle: _Settle | None = None     # the combinational procedure being walked
+        self.settles: list[_Settle] = []
         self._targets: dict[tuple, _Target] = {}
         self.points: list[tuple[tuple[int, int], CoverExpr]] = []  # for tests and docs
         #: variables declared in the begin blocks being walked: a check placed after such a
@@ -167,10 +200,16 @@ class _Walker:
 
     def procedure(self, pb: Any, guard: tuple) -> None:
         body = pb.body
+        comb = pb.procedureKind.name in ("AlwaysComb", "AlwaysLatch")
         if body.kind == _T.Timed:   # always @(...) S: the checks go after S
             self.timing(body.timing)
+            comb = pb.procedureKind.name == "Always" and _level_sensitive(body.timing)
             body = body.stmt
+        self.settle = _Settle(len(self.settles), pb.syntax, body.syntax, _in_generate(pb.syntax)) if comb else None
         self.stmt(body, _State(), self._list_end(body), guard)
+        if self.settle is not None and self.settle.pending:
+            self.settles.append(self.settle)
+        self.settle = None
 
     def subroutine(self, sub: Any, guard: tuple) -> None:
         body = sub.body
@@ -272,6 +311,7 @@ class _Walker:
         how = "for" if s.kind == _T.ForLoop else "dowhile"
         loop_target = self._target(how, s.syntax)
         loop_target.loop = s
+        loop_target.settle_in_generate = self.settle is not None and self.settle.in_generate
         loop_state = _State()
         if how == "for":
             after = self._target("append", s.syntax)
@@ -354,7 +394,7 @@ class _Walker:
                 flag = self.u.add_point("expr", line, column, ce.comment, target.anchor)
                 self.flags[key] = flag
                 self.points.append(((line, column), ce))
-            checks.append(_Check(_terms(ce, self.u.file), flag.set))
+            checks.append(_Check(_terms(ce, self.u.file), self.settle.set(flag) if self.settle else flag.set))
         target.checks.append((guard, tuple(checks)))
 
     # -- insertions -----------------------------------------------------------------------------
@@ -407,6 +447,8 @@ class _Walker:
                     self.u.prepend(ret, text)
             else:
                 raise Unsupported(f"{self.u.file}: expression checks without a place to go")
+        for settle in self.settles:
+            settle.commit(self.u)
 
     def loop_checks(self, t: _Target) -> None:
         """A ``for``/``do-while`` loop's own checks. Verilator runs them after the step (every
@@ -415,6 +457,9 @@ class _Walker:
         ``for (i = 0; __rs_expr_cN(en, t0, ...) || (cond); step)``, ``en`` set once the body
         has started; ``do ... while ((cond) ? __rs_expr_cN(1'b1, t0, ...) : 1'b0)``."""
         loop = t.loop
+        if t.settle_in_generate:
+            raise Unsupported(f"{self.u.file}:{self.u.location(loop.syntax)[0]}: a loop's expression checks "
+                              "in a combinational always inside a generate block")
         index = len(self.u.declarations)
         fn, en = f"{PREFIX}expr_c{index}", f"{PREFIX}expr_l{index}"
         guards = list(dict.fromkeys(g for g, _ in t.checks))
@@ -518,6 +563,28 @@ def _item_of(node: Any) -> Any:
     if node is None:
         raise Unsupported("continuous assignment without its item")
     return node
+
+
+def _level_sensitive(timing: Any) -> bool:
+    """``@*`` or an event list without edges: Verilator makes such an always combinational."""
+    k = timing.kind.name
+    if k == "ImplicitEvent":
+        return True
+    if k == "SignalEvent":
+        return timing.edge.name == "None_"
+    if k == "EventList":
+        return all(_level_sensitive(ev) for ev in timing.events)
+    return False
+
+
+def _in_generate(node: Any) -> bool:
+    node = node.parent
+    while node is not None:
+        if node.kind in (syntax.SyntaxKind.GenerateBlock, syntax.SyntaxKind.LoopGenerate,
+                         syntax.SyntaxKind.IfGenerate, syntax.SyntaxKind.CaseGenerate):
+            return True
+        node = node.parent
+    return False
 
 
 def _in_procedure(sym: Any) -> bool:

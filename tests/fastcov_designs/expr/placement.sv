@@ -4,7 +4,7 @@
 // of its own. Blocking assignments after the expression show the difference.
 module placement (input logic clk, input logic a, b, c, input logic [1:0] s, input logic [3:0] v,
                   output logic [12:0] o, output logic [3:0] q, output logic [2:0] ca,
-                  output logic o_any);
+                  output logic o_any, output logic [1:0] og);
   logic t, t2, t3, t4, p;
   integer k;
   function automatic logic f(input logic x, input logic y);
@@ -68,6 +68,12 @@ module placement (input logic clk, input logic a, b, c, input logic [1:0] s, inp
   wire w1 = a ^ c;
   assign ca[2] = w1;
   always @(posedge clk) q <= v & {4{a}};
+  logic gp, gq, gm;               // a combinational block sees settled inputs in Verilator,
+  assign gp = a ^ b;              // intermediate ones (glitches) on Icarus
+  assign gq = gp & c;
+  assign gm = ~gq;
+  always @* og[0] = (gq || gp) && (gm ^ v[0]);
+  always_comb og[1] = gm && gp;
   always @(*) begin               // variables of the body block: checked inside it
     integer j;
     logic any;
