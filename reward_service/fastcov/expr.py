@@ -129,6 +129,15 @@ class ExprKind:
             raise Unsupported(f"{unit.file}: module {unit.name} could not be elaborated for expression coverage")
         walker = _Walker(unit)
         walker.scope(unit.body, ())
+        # Verilator makes a copy of the module per parameter set; the points of each copy
+        # must be the ones found here, or one flag would stand for different points
+        mine = {key for key, _ in walker.points}
+        for body in _other_bodies(unit):
+            other = _Walker(unit, dry=True)
+            other.scope(body, ())
+            if {key for key, _ in other.points} != mine:
+                raise Unsupported(f"{unit.file}: module {unit.name} has other expression points with "
+                                  "other parameter values")
         walker.flush()
 
 
@@ -136,8 +145,9 @@ KIND = ExprKind()
 
 
 class _Walker:
-    def __init__(self, unit: ModuleUnit) -> None:
+    def __init__(self, unit: ModuleUnit, dry: bool = False) -> None:
         self.u = unit
+        self.dry = dry    # only list the points (another parameter set's copy)
         self.off = _off_regions(unit.source.data)
         self.genvars: dict[Any, int] = {}
         self.low = Lowering(self._text, lambda tok: tok, lambda node: unit.location(node)[0], self.genvars)
@@ -146,7 +156,7 @@ class _Walker:
         self.settle: _Settle | None = None     # the combinational procedure being walked
         self.settles: list[_Settle] = []
         self._targets: dict[tuple, _Target] = {}
-        self.points: list[tuple[tuple[int, int], CoverExpr]] = []  # for tests and docs
+        self.points: list[tuple[tuple[int, int, str], CoverExpr]] = []   # (line, column, comment)
         #: variables declared in the begin blocks being walked: a check placed after such a
         #: block cannot name them (Verilator's hoisted variables can)
         self.hidden: list[tuple[tuple, set]] = []   # (block, its variables)
@@ -386,6 +396,9 @@ class _Walker:
                 raise Unsupported(f"{self.u.file}:{self.u.location(token)[0]}: expression term names a "
                                   "variable of a begin block; Verilator counts it after the block")
         line, column = self.u.location(token)
+        if self.dry:
+            self.points.extend(((line, column, ce.comment), ce) for ce in points)
+            return
         checks = []
         for ce in points:
             key = (line, column, ce.comment)
@@ -393,7 +406,7 @@ class _Walker:
             if flag is None:
                 flag = self.u.add_point("expr", line, column, ce.comment, target.anchor)
                 self.flags[key] = flag
-                self.points.append(((line, column), ce))
+                self.points.append(((line, column, ce.comment), ce))
             checks.append(_Check(_terms(ce, self.u.file), self.settle.set(flag) if self.settle else flag.set))
         target.checks.append((guard, tuple(checks)))
 
@@ -563,6 +576,33 @@ def _item_of(node: Any) -> Any:
     if node is None:
         raise Unsupported("continuous assignment without its item")
     return node
+
+
+def _other_bodies(unit: ModuleUnit) -> list[Any]:
+    """Elaborated bodies of ``unit``'s module other than ``unit.body`` whose parameter values
+    differ from it (one per distinct set)."""
+    def values(body: Any) -> tuple:
+        return tuple(str(m.value) for m in body if m.kind == _S.Parameter)
+
+    found: dict[tuple, Any] = {values(unit.body): unit.body}
+
+    def scan(scope: Any) -> None:
+        for member in scope:
+            if member.kind == _S.Instance:
+                if member.body.definition.name == unit.name:
+                    found.setdefault(values(member.body), member.body)
+                scan(member.body)
+            elif member.kind == _S.GenerateBlock and not member.isUninstantiated:
+                scan(member)
+            elif member.kind == _S.GenerateBlockArray:
+                for entry in member.entries:
+                    scan(entry)
+
+    for top in unit.compilation.getRoot().topInstances:
+        if top.body.definition.name == unit.name:
+            found.setdefault(values(top.body), top.body)
+        scan(top.body)
+    return [b for key, b in found.items() if key != values(unit.body)]
 
 
 def _level_sensitive(timing: Any) -> bool:
