@@ -185,3 +185,17 @@ def test_construct_covers_the_same_expr_points(engine, design):
     assert fast == reference, {k: (fast.get(k), reference.get(k)) for k in fast.keys() | reference.keys()
                                if fast.get(k) != reference.get(k)}
     assert 0 < sum(reference.values()) < len(reference), "the self-check stimulus should cover some, not all"
+
+
+def test_parameter_sets_with_other_points_are_refused():
+    """Verilator makes one copy of a module per parameter set; when the copies have different
+    expression points (``v[i[1:0]+:1]`` vs ``v[i[2:0]+:1]``) one flag cannot stand for both."""
+    files = {"pp.sv": (
+        "module leaf #(parameter W = 4) (input logic a, input logic [W-1:0] v, input logic [7:0] i, output logic y);\n"
+        "  assign y = a && v[i];\nendmodule\n"
+        "module pp (input logic a, input logic [7:0] v, i, output logic [1:0] y);\n"
+        "  leaf #(.W(4)) u0 (.a(a), .v(v[3:0]), .i(i), .y(y[0]));\n"
+        "  leaf #(.W(8)) u1 (.a(a), .v(v), .i(i), .y(y[1]));\nendmodule\n")}
+    assert len(verilator_expr_points(files)) == 6
+    with pytest.raises(Unsupported, match="other parameter values"):
+        fast_expr_points(files)
