@@ -103,3 +103,42 @@ def test_derandomize_replaces_every_call():
     out = derandomize(text)
     assert not uses_random(out)
     assert "rs_range(0, 15)" in out and out.count("rs_rand()") == 3 + 2  # 3 calls + 2 in the helpers
+
+
+# -- cocotb stimulus (issue 5 item 2): the cocotb flow on Icarus with the instrumented DUT ---------
+
+#: Items of shared/cases/cvdp/cocotb_corpus.jsonl (engineers' cocotb tests on real RTL) whose
+#: cocotb tests run the same on both simulators; scored with engine=fast and engine=verilator.
+COCOTB_ITEMS = [
+    "cvdp_agentic_alu_0003",
+    "cvdp_agentic_barrel_shifter_0009",
+    "cvdp_agentic_bcd_adder_0011",
+    "cvdp_agentic_cont_adder_0003",
+    "cvdp_agentic_csr_using_apb_interface_0010",
+    "cvdp_agentic_direct_map_cache_0009",
+    "cvdp_agentic_helmholtz_0001",
+    "cvdp_agentic_inv_manchester_codec_0005",
+    "cvdp_agentic_jpeg_runlength_enc_0001__rtl_from__cvdp_agentic_jpeg_runlength_enc_0003",
+    "cvdp_copilot_cdc_pulse_synchronizer_0022",
+    "cvdp_copilot_decoder_8b10b_0023",
+    "cvdp_copilot_dot_product_0014",
+    "cvdp_copilot_gcd_0033",
+    "cvdp_copilot_ir_receiver_0013",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("item_id", COCOTB_ITEMS)
+def test_cocotb_fast_path_equals_verilator(engine, item_id):
+    from test_cocotb_corpus import ROWS, outcome, request as corpus_request
+
+    request = corpus_request(ROWS[item_id], runtime="cocotb-2.1")
+    request["coverage"] = {"metrics": METRICS}
+    fast = engine.score({**request, "engine": "fast"})
+    reference = engine.score({**request, "engine": "verilator"})
+    assert reference.status == "ok" and reference.engine == "verilator", outcome(reference)
+    assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, outcome(fast)
+    assert [(t.name, t.passed) for t in fast.tests] == [(t.name, t.passed) for t in reference.tests]
+    assert all(t.passed for t in fast.tests), outcome(fast)
+    diff = diff_points(fast._points, reference._points, set(METRICS))
+    assert diff.equal, diff.describe(20)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyslang import syntax
+from pyslang import ast, syntax
 from pyslang.parsing import TokenKind
 
 from reward_service.fastcov.unit import SourceFile, depth as _depth
@@ -60,7 +60,7 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
             source.replace(node.netType, "bit")
 
 
-def zero_init(source: SourceFile) -> None:
+def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
     """Zero-initialise the variables of every module in ``source`` but keep them 4-state (for
     cocotb stimulus: cocotb reads 2-state signals as Python ints, which tests written for
     logic signals cannot use). Declarations get ``= '0`` (Icarus runs declaration
@@ -69,19 +69,38 @@ def zero_init(source: SourceFile) -> None:
     driven = _continuously_driven(source.tree.root) | _input_port_names(source.tree.root)
     for node in _walk(source.tree.root):
         if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
-            if node.type.kind not in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
+            if node.type.kind in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
+                zero = "'0"
+            elif node.type.kind == _K.NamedType:
+                zero = _typedef_zero(node, bodies or {})
+            else:
                 continue
-            if _unpacked(node):
-                continue  # two_state's array initialiser, see instrument
+            if zero is None or _unpacked(node):
+                continue  # arrays: zero_arrays
             for decl in node.declarators:
                 if isinstance(decl, syntax.SyntaxNode) and decl.initializer is None \
                         and decl.name.valueText not in driven:
-                    source.insert(source.offsets(decl)[1], " = '0", closing=True, depth=0)
+                    source.insert(source.offsets(decl)[1], f" = {zero}", closing=True, depth=0)
         elif node.kind == _K.ImplicitAnsiPort and node.header.kind == _K.VariablePortHeader \
                 and _direction(node.header) == "output" \
                 and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
                 and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
             source.insert(source.offsets(node.declarator)[1], " = '0", closing=True, depth=0)
+
+
+def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
+    """The zero value of a typedef'd declaration: ``'0`` for packed structs and vectors, the
+    member whose value is 0 for an enum (Icarus has no enum casts); None when unknown."""
+    body = bodies.get(_module_name(decl) or "")
+    if body is None or decl.type.name.kind != _K.IdentifierName:
+        return None
+    alias = body.find(decl.type.name.identifier.valueText)
+    if alias is None or alias.kind != ast.SymbolKind.TypeAlias:
+        return None
+    t = alias.targetType.type.canonicalType
+    if t.kind == ast.SymbolKind.EnumType:
+        return next((v.name for v in t if v.kind == ast.SymbolKind.EnumValue and not v.value.isTrue()), None)
+    return "'0" if t.isIntegral else None
 
 
 def zero_arrays(source: SourceFile) -> None:

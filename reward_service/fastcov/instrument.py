@@ -128,7 +128,7 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
             for kind in kinds:
                 kind.instrument(unit)
             tables[unit.name] = _finish_module(unit)
-        _emulate(source, emulation, toplevel)
+        _emulate(source, emulation, toplevel, bodies)
     files = dict(design)
     files.update({s.name: s.apply() for s in sources})
     metrics = tuple(dict.fromkeys(m for k in kinds for m in k.metrics))
@@ -151,11 +151,12 @@ def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]
     return out, skipped
 
 
-def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None) -> None:
+def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None,
+             bodies: dict[str, Any] | None = None) -> None:
     if emulation == "two_state":
         emulate.two_state(source)
     else:  # cocotb: 4-state, zeroed; inputs of modules below the toplevel 2-state (X -> 0)
-        emulate.zero_init(source)
+        emulate.zero_init(source, bodies)
         emulate.two_state(source, inputs_only_except=toplevel or "")
     emulate.zero_arrays(source)
     emulate.comb_at_time_zero(source)
