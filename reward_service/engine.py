@@ -146,9 +146,11 @@ class Engine:
                 raise InvalidInput("cocotb stimulus needs a HDL toplevel (stimulus.toplevel or design.toplevel)")
             if toplevel not in design_modules:
                 raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
-            if stimulus.runtime == "cocotb-1.9" and request.simulator.value != "icarus":
+            on_icarus = request.simulator.value == "icarus" and request.engine in (None, "fast") \
+                or request.engine == "fast"
+            if stimulus.runtime == "cocotb-1.9" and not on_icarus:
                 raise InvalidInput("the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
-                                   "or runtime cocotb-2.1")
+                                   "(or engine=fast) or runtime cocotb-2.1")
             if f"{stimulus.test_module}.py" not in stimulus.files:
                 raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
             stimulus = stimulus.model_copy(update={"toplevel": toplevel})
