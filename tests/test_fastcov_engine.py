@@ -186,3 +186,16 @@ def test_cvdp_problems_default_to_auto():
     problem = problem_from_row(cid012_rows()["cvdp_copilot_Attenuator_0011"])
     assert problem.engine == "auto" and problem.request("x").engine == "auto"
     assert problem.request("x", engine="verilator").engine == "verilator"
+
+
+def test_cocotb19_tests_get_code_coverage_on_the_fast_path(engine):
+    """cocotb 1.x-idiom tests run only on Icarus (the cocotb 1.9 runtime): the fast path gives them
+    code coverage, which no Verilator build could."""
+    from test_cocotb_corpus import ROWS, outcome, request as corpus_request
+
+    request = corpus_request(ROWS["cvdp_copilot_sorter_0042"])
+    result = engine.score({**request, "engine": "fast", "coverage": {"metrics": METRICS}})
+    assert result.status == "ok" and result.engine == "fast", outcome(result)
+    assert "ran on cocotb 1.9" in result.message and all(t.passed for t in result.tests)
+    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == \
+        {"line": (13, 16), "branch": (12, 12), "toggle": (415, 420)}
