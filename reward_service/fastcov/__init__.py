@@ -19,8 +19,15 @@ Modules
 - :mod:`.blocks`: Verilator's ``line`` and ``branch`` points (V3Coverage's block/if/else/elsif/
   case/cond points).
 - :mod:`.toggle`: ``toggle`` points (sampling of ports and module-level signals).
+- ``expr*``: Verilator's ``expr`` points (its own author; picked up when present).
+- :mod:`.emulate`: rewrites that make Icarus simulate like Verilator (2-state, zero-initialised,
+  combinational logic at time 0, IEEE generate block names, ending markers).
 - :mod:`.instrument`: runs every point kind over a design and writes the instrumented files.
 - :mod:`.results`: reads the flags the simulation wrote into merged coverage points.
+- :mod:`.backend`: the fast path as a simulator backend (sandboxed Icarus, SV and cocotb).
+- :mod:`.routing`: ``engine=fast``/``auto`` in the engine: fallback to Verilator, shadow check.
+- :mod:`.choice`: ``engine=auto``'s per-design decision (instrumentation + self-check).
+- :mod:`.compare`: point-by-point diff of two runs.
 
 Extension contract for a point kind (e.g. ``expr``, in ``reward_service/fastcov/expr*.py``)
 ---------------------------------------------------------------------------------------------
