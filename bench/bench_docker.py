@@ -16,10 +16,10 @@ Two parts, both on this machine's Docker daemon and the simulation image
   the same status and coverage (checked).
 
 It prints both tables, the ratios docker/bwrap and docker/bare, and the seconds Docker adds per
-step and per sample. See bench/README.md.
+step and per sample; the numbers of one run are in docs/sandbox.md ("Overhead").
 
-    python bench/bench_docker.py --problems 2 --simulator both --reps 3
-    python bench/bench_docker.py --steps 20 --problems 0          # per-step part only
+    python bench/bench_docker.py --simulator both --reps 3
+    python bench/bench_docker.py --steps 20 --problems ''          # per-step part only
 """
 
 from __future__ import annotations
@@ -185,7 +185,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="bench_docker.py", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--steps", type=int, default=10, help="repetitions of each per-step measurement (0: skip)")
-    p.add_argument("--problems", type=int, default=2, help="first N stimulus problems (0: skip the per-sample part)")
+    p.add_argument("--problems", default="Attenuator_0011,fixed_arbiter_0004",
+                   help="comma-separated stimulus problems (id without cvdp_copilot_; fixed_arbiter_0004 and "
+                        "gray_to_binary_0014 have cocotb tests); empty: skip the per-sample part")
     p.add_argument("--tb", default="good", help="SV testbench of each problem (weak/good/best)")
     p.add_argument("--simulator", choices=("verilator", "icarus", "both"), default="both")
     p.add_argument("--no-cocotb", dest="cocotb", action="store_false", help="leave out the cocotb samples")
@@ -212,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
             ("docker_over_bare", "docker/bare")])
     if args.problems:
         sims = ["verilator", "icarus"] if args.simulator == "both" else [args.simulator]
-        cases = load_cases(args.cases, args.cases.parent / "cvdp" / "cid012.jsonl", args.problems, [args.tb])
+        wanted = [p.strip().removeprefix("cvdp_copilot_") for p in args.problems.split(",")]
+        cases = [c for c in load_cases(args.cases, args.cases.parent / "cvdp" / "cid012.jsonl", None, [args.tb])
+                 if c.short in wanted]
+        if len(cases) != len(wanted):
+            raise SystemExit(f"unknown problem(s) in {args.problems!r}")
         base = Path(tempfile.mkdtemp(prefix="rs-bench-docker-"))
         try:
             rows = sample_bench(cases, sims, args, base)
