@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     fastcov_shadow_rate: float = Field(
         0.0, ge=0, le=1, description="fraction of fast-path samples also scored on Verilator and diffed "
                                      "point by point (shadow check, docs/fastcov.md)")
+    cvdp_engine: Literal["verilator", "fast", "auto"] | None = Field(
+        "auto", description="engine of the CVDP problems loaded from JSONL (auto: the fast path for designs "
+                            "whose self-check agrees with Verilator; unset or verilator: Verilator)")
     fastcov_self_check: bool = Field(
         True, description="engine=auto: a design uses the fast path only after a self-check against "
                           "Verilator agreed (one Verilator build per design, cached)")

@@ -22,7 +22,8 @@ Where each :class:`Problem` field comes from:
   last resort the prompt's "instantiated as `uut`" / "Name the instance ... as `uut`" text;
 * ``target_percent``: ``TARGET`` of ``src/.env`` (the original harness passes when the DUT
   instance's overall average coverage is >= TARGET);
-* ``engine``: ``auto`` (the fast path for designs whose self-check agrees with Verilator);
+* ``engine``: ``settings.cvdp_engine``, by default ``auto`` (the fast path for designs whose
+  self-check agrees with Verilator);
 * ``testbench_path``: the single key of ``output.context`` (non-agentic) or ``patch`` (agentic);
 * ``prompt``: ``input.prompt`` or ``prompt``; ``context``: ``input.context`` or ``context``
   (spec documents, partial testbenches); ``difficulty``: the second category.
@@ -258,7 +259,15 @@ def problem_from_row(row: dict[str, Any]) -> Problem:
         testbench_path=testbench_path,
         prompt=prompt,
         context={k: v for k, v in context.items() if isinstance(v, str)} if isinstance(context, dict) else {},
+        engine=_default_engine(),
     )
+
+
+def _default_engine() -> str | None:
+    """The engine of loaded CVDP problems: ``settings.cvdp_engine`` (default ``auto``)."""
+    from reward_service.settings import get_settings
+
+    return get_settings().cvdp_engine
 
 
 def _rows(lines: Iterable[str], source: str) -> dict[str, Problem]:
