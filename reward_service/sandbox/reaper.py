@@ -97,8 +97,18 @@ def reap(client=None, *, margin_s: float = MARGIN_S, now: float | None = None) -
     ``docker.errors.DockerException`` when the daemon cannot be listed."""
     import docker
 
+    own = client is None
     client = client or docker.from_env()
-    now = time.time() if now is None else now
+    try:
+        return _reap(client, margin_s, time.time() if now is None else now)
+    finally:
+        if own:
+            client.close()
+
+
+def _reap(client, margin_s: float, now: float) -> Reaped:  # noqa: ANN001
+    import docker
+
     here = _here()
     out = Reaped()
     for info in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
