@@ -199,3 +199,17 @@ def test_parameter_sets_with_other_points_are_refused():
     assert len(verilator_expr_points(files)) == 5   # (a==0) => 0 in both copies
     with pytest.raises(Unsupported, match="other parameter values"):
         fast_expr_points(files)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("item_id", __import__("test_fastcov_cases").COCOTB_ITEMS)
+def test_cocotb_item_covers_the_same_expr_points(engine, item_id):
+    """cocotb stimulus (engineers' tests from the cocotb corpus) on the instrumented DUT."""
+    from test_cocotb_corpus import ROWS, request as corpus_request
+
+    request = corpus_request(ROWS[item_id], runtime="cocotb-2.1")
+    request["coverage"] = {"metrics": ["expr"]}
+    fast = engine.score({**request, "engine": "fast"})
+    reference = engine.score({**request, "engine": "verilator"})
+    assert fast.engine == "fast" and fast.status == reference.status == "ok", (fast.fallback, fast.message)
+    assert _expr_points(fast) == _expr_points(reference)
