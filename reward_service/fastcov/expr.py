@@ -102,10 +102,10 @@ class _Settle:
 class _Target:
     """Where the checks of one statement list go (V3Coverage's ``m_exprStmtsp``).
 
-    ``how``: ``append`` (after ``anchor``, a procedural statement), ``comb`` (an ``always_comb``
-    after module item ``anchor``), ``func`` (after the last statement of a function and before
-    each of its ``return`` statements), ``for``/``dowhile`` (loop ``anchor``'s own list: after
-    its step / after a passing test) or ``none`` (no statement list: Verilator adds no point).
+    ``how``: ``append`` (after ``anchor``, a procedural statement), ``comb`` (processes after
+    the continuous assignment ``anchor`` that check once its inputs settle), ``func`` (after the
+    last statement of a function and before each of its ``return`` statements) or
+    ``for``/``dowhile`` (the own list of loop ``anchor``: after its step / after a passing test).
     """
 
     how: str
@@ -342,8 +342,7 @@ class _Walker:
     def timing(self, timing: Any) -> None:
         """Event/delay controls: a logical expression in one would be covered; not supported."""
         syn = getattr(timing, "syntax", None)
-        if syn is not None and any(t.rawText in ("&&", "||", "!", "&", "|", "^", "~", "?")
-                                   for t in _tokens(syn)):
+        if syn is not None and any(t in ("&&", "||", "!", "&", "|", "^", "~", "?") for t in _texts(syn, {})):
             raise Unsupported(f"{self.u.file}:{self.u.location(syn)[0]}: logical operator in an event control")
 
     # -- expressions ----------------------------------------------------------------------------
@@ -458,8 +457,6 @@ class _Walker:
                 self.u.append(t.anchor, text)
                 for ret in t.returns:
                     self.u.prepend(ret, text)
-            else:
-                raise Unsupported(f"{self.u.file}: expression checks without a place to go")
         for settle in self.settles:
             settle.commit(self.u)
 
@@ -545,16 +542,6 @@ def _texts(node: Any, replaced: dict):
                 yield child.rawText
         else:
             yield from _texts(child, replaced)
-
-
-def _tokens(node: Any):
-    for child in node:
-        if child is None:
-            continue
-        if isinstance(child, Token):
-            yield child
-        else:
-            yield from _tokens(child)
 
 
 def _stmt_list(s: Any) -> list[Any]:

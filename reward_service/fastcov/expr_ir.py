@@ -81,7 +81,6 @@ class VNode:
     param: tuple[int, bool, int] | None = None   # a parameter's (width, signed, value) as Verilator types it
     width_min: int = 0           # < width: an unsized value (V3Width's widthMin), 0: sized
     ineligible: str = ""         # why a term holding this node is not coverage-eligible
-    from_syntax: Any = None
 
     @property
     def is_const(self) -> bool:
