@@ -186,6 +186,9 @@ def test_cvdp_problems_default_to_auto():
     problem = problem_from_row(cid012_rows()["cvdp_copilot_Attenuator_0011"])
     assert problem.engine == "auto" and problem.request("x").engine == "auto"
     assert problem.request("x", engine="verilator").engine == "verilator"
+    # asking for Icarus keeps meaning Icarus without code coverage: auto replaces the Verilator path
+    assert problem.request("x", simulator="icarus").engine is None
+    assert problem.request("x", simulator="icarus", engine="fast").engine == "fast"
 
 
 def test_cocotb19_tests_get_code_coverage_on_the_fast_path(engine):

@@ -195,6 +195,8 @@ class Problem(BaseModel):
             ),
         }
         fields.update(overrides)
+        if "engine" not in overrides and Simulator(fields["simulator"]) != Simulator.verilator:
+            fields["engine"] = None  # the problem's engine replaces the Verilator path only
         return ScoreRequest(**fields)
 
 

@@ -91,6 +91,8 @@ class ProblemSpec(BaseModel):
             "limits": self.limits, "reward": self.reward,
         }
         fields.update(overrides)
+        if "engine" not in overrides and Simulator(fields["simulator"]) != Simulator.verilator:
+            fields["engine"] = None  # the problem's engine replaces the Verilator path only
         return ScoreRequest(**fields)
 
 
