@@ -380,6 +380,19 @@ def test_cocotb_same_as_bwrap(engine, docker_engine, simulator):
     assert got["status"] == "ok" and got["tests"] and all(passed for _, passed in got["tests"])
 
 
+@pytest.mark.parametrize("kind", ["sv", "cocotb"])
+def test_fast_path_same_as_bwrap(engine, docker_engine, kind):
+    """The fast coverage path (instrumented DUT on Icarus) brings its flag file back from the
+    container: code coverage, not a fallback to Verilator."""
+    pid = "cvdp_copilot_fixed_arbiter_0004"
+    request = sv_request(pid, "good", "verilator") if kind == "sv" else cocotb_request(pid, "verilator")
+    request["engine"] = "fast"
+    dock = docker_engine.score(request)
+    assert dock.engine == "fast" and dock.fallback is None, dock.fallback
+    got = same_on_both(engine, docker_engine, request)
+    assert got["status"] == "ok" and got["coverage"]["line"][0] > 0
+
+
 def test_cocotb19_runtime_in_the_image(engine, docker_engine):
     request = cocotb_request("cvdp_copilot_fixed_arbiter_0004", "icarus")
     request["stimulus"]["runtime"] = "cocotb-1.9"

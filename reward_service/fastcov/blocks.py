@@ -39,8 +39,9 @@ from reward_service.fastcov.unit import ModuleUnit, Unsupported, verilator_token
 
 _K = syntax.SyntaxKind
 
-#: System tasks that Verilator parses into an AstStop (V3Coverage turns coverage off after it).
-STOP_TASKS = {"$stop", "$fatal"}
+#: System tasks Verilator parses into an AstStop (``$error`` too: V3LinkResolve adds a stop);
+#: V3Coverage turns coverage off after it, so an arm that stops has no point.
+STOP_TASKS = {"$stop", "$fatal", "$error"}
 PROCEDURES = {_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock,
               _K.AlwaysLatchBlock}
 LOOPS = {_K.ForLoopStatement: "forKeyword", _K.LoopStatement: "repeatOrWhile",

@@ -34,7 +34,7 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import Token
 
-from reward_service.fastcov.blocks import _off_regions, _pragma_before
+from reward_service.fastcov.blocks import STOP_TASKS, _off_regions, _pragma_before
 from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
 from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported
@@ -43,8 +43,6 @@ _S = ast.SymbolKind
 _T = ast.StatementKind
 _E = ast.ExpressionKind
 
-#: System tasks Verilator parses into an AstStop (``$error`` too: V3LinkResolve adds a stop).
-STOP_TASKS = {"$stop", "$fatal", "$error"}
 _INC_DEC = {"Preincrement", "Predecrement", "Postincrement", "Postdecrement"}
 
 

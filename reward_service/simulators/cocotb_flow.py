@@ -49,6 +49,7 @@ from pathlib import Path
 import filelock
 
 from reward_service import hdl
+from reward_service.fastcov.unit import FLAG_FILE
 from reward_service.models import TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, Toolchain
@@ -94,7 +95,9 @@ FCOV = "rs_fcov.yml"
 STATUS = "rs_status.json"
 BUILD_STATUS = "rs_build_status.json"
 #: What the host reads of a run dir after the test step.
-RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, "coverage.dat"))
+#: What a run step leaves for the engine (the Docker sandbox copies back only these); the fast
+#: path's flag file is among them when the DUT is instrumented (reward_service.fastcov).
+RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, "coverage.dat", FLAG_FILE))
 
 
 # --------------------------------------------------------------------------------------------
