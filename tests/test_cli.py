@@ -100,3 +100,32 @@ def test_readme_example_runs(shared_cache_dir):
     out = cli(*args, cache=shared_cache_dir)
     assert out.returncode == 0, out.stderr
     assert "reward: 2.0000" in out.stdout and "toggle" in out.stdout
+
+
+README_SCORES = [line for line in (REPO / "README.md").read_text().splitlines()
+                 if line.startswith("reward-service score ") and "examples/cvdp/" in line]
+
+
+@pytest.mark.parametrize("line", README_SCORES, ids=lambda l: l.split("examples/cvdp/", 2)[1].split()[0])
+def test_readme_scoring_examples_run_on_the_shipped_files(shared_cache_dir, line):
+    """Every `reward-service score` example of the README that names examples/cvdp files runs
+    as printed and scores what that stimulus covers (testbench and cocotb test: all of the
+    Attenuator's points; the completion's shorter testbench: 96.61 %: branch 9/10, toggle 54/56)."""
+    out = cli(*line.split()[1:], cache=shared_cache_dir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    want = "1.9661" if "completion.md" in line else "2.0000"
+    if "--json" in line:
+        assert f"{json.loads(out.stdout)['reward']:.4f}" == want
+    else:
+        assert f"reward: {want}" in out.stdout
+
+
+def test_shipped_request_json_is_the_shipped_files():
+    """examples/cvdp/request.json (README's curl body) holds the same RTL as the CVDP row and the
+    same testbench as tb_attenuator.sv."""
+    cvdp = REPO / "examples" / "cvdp"
+    row = json.loads((cvdp / "attenuator.jsonl").read_text().splitlines()[0])
+    request = json.loads((cvdp / "request.json").read_text())
+    rtl = row["harness"]["files"]["src/Attenuator.sv"]
+    assert request["design"]["files"] == {"Attenuator.sv": rtl} == {"Attenuator.sv": (cvdp / "Attenuator.sv").read_text()}
+    assert request["stimulus"]["files"] == {"tb_attenuator.sv": (cvdp / "tb_attenuator.sv").read_text()}

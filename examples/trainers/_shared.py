@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from reward_service.adapters.common import service_url
@@ -24,8 +25,11 @@ def setup() -> tuple[str, str]:
     return (URL, the problem's prompt)."""
     url = service_url()
     with RewardClient(url) as client:
-        if not client.health():
-            raise SystemExit(f"no reward service at {url}: start one with `reward-service serve --port 8000` "
-                             "or set REWARD_SERVICE_URL")
+        deadline = time.monotonic() + 30  # `reward-service serve ... &` may still be starting
+        while not client.health():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no reward service at {url} after 30 s: start one with "
+                                 "`reward-service serve --port 8000` or set REWARD_SERVICE_URL")
+            time.sleep(0.5)
         client.load_problems_jsonl(CVDP / "attenuator.jsonl")
         return url, client.get_problem(PROBLEM_ID).prompt or ""

@@ -236,6 +236,9 @@ def eval_cvdp_cmd(
     if problems is None:
         cases = os.environ.get("REWARD_SERVICE_CASES")
         problems = Path(cases) / "cvdp" / "cid012.jsonl" if cases else Path("../shared/cases/cvdp/cid012.jsonl")
+        if not problems.is_file():
+            raise typer.BadParameter(f"no cid012 file at {problems} (relative to the current directory): "
+                                     "pass --problems FILE or set REWARD_SERVICE_CASES", param_hint="--problems")
     out = out or completions.with_name(completions.stem + ".cvdp-results.jsonl")
     opts = _Options(problems, completions, out, server, api_key, concurrency, [1], quiet, verbose, no_cache, n=n)
     report, outcome, loaded = _execute(opts)
