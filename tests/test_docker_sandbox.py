@@ -197,6 +197,37 @@ def test_outputs_replace_host_files_and_only_declared_ones_come_back(sandbox, tm
     assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == ["d", "d/e", "d/e/f.txt", "s", "s/all.txt"]
 
 
+def test_oversized_output_is_the_samples_limit_not_a_sandbox_error(sandbox, tmp_path, monkeypatch):
+    from reward_service.sandbox import docker as docker_backend
+
+    monkeypatch.setattr(docker_backend, "COPY_BACK_MAX_BYTES", 1 << 20)
+    result, work = python_step(sandbox, tmp_path, """
+        open("/work/big.bin", "wb").write(b"x" * (3 << 20))
+        open("/work/dump.vcd", "wb").write(b"y" * (8 << 20))  # undeclared: never copied
+        """, outputs=("/work/big.bin",))
+    assert result.output_flood and result.limit_hit == "output_flood"
+    assert not (work / "dump.vcd").exists()
+
+
+def test_a_container_left_alone_kills_itself_after_its_limit(client, monkeypatch):
+    """The backstop for a worker that died: the command runs under `timeout -s KILL` (limit +
+    grace), so an unsupervised container of a hanging step still ends."""
+    from reward_service.sandbox import docker as docker_backend
+    from reward_service.settings import Settings
+
+    monkeypatch.setattr(docker_backend, "SELF_KILL_GRACE_S", 1.0)
+    argv = docker_backend.self_limited(ExecSpec(argv=["sleep", "600"], workdir=Path("/"), timeout_s=1))
+    assert argv[:3] == ["timeout", "-s", "KILL"]
+    started = time.monotonic()
+    container = client.containers.run(Settings().sim_image, argv, network_mode="none",
+                                      user="65534:65534", read_only=True, detach=True)
+    try:
+        assert container.wait(timeout=60)["StatusCode"] == 137  # 128 + SIGKILL, from `timeout`
+        assert time.monotonic() - started < 30
+    finally:
+        container.remove(force=True)
+
+
 def test_unpack_refuses_links_and_escapes(tmp_path):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

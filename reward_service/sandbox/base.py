@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+#: Shells of a Debian system (host or image), hidden in ``no_shell`` steps.
+SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself failed (infrastructure), as opposed to the command failing."""
 

@@ -20,14 +20,15 @@ import sys
 import time
 from pathlib import Path
 
-from reward_service.sandbox.base import ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env
+from reward_service.sandbox.base import (
+    SHELLS, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
+)
 from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.output import BoundedOutput
 
 SANDBOX_UID = 65534
 #: Shells hidden in steps that need none (simulation runs): $system/system() cannot start one.
-_SHELLS = tuple(p for p in ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
-                if os.path.exists(p))
+_SHELLS = tuple(p for p in SHELLS if os.path.exists(p))
 #: Files of /etc that compilers and the dynamic loader need; nothing else of /etc is visible.
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
         "passwd", "group")

@@ -44,7 +44,7 @@ from docker.types import Mount, Ulimit
 
 from reward_service.sandbox import archive, reaper
 from reward_service.sandbox.base import (
-    Bind, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
+    SHELLS, Bind, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
 )
 from reward_service.sandbox.output import BoundedOutput
 
@@ -53,15 +53,16 @@ log = logging.getLogger(__name__)
 SANDBOX_UID = 65534
 #: Mount targets the image owns by uid 65534 (sim_images/Dockerfile creates them).
 WRITABLE_TARGETS = ("/work", "/model", "/ccache")
-#: Shells of the (Debian) image, hidden in ``no_shell`` steps.
-SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
 #: The cocotb 1.9 runtime's place in the image (= cocotb_runtime.DEFAULT_VENV on hosts).
 COCOTB19_VENV = "/opt/reward-service/cocotb-1.9"
 #: Time allowed for creating, filling, emptying and removing a container, beyond its limit:
 #: the reaper treats a sandbox object older than its deadline (+ margin) as orphaned.
 SETUP_ALLOWANCE_S = 300.0
-#: Most bytes of tar stream brought back from one mount.
+#: Most bytes of tar stream brought back for one declared output path.
 COPY_BACK_MAX_BYTES = 4 << 30
+#: The command runs under coreutils' ``timeout -s KILL`` this long after its limit: a container
+#: whose worker died (nobody left to kill it) still ends by itself.
+SELF_KILL_GRACE_S = 30.0
 #: How often a running step is checked for pids exhaustion (s).
 POLL_S = 0.1
 #: cgroup files holding the pids.events of a container, where the daemon's host is ours.
@@ -189,7 +190,7 @@ class DockerSandbox(Sandbox):
         labels = reaper.labels(time.time() + spec.timeout_s + SETUP_ALLOWANCE_S)
         try:
             container = api.create_container(
-                self.image_id(), command=list(spec.argv), user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                self.image_id(), command=self_limited(spec), user=f"{SANDBOX_UID}:{SANDBOX_UID}",
                 environment=env, working_dir=spec.cwd, hostname="sandbox",
                 name=f"{self.volume_prefix}-{uuid.uuid4().hex[:12]}", labels=labels,
                 host_config=self._host_config(spec, mounts, labels))["Id"]
@@ -198,10 +199,13 @@ class DockerSandbox(Sandbox):
                 if data is not None:
                     api.put_archive(container, mount.target, data)
             result = self._supervise(container, spec)
-            self._copy_back(container, spec, mounts)
+            try:
+                self._copy_back(container, spec, mounts)
+            except archive.ArchiveTooLarge:
+                result.output_flood = True  # the sample wrote too much: its limit, not ours
         except _DOCKER_ERRORS as exc:
             raise SandboxError(f"docker: {exc}") from exc
-        except (archive.ArchiveTooLarge, tarfile.TarError) as exc:
+        except tarfile.TarError as exc:
             raise SandboxError(f"copying files out of the sandbox failed: {exc}") from exc
         finally:
             if container is not None:
@@ -288,7 +292,11 @@ class DockerSandbox(Sandbox):
         if not (timed_out or flood.is_set()):
             try:  # the output ended; the process may still run with its output closed
                 api.wait(container, timeout=max(0.5, deadline - time.monotonic()))
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+                # docker-py reports its read timeout either way; before the deadline it is the
+                # daemon connection failing, which is ours to report, not the sample's timeout
+                if time.monotonic() < deadline - 0.1:
+                    raise SandboxError(f"lost the daemon while waiting for the step: {exc}") from exc
                 timed_out = True
         killed = timed_out or flood.is_set()
         if killed:
@@ -317,21 +325,19 @@ class DockerSandbox(Sandbox):
             else:
                 wanted = [rel for path in spec.outputs
                           if (rel := _relative(path, mount.target)) is not None]
-            if not wanted:
-                continue
             for rel in wanted:
                 if rel:
                     archive.clear(mount.host / rel)
                 else:
                     _empty(mount.host)
-            if len(wanted) == 1:
-                self._fetch(container, mount, wanted[0])
-            else:  # one stream of the whole volume, filtered: one archive call instead of many
-                self._fetch(container, mount, "", tuple(wanted))
+            # One archive call per declared path: a stream of the whole volume would also carry
+            # whatever else the sample wrote there (waveform dumps, up to file_mb each).
+            for rel in wanted:
+                self._fetch(container, mount, rel)
 
-    def _fetch(self, container: str, mount: _Mount, rel: str, keep: tuple[str, ...] | None = None) -> None:
-        """Copy ``<mount.target>/<rel>`` out to ``<mount.host>/<rel>`` (only the paths under
-        ``keep``, when given); a path the step did not write is simply absent."""
+    def _fetch(self, container: str, mount: _Mount, rel: str) -> None:
+        """Copy ``<mount.target>/<rel>`` out to ``<mount.host>/<rel>``; a path the step did not
+        write is simply absent. Raises :class:`archive.ArchiveTooLarge` past the byte budget."""
         source = f"{mount.target}/{rel}" if rel else mount.target
         try:
             chunks, _ = self.client.api.get_archive(container, source)
@@ -343,10 +349,7 @@ class DockerSandbox(Sandbox):
             first, _, rest = name.partition("/")
             if first != top:
                 return None
-            inside = "/".join(p for p in (rel, rest) if p)
-            if keep is not None and not any(inside == k or inside.startswith(k + "/") for k in keep):
-                return None
-            return inside
+            return "/".join(p for p in (rel, rest) if p)
 
         archive.unpack(chunks, mount.host, max_bytes=COPY_BACK_MAX_BYTES, rename=rename)
 
@@ -356,6 +359,13 @@ class DockerSandbox(Sandbox):
             self.client.api.remove_container(container, v=True, force=True)
         except Exception as exc:  # noqa: BLE001 - never mask the step's own outcome
             log.warning("cannot remove sandbox container %s (the reaper will): %s", container[:12], exc)
+
+
+def self_limited(spec: ExecSpec) -> list[str]:
+    """``spec.argv`` under ``timeout -s KILL`` (its whole process group) at the limit plus
+    :data:`SELF_KILL_GRACE_S`: the worker kills the container at the limit; this is the backstop
+    for a worker that died."""
+    return ["timeout", "-s", "KILL", f"{spec.timeout_s + SELF_KILL_GRACE_S:.0f}", *spec.argv]
 
 
 def _relative(path: str, target: str) -> str | None:
