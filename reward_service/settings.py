@@ -76,6 +76,9 @@ class Settings(BaseSettings):
 
     # -- workers (workers/, reward_service.dispatch.celery; docs/workers.md) ---------------------
     result_backend: str | None = Field(None, description="Celery result backend (redis://...; default: broker_url)")
+    worker_concurrency: int | None = Field(
+        None, ge=1, description="processes of one `python -m workers` (default: the cores it may use; "
+                                "with several worker containers on one host: cores / containers)")
     task_soft_time_limit_s: float | None = Field(
         None, gt=0, description="Celery soft time limit of a score task (default: the largest "
                                 "Limits.compile_s + Limits.run_s + 60 s)")
@@ -88,6 +91,11 @@ class Settings(BaseSettings):
     task_max_retries: int = Field(2, ge=0, description="retries of a job that ended in sandbox_error")
     task_retry_backoff_s: float = Field(2.0, ge=0, description="first retry delay; doubles per retry")
     celery_max_queue: int = Field(10_000, ge=1, description="service mode: queued + running jobs before 429")
+
+    @field_validator("worker_concurrency", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # compose passes unset variables as ""
 
     @field_validator("api_keys", mode="before")
     @classmethod

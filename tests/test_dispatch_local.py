@@ -49,3 +49,28 @@ def test_finished_results_are_bounded_by_count_and_age():
     new = d.submit(_request())
     assert d.get(old) is None and d.get(new) is not None  # expired vs fresh (pending or done)
     d.close()
+
+
+def test_a_pending_background_job_does_not_stop_pruning():
+    import threading
+
+    class Blocking(RaisingEngine):
+        def __init__(self):
+            self.release = threading.Event()
+
+        def score(self, request):
+            if request.seed == 99:
+                self.release.wait(30)
+            return super().score(request)
+
+    engine = Blocking()
+    d = LocalDispatcher(engine, workers=1, keep_results=3)
+    warm = d.submit_background(_request().model_copy(update={"seed": 99}))
+    ids = [d.submit(_request()) for _ in range(6)]
+    for i in ids:
+        assert d.wait(i, 10).state == "done"
+    d.submit(_request())
+    assert d.get(warm).state != "done"  # still pending, kept
+    assert sum(d.get(i) is not None for i in ids) < len(ids)  # finished ones pruned behind it
+    engine.release.set()
+    d.close()

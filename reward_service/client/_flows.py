@@ -31,6 +31,9 @@ ProgressFn = Callable[[int, int], None]
 #: Requests per ``POST /v1/batches`` (the server accepts up to ``max_batch``, default 4096).
 DEFAULT_CHUNK = 1024
 
+#: Shortest long-poll of a job that is not done yet (s): ``wait=0`` still waits this long per GET.
+MIN_POLL_S = 0.5
+
 
 def request_body(request: ScoreRequest | Mapping[str, Any], where: str = "request") -> dict[str, Any]:
     """The JSON of a request as the server should see it: only the fields the caller set (so a
@@ -99,7 +102,8 @@ def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: fl
             while data.get("state") != "done" or data.get("result") is None:
                 if _expired(deadline):
                     raise ScoreTimeout(f"job {job_id} not finished within the timeout of {timeout:g} s", 0, 1)
-                hold = _remaining(deadline, wait)
+                # a long poll of at least MIN_POLL_S: wait=0 must not turn into a busy loop
+                hold = _remaining(deadline, max(wait, MIN_POLL_S))
                 path = f"/v1/jobs/{quote(job_id, safe='')}"
                 data = parse_json(Call("GET", path), (yield Call("GET", path, params={"wait": hold}, hold=hold)))
             data = data["result"]

@@ -76,17 +76,15 @@ class LocalDispatcher(Dispatcher):
             return ids
 
     def _prune_locked(self) -> None:
-        """Drop finished jobs, oldest first, while over the count bound or past the TTL."""
+        """Drop finished jobs in the order they finished while over the count bound or past
+        the TTL; pending jobs (a long background warm-up among them) never block this."""
         expired = time.monotonic() - self._ttl
-        while self._jobs:
-            oldest, fut = next(iter(self._jobs.items()))
-            finished = self._finished.get(oldest)
-            if finished is None or not fut.done():
-                break  # still pending: it and everything newer stay
+        while self._finished:
+            oldest, finished = next(iter(self._finished.items()))
             if len(self._jobs) <= self._keep and finished > expired:
                 break
-            del self._jobs[oldest]
             del self._finished[oldest]
+            self._jobs.pop(oldest, None)
 
     def submit(self, request: ScoreRequest) -> str:
         return self.submit_many([request])[0]

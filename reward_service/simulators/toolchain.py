@@ -122,15 +122,22 @@ def _host_toolchain(venv: str) -> Toolchain:
 
 def versions(sandbox: Sandbox | None = None) -> dict[str, str]:
     """Versions of what determines a result (``ScoreResult.versions``, part of the result-cache
-    key): this package, the tools inside ``sandbox`` (default: the host's), and ``sandbox`` =
-    the toolchain identity (``bwrap``, or ``docker:<image id>``). Raises
-    :class:`~reward_service.sandbox.SandboxError` when the sandbox cannot say."""
+    key): this package, pyslang (the fast path instruments the DUT in this process), the tools
+    inside ``sandbox`` (default: the host's), and ``sandbox`` = the toolchain identity
+    (``bwrap``, or ``docker:<image id>``). Raises :class:`~reward_service.sandbox.SandboxError`
+    when the sandbox cannot say."""
     toolchain = sandbox.toolchain() if sandbox is not None else host_toolchain()
-    return {**toolchain.versions, "reward-service": package_version(), "sandbox": toolchain.identity}
+    return {**toolchain.versions, "reward-service": package_version(), "pyslang": _dist_version("pyslang"),
+            "sandbox": toolchain.identity}
 
 
 def package_version() -> str:
+    return _dist_version("reward-service")
+
+
+@functools.lru_cache(maxsize=None)
+def _dist_version(dist: str) -> str:
     try:
-        return importlib.metadata.version("reward-service")
+        return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"

@@ -29,6 +29,10 @@ from reward_service.models import ScoreRequest, Status
 
 router = APIRouter(prefix="/v1", tags=["openrlhf"], dependencies=[Authenticated])
 
+#: Default wait: OpenRLHF's remote reward call times out after 180 s and POSTs again (the same
+#: body finds the same batch), so answering 503 a little before that keeps one waiting thread.
+DEFAULT_WAIT_S = 150.0
+
 
 class OpenRLHFRequest(BaseModel):
     """What OpenRLHF sends: ``query[i]`` = prompt + response text, ``prompts[i]`` the prompt,
@@ -103,7 +107,7 @@ async def openrlhf_reward(
     dispatcher: DispatcherDep, batches: BatchStoreDep, metrics: MetricsDep,
     diversity_weight: Annotated[float, Query(ge=0, le=100, description="λ of the group diversity term "
                                              "(groups: the samples of one prompt)")] = 0.0,
-    wait: Annotated[float | None, Query(ge=0, description="seconds to wait for the batch (default: max_wait_s)")] = None,
+    wait: Annotated[float | None, Query(ge=0, description="seconds to wait for the batch (default: 150, under OpenRLHF's own 180 s request timeout)")] = None,
 ) -> dict[str, Any]:
     """Rewards for OpenRLHF (``--remote_rm_url http://HOST:PORT/v1/openrlhf/reward``), in
     request order; empty lists give empty lists. 422 names the bad ``labels[i]``/``query[i]``,
@@ -113,7 +117,7 @@ async def openrlhf_reward(
         raise HTTPException(422, "diversity_weight must be a finite number")
     if len(body.query) > settings.max_batch:
         raise HTTPException(422, f"at most {settings.max_batch} queries per request, got {len(body.query)}")
-    wait_s = service.check_wait(wait, settings, settings.max_wait_s)
+    wait_s = service.check_wait(wait, settings, min(DEFAULT_WAIT_S, settings.max_wait_s))
     try:
         samples = samples_from(body.query, body.prompts, body.labels)
     except ValueError as exc:
