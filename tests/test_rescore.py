@@ -279,6 +279,36 @@ def test_server_mode_equals_embedded(full_run, tmp_path, shared_cache_dir):
     assert json.loads(out.with_suffix(".report.json").read_text())["pass@1"] == pytest.approx(3 / 5)
 
 
+def test_server_refusing_the_design_stops_the_run_but_a_huge_completion_is_invalid(tmp_path, shared_cache_dir):
+    """413/422 about the sample (a completion over the server's max_file_kb) is the sample's
+    invalid_input; a refusal of the problem's design (over max_files) stops the run instead of
+    scoring every sample 0."""
+    from reward_service.api import create_app
+    from reward_service.settings import Settings
+
+    huge = {"problem_id": ATTN, "sample_id": "huge", "completion": "```verilog\n" + "// x\n" * 30_000 + "```"}
+    completions = write_jsonl(tmp_path / "C.jsonl", [huge])
+    out = tmp_path / "R.jsonl"
+    settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=1, warm_on_register=False,
+                        max_file_kb=64)
+    with live_server(create_app(settings=settings)) as url:
+        proc = subprocess.run(rescore_args(completions, out, "--server", url), capture_output=True, text=True,
+                              env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = map(json.loads, out.read_text().splitlines())
+    assert line["status"] == "invalid_input" and "refused the sample" in line["message"]
+
+    out2 = tmp_path / "R2.jsonl"
+    completions = write_jsonl(tmp_path / "C2.jsonl", broken_completions()[:1])
+    settings = settings.model_copy(update={"max_files": 1})  # the design alone is over it
+    with live_server(create_app(settings=settings)) as url:
+        proc = subprocess.run(rescore_args(completions, out2, "--server", url), capture_output=True, text=True,
+                              env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "not the sample's" in proc.stderr
+    assert not out2.exists() or out2.read_text() == ""
+
+
 @pytest.mark.slow
 def test_unreachable_server_stops_the_run(tmp_path, shared_cache_dir):
     completions = write_jsonl(tmp_path / "C.jsonl", broken_completions()[:1])

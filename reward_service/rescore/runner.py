@@ -61,8 +61,11 @@ def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 60.
 
     The returned scorer raises :class:`ServiceDown` when the service stays unreachable or refuses
     the API key (401/403): the run stops. A sample the service refuses as too large or malformed
-    (413/422) is an ``invalid_input`` result with the service's message; other refusals (500)
-    raise, and the runner records them as ``sandbox_error`` (re-tried by the next run).
+    (413/422) for its stimulus or completion is an ``invalid_input`` result with the service's
+    message; a refusal about anything else (the design over the server's file limits, a schema
+    the server does not know) stops the run too, since scoring every sample of a problem 0 for
+    it would make pass@k silently wrong. Other refusals (500) raise, and the runner records
+    them as ``sandbox_error`` (re-tried by the next run).
     """
     from reward_service.client import RequestFailed, RewardClient, ServiceUnavailable
 
@@ -77,11 +80,21 @@ def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 60.
             if exc.status_code in (401, 403):
                 raise ServiceDown(str(exc)) from exc
             if exc.status_code in (413, 422):
-                return ScoreResult(status=Status.invalid_input, reward=0.0,
-                                   message=f"the service refused the sample: {exc.detail}"[:500])
+                if _about_the_sample(exc.detail):
+                    return ScoreResult(status=Status.invalid_input, reward=0.0,
+                                       message=f"the service refused the sample: {exc.detail}"[:500])
+                raise ServiceDown(f"the service refused a request for a reason that is not the sample's "
+                                  f"({exc.status_code}: {exc.detail}); fix the problem or the server's limits "
+                                  "and re-run") from exc
             raise
 
     return score
+
+
+def _about_the_sample(detail: str | None) -> bool:
+    """Whether a 413/422 message concerns what the model wrote (the stimulus or completion)."""
+    text = (detail or "").lower()
+    return ("stimulus" in text or "completion" in text) and "design" not in text
 
 
 def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]]) -> tuple[list[Sample], int, int]:
