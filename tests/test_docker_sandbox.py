@@ -329,6 +329,17 @@ def test_check_names_the_missing_image_and_the_fix(client):
         DockerSandbox("reward-service-sim:no-such-tag", client=client).check()
 
 
+def test_a_removed_image_is_resolved_again(sandbox, tmp_path):
+    """Jobs of an image id that was removed fail as sandbox errors once, then use the image the
+    tag names now (as /readyz, which checks the tag, says)."""
+    sandbox.image_id()
+    sandbox._image_id = "sha256:" + "0" * 64  # an image id that no longer exists
+    with pytest.raises(SandboxError, match="is gone"):
+        python_step(sandbox, tmp_path, "print('x')", outputs=())
+    result, _ = python_step(sandbox, tmp_path, "print('again')", outputs=())
+    assert result.exit_code == 0 and "again" in result.output
+
+
 def test_check_says_when_the_daemon_is_unreachable(tmp_path):
     from reward_service.sandbox.docker import DockerSandbox
 

@@ -25,5 +25,5 @@ def start_sandbox_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celer
         return
     from reward_service.sandbox import reaper
 
-    reaper.start_periodic(REAPER_INTERVAL_S)
+    reaper.ensure_periodic(REAPER_INTERVAL_S)  # now, not at the first job (the sandbox would then)
     log.info("sandbox reaper started (every %g s)", REAPER_INTERVAL_S)

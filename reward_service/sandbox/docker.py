@@ -109,6 +109,7 @@ class DockerSandbox(Sandbox):
         self._image_id: str | None = None
         self._caches: set[str] = set()
         self._lock = threading.RLock()
+        reaper.ensure_periodic()  # containers a killed process of this host left behind
 
     # -- connection ------------------------------------------------------------------------------
     @property
@@ -203,6 +204,13 @@ class DockerSandbox(Sandbox):
                 self._copy_back(container, spec, mounts)
             except archive.ArchiveTooLarge:
                 result.output_flood = True  # the sample wrote too much: its limit, not ours
+        except docker.errors.ImageNotFound as exc:
+            # the resolved image was removed (prune, rebuild + cleanup): resolve the tag again on
+            # the next step, so /readyz (which checks the tag) and the jobs agree again
+            with self._lock:
+                self._image_id = None
+            raise SandboxError(f"the simulation image {self.image} ({exc}) is gone; the next step uses "
+                               "the image the tag names now") from exc
         except _DOCKER_ERRORS as exc:
             raise SandboxError(f"docker: {exc}") from exc
         except tarfile.TarError as exc:

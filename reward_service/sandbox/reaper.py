@@ -157,6 +157,19 @@ def start_periodic(interval_s: float = 300.0, margin_s: float = MARGIN_S) -> thr
     return stop
 
 
+_PERIODIC: threading.Event | None = None
+_PERIODIC_LOCK = threading.Lock()
+
+
+def ensure_periodic(interval_s: float = 300.0) -> None:
+    """Start :func:`start_periodic` once per process (idempotent): every process that runs
+    Docker sandboxes (workers, ``serve``, ``rescore``) reaps, not only Celery workers."""
+    global _PERIODIC
+    with _PERIODIC_LOCK:
+        if _PERIODIC is None:
+            _PERIODIC = start_periodic(interval_s)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     done = reap()
