@@ -3,6 +3,8 @@ depth is a counter that returns to 0."""
 
 from __future__ import annotations
 
+import pytest
+
 from reward_service.dispatch.local import LocalDispatcher
 from reward_service.models import ScoreRequest
 
@@ -66,11 +68,34 @@ def test_a_pending_background_job_does_not_stop_pruning():
     engine = Blocking()
     d = LocalDispatcher(engine, workers=1, keep_results=3)
     warm = d.submit_background(_request().model_copy(update={"seed": 99}))
-    ids = [d.submit(_request()) for _ in range(6)]
-    for i in ids:
-        assert d.wait(i, 10).state == "done"
+    ids = []
+    for _ in range(6):  # one at a time: a submit prunes what finished before it
+        ids.append(d.submit(_request()))
+        assert d.wait(ids[-1], 10).state == "done"
     d.submit(_request())
     assert d.get(warm).state != "done"  # still pending, kept
     assert sum(d.get(i) is not None for i in ids) < len(ids)  # finished ones pruned behind it
     engine.release.set()
+    d.close()
+
+
+def test_background_work_only_uses_half_the_queue_bound():
+    from reward_service.dispatch.base import QueueFull
+
+    import threading
+
+    class Blocking(RaisingEngine):
+        release = threading.Event()
+
+        def score(self, request):
+            self.release.wait(30)
+            return super().score(request)
+
+    d = LocalDispatcher(Blocking(), workers=1, max_queue=4)
+    d.submit_background(_request().model_copy(update={"seed": 1}))
+    d.submit_background(_request().model_copy(update={"seed": 2}))
+    with pytest.raises(QueueFull):  # half of 4 is taken by background work
+        d.submit_background(_request().model_copy(update={"seed": 3}))
+    d.submit_many([_request(), _request()])  # scoring still has its half
+    Blocking.release.set()
     d.close()

@@ -42,8 +42,9 @@ class Dispatcher(abc.ABC):
         """Queue one request; returns its job id. Raises :class:`QueueFull`."""
 
     def submit_background(self, request: ScoreRequest) -> str:
-        """Queue work nobody waits for (a warm-up build) behind every scoring job, so that
-        registering many problems never delays scoring. Raises :class:`QueueFull`."""
+        """Queue work nobody waits for (a warm-up build) behind every scoring job, and only
+        while the queue is under half its bound, so that registering many problems never delays
+        scoring nor fills the queue against it. Raises :class:`QueueFull`."""
         return self.submit(request)
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:

@@ -167,13 +167,14 @@ class CeleryDispatcher(Dispatcher):
         return self.submit_many([request])[0]
 
     def submit_background(self, request: ScoreRequest) -> str:
-        """Queue at the lowest priority: workers take it only when no scoring job waits."""
-        return self._submit([request], BACKGROUND_PRIORITY)[0]
+        """Queue at the lowest priority (workers take it only when no scoring job waits), and
+        only while the queue is under half its bound: the other half stays for scoring."""
+        return self._submit([request], BACKGROUND_PRIORITY, self.max_queue // 2)[0]
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
-        return self._submit(requests, SCORE_PRIORITY)
+        return self._submit(requests, SCORE_PRIORITY, self.max_queue)
 
-    def _submit(self, requests: list[ScoreRequest], priority: int) -> list[str]:
+    def _submit(self, requests: list[ScoreRequest], priority: int, bound: int) -> list[str]:
         payloads = [wire_payload(r) for r in requests]
         ids = [job_id_for(r) for r in requests]
         first: dict[str, dict[str, Any]] = {}
@@ -193,9 +194,9 @@ class CeleryDispatcher(Dispatcher):
             new = rerun + fresh
             if new:
                 depth = self.queue_depth()
-                if depth + len(new) > self.max_queue:
+                if depth + len(new) > bound:
                     raise QueueFull(f"queue full: {depth} jobs queued or running, {len(new)} more would "
-                                    f"exceed the bound of {self.max_queue}", retry_after=_retry_after(depth))
+                                    f"exceed the bound of {bound}", retry_after=_retry_after(depth))
             to_send = self._claim(rerun, fresh, seen)
             if to_send:
                 self._send([(i, first[i]) for i in to_send], priority)

@@ -57,15 +57,15 @@ class LocalDispatcher(Dispatcher):
                 self._finished[job_id] = time.monotonic()
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
-        return self._submit(requests, self.pool)
+        return self._submit(requests, self.pool, self.max_queue)
 
     def submit_background(self, request: ScoreRequest) -> str:
-        return self._submit([request], self.background_pool)[0]
+        return self._submit([request], self.background_pool, self.max_queue // 2)[0]
 
-    def _submit(self, requests: list[ScoreRequest], pool: ThreadPoolExecutor) -> list[str]:
+    def _submit(self, requests: list[ScoreRequest], pool: ThreadPoolExecutor, bound: int) -> list[str]:
         with self._lock:
-            if self.queue_depth_locked() + len(requests) > self.max_queue:
-                raise QueueFull(f"queue full ({self.max_queue} pending jobs)", retry_after=2.0)
+            if self.queue_depth_locked() + len(requests) > bound:
+                raise QueueFull(f"queue full ({bound} pending jobs)", retry_after=2.0)
             ids = []
             for request in requests:
                 job_id = uuid.uuid4().hex
