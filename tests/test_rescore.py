@@ -20,7 +20,7 @@ from conftest import CID012, REPO, STIMULUS, free_port, live_server
 from reward_service.problems import load_problems
 from reward_service.rescore.report import summarise
 from reward_service.rescore.runner import plan
-from reward_service.rescore.store import ResultStore, Sample, read_completions
+from reward_service.rescore.store import ResultStore, Sample, problem_digest, read_completions
 
 ATTN = "cvdp_copilot_Attenuator_0011"
 PROBLEM_DIRS = sorted(d for d in STIMULUS.iterdir() if (d / "expected.json").exists())
@@ -377,7 +377,7 @@ def test_torn_last_line_is_cut_and_a_complete_one_kept(tmp_path):
     assert path.read_text() == bad  # untouched
 
 
-def test_plan_skips_final_retries_infra_and_refuses_other_completions():
+def test_plan_skips_final_retries_infra_and_refuses_other_completions(problems):
     samples = [Sample(ATTN, i, f"text {i}", i + 1) for i in range(4)]
     done = {(ATTN, "0"): _record(ATTN, 0, digest=samples[0].digest),
             (ATTN, "1"): _record(ATTN, 1, status="sandbox_error", digest=samples[1].digest),
@@ -387,6 +387,12 @@ def test_plan_skips_final_retries_infra_and_refuses_other_completions():
     done[(ATTN, "0")]["completion_sha256"] = samples[3].digest
     with pytest.raises(ValueError, match="completion text differs"):
         plan(samples, done)
+    done[(ATTN, "0")]["completion_sha256"] = samples[0].digest
+    done[(ATTN, "0")]["problem_sha256"] = problem_digest(problems[ATTN])
+    assert plan(samples, done, problems)[1:] == (2, 1)  # the same problem: reused
+    done[(ATTN, "0")]["problem_sha256"] = "0" * 16  # written for another version of the problem
+    with pytest.raises(ValueError, match="another version of their problem"):
+        plan(samples, done, problems)
 
 
 def test_report_keeps_infra_failures_and_pending_apart(problems):

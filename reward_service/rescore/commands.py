@@ -108,7 +108,7 @@ def _execute(opts: _Options) -> tuple[dict[str, Any], RunOutcome, dict[str, Any]
     store = ResultStore(opts.out)
     try:
         held = store.load()
-        todo, final, retry = plan(completions.samples, held)
+        todo, final, retry = plan(completions.samples, held, problems)
         if todo:
             store.open()  # an unwritable --out fails now, not after the first sample
     except (OSError, ValueError) as exc:

@@ -32,7 +32,9 @@ from rich.progress import (
 from rich.text import Text
 
 from reward_service.models import ScoreRequest, ScoreResult, Status
-from reward_service.rescore.store import ResultStore, Sample, SampleKey, is_final, result_record
+from reward_service.rescore.store import (
+    ResultStore, Sample, SampleKey, is_final, problem_digest, result_record,
+)
 
 __all__ = ["Scorer", "ServiceDown", "engine_scorer", "client_scorer", "plan", "run", "RunOutcome"]
 
@@ -97,17 +99,21 @@ def _about_the_sample(detail: str | None) -> bool:
     return ("stimulus" in text or "completion" in text) and "design" not in text
 
 
-def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]]) -> tuple[list[Sample], int, int]:
+def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]],
+         problems: Mapping[str, Any] | None = None) -> tuple[list[Sample], int, int]:
     """Split ``samples`` by what ``R.jsonl`` holds: ``(to score, already final, sandbox_error
     lines to retry)``. Raises ``ValueError`` when a held result was written for another
-    completion text."""
-    todo, final, retry, stale = [], 0, 0, []
+    completion text or (given ``problems``) another version of its problem."""
+    todo, final, retry, stale, changed = [], 0, 0, [], []
+    digests = {pid: problem_digest(p) for pid, p in (problems or {}).items()}
     for sample in samples:
         record = done.get(sample.key)
         if record is None:
             todo.append(sample)
         elif record.get("completion_sha256") not in (None, sample.digest):
             stale.append(sample)
+        elif record.get("problem_sha256") not in (None, digests.get(sample.problem_id, record.get("problem_sha256"))):
+            changed.append(sample)
         elif is_final(record):
             final += 1
         else:
@@ -118,6 +124,11 @@ def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]]) -> 
         raise ValueError(f"the output file holds results of {len(stale)} sample(s) whose completion text "
                          f"differs from the completions file ({names}{', ...' if len(stale) > 5 else ''}); "
                          "write to a new --out")
+    if changed:
+        names = ", ".join(sorted({s.problem_id for s in changed})[:5])
+        raise ValueError(f"the output file holds results of {len(changed)} sample(s) scored against another "
+                         f"version of their problem ({names}: design, targets, engine or limits changed in "
+                         "the problems file); write to a new --out")
     return todo, final, retry
 
 
@@ -174,6 +185,7 @@ def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, stor
         _RateColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
         TextColumn("{task.fields[passed]} passed, {task.fields[infra]} infra errors"),
         console=console, disable=not show_progress or not console.is_terminal)
+    digests = {pid: problem_digest(p) for pid, p in problems.items()}
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rescore")
     queue: Iterator[Sample] = iter(samples)
     in_flight: dict[Future, Sample] = {}
@@ -196,7 +208,7 @@ def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, stor
         except ServiceDown as exc:
             outcome.stopped_by = outcome.stopped_by or str(exc)
             return
-        store.append(result_record(sample, result))
+        store.append(result_record(sample, result, digests.get(sample.problem_id)))
         outcome.scored += 1
         outcome.sandbox_errors += result.status == Status.sandbox_error
         passed += result.passed

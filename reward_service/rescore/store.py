@@ -115,14 +115,21 @@ def is_final(record: Mapping[str, Any]) -> bool:
     return record.get("status") != Status.sandbox_error.value
 
 
-def result_record(sample: Sample, result: ScoreResult) -> dict[str, Any]:
+def problem_digest(problem: Any) -> str:
+    """16 hex digits of SHA-256 over a problem's JSON (design, targets, engine, limits, ...):
+    a result written for another version of the problem is not reused on resume."""
+    text = problem.model_dump_json() if hasattr(problem, "model_dump_json") else json.dumps(problem, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def result_record(sample: Sample, result: ScoreResult, problem_sha256: str | None = None) -> dict[str, Any]:
     """The ``R.jsonl`` line of one scored sample.
 
     Keys: ``problem_id``, ``sample_id``, ``status``, ``passed``, ``reward`` (None only for
     ``sandbox_error``), ``coverage`` (``overall`` and each measured metric's ratio in [0, 1],
     None when the metric has no points or is unavailable), ``points`` (metric -> ``[covered,
-    total]``), ``message`` (at most 500 characters), ``engine``, ``versions`` and
-    ``completion_sha256`` (:attr:`Sample.digest`).
+    total]``), ``message`` (at most 500 characters), ``engine``, ``versions``,
+    ``completion_sha256`` (:attr:`Sample.digest`) and ``problem_sha256`` (:func:`problem_digest`).
     """
     metrics = result.coverage.metrics
     return {
@@ -138,6 +145,7 @@ def result_record(sample: Sample, result: ScoreResult) -> dict[str, Any]:
         "engine": result.engine,
         "versions": result.versions,
         "completion_sha256": sample.digest,
+        "problem_sha256": problem_sha256,
     }
 
 
