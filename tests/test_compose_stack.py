@@ -100,6 +100,21 @@ class Stack:
         return self.compose("logs", "--no-color", "--tail", "300", check=False).stdout
 
 
+def _warm_sim_ccache(cache_dir: Path) -> None:
+    """Fill the sim containers' shared ccache volume (``reward-service-ccache``, the workers'
+    default) with the Verilator runtime objects, outside any Celery time limit: on a fresh
+    machine the first build in a 1-CPU container under a busy test run can take minutes, more
+    than the short limits of tests/compose.test.yml allow. Later builds only compile the design."""
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    engine = Engine(Settings(cache_dir=cache_dir, result_cache=False, sandbox="docker"))
+    slow = {"compile_s": 1800}
+    for request in (icarus_case(ATTENUATOR, "good", simulator="verilator"), cocotb_case(ARBITER, simulator="verilator")):
+        result = engine.score(request.model_copy(update={"limits": request.limits.model_copy(update=slow)}))
+        assert result.status == "ok", f"warming the sim ccache failed: {result.message}\n{result.log[-2000:]}"
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     client = _docker_client()
@@ -109,6 +124,7 @@ def stack(tmp_path_factory):
     assert command, "Docker Compose is missing: scripts/install.sh installs it"
     missing = [name for name in IMAGES if not client.images.list(name=name)]
     assert not missing, f"images {missing} missing: run scripts/build_images.sh"
+    _warm_sim_ccache(tmp_path_factory.mktemp("warm"))
     project = f"rstest{os.getpid()}"
     api_port, redis_port = _free_port(), _free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
