@@ -84,20 +84,38 @@ class Stack:
                                                               f"com.docker.compose.service={service}"]})
 
     def sim_leftovers(self) -> list[str]:
-        """Sim containers (running or not) and per-step volumes made by this stack's workers:
-        their owner label starts with the worker's host name (its container's short id)."""
+        """Sim containers (running or not) and per-step volumes made by this stack's workers."""
         hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker")}
-
-        def mine(labels: dict) -> bool:
-            return (labels or {}).get(OWNER_LABEL, "").partition("/")[0] in hosts
-
-        containers = self.docker.api.containers(all=True, filters={"label": f"{SANDBOX_LABEL}=1"})
-        volumes = self.docker.api.volumes(filters={"label": f"{SANDBOX_LABEL}=1"}).get("Volumes") or []
-        return ([f"container {c['Id'][:12]}" for c in containers if mine(c.get("Labels"))]
-                + [f"volume {v['Name']}" for v in volumes if mine(v.get("Labels"))])
+        return [f"{kind} {ident[:12]}" for kind, ident in _sim_objects(self.docker, hosts)]
 
     def logs(self) -> str:
         return self.compose("logs", "--no-color", "--tail", "300", check=False).stdout
+
+
+def _sim_objects(client, hosts: set[str]) -> list[tuple[str, str]]:
+    """("container" | "volume", id) of sandbox objects whose owner label names one of ``hosts``
+    (a worker's host name is its container's short id)."""
+    def mine(labels: dict | None) -> bool:
+        return (labels or {}).get(OWNER_LABEL, "").partition("/")[0] in hosts
+
+    label = {"label": f"{SANDBOX_LABEL}=1"}
+    containers = client.api.containers(all=True, filters=label)
+    volumes = client.api.volumes(filters=label).get("Volumes") or []
+    return ([("container", c["Id"]) for c in containers if mine(c.get("Labels"))]
+            + [("volume", v["Name"]) for v in volumes if mine(v.get("Labels"))])
+
+
+def _remove_sim_objects(client, hosts: set[str]) -> None:
+    import docker
+
+    for kind, ident in _sim_objects(client, hosts):  # containers first: they hold the volumes
+        try:
+            if kind == "container":
+                client.api.remove_container(ident, v=True, force=True)
+            else:
+                client.api.remove_volume(ident, force=True)
+        except docker.errors.NotFound:  # went with its container (v=True)
+            pass
 
 
 def _warm_sim_ccache(cache_dir: Path) -> None:
@@ -147,10 +165,14 @@ def stack(tmp_path_factory):
             time.sleep(1)
         else:
             raise AssertionError(f"stack not ready in 180 s: {getattr(last, 'text', last)}\n{st.logs()}")
+        workers = {c.attrs["Config"]["Hostname"] for c in st.containers("worker")}
         yield st
     finally:
         (tmp_path_factory.getbasetemp() / f"{project}.log").write_text(st.logs())
         st.compose("down", "-v", "--remove-orphans", "-t", "10", check=False)
+        # A SIGKILLed worker may leave a sim container behind (the reaper of a surviving worker
+        # removes it after its deadline; the stack is gone by then): the test cleans up its own.
+        _remove_sim_objects(client, locals().get("workers", set()))
 
 
 def _curl_json(url: str, body: Path, *, content_type: str = "application/json") -> tuple[int, dict]:
