@@ -274,6 +274,34 @@ def test_memory_bomb_is_oom(sandbox, tmp_path):
     assert result.oom and result.limit_hit == "oom", result
 
 
+def test_oom_seen_when_the_state_flag_loses_the_race(sandbox, tmp_path, monkeypatch):
+    """The daemon sets State.OOMKilled from an event that races the exit (a CI run saw exit 137
+    and OOMKilled false); the sandbox then finds the daemon's ``oom`` event instead."""
+    inspect = sandbox.client.api.inspect_container
+
+    def without_flag(container):
+        info = inspect(container)
+        info["State"]["OOMKilled"] = False
+        return info
+
+    monkeypatch.setattr(sandbox.client.api, "inspect_container", without_flag)
+    result, _ = python_step(sandbox, tmp_path, """
+        chunks = []
+        while True:
+            chunks.append(bytearray(16 << 20))
+        """, memory_mb=256, timeout_s=30)
+    assert result.exit_code == 137 and result.oom and result.limit_hit == "oom", result
+
+
+def test_self_sigkill_is_not_oom(sandbox, tmp_path):
+    """A SIGKILL that no limit sent stays a plain crash (exit 128 + 9), not an OOM."""
+    result, _ = python_step(sandbox, tmp_path, """
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
+        """, memory_mb=256, timeout_s=30)
+    assert result.exit_code == 137 and not result.oom and result.limit_hit is None, result
+
+
 def test_output_flood_is_cut(sandbox, tmp_path):
     started = time.monotonic()
     result, _ = python_step(sandbox, tmp_path, """

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 import tarfile
 import tempfile
 import threading
@@ -65,6 +66,8 @@ COPY_BACK_MAX_BYTES = 4 << 30
 SELF_KILL_GRACE_S = 30.0
 #: How often a running step is checked for pids exhaustion (s).
 POLL_S = 0.1
+#: How long to wait for the daemon's ``oom`` event after an unexplained SIGKILL exit (s).
+OOM_EVENT_GRACE_S = 1.0
 #: cgroup files holding the pids.events of a container, where the daemon's host is ours.
 _PIDS_EVENTS = ("/sys/fs/cgroup/pids/docker/{id}/pids.events",
                 "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/pids.events",
@@ -286,6 +289,7 @@ class DockerSandbox(Sandbox):
 
         reader = threading.Thread(target=pump, name=f"sandbox-output-{container[:12]}", daemon=True)
         reader.start()
+        started = time.time()
         api.start(container)
         deadline = time.monotonic() + spec.timeout_s
         timed_out = False
@@ -316,11 +320,14 @@ class DockerSandbox(Sandbox):
         reader.join(2.0)
         stream.close()
         state = api.inspect_container(container)["State"]
+        exit_code = status.get("StatusCode", state.get("ExitCode"))
+        oom = bool(state.get("OOMKilled"))
+        if not (oom or killed) and exit_code == 128 + signal.SIGKILL:
+            oom = _oom_event(api, container, started)
         return ExecResult(
-            exit_code=-9 if killed else status.get("StatusCode", state.get("ExitCode")),
+            exit_code=-9 if killed else exit_code,
             output=out.text(), output_bytes=out.total, dropped_bytes=out.dropped, duration_ms=0.0,
-            timed_out=timed_out, oom=bool(state.get("OOMKilled")), pids_exhausted=pids.hit,
-            output_flood=flood.is_set())
+            timed_out=timed_out, oom=oom, pids_exhausted=pids.hit, output_flood=flood.is_set())
 
     def _copy_back(self, container: str, spec: ExecSpec, mounts: list[_Mount]) -> None:
         """Bring back the declared outputs (all of ``/work`` and of the writable binds when
@@ -388,6 +395,25 @@ def _relative(path: str, target: str) -> str | None:
 def _empty(directory: Path) -> None:
     for child in directory.iterdir():
         archive.clear(child)
+
+
+def _oom_event(api, container: str, since: float) -> bool:  # noqa: ANN001
+    """Whether the daemon logged an ``oom`` event for ``container`` since ``since`` (epoch s).
+
+    ``State.OOMKilled`` is not enough: the daemon sets it from containerd's OOM event, which
+    races the exit event, and an exit handled first leaves it false (seen in CI: exit 137 after
+    0.6 s of a memory bomb, OOMKilled false; moby/moby#18510, kubernetes#19825). The event log
+    keeps the ``oom`` event whatever the order. Asked only for an unexplained SIGKILL exit; the
+    query waits up to ``OOM_EVENT_GRACE_S`` for an event still in flight."""
+    try:
+        events = api.events(since=int(since) - 1, until=time.time() + OOM_EVENT_GRACE_S,
+                            filters={"container": container, "event": "oom"}, decode=True)
+        try:
+            return any(True for _ in events)
+        finally:
+            events.close()
+    except Exception:  # noqa: BLE001 - no evidence: the exit stays a plain SIGKILL
+        return False
 
 
 class _PidsWatch:
