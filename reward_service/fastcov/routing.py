@@ -2,7 +2,8 @@
 check (called by :meth:`reward_service.engine.Engine._score_with_engine`).
 
 Fallback (the result's ``fallback`` says why, ``engine`` is then ``verilator``): a requested
-metric the fast path does not measure, a design it cannot instrument, ``auto`` with a design
+metric the fast path does not measure, a design it cannot instrument, an SV testbench giving
+the DUT other parameter values when ``expr`` is measured (:mod:`.params`), ``auto`` with a design
 whose self-check did not agree, and a sample Icarus cannot compile or run (compile error,
 crash without flags). A timeout is not a fallback: the stimulus did not end on Icarus either.
 
@@ -43,6 +44,10 @@ def unsupported(prepared: Any) -> str | None:
         instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:
         return f"not instrumentable: {exc}"
+    if "expr" in spec.metrics and prepared.stimulus.kind == "sv_testbench":
+        from reward_service.fastcov.params import overridden_parameters
+
+        return overridden_parameters(dict(prepared.design.files), dict(prepared.stimulus.files))
     return None
 
 
