@@ -322,6 +322,23 @@ def test_unreachable_server_stops_the_run(tmp_path, shared_cache_dir):
 
 
 # -- files and bookkeeping (no simulation) ----------------------------------------------------------
+def test_a_second_run_on_the_same_out_is_refused(tmp_path, shared_cache_dir):
+    """Two runs appending to one R.jsonl would score the same samples twice: the second one
+    stops before scoring anything while the first holds R.jsonl.lock."""
+    completions = write_jsonl(tmp_path / "C.jsonl", broken_completions()[:1])
+    out = tmp_path / "R.jsonl"
+    with ResultStore(out).locked():
+        proc = subprocess.run(rescore_args(completions, out), capture_output=True, text=True,
+                              env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert "another run is writing" in proc.stderr and not out.exists()
+        with pytest.raises(ValueError, match="another run is writing"):
+            with ResultStore(out).locked():
+                pass
+    with ResultStore(out).locked():  # released by the block's end
+        pass
+
+
 @pytest.mark.parametrize("line,message", [
     ("{not json", "not JSON"),
     ('["a list"]', "expected a JSON object"),

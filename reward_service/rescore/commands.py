@@ -9,6 +9,7 @@ to retry them; 130 interrupted (Ctrl-C) — re-run to continue.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -106,40 +107,46 @@ def _execute(opts: _Options) -> tuple[dict[str, Any], RunOutcome, dict[str, Any]
     if len(completions.duplicates) > 10:
         err.print(f"... and {len(completions.duplicates) - 10} more duplicate lines", highlight=False)
     store = ResultStore(opts.out)
-    try:
-        held = store.load()
-        todo, final, retry = plan(completions.samples, held, problems)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(store.locked())
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(f"--out: {exc}") from exc
+        try:
+            held = store.load()
+            todo, final, retry = plan(completions.samples, held, problems)
+            if todo:
+                store.open()  # an unwritable --out fails now, not after the first sample
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(f"--out: {exc}") from exc
+        others = len(held.keys() - {s.key for s in completions.samples})
+        if others:
+            err.print(f"note: {opts.out} also holds {others} results of samples not in {opts.completions} "
+                      "(left out of the report)", highlight=False, markup=False)
+        if not opts.quiet:
+            err.print(f"{len(completions.samples)} samples of {len({s.problem_id for s in completions.samples})} "
+                      f"problems: {final} already in {opts.out}, {retry} infrastructure failures to retry, "
+                      f"{len(todo)} to score ({'server ' + opts.server if opts.server else 'embedded'})",
+                      highlight=False, markup=False)
+        outcome = RunOutcome()
         if todo:
-            store.open()  # an unwritable --out fails now, not after the first sample
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"--out: {exc}") from exc
-    others = len(held.keys() - {s.key for s in completions.samples})
-    if others:
-        err.print(f"note: {opts.out} also holds {others} results of samples not in {opts.completions} "
-                  "(left out of the report)", highlight=False, markup=False)
-    if not opts.quiet:
-        err.print(f"{len(completions.samples)} samples of {len({s.problem_id for s in completions.samples})} "
-                  f"problems: {final} already in {opts.out}, {retry} infrastructure failures to retry, "
-                  f"{len(todo)} to score ({'server ' + opts.server if opts.server else 'embedded'})",
-                  highlight=False, markup=False)
-    outcome = RunOutcome()
-    if todo:
-        if opts.server:
-            try:
-                scorer = client_scorer(opts.server, api_key=opts.api_key)
-            except ImportError as exc:
-                raise typer.BadParameter(f"--server needs reward_service.client: {exc}") from exc
-            concurrency = opts.concurrency or 8
-        else:
-            settings = get_settings()
-            if opts.no_cache:
-                settings = settings.model_copy(update={"result_cache": False})
-            scorer = engine_scorer(problems, settings)
-            concurrency = opts.concurrency or os.cpu_count() or 1
-        outcome = run(todo, problems, scorer, store, concurrency=concurrency, show_progress=not opts.quiet,
-                      console=err)
-    report = summarise(completions.samples, ResultStore(opts.out).load(), problems, opts.ks,
-                       duplicates=len(completions.duplicates))
+            if opts.server:
+                try:
+                    scorer = client_scorer(opts.server, api_key=opts.api_key)
+                except ImportError as exc:
+                    raise typer.BadParameter(f"--server needs reward_service.client: {exc}") from exc
+                concurrency = opts.concurrency or 8
+            else:
+                settings = get_settings()
+                if opts.no_cache:
+                    settings = settings.model_copy(update={"result_cache": False})
+                scorer = engine_scorer(problems, settings)
+                concurrency = opts.concurrency or os.cpu_count() or 1
+            outcome = run(todo, problems, scorer, store, concurrency=concurrency, show_progress=not opts.quiet,
+                          console=err)
+        report = summarise(completions.samples, store.load(), problems, opts.ks,
+                           duplicates=len(completions.duplicates))
+        store.close()
     return report, outcome, problems
 
 

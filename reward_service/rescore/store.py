@@ -13,13 +13,16 @@ superseded by the retry's line), and repairs a last line torn by a kill (no fina
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import filelock
 
 from reward_service.models import ScoreResult, Status
 
@@ -156,6 +159,23 @@ class ResultStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._fh: TextIO | None = None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold ``<out>.lock`` (an OS file lock, released if the process dies) for the block:
+        two runs appending to one file would each score what the other is scoring. Raises
+        ``ValueError`` at once when another process holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(f"{self.path}.lock")
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            raise ValueError(f"another run is writing {self.path} (it holds {lock.lock_file}); "
+                             "wait for it or use another --out") from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def load(self) -> dict[SampleKey, dict[str, Any]]:
         """The last record of each sample. A last line without its newline (torn by a kill) is
