@@ -1,10 +1,10 @@
 """The fast path as a simulator backend: the instrumented DUT on Icarus, in the sandbox.
 
-SV testbench: one sandbox step runs ``iverilog -g2012`` on the instrumented DUT and the
-emulation-rewritten testbench, then ``timeout -s INT <run_s> vvp -n`` (vvp finishes on SIGINT
-with ``-n``, so the ``final`` blocks write the flags at the run-time limit too; the sandbox kills
-one second later if even that hangs). ``timings.build`` is then 0 and ``run`` covers both. cocotb: the cocotb flow on Icarus with the instrumented DUT as the
-toplevel's source. The flag file carries a per-run token: lines without it are ignored, so a
+SV testbench: Icarus's one sandbox step (:func:`~reward_service.simulators.icarus.compile_and_run`)
+on the instrumented DUT and the emulation-rewritten testbench; vvp finishes on the run limit's
+SIGINT with ``-n``, so the ``final`` blocks write the flags at the run-time limit too.
+``timings.build`` is then 0 and ``run`` covers both. cocotb: the cocotb flow on Icarus with the
+instrumented DUT as the toplevel's source. The flag file carries a per-run token: lines without it are ignored, so a
 testbench cannot forge coverage by writing the file itself.
 """
 
@@ -24,14 +24,10 @@ from reward_service.fastcov.instrument import (
 from reward_service.fastcov.results import FlagFileError, read_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
-from reward_service.sandbox import ExecResult, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.icarus import _ELAB_ERRORS, ended_by_from_log
+from reward_service.simulators.icarus import _ELAB_ERRORS, compile_and_run, run_ending
 from reward_service.simulators.toolchain import require_iverilog
-
-RUN_GRACE_S = 1.0     # the sandbox kills this long after `timeout` sent SIGINT
-TIMEOUT_EXIT = 124    # coreutils timeout: the command timed out
 
 
 @dataclass
@@ -116,28 +112,13 @@ class FastSimulator(SimulatorBackend):
             out.notes.append(f"testbench file(s) {', '.join(skipped)} kept 4-state (pyslang could not parse them)")
         toolchain = job.sandbox.toolchain()
         compiler = require_iverilog(toolchain)
-        (job.root / "obj").mkdir(exist_ok=True)
-        job.run_dir.mkdir(exist_ok=True)
-        # One sandbox step compiles and runs (a sandbox start costs as much as either): the
-        # shell stays visible, which gives the testbench nothing (Icarus has no $system).
-        result = job.sandbox.run(ExecSpec(
-            argv=["/bin/sh", "-c", _STEP, "rs-fastcov", compiler, toolchain.vvp, job.top,
-                  f"{job.limits.compile_s:g}", f"{job.limits.run_s:g}", *job.design_files, *job.stimulus_files],
-            workdir=job.root, cwd="/work/src",
-            timeout_s=job.limits.compile_s + job.limits.run_s + RUN_GRACE_S,
-            memory_mb=job.limits.memory_mb, processes=job.limits.processes, file_mb=job.limits.file_mb,
-            output_kb=job.limits.output_kb,
-            outputs=("/work/obj/build.log", "/work/obj/build.rc", f"/work/run/{FLAG_FILE}")))
-        out.build, out.run = _split_step(job, result)
+        out.build, out.run = compile_and_run(job, compiler, toolchain.vvp, outputs=(f"/work/run/{FLAG_FILE}",))
         if out.build.limit_hit or out.build.exit_code != 0 or _ELAB_ERRORS.search(out.build.output):
             out.build_failed = True
             return out
-        if out.run.exit_code == TIMEOUT_EXIT:
-            out.ended_by = "timeout"
-        elif not out.run.limit_hit:
-            out.ended_by = ended_by_from_log(out.run.output, out.run.exit_code)
-            if out.ended_by == "finish" and "$finish called" not in out.run.output:
-                out.ended_by = "no_events"  # emulate.mark_endings prints it before every $finish
+        out.ended_by = run_ending(out.run)
+        if out.ended_by == "finish" and "$finish called" not in out.run.output:
+            out.ended_by = "no_events"  # emulate.mark_endings prints it before every $finish
         out.points = _read_flags(job.run_dir, token, inst, out.notes)
         return out
 
@@ -148,43 +129,6 @@ class FastSimulator(SimulatorBackend):
         if out.run is not None:
             out.points = _read_flags(job.run_dir, token, inst, out.notes)
         return out
-
-
-#: The fast path's sandbox step (POSIX sh; file names come in as arguments, never as text):
-#: compile under the compile limit, then run under the run limit with SIGINT (vvp -n then
-#: finishes, its final blocks write the flags).
-_STEP = """
-iverilog=$1 vvp=$2 top=$3 compile_s=$4 run_s=$5
-shift 5
-timeout -s KILL "$compile_s" "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" >/work/obj/build.log 2>&1
-rc=$?
-echo "$rc" >/work/obj/build.rc
-if [ "$rc" -ne 0 ] || [ ! -s /work/obj/sim.vvp ]; then exit 0; fi
-cd /work/run || exit 0
-exec timeout -s INT "$run_s" "$vvp" -n /work/obj/sim.vvp
-"""
-KILLED_BY_TIMEOUT = 137  # timeout -s KILL: the compile limit
-
-
-def _split_step(job: Job, result: ExecResult) -> tuple[ExecResult, ExecResult]:
-    """The build and run results of the combined step: the build's from its log and status
-    files, the run's from the step itself (its wall time covers both)."""
-    obj = job.root / "obj"
-    try:
-        rc_text = read_output_text(output_file(obj / "build.rc"), max_bytes=64).strip() \
-            if output_file(obj / "build.rc") else ""
-        log = read_output_text(output_file(obj / "build.log"), max_bytes=job.limits.output_kb * 1024) \
-            if output_file(obj / "build.log") else ""
-    except (OSError, UnsafeOutput):
-        rc_text, log = "", ""
-    if not rc_text.isdigit():  # the step ended (limit, kill) before the compiler did
-        return ExecResult(exit_code=result.exit_code, output=log + result.output, output_bytes=result.output_bytes,
-                          dropped_bytes=result.dropped_bytes, duration_ms=result.duration_ms,
-                          timed_out=result.timed_out, oom=result.oom, pids_exhausted=result.pids_exhausted), result
-    rc = int(rc_text)
-    build = ExecResult(exit_code=rc, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=0.0,
-                       timed_out=rc == KILLED_BY_TIMEOUT)
-    return build, result
 
 
 def _read_flags(run_dir: Path, token: str, inst: Instrumented, notes: list[str]) -> list[CoveragePoint] | None:
