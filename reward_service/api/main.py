@@ -19,6 +19,7 @@ from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher
 from reward_service.problems.store import ProblemStore
 from reward_service.settings import Settings, get_settings
+from reward_service.simulators.toolchain import package_version
 
 #: Paths whose bodies may be large (many requests, a whole JSONL): ``max_bulk_body_mb``.
 BULK_PATHS = ("/v1/batches", "/v1/problems:load", "/v1/openrlhf/reward")
@@ -49,7 +50,7 @@ def create_app(dispatcher: Dispatcher | None = None, problems: ProblemStore | No
             thing.close()
 
     # strict_content_type=False: a JSON body without Content-Type is parsed (curl -d forgets it)
-    app = FastAPI(title="reward-service", version="0.1.0", lifespan=lifespan, strict_content_type=False,
+    app = FastAPI(title="reward-service", version=package_version(), lifespan=lifespan, strict_content_type=False,
                   description="Coverage rewards for LLM-written hardware stimulus. See docs/api.md.")
     app.state.settings = settings
     app.state.dispatcher = dispatcher
