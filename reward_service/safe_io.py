@@ -42,6 +42,19 @@ def read_output(path: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> bytes:
     return data
 
 
+def read_output_head_tail(path: Path, keep_bytes: int, max_bytes: int = MAX_OUTPUT_BYTES) -> str:
+    """The first and last ``keep_bytes / 2`` bytes of the regular file ``path`` as text, with a
+    note of how much was dropped between them (a log may be long; its ends say the most).
+
+    Raises :class:`UnsafeOutput` for a link, device or FIFO, or a file over ``max_bytes``."""
+    from reward_service.sandbox.output import BoundedOutput
+
+    data = read_output(path, max_bytes)
+    out = BoundedOutput(keep_bytes)
+    out.feed(data)
+    return out.text()
+
+
 def read_output_text(path: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> str:
     """:func:`read_output` decoded as UTF-8 (undecodable bytes replaced)."""
     return read_output(path, max_bytes).decode("utf-8", errors="replace")

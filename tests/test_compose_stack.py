@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import httpx
 import pytest
 
@@ -248,15 +249,37 @@ def _batch_samples() -> list:
     return reqs
 
 
-def _busy_worker(stack: Stack, redis_client) -> object:
-    """A worker container that is running a job now (job markers hold ``running <host> <pid>``)."""
+def _busy_worker(stack: Stack, redis_client) -> tuple[object, bytes] | None:
+    """A worker container running a job now and that job's marker key (markers hold
+    ``running <host> <pid>``), or None."""
     by_host = {c.attrs["Config"]["Hostname"]: c for c in stack.containers("worker")}
     for key in redis_client.scan_iter("reward-service:job:*"):
         value = redis_client.get(key) if redis_client.type(key) == b"string" else None
         if value and value.startswith(b"running "):
             host = value.split()[1].decode()
             if host in by_host:
-                return by_host[host]
+                return by_host[host], key
+    return None
+
+
+def _kill_mid_job(stack: Stack, redis_client) -> object | None:
+    """SIGKILL a worker container while it runs a job: it is frozen first (docker pause) and
+    killed only if its job is still marked running then, so the kill cannot land just after
+    the job finished (a CI run lost that race under load). Returns the container, or None
+    when no worker was busy."""
+    found = _busy_worker(stack, redis_client)
+    if found is None:
+        return None
+    victim, key = found
+    try:
+        victim.pause()
+    except docker.errors.APIError:  # it may have just gone idle or been restarted
+        return None
+    value = redis_client.get(key) or b""
+    if value.startswith(b"running ") and value.split()[1].decode() == victim.attrs["Config"]["Hostname"]:
+        victim.kill(signal="SIGKILL")
+        return victim
+    victim.unpause()
     return None
 
 
@@ -273,12 +296,11 @@ def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     while victim is None and time.monotonic() < deadline:
         status = httpx.get(f"{stack.url}/v1/batches/{batch_id}", timeout=30).json()
         if status["done"] >= 3:
-            victim = _busy_worker(stack, rc)
+            victim = _kill_mid_job(stack, rc)
         if status["state"] == "done":
             break
         time.sleep(0.2)
     assert victim is not None, "no worker was seen running a job mid-batch"
-    victim.kill(signal="SIGKILL")
 
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:

@@ -9,9 +9,11 @@ missing files): a build is judged by its output file and log, a run by its log.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from pathlib import Path
 
-from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
+from reward_service.safe_io import UnsafeOutput, output_file, read_output_head_tail, read_output_text
 from reward_service.sandbox import ExecResult, ExecSpec
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
@@ -57,38 +59,50 @@ class IcarusSimulator(SimulatorBackend):
 #: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,
 #: then SIGKILL one second later if vvp is still there).
 RUN_GRACE_S = 2.0
-TIMEOUT_EXIT = 124           # coreutils timeout: the command timed out (and ended on SIGINT)
-KILLED_BY_TIMEOUT = 137      # coreutils timeout: the command needed the SIGKILL (or a compile limit)
-MISSING_OUTPUT = 255         # iverilog exited 0 without writing the vvp file (errors modulo 256)
+#: The build's exit status when iverilog exited 0 without writing the vvp file (it counts
+#: errors modulo 256).
+MISSING_OUTPUT = 255
 
-#: The one sandbox step (POSIX sh; file names come in as arguments, never as text): compile
-#: under the compile limit into /work/obj (log and status in files), then run in /work/run under
-#: the run limit with SIGINT (``vvp -n`` then finishes, so final blocks still run; SIGKILL a
-#: second later). A sandbox start costs as much as either half, and the shell staying visible
-#: during the run gives the testbench nothing: Icarus has no ``$system``.
+#: The one sandbox step (POSIX sh; file names come in as arguments, never as text). The compile
+#: runs under the compile limit into /work/obj, its log and status in files; the run in
+#: /work/run under the run limit with SIGINT (``vvp -n`` then finishes, so final blocks still
+#: run; SIGKILL a second later). ``timeout -v`` notes a limit in ``*.limit`` (its own stderr,
+#: apart from the tools' output): exit statuses cannot say it (iverilog's is an error count,
+#: a testbench may ``$finish_and_return(124)``). Before the run, /work/obj and its files are
+#: made read-only, so the testbench cannot rewrite what the host reads about the build. One
+#: step because a sandbox start costs as much as either half; the shell staying visible during
+#: the run gives the testbench nothing: Icarus has no ``$system``.
 _STEP = """
 iverilog=$1 vvp=$2 top=$3 compile_s=$4 run_s=$5
 shift 5
-timeout -s KILL "$compile_s" "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" >/work/obj/build.log 2>&1
+obj=/work/obj
+timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/build.log 2>&1' rs-iverilog \
+  "$iverilog" -g2012 -o "$obj/sim.vvp" -s "$top" "$@" 2>"$obj/build.limit"
 rc=$?
-if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi
-echo "$rc" >/work/obj/build.rc
+if [ "$rc" -eq 0 ] && [ ! -s "$obj/sim.vvp" ]; then rc=255; fi
+echo "$rc" >"$obj/build.rc"
 if [ "$rc" -ne 0 ]; then exit 0; fi
+exec 3>"$obj/run.limit"
+chmod a-w "$obj/build.rc" "$obj/build.log" "$obj/build.limit" "$obj/run.limit" "$obj" || exit 0
 cd /work/run || exit 0
-exec timeout -s INT -k 1 "$run_s" "$vvp" -n /work/obj/sim.vvp
+exec timeout -v -s INT -k 1 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n "$obj/sim.vvp" 2>&3
 """
+_BUILD_FILES = ("build.log", "build.rc", "build.limit", "run.limit")
 
 
 def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] = ()) -> tuple[ExecResult, ExecResult]:
     """Compile ``job``'s design and stimulus files (``src/``, toplevel ``job.top``) and run
     them, in one sandbox step; ``outputs`` are further paths (under ``/work``) to bring back.
 
-    Returns ``(build, run)``: the build's result comes from its log and status files (wall time
-    0: the run's ``duration_ms`` covers both), the run's is the step's own. A build that never
-    finished (the step ended first: a limit, a kill) has both equal to the step's result, with
-    the build log in front of the output. Raises
+    Returns ``(build, run)``. The build's result comes from its log and status files (wall
+    time 0: the run's ``duration_ms`` covers both; ``timed_out`` when the compile limit
+    stopped it; ``oom``/``pids_exhausted`` when the step hit that limit and the compile
+    failed). The run's is the step's own, ``timed_out`` also when the run limit stopped vvp.
+    A build that never finished (the step ended first: a limit, a kill) has both equal to the
+    step's result, with the build log in front of the output. Raises
     :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run`` does."""
-    (job.root / "obj").mkdir(exist_ok=True)
+    obj = job.root / "obj"
+    obj.mkdir(exist_ok=True)
     job.run_dir.mkdir(exist_ok=True)
     limits = job.limits
     result = job.sandbox.run(ExecSpec(
@@ -96,30 +110,55 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
               f"{limits.run_s:g}", *job.design_files, *job.stimulus_files],
         workdir=job.root, cwd="/work/src", timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
         memory_mb=limits.memory_mb, processes=limits.processes, file_mb=limits.file_mb,
-        output_kb=limits.output_kb, outputs=("/work/obj/build.log", "/work/obj/build.rc", *outputs)))
-    obj = job.root / "obj"
-    try:
-        rc_path, log_path = output_file(obj / "build.rc"), output_file(obj / "build.log")
-        rc_text = read_output_text(rc_path, max_bytes=64).strip() if rc_path else ""
-        log = read_output_text(log_path, max_bytes=limits.output_kb * 1024) if log_path else ""
-    except (OSError, UnsafeOutput):
-        rc_text, log = "", ""
+        output_kb=limits.output_kb,
+        outputs=(*(f"/work/obj/{name}" for name in _BUILD_FILES), *outputs)))
+    _writable_again(obj)
+    rc_text = _small_text(obj / "build.rc")
+    log = ""
+    if output_file(obj / "build.log"):
+        try:
+            log = read_output_head_tail(obj / "build.log", limits.output_kb * 1024)
+        except (OSError, UnsafeOutput) as exc:
+            log = f"(the build log could not be read: {exc})\n"
     if not rc_text.isdigit():  # the step ended (limit, kill) before the compiler did
-        return ExecResult(exit_code=result.exit_code, output=log + result.output, output_bytes=result.output_bytes,
-                          dropped_bytes=result.dropped_bytes, duration_ms=result.duration_ms,
-                          timed_out=result.timed_out, oom=result.oom, pids_exhausted=result.pids_exhausted), result
+        return dataclasses.replace(result, output=log + result.output), result
     rc = int(rc_text)
+    failed = rc != 0
     build = ExecResult(exit_code=rc, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=0.0,
-                       timed_out=rc == KILLED_BY_TIMEOUT)
+                       timed_out=bool(_small_text(obj / "build.limit")),
+                       oom=failed and result.oom, pids_exhausted=failed and result.pids_exhausted)
+    if not failed and _small_text(obj / "run.limit"):
+        result = dataclasses.replace(result, timed_out=True)
     return build, result
 
 
 def run_ending(run: ExecResult) -> str | None:
-    """How the run half of :func:`compile_and_run` ended: ``timeout`` when ``timeout`` stopped
-    vvp at the run limit, None when a sandbox limit did (``run.limit_hit`` says which), else
-    from vvp's log (:func:`ended_by_from_log`)."""
-    if run.limit_hit and not run.timed_out:
-        return None
-    if run.timed_out or run.exit_code in (TIMEOUT_EXIT, KILLED_BY_TIMEOUT):
+    """How the run half of :func:`compile_and_run` ended: ``timeout`` at the run limit, None
+    when another sandbox limit ended it (``run.limit_hit`` says which), else from vvp's log
+    (:func:`ended_by_from_log`)."""
+    if run.timed_out:
         return "timeout"
+    if run.limit_hit:
+        return None
     return ended_by_from_log(run.output, run.exit_code)
+
+
+def _small_text(path: Path) -> str:
+    """The stripped text of a small status file the step wrote, or "" when absent/unreadable."""
+    if not output_file(path):
+        return ""
+    try:
+        return read_output_text(path, max_bytes=4096).strip()
+    except (OSError, UnsafeOutput):
+        return ""
+
+
+def _writable_again(obj: Path) -> None:
+    """Undo the step's ``chmod a-w`` of ``obj`` (bwrap shares the host dir), so the work dir
+    can be removed by a worker that is not root."""
+    for path in (obj, *(obj / name for name in _BUILD_FILES)):
+        try:
+            if path.exists() and not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o200)
+        except OSError:
+            pass

@@ -1,0 +1,97 @@
+"""Icarus's one sandbox step (compile + run, simulators/icarus.py ``compile_and_run``), for plain
+Icarus and the fast path: how each ending is classified. Exit statuses cannot say it (iverilog's
+is an error count modulo 256, a testbench may ``$finish_and_return(124)``), so limits are read
+from ``timeout -v``'s notes and the build files are read-only while the testbench runs. Each
+case here was misclassified by a first version of the merged step (review findings). Real
+Icarus, real sandbox."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+DUT = """module dut(input logic clk, input logic [3:0] a, output logic [3:0] y);
+  always_ff @(posedge clk) y <= a + 1;
+endmodule
+"""
+HEAD = """module tb;
+  logic clk=0; logic [3:0] a=0, y; integer fd;
+  dut uut(.clk(clk), .a(a), .y(y));
+  always #1 clk = ~clk;
+"""
+
+
+def tb(body: str) -> str:
+    return HEAD + body + "\nendmodule\n"
+
+
+def score(engine, testbench: str, engine_name: str, **limits):
+    request = {"design": {"files": {"dut.sv": DUT}},
+               "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": testbench}},
+               "limits": {"run_s": 3, **limits}}
+    if engine_name == "fast":
+        request |= {"simulator": "verilator", "engine": "fast",
+                    "coverage": {"scope": "uut", "metrics": ["line", "branch", "toggle"]}}
+    else:
+        request |= {"simulator": "icarus", "coverage": {"metrics": ["functional"]}}
+    return engine.score(request)
+
+
+ENGINES = ["icarus", "fast"]
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_a_testbench_rewriting_the_build_files_changes_nothing(engine, engine_name):
+    forged = tb("""  initial begin
+    fd = $fopen("/work/obj/build.rc", "w"); $fdisplay(fd, "137"); $fclose(fd);
+    fd = $fopen("/work/obj/build.log", "w"); $fdisplay(fd, "forged"); $fclose(fd);
+    fd = $fopen("/work/obj/build.limit", "w"); $fdisplay(fd, "timeout: sending signal KILL"); $fclose(fd);
+    a = 3; #20 $finish;
+  end""")
+    result = score(engine, forged, engine_name)
+    assert result.status == "ok" and result.ended_by == "finish", result.message
+    assert result.engine == engine_name and "forged" not in result.log
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_finish_and_return_124_is_not_a_timeout(engine, engine_name):
+    result = score(engine, tb("  initial begin a = 3; #20 $finish_and_return(124); end"), engine_name)
+    assert result.status == "ok" and result.ended_by == "exit", result.message
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_137_compile_errors_are_a_compile_error(engine, engine_name):
+    """iverilog exits with its error count modulo 256: 137 errors look like a SIGKILL."""
+    body = "  initial begin\n" + "".join(f"    nosuch_{i} = 1;\n" for i in range(137)) + "  end"
+    result = score(engine, tb(body), engine_name)
+    assert result.status == "compile_error", result.message
+    assert "nosuch_0" in result.message
+
+
+def test_a_long_build_log_is_cut_not_lost(engine):
+    """A compile log longer than ``output_kb`` keeps its head and tail; the error stays an error."""
+    body = "\n".join(f"  assign undeclared_{i} = nosuch_{i};" for i in range(300))
+    result = score(engine, tb(body), "icarus", output_kb=4)
+    assert result.status == "compile_error", result.message
+    assert "nosuch_0" in result.message and "bytes of output dropped" in result.log
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_a_run_ignoring_sigint_ends_at_its_limit(engine, engine_name):
+    """A zero-delay loop: SIGINT at the run limit, SIGKILL a second later."""
+    started = time.monotonic()
+    result = score(engine, tb("  initial forever #0 a = ~a;"), engine_name, run_s=2)
+    assert result.status == "timeout" and result.ended_by == "timeout", result.message
+    assert time.monotonic() - started < 2 + 15
+
+
+def test_memory_exhausted_while_compiling_is_a_resource_limit(engine):
+    body = """  logic [400000:0] w;
+  genvar i;
+  generate for (i = 0; i < 400000; i++) begin : g
+    assign w[i+1] = ~w[i];
+  end endgenerate
+  initial #5 $finish;"""
+    result = score(engine, tb(body), "icarus", memory_mb=64)
+    assert result.status == "resource_limit" and "build hit a resource limit (oom)" in result.message, result.message
