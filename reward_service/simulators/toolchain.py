@@ -132,7 +132,10 @@ def versions(sandbox: Sandbox | None = None) -> dict[str, str]:
 
 
 def package_version() -> str:
-    return _dist_version("reward-service")
+    """This package's release (``reward_service.__version__``, the source's own)."""
+    from reward_service import __version__
+
+    return __version__
 
 
 @functools.lru_cache(maxsize=None)
