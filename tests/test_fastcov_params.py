@@ -95,6 +95,30 @@ endmodule
     assert "instantiates leaf with P=7" in overridden_parameters(design, other)
 
 
+def test_instance_arrays_are_elaborated():
+    array = {"tb.sv": "module tb; logic clk; cnt #(.W(8)) dut[0:1] (.clk(clk), .rst(1'b0), .d(), .q(), .hit()); endmodule\n"}
+    assert "instantiates cnt with W=8" in overridden_parameters({"cnt.sv": DUT}, array)
+    same = {"tb.sv": array["tb.sv"].replace(".W(8)", ".W(4)")}
+    assert overridden_parameters({"cnt.sv": DUT}, same) is None
+
+
+@pytest.mark.parametrize("header, use", [
+    ("`define PARAMS #(.W(8), .EN_B(1))\n", "cnt `PARAMS dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));"),
+    ("cnt #(.W(8)) dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));\n", ""),
+])
+def test_overrides_behind_an_included_header_are_suspected(header, use):
+    """pyslang is not given the testbench's headers: an `include makes the text decide, headers
+    included (the review's cases: parameters from a header macro, an instance in a header)."""
+    testbench = {"cfg.svh": header,
+                 "tb.sv": f"`include \"cfg.svh\"\nmodule tb; logic clk, rst; logic [7:0] d, q; logic hit;\n"
+                          f"{use}\nendmodule\n"}
+    if not use:
+        testbench["tb.sv"] = testbench["tb.sv"].replace("\nendmodule", "`include \"cfg.svh\"\nendmodule").replace(
+            '`include "cfg.svh"\nmodule', "module", 1)
+    reason = overridden_parameters({"cnt.sv": DUT}, testbench)
+    assert reason is not None and "instantiates cnt with parameters (not elaborated here)" in reason
+
+
 @pytest.mark.slow
 def test_the_fast_engine_falls_back_and_equals_verilator(engine):
     request = {"design": {"files": {"cnt.sv": DUT}}, "coverage": {"scope": "dut"},

@@ -37,7 +37,7 @@ from pyslang.parsing import Token
 from reward_service.fastcov.blocks import STOP_TASKS, _off_regions, _pragma_before
 from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
-from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported
+from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported, instance_bodies, parameter_values
 
 _S = ast.SymbolKind
 _T = ast.StatementKind
@@ -566,28 +566,12 @@ def _item_of(node: Any) -> Any:
 def _other_bodies(unit: ModuleUnit) -> list[Any]:
     """Elaborated bodies of ``unit``'s module other than ``unit.body`` whose parameter values
     differ from it (one per distinct set)."""
-    def values(body: Any) -> tuple:
-        return tuple(str(m.value) for m in body if m.kind == _S.Parameter)
-
-    found: dict[tuple, Any] = {values(unit.body): unit.body}
-
-    def scan(scope: Any) -> None:
-        for member in scope:
-            if member.kind == _S.Instance:
-                if member.body.definition.name == unit.name:
-                    found.setdefault(values(member.body), member.body)
-                scan(member.body)
-            elif member.kind == _S.GenerateBlock and not member.isUninstantiated:
-                scan(member)
-            elif member.kind == _S.GenerateBlockArray:
-                for entry in member.entries:
-                    scan(entry)
-
-    for top in unit.compilation.getRoot().topInstances:
-        if top.body.definition.name == unit.name:
-            found.setdefault(values(top.body), top.body)
-        scan(top.body)
-    return [b for key, b in found.items() if key != values(unit.body)]
+    mine = parameter_values(unit.body)
+    found: dict[tuple, Any] = {}
+    for body in instance_bodies(unit.compilation):
+        if body.definition.name == unit.name:
+            found.setdefault(parameter_values(body), body)
+    return [b for key, b in found.items() if key != mine]
 
 
 def _level_sensitive(timing: Any) -> bool:

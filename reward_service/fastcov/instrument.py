@@ -21,7 +21,7 @@ from reward_service import hdl
 from reward_service.fastcov import emulate
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.unit import (
-    FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, PointSpec, SourceFile, Unsupported,
+    FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, PointSpec, SourceFile, Unsupported, instance_bodies,
 )
 
 log = logging.getLogger(__name__)
@@ -166,27 +166,9 @@ def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None,
 def _instance_bodies(compilation: Any) -> dict[str, Any]:
     """One elaborated instance body per module definition (first found, depth first)."""
     bodies: dict[str, Any] = {}
-
-    def visit(body: Any) -> None:
-        name = body.definition.name
-        if name in bodies:
-            return
-        bodies[name] = body
-        scan(body)
-
-    def scan(scope: Any) -> None:
-        for member in scope:
-            if member.kind == ast.SymbolKind.Instance:
-                visit(member.body)
-            elif member.kind == ast.SymbolKind.GenerateBlock and not member.isUninstantiated:
-                scan(member)
-            elif member.kind == ast.SymbolKind.GenerateBlockArray:
-                for entry in member.entries:
-                    scan(entry)
-
     try:
-        for inst in compilation.getRoot().topInstances:
-            visit(inst.body)
+        for body in instance_bodies(compilation):
+            bodies.setdefault(body.definition.name, body)
     except Exception as exc:  # noqa: BLE001 - elaboration problems only cost the semantic model
         log.debug("pyslang elaboration failed: %s", exc)
     return bodies

@@ -21,42 +21,17 @@ import functools
 import re
 from typing import Any
 
-from pyslang import ast
-
 from reward_service import hdl
 from reward_service.fastcov.instrument import parse
-from reward_service.fastcov.unit import Unsupported
-
-_S = ast.SymbolKind
-
-
-def parameter_values(body: Any) -> tuple[tuple[str, str], ...]:
-    """``((name, value), ...)`` of an elaborated instance body's value parameters, in order."""
-    return tuple((m.name, str(m.value)) for m in body if m.kind == _S.Parameter)
+from reward_service.fastcov.unit import Unsupported, instance_bodies, parameter_values
 
 
 def instance_values(compilation: Any) -> dict[str, set[tuple[tuple[str, str], ...]]]:
-    """Module name -> the parameter value sets of its elaborated instances in ``compilation``
-    (every instance, depth first, generate blocks included). Raises whatever pyslang's
-    elaboration raises."""
+    """Module name -> the parameter value sets of its elaborated instances in ``compilation``.
+    Raises whatever pyslang's elaboration raises."""
     found: dict[str, set[tuple[tuple[str, str], ...]]] = {}
-
-    def visit(body: Any) -> None:
+    for body in instance_bodies(compilation):
         found.setdefault(body.definition.name, set()).add(parameter_values(body))
-        scan(body)
-
-    def scan(scope: Any) -> None:
-        for member in scope:
-            if member.kind == _S.Instance:
-                visit(member.body)
-            elif member.kind == _S.GenerateBlock and not member.isUninstantiated:
-                scan(member)
-            elif member.kind == _S.GenerateBlockArray:
-                for entry in member.entries:
-                    scan(entry)
-
-    for top in compilation.getRoot().topInstances:
-        visit(top.body)
     return found
 
 
@@ -70,9 +45,10 @@ def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> 
     """Why the testbench's parameter values for the DUT differ from the instrumented ones, or
     None when every DUT module instance keeps a value set the DUT files alone give it.
 
-    ``design``/``testbench``: file name -> text (headers are skipped). A testbench pyslang
-    cannot parse or elaborate counts as overriding when its text has a ``defparam`` or a
-    ``#(`` after the name of a DUT module (the safe side: Verilator scores it)."""
+    ``design``/``testbench``: file name -> text (headers are not compiled). A testbench
+    pyslang cannot parse or elaborate (one that includes a header, say) counts as overriding
+    when the text of any of its files, headers included, has a ``defparam``, or a ``#`` or a
+    macro after the name of a DUT module (the safe side: Verilator scores it)."""
     dut = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
     tb = {n: t for n, t in testbench.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
     try:
@@ -82,8 +58,8 @@ def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> 
     try:
         _, compilation = parse({**dut, **tb})
         seen = instance_values(compilation)
-    except Exception:  # noqa: BLE001 - Unsupported (syntax) or an elaboration failure
-        return _textual_override(own, tb)
+    except Exception:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
+        return _textual_override(own, testbench)
     for module, value_sets in sorted(seen.items()):
         allowed = own.get(module)
         if allowed is None:
@@ -106,7 +82,7 @@ def _textual_override(own: dict[str, Any], testbench: dict[str, str]) -> str | N
         if re.search(r"\bdefparam\b", code):
             return f"{name} uses defparam (not elaborated here), so the DUT's parameters may differ"
         for module in own:
-            if re.search(rf"\b{re.escape(module)}\s*#\s*\(", code):
+            if re.search(rf"\b{re.escape(module)}\s*[#`]", code):
                 return (f"{name} instantiates {module} with parameters (not elaborated here), "
                         "so the DUT's parameters may differ")
     return None

@@ -12,10 +12,11 @@ file keeps the original line numbers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyslang import syntax
+from pyslang import ast, syntax
 from pyslang.parsing import Token, TokenKind
 
 PREFIX = "__rs_"
@@ -329,3 +330,32 @@ def verilator_token(expr: Any) -> Any:
     if k == _K.InvocationExpression:
         return verilator_token(expr.left)
     return expr.getFirstToken()
+
+
+def instance_bodies(compilation: Any) -> Iterator[Any]:
+    """Every elaborated instance body of ``compilation`` (pyslang ``InstanceBodySymbol``),
+    depth first from the top instances, into instantiated generate blocks, generate loops and
+    instance arrays. Raises whatever pyslang's elaboration raises."""
+    kinds = ast.SymbolKind
+
+    def scan(scope: Any) -> Iterator[Any]:
+        for member in scope:
+            if member.kind == kinds.Instance:
+                yield member.body
+                yield from scan(member.body)
+            elif member.kind == kinds.InstanceArray:
+                yield from scan(member.elements)
+            elif member.kind == kinds.GenerateBlock and not member.isUninstantiated:
+                yield from scan(member)
+            elif member.kind == kinds.GenerateBlockArray:
+                for entry in member.entries:
+                    yield from scan(entry)
+
+    for top in compilation.getRoot().topInstances:
+        yield top.body
+        yield from scan(top.body)
+
+
+def parameter_values(body: Any) -> tuple[tuple[str, str], ...]:
+    """``((name, value), ...)`` of an elaborated instance body's value parameters, in order."""
+    return tuple((m.name, str(m.value)) for m in body if m.kind == ast.SymbolKind.Parameter)
