@@ -21,6 +21,7 @@ from reward_service.problems import load_problems
 from reward_service.rescore.report import summarise
 from reward_service.rescore.runner import plan
 from reward_service.rescore.store import ResultStore, Sample, problem_digest, read_completions
+from reward_service.settings import get_settings
 
 ATTN = "cvdp_copilot_Attenuator_0011"
 PROBLEM_DIRS = sorted(d for d in STIMULUS.iterdir() if (d / "expected.json").exists())
@@ -319,6 +320,36 @@ def test_unreachable_server_stops_the_run(tmp_path, shared_cache_dir):
     assert "unreachable" in proc.stderr
     assert not out.exists() or out.read_text() == ""  # nothing recorded as a failure of the sample
     assert json.loads(out.with_suffix(".report.json").read_text())["pending"] == 1
+
+
+def test_a_report_of_finished_results_needs_no_lock(full_run, monkeypatch):
+    """Where the lock file cannot be made (a read-only place), a run with nothing left to
+    score still reports; one with samples to score stops (review finding)."""
+    import dataclasses
+    import errno
+
+    import typer
+
+    from reward_service.rescore import commands
+
+    def read_only(self):
+        raise OSError(errno.EROFS, "Read-only file system", f"{self.path}.lock")
+
+    monkeypatch.setattr(ResultStore, "locked", read_only)
+    for key, value in cli_env(Path(full_run["out"]).parent).items():  # as the run that wrote it
+        if key.startswith("REWARD_SERVICE_"):
+            monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    opts = commands._Options(problems=CID012, completions=full_run["completions"], out=full_run["out"],
+                             server=None, api_key=None, concurrency=1, ks=list(KS), quiet=True,
+                             verbose=False, no_cache=False)
+    report, outcome, _ = commands._execute(opts)
+    assert report["pass@1"] == full_run["report"]["pass@1"] and outcome.scored == 0
+    more = write_jsonl(full_run["out"].parent / "more.jsonl", [{**broken_completions()[1], "sample_id": "not-yet-scored"}])
+    with pytest.raises(typer.BadParameter, match="Read-only file system"):
+        commands._execute(dataclasses.replace(opts, completions=more))
+    monkeypatch.undo()
+    get_settings.cache_clear()
 
 
 # -- files and bookkeeping (no simulation) ----------------------------------------------------------

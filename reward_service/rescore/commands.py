@@ -108,14 +108,19 @@ def _execute(opts: _Options) -> tuple[dict[str, Any], RunOutcome, dict[str, Any]
         err.print(f"... and {len(completions.duplicates) - 10} more duplicate lines", highlight=False)
     store = ResultStore(opts.out)
     with contextlib.ExitStack() as stack:
+        unlocked: OSError | None = None
         try:
             stack.enter_context(store.locked())
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             raise typer.BadParameter(f"--out: {exc}") from exc
+        except OSError as exc:  # e.g. a read-only place: fine for a report of finished results
+            unlocked = exc
         try:
             held = store.load()
             todo, final, retry = plan(completions.samples, held, problems)
             if todo:
+                if unlocked is not None:
+                    raise unlocked
                 store.open()  # an unwritable --out fails now, not after the first sample
         except (OSError, ValueError) as exc:
             raise typer.BadParameter(f"--out: {exc}") from exc

@@ -164,7 +164,9 @@ class ResultStore:
     def locked(self) -> Iterator[None]:
         """Hold ``<out>.lock`` (an OS file lock, released if the process dies) for the block:
         two runs appending to one file would each score what the other is scoring. Raises
-        ``ValueError`` at once when another process holds it."""
+        ``ValueError`` at once when another process holds it, ``OSError`` when the lock file
+        cannot be made (a read-only directory). The lock file stays (removing it would race
+        with a run that is opening it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(f"{self.path}.lock")
         try:
