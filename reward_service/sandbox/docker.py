@@ -27,6 +27,7 @@ host path used: it carries no files, every Docker host has it).
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import shutil
@@ -323,7 +324,7 @@ class DockerSandbox(Sandbox):
         exit_code = status.get("StatusCode", state.get("ExitCode"))
         oom = bool(state.get("OOMKilled"))
         if not (oom or killed) and exit_code == 128 + signal.SIGKILL:
-            oom = _oom_event(api, container, started)
+            oom = _oom_event(api, container, state, started)
         return ExecResult(
             exit_code=-9 if killed else exit_code,
             output=out.text(), output_bytes=out.total, dropped_bytes=out.dropped, duration_ms=0.0,
@@ -397,16 +398,21 @@ def _empty(directory: Path) -> None:
         archive.clear(child)
 
 
-def _oom_event(api, container: str, since: float) -> bool:  # noqa: ANN001
-    """Whether the daemon logged an ``oom`` event for ``container`` since ``since`` (epoch s).
+def _oom_event(api, container: str, state: dict, started: float) -> bool:  # noqa: ANN001
+    """Whether the daemon logged an ``oom`` event for ``container`` during its run (``state``:
+    its inspected ``State``; ``started``: our epoch seconds at start, used when the daemon's
+    times cannot be read).
 
     ``State.OOMKilled`` is not enough: the daemon sets it from containerd's OOM event, which
     races the exit event, and an exit handled first leaves it false (seen in CI: exit 137 after
     0.6 s of a memory bomb, OOMKilled false; moby/moby#18510, kubernetes#19825). The event log
     keeps the ``oom`` event whatever the order. Asked only for an unexplained SIGKILL exit; the
-    query waits up to ``OOM_EVENT_GRACE_S`` for an event still in flight."""
+    query spans the run in the daemon's own clock and waits until ``OOM_EVENT_GRACE_S`` after
+    the exit for an event still in flight."""
+    since = _daemon_epoch(state.get("StartedAt")) or started
+    finished = _daemon_epoch(state.get("FinishedAt")) or time.time()
     try:
-        events = api.events(since=int(since) - 1, until=time.time() + OOM_EVENT_GRACE_S,
+        events = api.events(since=int(since) - 1, until=int(finished + OOM_EVENT_GRACE_S) + 1,
                             filters={"container": container, "event": "oom"}, decode=True)
         try:
             return any(True for _ in events)
@@ -414,6 +420,19 @@ def _oom_event(api, container: str, since: float) -> bool:  # noqa: ANN001
             events.close()
     except Exception:  # noqa: BLE001 - no evidence: the exit stays a plain SIGKILL
         return False
+
+
+def _daemon_epoch(stamp: str | None) -> float | None:
+    """Epoch seconds of a daemon RFC 3339 time (nanoseconds cut to microseconds), or None."""
+    if not stamp or stamp.startswith("0001-"):
+        return None
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    try:
+        moment = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+    digits = "".join(ch for ch in frac if ch.isdigit())[:6]
+    return moment.timestamp() + (int(digits) / 10 ** len(digits) if digits else 0.0)
 
 
 class _PidsWatch:
