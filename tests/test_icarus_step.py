@@ -79,7 +79,7 @@ def test_a_long_build_log_is_cut_not_lost(engine):
 
 @pytest.mark.parametrize("engine_name", ENGINES)
 def test_a_run_ignoring_sigint_ends_at_its_limit(engine, engine_name):
-    """A zero-delay loop: SIGINT at the run limit, SIGKILL a second later."""
+    """A zero-delay loop: SIGINT at the run limit, SIGKILL two seconds later."""
     started = time.monotonic()
     result = score(engine, tb("  initial forever #0 a = ~a;"), engine_name, run_s=2)
     assert result.status == "timeout" and result.ended_by == "timeout", result.message

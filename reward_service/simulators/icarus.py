@@ -57,8 +57,8 @@ class IcarusSimulator(SimulatorBackend):
 
 
 #: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,
-#: then SIGKILL one second later if vvp is still there).
-RUN_GRACE_S = 2.0
+#: then SIGKILL two seconds later if vvp is still there: its final blocks get time to run).
+RUN_GRACE_S = 3.0
 #: The build's exit status when iverilog exited 0 without writing the vvp file (it counts
 #: errors modulo 256).
 MISSING_OUTPUT = 255
@@ -66,7 +66,7 @@ MISSING_OUTPUT = 255
 #: The one sandbox step (POSIX sh; file names come in as arguments, never as text). The compile
 #: runs under the compile limit into /work/obj, its log and status in files; the run in
 #: /work/run under the run limit with SIGINT (``vvp -n`` then finishes, so final blocks still
-#: run; SIGKILL a second later). ``timeout -v`` notes a limit in ``*.limit`` (its own stderr,
+#: run; SIGKILL two seconds later). ``timeout -v`` notes a limit in ``*.limit`` (its own stderr,
 #: apart from the tools' output): exit statuses cannot say it (iverilog's is an error count,
 #: a testbench may ``$finish_and_return(124)``). Before the run, /work/obj and its files are
 #: made read-only, so the testbench cannot rewrite what the host reads about the build. One
@@ -85,7 +85,7 @@ if [ "$rc" -ne 0 ]; then exit 0; fi
 exec 3>"$obj/run.limit"
 chmod a-w "$obj/build.rc" "$obj/build.log" "$obj/build.limit" "$obj/run.limit" "$obj" || exit 0
 cd /work/run || exit 0
-exec timeout -v -s INT -k 1 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n "$obj/sim.vvp" 2>&3
+exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n "$obj/sim.vvp" 2>&3
 """
 _BUILD_FILES = ("build.log", "build.rc", "build.limit", "run.limit")
 
