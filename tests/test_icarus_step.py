@@ -44,9 +44,9 @@ ENGINES = ["icarus", "fast"]
 @pytest.mark.parametrize("engine_name", ENGINES)
 def test_a_testbench_rewriting_the_build_files_changes_nothing(engine, engine_name):
     forged = tb("""  initial begin
-    fd = $fopen("/work/obj/build.rc", "w"); $fdisplay(fd, "137"); $fclose(fd);
-    fd = $fopen("/work/obj/build.log", "w"); $fdisplay(fd, "forged"); $fclose(fd);
-    fd = $fopen("/work/obj/build.limit", "w"); $fdisplay(fd, "timeout: sending signal KILL"); $fclose(fd);
+    fd = $fopen("/work/obj/status/build.rc", "w"); $fdisplay(fd, "137"); $fclose(fd);
+    fd = $fopen("/work/obj/status/build.log", "w"); $fdisplay(fd, "forged"); $fclose(fd);
+    fd = $fopen("/work/obj/status/build.limit", "w"); $fdisplay(fd, "timeout: sending signal KILL"); $fclose(fd);
     a = 3; #20 $finish;
   end""")
     result = score(engine, forged, engine_name)

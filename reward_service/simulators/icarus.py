@@ -64,7 +64,7 @@ RUN_GRACE_S = 3.0
 MISSING_OUTPUT = 255
 
 #: The one sandbox step (POSIX sh; file names come in as arguments, never as text). The compile
-#: runs under the compile limit into /work/obj, its log and status in files; the run in
+#: runs under the compile limit into /work/obj, its log and status in /work/obj/status; the run in
 #: /work/run under the run limit with SIGINT (``vvp -n`` then finishes, so final blocks still
 #: run; SIGKILL two seconds later). ``timeout -v`` notes a limit in ``*.limit`` (its own stderr,
 #: apart from the tools' output): exit statuses cannot say it (iverilog's is an error count,
@@ -75,19 +75,21 @@ MISSING_OUTPUT = 255
 _STEP = """
 iverilog=$1 vvp=$2 top=$3 compile_s=$4 run_s=$5
 shift 5
-obj=/work/obj
-timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/build.log 2>&1' rs-iverilog \
-  "$iverilog" -g2012 -o "$obj/sim.vvp" -s "$top" "$@" 2>"$obj/build.limit"
+st=/work/obj/status
+mkdir -p "$st" || exit 0
+timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/status/build.log 2>&1' rs-iverilog \\
+  "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" 2>"$st/build.limit"
 rc=$?
-if [ "$rc" -eq 0 ] && [ ! -s "$obj/sim.vvp" ]; then rc=255; fi
-echo "$rc" >"$obj/build.rc"
+if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi
+echo "$rc" >"$st/build.rc"
 if [ "$rc" -ne 0 ]; then exit 0; fi
-exec 3>"$obj/run.limit"
-chmod a-w "$obj/build.rc" "$obj/build.log" "$obj/build.limit" "$obj/run.limit" "$obj" || exit 0
+exec 3>"$st/run.limit"
+chmod a-w "$st"/* "$st" /work/obj || exit 0
 cd /work/run || exit 0
-exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n "$obj/sim.vvp" 2>&3
+exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n /work/obj/sim.vvp 2>&3
 """
-_BUILD_FILES = ("build.log", "build.rc", "build.limit", "run.limit")
+#: What the step writes in /work/obj/status (one directory: one archive call brings it back).
+_STATUS_FILES = ("build.log", "build.rc", "build.limit", "run.limit")
 
 
 def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] = ()) -> tuple[ExecResult, ExecResult]:
@@ -111,13 +113,14 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
         workdir=job.root, cwd="/work/src", timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
         memory_mb=limits.memory_mb, processes=limits.processes, file_mb=limits.file_mb,
         output_kb=limits.output_kb,
-        outputs=(*(f"/work/obj/{name}" for name in _BUILD_FILES), *outputs)))
+        outputs=("/work/obj/status", *outputs)))
     _writable_again(obj)
-    rc_text = _small_text(obj / "build.rc")
+    status = obj / "status"
+    rc_text = _small_text(status / "build.rc")
     log = ""
-    if output_file(obj / "build.log"):
+    if output_file(status / "build.log"):
         try:
-            log = read_output_head_tail(obj / "build.log", limits.output_kb * 1024)
+            log = read_output_head_tail(status / "build.log", limits.output_kb * 1024)
         except (OSError, UnsafeOutput) as exc:
             log = f"(the build log could not be read: {exc})\n"
     if not rc_text.isdigit():  # the step ended (limit, kill) before the compiler did
@@ -125,9 +128,9 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     rc = int(rc_text)
     failed = rc != 0
     build = ExecResult(exit_code=rc, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=0.0,
-                       timed_out=bool(_small_text(obj / "build.limit")),
+                       timed_out=bool(_small_text(status / "build.limit")),
                        oom=failed and result.oom, pids_exhausted=failed and result.pids_exhausted)
-    if not failed and _small_text(obj / "run.limit"):
+    if not failed and _small_text(status / "run.limit"):
         result = dataclasses.replace(result, timed_out=True)
     return build, result
 
@@ -154,9 +157,9 @@ def _small_text(path: Path) -> str:
 
 
 def _writable_again(obj: Path) -> None:
-    """Undo the step's ``chmod a-w`` of ``obj`` (bwrap shares the host dir), so the work dir
+    """Undo the step's ``chmod a-w`` in ``obj`` (bwrap shares the host dir), so the work dir
     can be removed by a worker that is not root."""
-    for path in (obj, *(obj / name for name in _BUILD_FILES)):
+    for path in (obj, obj / "status", *(obj / "status" / name for name in _STATUS_FILES)):
         try:
             if path.exists() and not path.is_symlink():
                 path.chmod(path.stat().st_mode | 0o200)
