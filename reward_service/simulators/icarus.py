@@ -10,11 +10,12 @@ missing files): a build is judged by its output file and log, a run by its log.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_head_tail, read_output_text
-from reward_service.sandbox import ExecResult, ExecSpec
+from reward_service.sandbox import ExecResult, ExecSpec, SandboxError
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
 from reward_service.simulators.toolchain import require_iverilog
@@ -84,7 +85,7 @@ if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi
 echo "$rc" >"$st/build.rc"
 if [ "$rc" -ne 0 ]; then exit 0; fi
 exec 3>"$st/run.limit"
-chmod a-w "$st"/* "$st" /work/obj || exit 0
+chmod a-w "$st"/* "$st" /work/obj || exit 0   # the host sees build.rc still writable
 cd /work/run || exit 0
 exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n /work/obj/sim.vvp 2>&3
 """
@@ -102,7 +103,8 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     failed). The run's is the step's own, ``timed_out`` also when the run limit stopped vvp.
     A build that never finished (the step ended first: a limit, a kill) has both equal to the
     step's result, with the build log in front of the output. Raises
-    :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run`` does."""
+    :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run`` does, and when the build
+    succeeded but its files were not made read-only (the run was then not started)."""
     obj = job.root / "obj"
     obj.mkdir(exist_ok=True)
     job.run_dir.mkdir(exist_ok=True)
@@ -114,8 +116,9 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
         memory_mb=limits.memory_mb, processes=limits.processes, file_mb=limits.file_mb,
         output_kb=limits.output_kb,
         outputs=("/work/obj/status", *outputs)))
-    _writable_again(obj)
     status = obj / "status"
+    protected = _read_only(status / "build.rc")
+    _writable_again(obj)
     rc_text = _small_text(status / "build.rc")
     log = ""
     if output_file(status / "build.log"):
@@ -127,6 +130,8 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
         return dataclasses.replace(result, output=log + result.output), result
     rc = int(rc_text)
     failed = rc != 0
+    if not failed and not protected:  # chmod failed: the run did not start (nothing to trust)
+        raise SandboxError("the Icarus step could not make its build files read-only before the run")
     build = ExecResult(exit_code=rc, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=0.0,
                        timed_out=bool(_small_text(status / "build.limit")),
                        oom=failed and result.oom, pids_exhausted=failed and result.pids_exhausted)
@@ -154,6 +159,14 @@ def _small_text(path: Path) -> str:
         return read_output_text(path, max_bytes=4096).strip()
     except (OSError, UnsafeOutput):
         return ""
+
+
+def _read_only(path: Path) -> bool:
+    """Whether the step made ``path`` read-only (its mode comes back through either sandbox)."""
+    try:
+        return not os.lstat(path).st_mode & 0o222
+    except OSError:
+        return False
 
 
 def _writable_again(obj: Path) -> None:
