@@ -56,7 +56,6 @@ class IcarusSimulator(SimulatorBackend):
         return cocotb_flow.run_cocotb(job, simulator="icarus")
 
 
-
 #: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,
 #: then SIGKILL two seconds later if vvp is still there: its final blocks get time to run).
 RUN_GRACE_S = 3.0
