@@ -134,3 +134,50 @@ def test_the_fast_engine_falls_back_and_equals_verilator(engine):
     own = engine.score({"design": {"files": {"cnt.sv": DUT}}, "coverage": {"scope": "dut"}, "engine": "fast",
                         "stimulus": {"kind": "sv_testbench", "files": tb()}})
     assert own.status == "ok" and own.engine == "fast" and own.fallback is None, own.fallback
+
+
+# -- testbenches that read files stay off the fast path (fastcov/screen.py) ------------------------
+FORGE = """module tb;
+  logic clk = 0, rst = 1; logic [3:0] d, q; logic hit; integer fd, n; string word, token;
+  cnt dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));
+  always #5 clk = ~clk;
+  initial begin
+    d = 0; #12 rst = 0; #20;
+    fd = $fopen("/work/src/cnt.sv", "r");
+    while (!$feof(fd)) begin n = $fscanf(fd, "%s", word); if (word.len() == 32) token = word; end
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize("text, why", [
+    (FORGE, "tb.sv reads files (`$fscanf`)"),
+    ('module tb; integer f; initial f = $fopen("x.txt", "r+"); endmodule', "tb.sv opens a file for reading (`$fopen` mode r+)"),
+    ('module tb; integer f; string m = "r"; initial f = $fopen("x", m); endmodule', "mode not a literal"),
+    ('module tb; initial $readmemh("m.hex", mem); endmodule', "tb.sv reads files (`$readmemh`)"),
+])
+def test_file_reading_testbenches_are_screened(text, why):
+    from types import SimpleNamespace
+
+    from reward_service.fastcov.screen import reads_files
+    assert why in reads_files(SimpleNamespace(files={"tb.sv": text}))
+
+
+@pytest.mark.parametrize("text", [
+    'module tb; integer f; initial begin f = $fopen("log.txt", "w"); $fdisplay(f, "x"); end endmodule',
+    'module tb; integer f; initial f = $fopen("log.txt"); endmodule',
+    'module tb; initial $display("$fscanf $fopen(x, \\"r\\")"); // $readmemh("m", a)\nendmodule',
+])
+def test_writing_testbenches_keep_the_fast_path(text):
+    from types import SimpleNamespace
+
+    from reward_service.fastcov.screen import reads_files
+    assert reads_files(SimpleNamespace(files={"tb.sv": text})) is None
+
+
+def test_a_file_reading_testbench_is_scored_by_verilator(engine):
+    result = engine.score({"design": {"files": {"cnt.sv": DUT}}, "engine": "fast",
+                           "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
+                           "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": FORGE}}})
+    assert result.engine == "verilator" and result.fallback.startswith("tb.sv reads files (`$fscanf`)")

@@ -44,6 +44,11 @@ def unsupported(prepared: Any) -> str | None:
         instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:
         return f"not instrumentable: {exc}"
+    from reward_service.fastcov.screen import reads_files
+
+    reading = reads_files(prepared.stimulus)
+    if reading:
+        return f"{reading}: the fast path's coverage token would be readable (docs/fastcov.md)"
     if "expr" in spec.metrics and prepared.stimulus.kind == "sv_testbench":
         from reward_service.fastcov.params import overridden_parameters
 

@@ -59,6 +59,9 @@ class IcarusSimulator(SimulatorBackend):
 #: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,
 #: then SIGKILL two seconds later if vvp is still there: its final blocks get time to run).
 RUN_GRACE_S = 3.0
+#: Least process and file-size limits of the step (the compile's needs, as the default limits).
+COMPILE_PROCESSES = 64
+COMPILE_FILE_MB = 64
 #: The build's exit status when iverilog exited 0 without writing the vvp file (it counts
 #: errors modulo 256).
 MISSING_OUTPUT = 255
@@ -84,7 +87,8 @@ if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi
 echo "$rc" >"$st/build.rc"
 if [ "$rc" -ne 0 ]; then exit 0; fi
 exec 3>"$st/run.limit"
-chmod a-w "$st"/* "$st" /work/obj || exit 0   # the host sees build.rc still writable
+chmod a-w "$st/build.log" "$st/build.limit" "$st/run.limit" "$st" /work/obj && chmod a-w "$st/build.rc" \\
+  || exit 0   # the host sees build.rc still writable
 cd /work/run || exit 0
 exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n /work/obj/sim.vvp 2>&3
 """
@@ -108,16 +112,20 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     obj.mkdir(exist_ok=True)
     job.run_dir.mkdir(exist_ok=True)
     limits = job.limits
-    result = job.sandbox.run(ExecSpec(
-        argv=["/bin/sh", "-c", _STEP, "rs-icarus", compiler, vvp, job.top, f"{limits.compile_s:g}",
-              f"{limits.run_s:g}", *job.design_files, *job.stimulus_files],
-        workdir=job.root, cwd="/work/src", timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
-        memory_mb=limits.memory_mb, processes=limits.processes, file_mb=limits.file_mb,
-        output_kb=limits.output_kb,
-        outputs=("/work/obj/status", *outputs)))
     status = obj / "status"
-    protected = _read_only(status / "build.rc")
-    _writable_again(obj)
+    try:
+        # The compile needs a few processes (timeout, sh, ivlpp, ivl) and room for the vvp file
+        # and its log whatever the run's limits; vvp itself cannot fork.
+        result = job.sandbox.run(ExecSpec(
+            argv=["/bin/sh", "-c", _STEP, "rs-icarus", compiler, vvp, job.top, f"{limits.compile_s:g}",
+                  f"{limits.run_s:g}", *job.design_files, *job.stimulus_files],
+            workdir=job.root, cwd="/work/src", timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
+            memory_mb=limits.memory_mb, processes=max(limits.processes, COMPILE_PROCESSES),
+            file_mb=max(limits.file_mb, COMPILE_FILE_MB), output_kb=limits.output_kb,
+            outputs=("/work/obj/status", *outputs)))
+        protected = _read_only(status / "build.rc")
+    finally:
+        _writable_again(obj)
     rc_text = _small_text(status / "build.rc")
     log = ""
     if output_file(status / "build.log"):
@@ -132,9 +140,9 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     if not failed and not protected:  # chmod failed: the run did not start (nothing to trust)
         raise SandboxError("the Icarus step could not make its build files read-only before the run")
     build = ExecResult(exit_code=rc, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=0.0,
-                       timed_out=bool(_small_text(status / "build.limit")),
+                       timed_out=_limit_noted(status / "build.limit"),
                        oom=failed and result.oom, pids_exhausted=failed and result.pids_exhausted)
-    if not failed and _small_text(status / "run.limit"):
+    if not failed and _limit_noted(status / "run.limit"):
         result = dataclasses.replace(result, timed_out=True)
     return build, result
 
@@ -158,6 +166,12 @@ def _small_text(path: Path) -> str:
         return read_output_text(path, max_bytes=4096).strip()
     except (OSError, UnsafeOutput):
         return ""
+
+
+def _limit_noted(path: Path) -> bool:
+    """Whether ``timeout -v`` noted in ``path`` that it signalled the command (its limit
+    passed); other notes (e.g. it could not fork) are not a time limit."""
+    return any(line.startswith("timeout: sending signal") for line in _small_text(path).splitlines())
 
 
 def _read_only(path: Path) -> bool:
