@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
-_STRING_OR_COMMENT = re.compile(rf"(?P<s>{_STRING.pattern})|{_COMMENT.pattern}", re.S)
+#: A Verilog string literal (backslash escapes included).
+STRING_LITERAL = re.compile(r'"(?:\\.|[^"\\])*"')
+_STRING_OR_COMMENT = re.compile(rf"(?P<s>{STRING_LITERAL.pattern})|{_COMMENT.pattern}", re.S)
 _MODULE = re.compile(r"^\s*(?:module|program)\s+(?:automatic\s+|static\s+)?([A-Za-z_]\w*)", re.M)
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _VHDL = re.compile(r"^\s*(entity\s+\w+\s+is|architecture\s+\w+\s+of\s+\w+\s+is)\b", re.I | re.M)
@@ -20,7 +21,7 @@ VHDL_SUFFIXES = (".vhd", ".vhdl")
 
 def strip_comments(text: str) -> str:
     """Text without // and /* */ comments and string literals."""
-    return _COMMENT.sub(" ", _STRING.sub('""', text))
+    return _COMMENT.sub(" ", STRING_LITERAL.sub('""', text))
 
 
 def strip_comments_only(text: str) -> str:

@@ -19,9 +19,8 @@ from reward_service import hdl
 
 #: SV system tasks that read a file (IEEE 1800-2017 21.3 and 21.4).
 _SV_READS = re.compile(r"\$(?:fgets|fgetc|ungetc|fscanf|fread|readmemh|readmemb|fseek|frewind|ftell)\b")
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 #: A string literal (skipped) or the start of a ``$fopen`` call.
-_SV_FOPEN = re.compile(rf"(?P<s>{_STRING.pattern})|\$fopen\s*\(")
+_SV_FOPEN = re.compile(rf"(?P<s>{hdl.STRING_LITERAL.pattern})|\$fopen\s*\(")
 #: Python naming the fast path's own files. Reading files as such is common in cocotb tests
 #: (CVDP's harness_library reads its runner's files), so only these names are screened.
 _PY_READS = re.compile(r"/work/src|/work/obj|rs_fastcov|sim\.vvp|\bmmap\b")
@@ -53,7 +52,7 @@ def reads_files(stimulus: Any) -> str | None:
 def _fopen_mode(args: str) -> str | None:
     """The mode of a ``$fopen`` call from the text after its ``(``: None without one (a
     multichannel descriptor, write-only), ``"?"`` when it is not a string literal."""
-    plain = _STRING.sub(lambda m: "S" * len(m.group(0)), args)
+    plain = hdl.STRING_LITERAL.sub(lambda m: "S" * len(m.group(0)), args)
     depth, comma = 0, -1
     for i, ch in enumerate(plain):
         if ch == "(":
@@ -68,5 +67,5 @@ def _fopen_mode(args: str) -> str | None:
     if comma < 0:
         return None
     mode = args[comma + 1:].strip()
-    literal = _STRING.fullmatch(mode)
+    literal = hdl.STRING_LITERAL.fullmatch(mode)
     return mode[1:-1] if literal else "?"

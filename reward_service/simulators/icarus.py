@@ -62,9 +62,6 @@ RUN_GRACE_S = 3.0
 #: Least process and file-size limits of the step (the compile's needs, as the default limits).
 COMPILE_PROCESSES = 64
 COMPILE_FILE_MB = 64
-#: The build's exit status when iverilog exited 0 without writing the vvp file (it counts
-#: errors modulo 256).
-MISSING_OUTPUT = 255
 
 #: The one sandbox step (POSIX sh; file names come in as arguments, never as text). The compile
 #: runs under the compile limit into /work/obj, its log and status in /work/obj/status; the run in
@@ -83,7 +80,7 @@ mkdir -p "$st" || exit 0
 timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/status/build.log 2>&1' rs-iverilog \\
   "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" 2>"$st/build.limit"
 rc=$?
-if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi
+if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi   # errors counted modulo 256
 echo "$rc" >"$st/build.rc"
 if [ "$rc" -ne 0 ]; then exit 0; fi
 exec 3>"$st/run.limit"
