@@ -16,12 +16,24 @@ Rules, in order:
    everything after it, i.e. a completion cut off while reasoning has no answer).
 2. Fenced code blocks (CommonMark fences of three or more backticks or tildes) tagged
    ``systemverilog``/``verilog``/``sv``/``v``/``svh``, ``python``/``py``/``python3``, or with no
-   tag are candidates (blocks in other languages, e.g. ``bash``, are ignored). The LAST *complete*
-   candidate (its closing fence exists) holding a Verilog module or a cocotb test wins: a
-   completion that first sketches parts and then gives the whole testbench is scored on the
-   whole testbench, and a final block cut off by the token limit falls back to an earlier
-   complete block. A Verilog block is only searched for a module, a Python block only for a
-   cocotb test, an untagged block for either.
+   tag are candidates (blocks in other languages, e.g. ``bash``, are ignored). Only *complete*
+   candidates (their closing fence exists) holding a Verilog module or a cocotb test count, and
+   each gets a role:
+
+   * **testbench**: a cocotb test, or Verilog declaring a module of its own that instantiates a
+     design module (the DUT); without the design's module names, any Verilog module with a body;
+   * **DUT restatement**: Verilog whose modules are all design modules, or all empty stubs
+     (``module dut(input clk, ...); endmodule``: the interface echoed back);
+   * **other**: any other Verilog module (e.g. a helper module that instantiates nothing).
+
+   The block with the best role wins (testbench over other over DUT restatement) and, among
+   blocks of the same role, the LAST one: a completion that first sketches parts and then gives
+   the whole testbench is scored on the whole testbench, a testbench followed (or preceded) by an
+   echoed DUT stub is scored on the testbench, of two testbenches the later one (the revised
+   answer) is scored, and a final block cut off by the token limit falls back to an earlier
+   complete block. When every candidate only restates the design's own modules there is no
+   stimulus (:class:`ExtractionError`). A Verilog block is only searched for a module, a Python
+   block only for a cocotb test, an untagged block for either.
 3. Without any fence, bare code is accepted: Verilog from the first ``module`` line (together
    with directly preceding `` `timescale``/`` `include``/`` `define`` lines) to the end of the
    line of the last ``endmodule``; otherwise, if ``@cocotb.test`` occurs, the whole text is the
@@ -31,6 +43,9 @@ Rules, in order:
 
 Every failure raises :class:`ExtractionError` (a ``ValueError``) whose message says why no
 stimulus could be extracted; the engine reports it as status ``invalid_input``.
+:func:`extract` also says which part of the text was used (:attr:`Extraction.description`,
+e.g. ``code block 2 of 3 (```systemverilog, 45 lines): the testbench``); the engine puts it in
+the result's ``stimulus_block``.
 
 The extracted code is the block content as written (lines of an indented fence lose that
 indentation, as in CommonMark), without leading blank lines, with trailing whitespace removed
@@ -40,12 +55,16 @@ and exactly one final newline.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reward_service import hdl
 from reward_service.models import CocotbStimulus, SvTestbench
 
 __all__ = [
     "ExtractionError",
+    "Extraction",
+    "extract",
     "extract_stimulus",
     "SV_FILE_NAME",
     "COCOTB_FILE_NAME",
@@ -90,11 +109,38 @@ class ExtractionError(ValueError):
     """No stimulus could be extracted from a completion; the message says why."""
 
 
+@dataclass(frozen=True)
+class Extraction:
+    """The stimulus extracted from a completion and where it came from.
+
+    ``block`` names the part of the text used: ``code block 2 of 3 (```systemverilog, 45
+    lines)`` (counting every fenced block of the answer, 1-based, any language) or ``bare code
+    (30 lines)``; ``role`` is why it was chosen (``the testbench``, ``a cocotb test``,
+    ``Verilog module(s) tb`` ...); ``skipped`` describes the other candidate blocks that were not
+    used, e.g. ``block 3 restates the DUT (module dut)``.
+    """
+
+    stimulus: SvTestbench | CocotbStimulus
+    block: str
+    role: str
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def description(self) -> str:
+        """One line for a result: ``code block 1 of 2 (```sv, 40 lines): the testbench; not
+        used: block 2 restates the DUT (module dut)``."""
+        text = f"{self.block}: {self.role}"
+        if self.skipped:
+            text += "; not used: " + ", ".join(self.skipped)
+        return text
+
+
 @dataclass
 class _Block:
     lang: str
     code: str
     closed: bool
+    index: int = 0  # 1-based among all fenced blocks of the answer
 
 
 def _strip_think(text: str) -> str:
@@ -134,7 +180,7 @@ def _fenced_blocks(text: str) -> list[_Block]:
             strip = min(indent, len(line) - len(line.lstrip(" ")))
             body.append(line[strip:])
             i += 1
-        blocks.append(_Block(lang=lang, code="\n".join(body), closed=closed))
+        blocks.append(_Block(lang=lang, code="\n".join(body), closed=closed, index=len(blocks) + 1))
     return blocks
 
 
@@ -172,6 +218,54 @@ def _classify(block: _Block) -> str | None:
     return None
 
 
+#: Roles of a candidate block, best first (see the module docstring).
+_TESTBENCH, _OTHER, _RESTATES_DUT = 2, 1, 0
+#: A declaration statement of a module's ports/parameters/nets (nothing that runs).
+_DECLARATION = re.compile(
+    r"^(?:input|output|inout|ref|parameter|localparam|wire|reg|logic|bit|integer|int|tri|var|"
+    r"signed|unsigned|typedef|timeunit|timeprecision)\b")
+_MODULE_BODY = re.compile(r"\b(?:macro)?module\s+([A-Za-z_][\w$]*)(.*?)\bendmodule\b", re.S)
+
+
+def _is_stub(body: str) -> bool:
+    """Whether a module body (header included) declares only ports and parameters: the
+    interface echoed back, no behaviour and no instances."""
+    depth, i = 0, 0
+    while i < len(body):  # skip the header: up to the ';' that closes it (outside parentheses)
+        ch = body[i]
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == ";" and depth <= 0:
+            break
+        i += 1
+    statements = [s.strip() for s in body[i + 1:].split(";")]
+    return all(not s or _DECLARATION.match(s) for s in statements)
+
+
+def _verilog_role(code: str, design_modules: frozenset[str] | None) -> tuple[int, str]:
+    """Role of a Verilog candidate and its description (see the module docstring)."""
+    clean = hdl.strip_comments(code)
+    modules = {m.group(1): _is_stub(m.group(2)) for m in _MODULE_BODY.finditer(clean)}
+    names = ", ".join(modules) or "?"
+    if design_modules:
+        own = [m for m in modules if m not in design_modules]
+        duts = sorted({d for d in design_modules if hdl.instance_names(clean, d)})
+        if own and duts:
+            return _TESTBENCH, f"the testbench (module {', '.join(own)}; instantiates {', '.join(duts)})"
+        if not own:
+            return _RESTATES_DUT, f"restates the DUT (module {names})"
+    if modules and all(modules.values()):
+        return _RESTATES_DUT, f"an empty module stub (module {names})"
+    if design_modules:
+        return _OTHER, f"Verilog module(s) {names}, none instantiating the DUT"
+    return _TESTBENCH, f"the testbench (module {names})"
+
+
+def _block_label(block: _Block, count: int) -> str:
+    lines = len(_normalize(block.code).splitlines())
+    return f"code block {block.index} of {count} (```{block.lang or 'untagged'}, {lines} lines)"
+
+
 def _bare_verilog(text: str) -> str | None:
     m = _MODULE_HEADER.search(text)
     if not m:
@@ -206,15 +300,21 @@ def _result(kind: str, code: str, toplevel: str | None) -> SvTestbench | CocotbS
                           toplevel=toplevel)
 
 
-def extract_stimulus(text: str, *, toplevel: str | None = None) -> SvTestbench | CocotbStimulus:
-    """Extract the stimulus from a completion's text (see the module docstring for the rules).
+def extract(text: str, *, toplevel: str | None = None,
+            design_modules: Iterable[str] | None = None) -> Extraction:
+    """Extract the stimulus from a completion's text and say which part was used (see the
+    module docstring for the rules).
 
     :param text: the raw completion.
     :param toplevel: HDL toplevel (the DUT module) for a cocotb result; ignored for Verilog.
-    :returns: ``SvTestbench(files={"tb.sv": code})`` or ``CocotbStimulus(files=
-        {"test_stimulus.py": code}, test_module="test_stimulus", toplevel=toplevel)``.
-    :raises ExtractionError: empty text, only reasoning, VHDL, only an unclosed code block, or no
-        Verilog module / cocotb test anywhere.
+    :param design_modules: module names declared by the design (the DUT and its submodules): a
+        Verilog block is a testbench when it instantiates one of them, and a block declaring
+        only these restates the DUT. Without them, a block of empty module stubs restates the DUT.
+    :returns: an :class:`Extraction` whose ``stimulus`` is ``SvTestbench(files={"tb.sv":
+        code})`` or ``CocotbStimulus(files={"test_stimulus.py": code}, test_module=
+        "test_stimulus", toplevel=toplevel)``.
+    :raises ExtractionError: empty text, only reasoning, VHDL, only an unclosed code block, no
+        Verilog module / cocotb test anywhere, or only blocks that restate the design's modules.
     """
     if not isinstance(text, str):
         raise ExtractionError(f"completion text must be a string, got {type(text).__name__}")
@@ -224,15 +324,30 @@ def extract_stimulus(text: str, *, toplevel: str | None = None) -> SvTestbench |
     body = _strip_think(text)
     if not body.strip():
         raise ExtractionError("completion holds only a <think> reasoning section and no answer after it")
+    known = frozenset(design_modules) if design_modules is not None else None
 
     blocks = _fenced_blocks(body)
     if blocks:
-        for block in reversed(blocks):
-            if not block.closed:
-                continue
-            kind = _classify(block)
-            if kind is not None:
-                return _result(kind, block.code, toplevel)
+        candidates: list[tuple[int, str, _Block, str]] = []  # (role, description, block, kind)
+        for block in blocks:
+            kind = _classify(block) if block.closed else None
+            if kind == "verilog":
+                candidates.append((*_verilog_role(block.code, known), block, kind))
+            elif kind == "cocotb":
+                candidates.append((_TESTBENCH, "a cocotb test", block, kind))
+        if candidates:
+            # best role; among equals the last block (max keeps the first of equal keys)
+            role, why, chosen, kind = max(reversed(candidates), key=lambda c: c[0])
+            label = _block_label(chosen, len(blocks))
+            if role == _RESTATES_DUT and known and why.startswith("restates"):
+                raise ExtractionError(
+                    f"no code block holds a testbench: {label} {why}, and no block declares a module "
+                    "of its own that instantiates the DUT (or a cocotb test)")
+            skipped = tuple(f"block {b.index} {w}" if w.startswith(("restates", "an empty")) else
+                            f"block {b.index} ({w})" for r, w, b, _ in candidates if b is not chosen)
+            return Extraction(_result(kind, chosen.code, toplevel), label, why, skipped[:5])
+        if any(b.lang in _VHDL_LANGS or _VHDL_TEXT.search(b.code) for b in blocks if b.closed):
+            raise ExtractionError(_VHDL_MESSAGE)
         if any(not b.closed and b.lang not in _VHDL_LANGS for b in blocks):
             raise ExtractionError(
                 "the last code block is not closed (completion truncated?) and no complete code "
@@ -245,12 +360,22 @@ def extract_stimulus(text: str, *, toplevel: str | None = None) -> SvTestbench |
 
     code = _bare_verilog(body)
     if code is not None:
-        return _result("verilog", code, toplevel)
+        stimulus = _result("verilog", code, toplevel)
+        lines = len(next(iter(stimulus.files.values())).splitlines())
+        return Extraction(stimulus, f"bare code ({lines} lines, no code fence)", _verilog_role(code, known)[1])
     if _has_cocotb_test(body):
-        return _result("cocotb", body, toplevel)
+        stimulus = _result("cocotb", body, toplevel)
+        lines = len(next(iter(stimulus.files.values())).splitlines())
+        return Extraction(stimulus, f"bare code ({lines} lines, no code fence)", "a cocotb test")
     if _VHDL_TEXT.search(body):
         raise ExtractionError(_VHDL_MESSAGE)
     where = " after the <think> section" if had_think else ""
     raise ExtractionError(
         f"no code found{where}: the completion has no fenced code block and no bare Verilog module "
         "(module ... endmodule) or cocotb test (@cocotb.test)")
+
+
+def extract_stimulus(text: str, *, toplevel: str | None = None,
+                     design_modules: Iterable[str] | None = None) -> SvTestbench | CocotbStimulus:
+    """The stimulus of :func:`extract` (same parameters and errors), without its origin."""
+    return extract(text, toplevel=toplevel, design_modules=design_modules).stimulus

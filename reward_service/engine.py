@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from reward_service import hdl
 from reward_service.cache import ResultCache, request_key
-from reward_service.completion import ExtractionError, extract_stimulus
+from reward_service.completion import Extraction, ExtractionError, extract
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
 from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
@@ -44,7 +44,10 @@ _NOT_CACHED = {Status.sandbox_error, Status.timeout, Status.resource_limit}
 
 
 class InvalidInput(ValueError):
-    """The request cannot be simulated as given (reported as ``invalid_input``)."""
+    """The request cannot be simulated as given (reported as ``invalid_input``).
+    ``stimulus_block``: the part of a completion that was checked, when there was one."""
+
+    stimulus_block: str | None = None
 
 
 @dataclass
@@ -54,6 +57,8 @@ class Prepared:
     request: ScoreRequest
     design: Design
     stimulus: SvTestbench | CocotbStimulus
+    #: where a completion's stimulus came from (None for stimulus given as files)
+    extraction: Extraction | None = None
 
 
 class Engine:
@@ -80,7 +85,8 @@ class Engine:
             return self._finish(ScoreResult(status=Status.invalid_input, message=_validation_message(exc)),
                                 None, start)
         except (InvalidInput, ExtractionError) as exc:
-            return self._finish(ScoreResult(status=Status.invalid_input, message=str(exc)),
+            return self._finish(ScoreResult(status=Status.invalid_input, message=str(exc),
+                                            stimulus_block=getattr(exc, "stimulus_block", None)),
                                 request if isinstance(request, ScoreRequest) else None, start)
         timings = {"prepare": (time.perf_counter() - start) * 1000}
         try:
@@ -89,7 +95,7 @@ class Engine:
             if cached is not None:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
-                return cached
+                return _name_block(cached, prepared.extraction)
             result = self._score_with_engine(prepared, timings)
         except (SandboxError, ToolMissing, OSError) as exc:
             log.exception("sandbox failure")
@@ -100,7 +106,8 @@ class Engine:
         result = self._finish(result, prepared.request, start)
         if self.results is not None and result.status not in _NOT_CACHED:
             self.results.put(key, result)
-        return result
+        # after the cache: another completion holding the same code keeps its own block name
+        return _name_block(result, prepared.extraction)
 
     def prepare(self, request: ScoreRequest) -> Prepared:
         """Resolve problem id, completion text and the testbench top; check the inputs.
@@ -119,13 +126,29 @@ class Engine:
             request = base
         design = request.design
         assert design is not None
-        stimulus = request.stimulus
+        design_modules = {m for text in design.files.values() for m in hdl.module_names(text)}
+        stimulus, extraction = request.stimulus, None
         if isinstance(stimulus, Completion):
-            stimulus = extract_stimulus(stimulus.text, toplevel=design.toplevel)
+            extraction = extract(stimulus.text, toplevel=design.toplevel, design_modules=design_modules)
+            stimulus = extraction.stimulus
+        try:
+            prepared = self._checked(request, design, stimulus, design_modules)
+        except InvalidInput as exc:
+            if extraction is None:
+                raise
+            named = InvalidInput(f"{exc} (scored {extraction.description})")
+            named.stimulus_block = extraction.description
+            raise named from exc
+        prepared.extraction = extraction
+        return prepared
+
+    def _checked(self, request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus,
+                 design_modules: set[str]) -> Prepared:
+        """Check a resolved request's files and find the testbench top (``prepare``'s second
+        half). Raises :class:`InvalidInput`."""
         _check_sources(design.files, "design")
         _check_sources(stimulus.files, "stimulus")
         _check_layout(list(design.files) + list(stimulus.files))
-        design_modules = {m for text in design.files.values() for m in hdl.module_names(text)}
         _screen_stimulus(stimulus)
         if isinstance(stimulus, SvTestbench):
             stim_texts = list(stimulus.files.values())
@@ -318,6 +341,16 @@ class Engine:
             result.versions = {"sandbox": self.sandbox.name}
         result.timings["total"] = (time.perf_counter() - start) * 1000
         return result
+
+
+def _name_block(result: ScoreResult, extraction: Extraction | None) -> ScoreResult:
+    """Name the scored part of a completion in ``stimulus_block``, and in ``message`` too when
+    the sample failed or other candidate blocks were passed over (the user must see which)."""
+    if extraction is not None:
+        result.stimulus_block = extraction.description
+        if extraction.skipped or result.status != Status.ok:
+            result.message = "; ".join(filter(None, [result.message, f"scored {extraction.description}"]))
+    return result
 
 
 def _check_layout(names: list[str]) -> None:

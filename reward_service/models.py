@@ -295,6 +295,11 @@ class ScoreResult(BaseModel):
     fallback: str | None = Field(None, description="why a requested fast/auto engine was not used "
                                                    "(the sample was scored by Verilator instead)")
     shadow: ShadowCheck | None = Field(None, description="the shadow check of this fast-path sample, if sampled")
+    stimulus_block: str | None = Field(
+        None, description="for a completion: the part of its text that was scored and why, e.g. "
+                          "'code block 2 of 3 (```systemverilog, 45 lines): the testbench (module tb; "
+                          "instantiates dut); not used: block 3 restates the DUT (module dut)' "
+                          "(reward_service.completion); None for stimulus given as files")
     #: The coverage points behind ``coverage`` (engine-internal: shadow checks and agreement
     #: tests diff them; not serialized).
     _points: list = PrivateAttr(default_factory=list)

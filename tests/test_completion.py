@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import STIMULUS
-from reward_service.completion import ExtractionError, extract_stimulus
+from reward_service.completion import ExtractionError, extract, extract_stimulus
 from reward_service.models import CocotbStimulus, SvTestbench
 
 ATTENUATOR = "cvdp_copilot_Attenuator_0011"
@@ -184,3 +184,152 @@ def test_empty(text):
 
 def test_extraction_error_is_a_value_error():
     assert issubclass(ExtractionError, ValueError)
+
+
+# -- choosing the testbench over an echoed DUT (issue 9, point 6) -------------------------------
+
+#: The DUT interface as models echo it back after (or before) the testbench.
+GRAY_STUB = """\
+module gray_to_binary #(parameter WIDTH = 4) (
+  input  logic [WIDTH-1:0] gray_in,
+  output logic [WIDTH-1:0] binary_out
+);
+endmodule
+"""
+#: The DUT restated with a body (the design's own module, e.g. copied from the prompt).
+GRAY_RESTATED = """\
+module gray_to_binary #(parameter WIDTH = 4) (input logic [WIDTH-1:0] gray_in, output logic [WIDTH-1:0] binary_out);
+  always_comb begin
+    binary_out[WIDTH-1] = gray_in[WIDTH-1];
+    for (int i = WIDTH-2; i >= 0; i--) binary_out[i] = binary_out[i+1] ^ gray_in[i];
+  end
+endmodule
+"""
+GRAY_MODULES = {"gray_to_binary"}
+
+
+def lines(code: str) -> int:
+    return len(code.rstrip().splitlines())
+
+
+@pytest.mark.parametrize("design_modules", [GRAY_MODULES, None], ids=["design-known", "stub-heuristic"])
+def test_testbench_followed_by_echoed_stub(design_modules):
+    text = (f"Here is the testbench:\n\n```systemverilog\n{SMALL_TB}```\n\n"
+            f"It assumes the DUT interface:\n\n```verilog\n{GRAY_STUB}```\n")
+    got = extract(text, design_modules=design_modules)
+    assert sv_code(got.stimulus) == SMALL_TB
+    assert got.block == f"code block 1 of 2 (```systemverilog, {lines(SMALL_TB)} lines)"
+    assert got.role.startswith("the testbench (module tb")
+    assert got.skipped and got.skipped[0].startswith("block 2 ")
+    assert got.description.startswith(f"code block 1 of 2 (```systemverilog, {lines(SMALL_TB)} lines): the testbench")
+    assert "not used: block 2" in got.description
+
+
+def test_stub_then_testbench_and_restated_dut_then_testbench():
+    for first in (GRAY_STUB, GRAY_RESTATED):
+        text = f"The DUT:\n```sv\n{first}```\nThe testbench:\n```sv\n{SMALL_TB}```\n"
+        got = extract(text, design_modules=GRAY_MODULES)
+        assert sv_code(got.stimulus) == SMALL_TB
+        assert got.block.startswith("code block 2 of 2 (```sv,")
+        assert got.skipped == ("block 1 restates the DUT (module gray_to_binary)",)
+    # the restated DUT after the testbench: still the testbench (the old rule took the last block)
+    text = f"```sv\n{SMALL_TB}```\nFor reference, the DUT:\n```sv\n{GRAY_RESTATED}```\n"
+    assert sv_code(extract_stimulus(text, design_modules=GRAY_MODULES)) == SMALL_TB
+
+
+def test_of_two_testbenches_the_later_wins():
+    """Documented rule: among blocks of the same role the LAST one is scored (the revised answer),
+    whatever comes after it (here an echoed stub)."""
+    revised = SMALL_TB.replace("repeat (16)", "repeat (32)")
+    text = (f"First attempt:\n```systemverilog\n{SMALL_TB}```\nRevised:\n```systemverilog\n{revised}```\n"
+            f"Interface:\n```systemverilog\n{GRAY_STUB}```\n```bash\niverilog -g2012 tb.sv\n```\n")
+    got = extract(text, design_modules=GRAY_MODULES)
+    assert sv_code(got.stimulus) == revised
+    assert got.block == f"code block 2 of 4 (```systemverilog, {lines(revised)} lines)"
+    assert len(got.skipped) == 2 and got.skipped[0].startswith("block 1 (the testbench")
+
+
+def test_cocotb_test_with_echoed_dut():
+    for text in (f"```python\n{COCOTB_TEST}```\nThe DUT it drives:\n```verilog\n{GRAY_STUB}```\n",
+                 f"```verilog\n{GRAY_RESTATED}```\n```python\n{COCOTB_TEST}```\n"):
+        got = extract(text, toplevel="gray_to_binary", design_modules=GRAY_MODULES)
+        assert isinstance(got.stimulus, CocotbStimulus)
+        assert got.stimulus.files == {"test_stimulus.py": COCOTB_TEST}
+        assert got.role == "a cocotb test"
+        assert got.skipped == (f"block {2 if text.startswith('```python') else 1} restates the DUT (module gray_to_binary)",)
+
+
+def test_only_the_dut_restated_is_no_stimulus():
+    with pytest.raises(ExtractionError, match=r"no code block holds a testbench: code block 1 of 1 "
+                                              r"\(```verilog, 5 lines\) restates the DUT \(module gray_to_binary\)"):
+        extract(f"```verilog\n{GRAY_STUB}```\n", design_modules=GRAY_MODULES)
+
+
+def test_helper_module_without_dut_is_below_a_testbench():
+    helper = "module stim_gen(output logic [3:0] v);\n  initial v = 4'd3;\nendmodule\n"
+    got = extract(f"```sv\n{SMALL_TB}```\n```sv\n{helper}```\n", design_modules=GRAY_MODULES)
+    assert sv_code(got.stimulus) == SMALL_TB
+    assert got.skipped == ("block 2 (Verilog module(s) stim_gen, none instantiating the DUT)",)
+
+
+def test_bare_code_is_named():
+    got = extract(f"Here it is.\n\n{SMALL_TB}\nDone.\n", design_modules=GRAY_MODULES)
+    assert got.block == f"bare code ({lines(SMALL_TB)} lines, no code fence)"
+    assert got.skipped == ()
+
+
+ATTENUATOR_STUB = """\
+module Attenuator (
+    input       clk,
+    input       reset,
+    input [4:0] data,
+    output reg  ATTN_CLK,
+    output reg  ATTN_DATA,
+    output reg  ATTN_LE
+);
+endmodule
+"""
+
+
+def _attenuator_request(text: str, simulator: str = "verilator") -> dict:
+    from conftest import cid012_rows, rtl_files
+
+    return {"design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
+            "stimulus": {"kind": "completion", "text": text}, "simulator": simulator,
+            "coverage": {"scope": "uut"}}
+
+
+@pytest.mark.slow
+def test_end_to_end_testbench_plus_echoed_stub_scores_the_testbench(engine):
+    """Before: invalid_input "declares no top module" (the stub was taken). Now the testbench is
+    scored with exactly the coverage a bare Verilator run of good.sv gives (expected.json), and
+    the result names the block."""
+    import json
+
+    good = (STIMULUS / ATTENUATOR / "good.sv").read_text()
+    want = json.loads((STIMULUS / ATTENUATOR / "expected.json").read_text())["testbenches"]["good"]
+    text = (f"The testbench:\n\n```systemverilog\n{good}```\n\n"
+            f"It drives this interface:\n\n```systemverilog\n{ATTENUATOR_STUB}```\n")
+    result = engine.score(_attenuator_request(text))
+    assert result.status == "ok", result.message
+    got = {m: {"covered": c.covered, "total": c.total} for m, c in result.coverage.metrics.items()}
+    assert got == want["coverage"]
+    block = f"code block 1 of 2 (```systemverilog, {lines(good)} lines): the testbench"
+    assert result.stimulus_block.startswith(block)
+    assert "not used: block 2 restates the DUT (module Attenuator)" in result.stimulus_block
+    assert f"scored {block}" in result.message  # another block was passed over: said in the message too
+
+
+def test_end_to_end_failure_names_the_block(engine):
+    """A completion whose testbench uses another instance name: invalid_input, and the message
+    says which block was checked (no simulation needed)."""
+    tb = "module tb;\n  reg clk, reset; reg [4:0] data; wire a, b, c;\n" \
+         "  Attenuator dut (.clk(clk), .reset(reset), .data(data), .ATTN_CLK(a), .ATTN_DATA(b), .ATTN_LE(c));\n" \
+         "  initial $finish;\nendmodule\n"
+    result = engine.score(_attenuator_request(f"```verilog\n{tb}```\n```verilog\n{ATTENUATOR_STUB}```\n"))
+    assert result.status == "invalid_input"
+    assert "must instantiate the DUT as `uut`" in result.message
+    assert "(scored code block 1 of 2 (```verilog, 5 lines): the testbench (module tb; instantiates Attenuator)" in result.message
+    assert result.stimulus_block.startswith("code block 1 of 2 (```verilog, 5 lines)")
+    only_stub = engine.score(_attenuator_request(f"```verilog\n{ATTENUATOR_STUB}```\n"))
+    assert only_stub.status == "invalid_input" and "restates the DUT (module Attenuator)" in only_stub.message
