@@ -313,6 +313,8 @@ class Engine:
                                     "up to the kill is reported for information")
         if _file_too_large(runres):
             return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
+        if run.not_run is not None:  # a cocotb run that ran no test: nothing the stimulus did is measured
+            return run.not_run
         if sim_name in ("verilator", "fast") and not has_cov and run.results_xml is None:
             return Status.runtime_error, f"the simulation crashed without coverage data (exit {runres.exit_code}): {_first_error(runres.output)}"
         if run.ended_by == "error":

@@ -5,7 +5,9 @@ Fallback (the result's ``fallback`` says why, ``engine`` is then ``verilator``):
 metric the fast path does not measure, a design it cannot instrument, an SV testbench giving
 the DUT other parameter values when ``expr`` is measured (:mod:`.params`), ``auto`` with a design
 whose self-check did not agree, and a sample Icarus cannot compile or run (compile error,
-crash without flags). A timeout is not a fallback: the stimulus did not end on Icarus either.
+crash without flags). A timeout is not a fallback: the stimulus did not end on Icarus either;
+nor is a cocotb run that ran no test (``ended_by == "no_tests"``: the test module does not
+import, defines no test or skips every test, on any simulator).
 
 Shadow check: with probability ``settings.fastcov_shadow_rate`` a fast-path sample with status
 ``ok`` is also scored on Verilator and the two diffed point by point; the result carries the
@@ -71,7 +73,8 @@ def simulate(engine: Any, prepared: Any, timings: dict[str, float]) -> ScoreResu
     if fallback is None:
         fast = FastSimulator(tuple(request.coverage.metrics))
         result = engine._simulate(prepared, dict(timings), simulator=fast)
-        reason = _FALLBACK_STATUSES.get(result.status)
+        # A cocotb run that ran no test (import error, no test defined) fails alike on Verilator.
+        reason = None if result.ended_by == "no_tests" else _FALLBACK_STATUSES.get(result.status)
         if reason is None:
             if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
                 result.shadow = shadow_check(engine, prepared, result)

@@ -7,7 +7,7 @@ import abc
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reward_service.models import Limits, TestOutcome
+from reward_service.models import Limits, Status, TestOutcome
 from reward_service.sandbox import ExecResult, Sandbox
 
 
@@ -55,6 +55,9 @@ class SimRun:
     build_cached: bool = False
     tests: list[TestOutcome] = field(default_factory=list)  # cocotb outcomes (from results_xml)
     notes: list[str] = field(default_factory=list)           # for the result message
+    #: (status, message) when a cocotb run ran no test (import error, no test defined, every
+    #: test skipped, no results.xml): the result is that failure whatever coverage exists.
+    not_run: tuple[Status, str] | None = None
 
 
 class SimulatorBackend(abc.ABC):

@@ -15,6 +15,12 @@ copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.r
   ``coverage.dat`` there; cocotb writes ``results.xml``; ``rs_fcov_export`` (a PyGPI entry
   point) exports cocotb-coverage's ``coverage_db`` to ``rs_fcov.yml`` on every ending cocotb
   sees (after the last test, or when the HDL ends the simulation early).
+- **No test ran** (:func:`no_test_ran`): a test module that cannot be imported (a missing
+  module, a ``SyntaxError``), defines no test, or whose every test was skipped, and a run that
+  wrote no ``results.xml``, set ``SimRun.not_run``: a failure (``compile_error`` for a
+  ``SyntaxError``, else ``runtime_error``; ``sandbox_error`` when a package we ship is missing)
+  whose message carries the Python exception, whatever coverage the DUT's reset produced.
+  ``rs_fcov_export`` records the discovery exception in ``rs_discovery.json``.
 
 Every in-sandbox tool path (Python, ``VERILATOR_ROOT``, libpython, PATH) comes from
 ``job.sandbox.toolchain()``; each step names the files the host reads afterwards
@@ -50,7 +56,7 @@ import filelock
 
 from reward_service import hdl
 from reward_service.fastcov.unit import FLAG_FILE
-from reward_service.models import TestOutcome
+from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, Toolchain
 from reward_service.simulators import cocotb_runtime
@@ -73,9 +79,12 @@ TIMESCALE = ("1ns", "1ps")
 #: designs with delays (``#200 $finish``) need it; cocotb's Verilator main supports it.
 VERILATOR_EXTRA_FLAGS = ["--timing", *VERILATOR_LINT_FLAGS]
 HEADER_SUFFIXES = hdl.HEADER_SUFFIXES
-#: cocotb 2.1's default PyGPI entry points (pygpi/entry.py), plus our coverage export, which
-#: must come after ``_run_regression`` so that its shutdown callback runs after cocotb's.
-PYGPI_USERS = ",".join([
+#: Our stand-ins for cocotb's PyGPI entry points (same call, plus a record of what failed).
+PYGPI_STANDINS = {"cocotb.regression:_run_regression": "rs_fcov_export:run_regression"}
+#: cocotb 2.1's default PyGPI entry points (pygpi/entry.py; ``_run_regression`` through our
+#: stand-in, which records a failed test discovery), plus our coverage export, which must come
+#: after ``_run_regression`` so that its shutdown callback runs after cocotb's.
+PYGPI_USERS = ",".join(PYGPI_STANDINS.get(e, e) for e in [
     "cocotb_tools._coverage:start_cocotb_library_coverage",
     "cocotb.logging:_configure",
     "cocotb._init:init_package_from_simulation",
@@ -94,10 +103,11 @@ RESULTS = "results.xml"
 FCOV = "rs_fcov.yml"
 STATUS = "rs_status.json"
 BUILD_STATUS = "rs_build_status.json"
+DISCOVERY = "rs_discovery.json"
 #: What the host reads of a run dir after the test step.
 #: What a run step leaves for the engine (the Docker sandbox copies back only these); the fast
 #: path's flag file is among them when the DUT is instrumented (reward_service.fastcov).
-RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, "coverage.dat", FLAG_FILE))
+RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat", FLAG_FILE))
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,6 +175,7 @@ def _include_dirs(job: Job) -> list[str]:
     include dirs against its own cwd, not the build's), so that `include "x.vh"` finds a header
     next to the file that includes it (Icarus looks only in its cwd and ``-I`` dirs)."""
     dirs = {posixpath.dirname(f) for f in [*job.design_files, *_design_headers(job)]}
+    dirs |= {d for d in job.include_dirs if d != "."}  # the request's and the engine's search dirs
     # Not ``src`` itself: it is the build's cwd already, and Verilator would then name the
     # files it finds there by absolute path in coverage.dat (it searches -I dirs first).
     return sorted(posixpath.join(SRC, d) for d in dirs if d)
@@ -179,8 +190,8 @@ def _read_status(path: Path) -> dict:
 
 
 def verilator_build_args(job: Job) -> list[str]:
-    from reward_service.simulators.verilator import coverage_flags  # (verilator imports us)
-    return [*coverage_flags(job.fsm), *VERILATOR_EXTRA_FLAGS]
+    from reward_service.simulators.verilator import coverage_flags, parameter_args  # (verilator imports us)
+    return [*coverage_flags(job.fsm), *VERILATOR_EXTRA_FLAGS, *job.define_args(), *parameter_args(job)]
 
 
 def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
@@ -203,7 +214,9 @@ def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
         "cocotb": tools.get("cocotb"), "executable": toolchain.python, "toolchain": toolchain.identity,
         "sources": _sources(job), "includes": _include_dirs(job),
     }, sort_keys=True))
-    for name in [*job.design_files, *_design_headers(job)]:  # headers too: `include or compiled
+    headers = _design_headers(job)
+    included = [f for f in job.include_files if f not in headers and f not in job.stimulus_files]
+    for name in [*job.design_files, *headers, *included]:  # headers and included files too
         put(name)
         put((job.src / name).read_bytes())
     return h.hexdigest()
@@ -233,7 +246,8 @@ def _build_icarus(job: Job, tools: Path, out: SimRun) -> Path | None:
     if obj.exists():
         shutil.rmtree(obj)
     obj.mkdir(parents=True)
-    spec = _build_spec(job, "icarus", [])
+    from reward_service.simulators.icarus import build_options  # (icarus imports us)
+    spec = _build_spec(job, "icarus", build_options(job))
     spec["build_dir"] = "/work/obj"
     toolchain = job.sandbox.toolchain()
     out.build = job.sandbox.run(ExecSpec(
@@ -348,6 +362,7 @@ def _fresh_run_dir(job: Job) -> Path:
         dst = run / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(job.src / name, dst)
+    job.stage_data_files(run)
     return run
 
 
@@ -408,9 +423,10 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         "results_xml": f"/work/{RESULTS}", "seed": job.seed, "status": f"/work/{STATUS}",
         # vvp -n: $stop ends the run instead of opening the interactive prompt
         "test_args": ["-n"] if simulator == "icarus" else [],
-        "runtime": runtime.name,
+        "runtime": runtime.name, "plusargs": job.plusarg_args(),
     }
-    env = {**job.cocotb_env, **_common_env(toolchain), "RS_FCOV_FILE": f"/work/{FCOV}"}
+    env = {**job.cocotb_env, **_common_env(toolchain), "RS_FCOV_FILE": f"/work/{FCOV}",
+           "RS_DISCOVERY_FILE": f"/work/{DISCOVERY}"}
     binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
     if runtime.venv is not None:  # cocotb 1.9 (the venv is part of the sandbox's toolchain)
         env["PYGPI_ENTRY_POINT"] = PYGPI_ENTRY_19
@@ -430,9 +446,75 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
     out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)
     out.ended_by = _ended_by(out, out.run.output, out.tests, status)
-    if status.get("error") and not out.run.limit_hit:
+    out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module)
+    if out.not_run is not None:
+        out.ended_by = "no_tests"
+    elif status.get("error") and not out.run.limit_hit:
         out.notes.append(f"cocotb run: {status['error']}")
     return out
+
+
+#: The driver's exit statuses (cocotb_driver.EXIT_*) that mean the runner failed before or
+#: around the simulator: our installation, not the test.
+_RUNNER_FAILED = (2, 3)
+
+
+def _skipped(test: TestOutcome) -> bool:
+    return test.passed and (test.message or "").startswith("skipped:")
+
+
+def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
+                test_module: str) -> tuple[Status, str] | None:
+    """Why the cocotb run ``out`` ran no test, as ``(status, message)``, or None when a test
+    ran (or the run was cut short: timeouts, limits and crashes keep their own status).
+
+    ``status`` is the driver's status file, ``discovery`` the exporter's record of a failed
+    test discovery (``rs_fcov_export.record_discovery_error``; ``{}`` if none), ``runtime`` the
+    cocotb runtime's name. Cases: the test module could not be imported (``compile_error`` for
+    a ``SyntaxError``; ``sandbox_error`` when the missing module is one we ship,
+    :func:`cocotb_runtime.shipped`), it defines no test, every test was skipped, no
+    ``results.xml`` (``sandbox_error`` when the driver says the runner itself failed), a
+    ``results.xml`` without test cases: ``runtime_error``."""
+    if out.run is None or out.run.limit_hit or out.ended_by in ("timeout", "killed", "crash"):
+        return None
+    if out.tests:
+        if all(_skipped(t) for t in out.tests):
+            return Status.runtime_error, (f"every cocotb test was skipped ({len(out.tests)} of "
+                                          f"{len(out.tests)}): no stimulus ran")
+        return None
+    exception = str(discovery.get("exception") or "")
+    kind = discovery.get("kind")
+    if kind == "import":
+        missing = discovery.get("missing")
+        if isinstance(missing, str) and cocotb_runtime.shipped(runtime, missing):
+            return Status.sandbox_error, (f"the cocotb test module could not be imported: {exception} "
+                                          f"({missing} is shipped for {runtime}: the installation is broken)")
+        bad = Status.compile_error if discovery.get("syntax_error") else Status.runtime_error
+        return bad, f"the cocotb test module could not be imported: {exception}"
+    if kind == "no_tests":
+        return Status.runtime_error, (f"the cocotb test module {test_module!r} defines no test (no "
+                                      "@cocotb.test() function was discovered)")
+    if kind:
+        bad = Status.compile_error if discovery.get("syntax_error") else Status.runtime_error
+        return bad, f"cocotb's test discovery failed, no test ran: {exception}"
+    if out.results_xml is not None:  # cocotb 1.9 writes an empty one when it discovers no test
+        return Status.runtime_error, (f"results.xml lists no test case: the cocotb test module "
+                                      f"{test_module!r} defines no test (no @cocotb.test() function "
+                                      "was discovered) or none ran")
+    if status.get("exit") in _RUNNER_FAILED:
+        return Status.sandbox_error, f"the cocotb runner failed, no test ran: {status.get('error')}"
+    last = _last_exception(out.run.output)
+    return Status.runtime_error, ("the cocotb run wrote no results.xml, no test ran"
+                                  + (f": {last}" if last else ""))
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?.*)$", re.M)
+
+
+def _last_exception(log_text: str) -> str | None:
+    """The last ``SomeError: text`` line of a log (a Python traceback's final line)."""
+    found = _EXCEPTION_LINE.findall(log_text[-200_000:])
+    return found[-1].strip()[:500] if found else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -60,13 +60,32 @@ from dataclasses import dataclass, field
 from reward_service.sandbox.base import Toolchain
 from reward_service.simulators.toolchain import DEFAULT_VENV, VENV_ENV, ToolMissing, venv_dir
 
-__all__ = ["AUTO", "COCOTB_19", "COCOTB_21", "DEFAULT_VENV", "RUNTIMES", "VENV_ENV", "Detection", "Runtime",
-           "detect", "resolve", "venv_dir"]
+__all__ = ["AUTO", "COCOTB_19", "COCOTB_21", "DEFAULT_VENV", "RUNTIMES", "STIMULUS_PACKAGES", "VENV_ENV",
+           "Detection", "Runtime", "detect", "resolve", "shipped", "venv_dir"]
 
 COCOTB_21 = "cocotb-2.1"
 COCOTB_19 = "cocotb-1.9"
 AUTO = "auto"
 RUNTIMES = (AUTO, COCOTB_21, COCOTB_19)
+
+#: runtime -> the top-level Python modules a test may import besides the standard library
+#: (docs/cocotb.md, "Python packages"): installed by scripts/install.sh (pyproject's
+#: ``stimulus`` extra; sim_images/cocotb-1.9.txt) and in the simulation image. A test that
+#: fails to import one of these found a broken installation (``sandbox_error``), not its own
+#: mistake. ``cocotbext.spi`` 0.5 imports ``cocotb.clock.BaseClock``, gone in cocotb 2.x: 1.9 only.
+STIMULUS_PACKAGES: dict[str, tuple[str, ...]] = {
+    COCOTB_21: ("cocotb", "cocotb_tools", "pygpi", "cocotb_coverage", "cocotb_bus", "cocotbext.axi",
+                "cocotbext.uart", "pyuvm", "numpy", "yaml"),
+    COCOTB_19: ("cocotb", "cocotb_coverage", "cocotb_bus", "cocotbext.axi", "cocotbext.uart",
+                "cocotbext.spi", "pyuvm", "numpy", "yaml"),
+}
+
+
+def shipped(runtime: str, module: str) -> bool:
+    """Whether ``module`` (a dotted import name, e.g. ``cocotbext.axi.stream``) belongs to a
+    package the ``runtime`` ships for stimulus (:data:`STIMULUS_PACKAGES`)."""
+    return any(module == p or module.startswith(p + ".") for p in STIMULUS_PACKAGES.get(runtime, ()))
+
 
 #: name -> pattern of cocotb 1.x-only idioms (see the module docstring).
 IDIOMS_1X: dict[str, re.Pattern] = {name: re.compile(p) for name, p in {
