@@ -246,9 +246,14 @@ class Engine:
             if build.oom or build.pids_exhausted:
                 return ScoreResult(status=Status.resource_limit, log=build.output,
                                    message=f"build hit a resource limit ({build.limit_hit})")
-            return ScoreResult(status=Status.compile_error, log=build.output,
-                               message=f"{simulator.name} rejected the design or stimulus: "
-                                       f"{_first_error(build.output)}")
+            message = f"{simulator.name} rejected the design or stimulus: {_first_error(build.output)}"
+            groups = _covergroups(prepared.stimulus)
+            if groups and simulator.name in ("icarus", "fast"):  # both compile with Icarus
+                use = "--engine verilator / engine" if simulator.name == "fast" else "--simulator verilator / simulator"
+                message = (f"{simulator.name} rejected the design or stimulus: Icarus Verilog 11 does not "
+                           f"support covergroups, and the testbench declares {groups} (use {use}=verilator, "
+                           f"where they compile but are not measured); first error: {_first_error(build.output)}")
+            return ScoreResult(status=Status.compile_error, log=build.output, message=message)
         runres = run.run
         assert runres is not None
         points: list[CoveragePoint] = []
@@ -269,7 +274,7 @@ class Engine:
         tests = run.tests
         unavailable = simulator.unavailable(list(spec.metrics), spec.fsm)
         if "functional" in spec.metrics and not run.functional:
-            unavailable["functional"] = "the stimulus exported no cocotb-coverage bins"
+            unavailable["functional"] = _no_functional_reason(prepared.stimulus)
         has_code_coverage = run.coverage_dat is not None or fast_points is not None
         report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
         report.scope = spec.scope
@@ -287,10 +292,12 @@ class Engine:
         status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests,
                                          request.limits.run_s)
         if status == Status.ok and report.overall is None and unavailable:
+            # the metrics' own reasons say what would measure them (never "use Verilator" to a
+            # Verilator user: a covergroup or a missing bin export is not fixed by a simulator)
+            reasons = "; ".join(dict.fromkeys(unavailable.values()))
             notes.append(f"none of the requested metrics ({', '.join(spec.metrics)}) can be measured "
                          f"with {simulator.name}, so the sample yields no coverage (reward "
-                         f"{'0' if request.reward.shaping == 'chorus' else 'failure value'}); use "
-                         "simulator=verilator for code coverage")
+                         f"{'0' if request.reward.shaping == 'chorus' else 'failure value'}): {reasons}")
         if notes:
             message = "; ".join([message, *notes]) if message else "; ".join(notes)
         result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
@@ -353,6 +360,33 @@ def _name_block(result: ScoreResult, extraction: Extraction | None) -> ScoreResu
         if extraction.skipped or result.status != Status.ok:
             result.message = "; ".join(filter(None, [result.message, f"scored {extraction.description}"]))
     return result
+
+
+#: Why ``functional`` has no points when the SV stimulus declares covergroups. Measured
+#: (tests/test_covergroups.py): Verilator 5.48 compiles a covergroup with COVERIGN warnings
+#: ("Ignoring unsupported: covergroup"), writes no record of it to coverage.dat and
+#: get_coverage() returns 0.00; Icarus 11 rejects the syntax. Only cocotb-coverage bins count.
+COVERGROUPS_UNMEASURED = "covergroups are not measured by Verilator 5.48"
+_NO_BINS = "the stimulus exported no cocotb-coverage bins"
+_FUNCTIONAL_HOW = ("functional coverage counts the bins of cocotb-coverage coverpoints and crosses "
+                   "that a cocotb test exports (docs/coverage.md)")
+
+
+def _covergroups(stimulus: SvTestbench | CocotbStimulus) -> str:
+    """The covergroups the stimulus's HDL files declare, as ``cg, cg2 (tb.sv)``; "" if none."""
+    found = [f"{', '.join(names)} ({name})" for name, text in stimulus.files.items()
+             if name.lower().endswith(hdl.HDL_SUFFIXES) and (names := hdl.covergroups(text))]
+    return "; ".join(found)
+
+
+def _no_functional_reason(stimulus: SvTestbench | CocotbStimulus) -> str:
+    """Why a requested ``functional`` metric has no points: the stimulus's covergroups are not
+    measured (named), or it exported no cocotb-coverage bins."""
+    groups = _covergroups(stimulus)
+    if groups:
+        return (f"{COVERGROUPS_UNMEASURED} (it ignores them with a COVERIGN warning; the testbench "
+                f"declares {groups}) and Icarus 11 cannot compile them; {_FUNCTIONAL_HOW}")
+    return f"{_NO_BINS}; {_FUNCTIONAL_HOW}"
 
 
 def _check_layout(names: list[str]) -> None:

@@ -70,3 +70,12 @@ def instance_names(text: str, module: str) -> list[str]:
     clean = strip_comments(text)
     pattern = rf"\b{re.escape(module)}\s*(?:#\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*)?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*\("
     return re.findall(pattern, clean)
+
+
+_COVERGROUP = re.compile(r"\bcovergroup\s+([A-Za-z_]\w*)")
+
+
+def covergroups(text: str) -> list[str]:
+    """Names of the SystemVerilog covergroups declared in ``text``, in order (comments and
+    strings ignored)."""
+    return _COVERGROUP.findall(strip_comments(text))

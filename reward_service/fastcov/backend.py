@@ -81,7 +81,8 @@ class FastSimulator(SimulatorBackend):
 
     name = "fast"
     unavailable_reason = ("the fast path measures Verilator's line, branch, toggle and expression "
-                          "points; use engine=verilator for user cover points and FSM coverage")
+                          "points; use engine=verilator (CLI --engine verilator) for user cover points "
+                          "and FSM coverage")
 
     def __init__(self, metrics: tuple[str, ...] | None = None) -> None:
         #: the code metrics to instrument for (default: all the fast path measures)

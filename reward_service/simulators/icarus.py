@@ -38,8 +38,9 @@ def ended_by_from_log(log: str, exit_code: int | None) -> str:
 class IcarusSimulator(SimulatorBackend):
     name = "icarus"
     measures = ("functional",)
-    unavailable_reason = ("Icarus Verilog has no code coverage: use simulator=verilator for "
-                          "line/branch/toggle/expr coverage")
+    unavailable_reason = ("Icarus Verilog has no code coverage: use simulator=verilator (CLI "
+                          "--simulator verilator) or engine=fast (--engine fast, Icarus with an "
+                          "instrumented DUT) for line/branch/toggle/expr coverage")
 
     def run_sv(self, job: Job) -> SimRun:
         toolchain = job.sandbox.toolchain()

