@@ -23,6 +23,7 @@ from reward_service import hdl
 from reward_service.cache import ResultCache, request_key
 from reward_service.completion import Extraction, ExtractionError, extract
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
+from reward_service.coverage.instances import in_scope, instance_names, merge_instances
 from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
 from reward_service.models import (
@@ -276,18 +277,24 @@ class Engine:
         if "functional" in spec.metrics and not run.functional:
             unavailable["functional"] = _no_functional_reason(prepared.stimulus)
         has_code_coverage = run.coverage_dat is not None or fast_points is not None
-        report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
-        report.scope = spec.scope
-        # The DUT instance check on the simulated hierarchy (Verilator records it in `h`).
+        # The DUT instance's own coverage: code points come per instance (Verilator records the
+        # instance in `h`); only the DUT instance's hierarchy counts when the request names it
+        # (a cocotb toplevel is the DUT as a whole), merged as Verilator merges instances.
+        scope_found, dut_scope = None, None
         if spec.scope and has_code_coverage and isinstance(prepared.stimulus, SvTestbench):
-            prefix = f"{prepared.stimulus.top}.{spec.scope}"
-            dut_hiers = {p.hier for p in points if p.metric != "functional"}
-            report.scope_found = any(h == prefix or h.startswith(prefix + ".") for h in dut_hiers)
-            if dut_hiers and not report.scope_found:
-                inst = sorted({h.split(".")[1] for h in dut_hiers if "." in h})
+            dut_scope = f"{prepared.stimulus.top}.{spec.scope}"
+            dut_hiers = {p.hier for p in points if p.identity}
+            scope_found = any(in_scope(h, dut_scope) for h in dut_hiers)
+            if dut_hiers and not scope_found:
+                report, _ = summarise(merge_instances(points), list(spec.metrics), unavailable, spec.weights)
+                report.scope, report.scope_found = spec.scope, False
+                found = instance_names(dut_hiers, prepared.stimulus.top)
                 return ScoreResult(status=Status.invalid_input, coverage=report, log=runres.output,
                                    message=f"the DUT is not instantiated as `{spec.scope}` under "
-                                           f"`{prepared.stimulus.top}` (found: {', '.join(inst)})")
+                                           f"`{prepared.stimulus.top}` (found: {', '.join(found)})")
+        points = merge_instances(points, dut_scope)
+        report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
+        report.scope, report.scope_found = spec.scope, scope_found
         log_text = runres.output
         status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests,
                                          request.limits.run_s)

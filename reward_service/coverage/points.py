@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reward_service.models import CoverageReport, MetricCoverage, UncoveredPoint
 
@@ -13,6 +13,10 @@ class CoveragePoint:
 
     ``count`` is the hit count; the point is covered when ``count >= at_least`` (1 for code
     coverage, as in ``../shared/cases/README.md``; the coverpoint's ``at_least`` for bins).
+    ``identity`` is the point's key without its hierarchy (for code points read per instance:
+    Verilator's record key minus ``h``, or the fast path's equivalent); points of several
+    instances with one identity are one point once merged
+    (:func:`~reward_service.coverage.instances.merge_instances`). It takes no part in equality.
     """
 
     metric: str
@@ -22,6 +26,7 @@ class CoveragePoint:
     hier: str
     count: int
     at_least: int = 1
+    identity: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def covered(self) -> bool:

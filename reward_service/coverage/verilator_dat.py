@@ -32,7 +32,10 @@ def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[Co
 
     ``dut_files`` holds file names as passed to Verilator (relative paths, normalised); ``None``
     keeps every record. Records of the same key are summed (Verilator may write duplicates when
-    several models share a file). Raises :class:`CoverageFileError` on a malformed file and
+    several models share a file). Each point's ``identity`` is its record key without ``h``: a
+    file written per instance (rs_main.cpp) has one point per instance, which
+    :func:`~reward_service.coverage.instances.merge_instances` keeps to the DUT's hierarchy and
+    merges. Raises :class:`CoverageFileError` on a malformed file and
     :class:`~reward_service.safe_io.UnsafeOutput` on a link or an oversized file.
     """
     wanted = {posixpath.normpath(f) for f in dut_files} if dut_files is not None else None
@@ -50,8 +53,8 @@ def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[Co
             continue
         metric = fields.get("t", "")
         metric = _TYPE_ALIASES.get(metric, metric)
-        key = (file, fields.get("l"), fields.get("n"), metric, fields.get("page"), fields.get("o"),
-               fields.get("h"))
+        identity = (file, fields.get("l"), fields.get("n"), metric, fields.get("page"), fields.get("o"))
+        key = (identity, fields.get("h"))
         count = int(m.group("count"))  # \d+ by the regex
         if key in merged:
             count += merged[key].count
@@ -65,6 +68,7 @@ def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[Co
             detail=fields.get("o", ""),
             hier=fields.get("h", ""),
             count=count,
+            identity=identity,
         )
     return list(merged.values())
 

@@ -8,8 +8,10 @@ instance writes its flags (``$finish``, ``$stop``, ``$fatal``, no events left, a
 limit, where ``timeout -s INT`` makes vvp finish). The flags are turned into the same
 :class:`~reward_service.coverage.points.CoveragePoint` records that
 :func:`~reward_service.coverage.verilator_dat.parse_coverage_dat` makes of Verilator's
-``coverage.dat`` (metric, file, line, comment ``o``, hierarchy ``h``), with identical points of
-several instances merged the way Verilator merges them, so the two diff point by point.
+``coverage.dat`` (metric, file, line, comment ``o``, hierarchy ``h``), one per instance; the
+engine keeps the DUT instance's hierarchy and merges identical points of several instances the
+way Verilator merges them (:mod:`reward_service.coverage.instances`), so the two diff point by
+point.
 See ``docs/fastcov.md`` for the point model and the engine choice.
 
 Modules
@@ -23,7 +25,7 @@ Modules
 - :mod:`.emulate`: rewrites that make Icarus simulate like Verilator (2-state, zero-initialised,
   combinational logic at time 0, IEEE generate block names, ending markers).
 - :mod:`.instrument`: runs every point kind over a design and writes the instrumented files.
-- :mod:`.results`: reads the flags the simulation wrote into merged coverage points.
+- :mod:`.results`: reads the flags the simulation wrote into per-instance coverage points.
 - :mod:`.backend`: the fast path as a simulator backend (sandboxed Icarus, SV and cocotb).
 - :mod:`.routing`: ``engine=fast``/``auto`` in the engine: fallback to Verilator, shadow check.
 - :mod:`.choice`: ``engine=auto``'s per-design decision (instrumentation + self-check).

@@ -2,17 +2,17 @@
 
 Each module instance wrote ``<token> F <module> <path> <parameters> <flag bits> <scope bits>`` and each
 sampled signal (element) ``<token> T <module> <signal> <element> <path> <left> <right> <rise>
-<fall>`` (see :mod:`.instrument`, :mod:`.toggle`). Points of several instances with the same
-key (file, line, column, type, page, comment) and the same parameter values (Verilator keeps
-one module copy per parameter set) are merged into one record the way Verilator's
-``VerilatedCovImp::write`` does: counts summed, hierarchies combined by :func:`combine_hier` in
-Verilator's instance order (approximated by natural order of the paths).
+<fall>`` (see :mod:`.instrument`, :mod:`.toggle`). The points are per instance, as Verilator's
+``coverage.dat`` written per instance: each point's ``identity`` is its key (file, line,
+column, type, module, comment) with the instance's parameter values (Verilator keeps one module
+copy per parameter set, and merges only the instances of one copy); the engine keeps the DUT
+instance's hierarchy and merges within it
+(:func:`~reward_service.coverage.instances.merge_instances`).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from reward_service.coverage.points import CoveragePoint
 from reward_service.fastcov.instrument import Instrumented
@@ -24,28 +24,10 @@ class FlagFileError(ValueError):
     """The flag file holds no line of this run (the simulation never reached an ending)."""
 
 
-def combine_hier(old: str, add: str) -> str:
-    """Verilator's ``combineHier`` (verilated_cov.cpp): ``(a.x.c, a.y.c) -> a.*.c``,
-    ``(q.za, q.zb) -> q.z*``, ``(a.b.c, a.b) -> a.b*``."""
-    if old == add or not old:
-        return add
-    if not add:
-        return old
-    i = 0
-    while i < len(old) and i < len(add) and old[i] == add[i]:
-        i += 1
-    prefix = old[:i]
-    a, b = len(old) - 1, len(add) - 1
-    while a > i and b > i and old[a] == add[b]:
-        a -= 1
-        b -= 1
-    suffix = add[b + 1:] if b < len(add) else ""
-    return prefix + "*" + suffix
-
-
 @dataclass
 class Item:
-    """A merged point with its column (which :class:`CoveragePoint` does not keep)."""
+    """One instance's point with its column (which :class:`CoveragePoint` does not keep) and
+    its identity (the key that merges it with the same point of other instances)."""
 
     metric: str
     file: str
@@ -54,21 +36,16 @@ class Item:
     detail: str
     hier: str
     count: int
-    hiers: list[str] = field(default_factory=list, repr=False)
-
-
-def _natural(path: str) -> list:
-    """Sort key putting ``u[2]`` before ``u[10]``: Verilator creates (and merges) the instances
-    of a generate loop in index order, and :func:`combine_hier` depends on the order."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+    identity: tuple = ()
 
 
 def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint]:
-    """Coverage points of the instrumented DUT from the flag file's ``text``; lines without the
-    run's ``token`` are ignored. Raises :class:`FlagFileError` when no line has it, ``ValueError``
-    on a malformed line of this run."""
+    """Coverage points of the instrumented DUT from the flag file's ``text``, one per instance
+    (``hier`` is the instance's path, ``identity`` set); lines without the run's ``token`` are
+    ignored. Raises :class:`FlagFileError` when no line has it, ``ValueError`` on a malformed
+    line of this run."""
     return [CoveragePoint(metric=i.metric, file=i.file, line=i.line, detail=i.detail, hier=i.hier,
-                          count=i.count) for i in read_items(text, token, inst)]
+                          count=i.count, identity=i.identity) for i in read_items(text, token, inst)]
 
 
 def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
@@ -100,23 +77,17 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
     if not seen:
         raise FlagFileError("the simulation wrote no coverage flags (it did not reach an ending)")
     _toggle_points(items, toggles, instances, inst)
-    for item in items.values():
-        hier = ""
-        for path in sorted(item.hiers, key=_natural):
-            hier = combine_hier(hier, path)
-        item.hier = hier
     return list(items.values())
 
 
 def _add(items: dict, key: tuple, hier: str, count: int) -> None:
-    """Count one instance's point; the key ends with the instance's parameter values (Verilator
-    merges only instances of the same module copy)."""
-    item = items.get(key)
+    """Count one instance's point; the key (the point's identity) ends with the instance's
+    parameter values (Verilator merges only instances of the same module copy)."""
+    item = items.get((key, hier))
     if item is None:
         file, line, column, metric, _module, comment, _params = key
-        item = items[key] = Item(metric, file, line, column, comment, "", 0)
+        item = items[(key, hier)] = Item(metric, file, line, column, comment, hier, 0, key)
     item.count += count
-    item.hiers.append(hier)
 
 
 def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, dict[str, str]],

@@ -4,7 +4,8 @@
 // without writing coverage.dat, so LLM testbenches that end with $stop/$fatal or hang would lose
 // their coverage. This main (1) turns $stop/$fatal into an orderly end (fatalOnError(false)),
 // (2) writes coverage on every ending, including Verilator runtime errors (exit callback) and
-// the wall-clock limit (a watchdog thread), and (3) records how the run ended in rs_end.txt.
+// the wall-clock limit (a watchdog thread), (3) records how the run ended in rs_end.txt, and
+// (4) writes coverage per instance.
 #include "verilated.h"
 #include "verilated_cov.h"
 #include "Vtop.h"
@@ -32,6 +33,10 @@ static void write_end(const char* why) {
     // Only the first ending writes; later ones (e.g. the watchdog racing a normal end) return.
     bool expected = false;
     if (!g_written.compare_exchange_strong(expected, true)) return;
+    // One record per instance (Verilator's default merges the instances of a module into one
+    // record, `tb.*`): the host keeps the DUT instance's own hierarchy and merges within it
+    // (reward_service/coverage/instances.py), so a reference-model instance does not count.
+    g_ctx->coveragep()->forcePerInstance(true);
     g_ctx->coveragep()->write("coverage.dat");
     if (FILE* f = std::fopen("rs_end.txt", "w")) {
         std::fprintf(f, "%s %llu %s\n", why, (unsigned long long)g_ctx->time(), g_token);
