@@ -1,5 +1,7 @@
 """bubblewrap backend: namespaces (user, pid, net, ipc, uts, mount), read-only system binds,
-a writable work dir, uid 65534, all capabilities dropped, rlimits and cgroup v1 limits.
+a writable work dir, uid 65534, all capabilities dropped, rlimits and cgroup v1 limits (where no
+cgroup can be made, e.g. in the non-root worker container: per-namespace rlimits and a watcher of
+the step's process tree, :mod:`reward_service.sandbox.proctree`).
 
 Policy (DESIGN.md, "Sandbox"): the only writable host path is the run's work dir (plus, for
 build steps only, the caches passed as writable binds); ``/tmp`` is a size-capped tmpfs; no
@@ -24,6 +26,7 @@ from reward_service.sandbox.base import (
     SHELLS, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
 )
 from reward_service.sandbox.cgroup import CgroupV1
+from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, address_space_mb, nproc_prefix
 from reward_service.sandbox.output import BoundedOutput
 
 SANDBOX_UID = 65534
@@ -68,8 +71,8 @@ def _preexec(spec: ExecSpec, cgroup: CgroupV1 | None) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
     if cgroup is not None:
         cgroup.enter()
-    else:  # no cgroups: address-space limit, coarser but still a bound
-        mem = spec.memory_mb * 1024 * 1024
+    else:  # no cgroups: an address-space bound; the tree watcher enforces memory_mb itself
+        mem = address_space_mb(spec.memory_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 
 
@@ -81,10 +84,30 @@ class BwrapSandbox(Sandbox):
     def __init__(self, bwrap: str | None = None, use_cgroups: bool | None = None) -> None:
         self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
         self.use_cgroups = CgroupV1.available() if use_cgroups is None else use_cgroups
+        self._works = False  # set once a sandbox of this process was made (see check)
 
     def check(self) -> None:
+        """Raises :class:`SandboxError` when bwrap is missing or cannot make its namespaces here
+        (tried once per process with ``true``: a container whose seccomp profile refuses user
+        namespaces, a masked ``/proc``, Ubuntu's AppArmor restriction of user namespaces)."""
+        if self._works:
+            return
         if not shutil.which(self.bwrap):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
+                "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--ro-bind", "/", "/", "--proc", "/proc",
+                "--dev", "/dev", "--tmpfs", "/tmp", "--", "true"]
+        try:
+            probe = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"cannot run bwrap: {exc}") from exc
+        if probe.returncode != 0:
+            raise SandboxError(
+                f"bubblewrap cannot make a sandbox here ({probe.stderr.strip()[:300] or probe.returncode}): "
+                "in a container it needs user namespaces allowed by the seccomp profile "
+                "(docker/seccomp/worker.json) and an unmasked /proc (systempaths=unconfined); on Ubuntu "
+                "24.04 also an AppArmor profile allowing userns (docs/deploy.md)")
+        self._works = True
 
     def toolchain(self) -> Toolchain:
         """The host's tools (bwrap shows them at their own paths)."""
@@ -114,7 +137,9 @@ class BwrapSandbox(Sandbox):
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--chdir", spec.cwd, "--"]
-        return argv + list(spec.argv)
+        # Without cgroups the process limit is RLIMIT_NPROC, set inside the step's user namespace
+        # (counted there alone; see proctree).
+        return argv + ([] if self.use_cgroups else nproc_prefix(spec.processes)) + list(spec.argv)
 
     def run(self, spec: ExecSpec) -> ExecResult:
         self.check()
@@ -129,24 +154,44 @@ class BwrapSandbox(Sandbox):
         out = BoundedOutput(spec.output_kb * 1024)
         start = time.monotonic()
         timed_out = flood = False
+        args_fd = None
         try:
             try:
+                # bwrap stays the step's pid 1, whose /proc/1/cmdline and /proc/1/environ the step
+                # can read: its options (the step's environment, e.g. a run's coverage token) come
+                # through a memfd (--args), and its own environment is empty (not the worker's).
+                # (bwrap takes only options from --args: the command stays on its command line.)
+                argv = self.command(spec)
+                split = argv.index("--")
+                args_fd = os.memfd_create("bwrap-args", 0)
+                os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+                os.lseek(args_fd, 0, os.SEEK_SET)
                 proc = subprocess.Popen(
-                    self.command(spec), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                    preexec_fn=functools.partial(_preexec, spec, cgroup),
+                    [argv[0], "--args", str(args_fd), *argv[split:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, pass_fds=(args_fd,),
+                    env={}, preexec_fn=functools.partial(_preexec, spec, cgroup),
                 )
             except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec step
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
+            finally:
+                if args_fd is not None:
+                    os.close(args_fd)
             deadline = start + spec.timeout_s
             fd = proc.stdout.fileno()
             os.set_blocking(fd, False)
+            watch = None if cgroup is not None else TreeWatch(proc.pid, spec.memory_mb, spec.processes)
+            interval, next_look = (0.5, None) if watch is None else (INTERVAL_S, start)
             while True:
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = deadline - now
                 if left <= 0:
                     timed_out = True
                     break
-                ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+                if watch is not None and now >= next_look:
+                    next_look = now + INTERVAL_S
+                    if watch.sample():  # over memory_mb: what a cgroup OOM kill would do
+                        break
+                ready, _, _ = select.select([fd], [], [], min(left, interval))
                 if not ready:
                     if proc.poll() is not None:
                         break
@@ -158,10 +203,11 @@ class BwrapSandbox(Sandbox):
                 if out.total > spec.output_kill_mb * 1024 * 1024:
                     flood = True
                     break
-            if timed_out or flood:
+            killed = timed_out or flood or (watch is not None and watch.oom)
+            if killed:
                 _kill_tree(proc)
             try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not (timed_out or flood) else 1.0)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not killed else 1.0)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_tree(proc)
@@ -170,8 +216,8 @@ class BwrapSandbox(Sandbox):
                 except subprocess.TimeoutExpired as exc:  # unkillable: the host is in trouble
                     raise SandboxError(f"sandbox process {proc.pid} survived SIGKILL") from exc
             proc.stdout.close()
-            oom = cgroup.oom() if cgroup else False
-            pids = cgroup.pids_exhausted() if cgroup else False
+            oom = cgroup.oom() if cgroup else watch.oom
+            pids = cgroup.pids_exhausted() if cgroup else watch.pids_exhausted
         finally:
             if cgroup is not None:
                 cgroup.remove()

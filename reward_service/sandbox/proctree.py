@@ -1,0 +1,107 @@
+"""Per-step memory and process limits where no cgroup can be made (a non-root worker container,
+a host without a writable cgroup hierarchy): rlimits bound each step, and a watcher samples the
+step's process tree to tell which limit ended it.
+
+- Processes: ``RLIMIT_NPROC`` is set *inside* the step's own user namespace (``prlimit`` in
+  front of the command). Since Linux 5.14 the kernel counts it per user namespace, so the
+  count is this step's tasks alone; were it set on bwrap outside, every process of the worker's
+  uid (its other steps, Celery itself, other containers of that uid) would share one budget and a
+  fork bomb in one sample would make a neighbour's fork fail.
+- Memory: the watcher sums the resident memory of the tree every :data:`INTERVAL_S` and kills the
+  tree past the step's ``memory_mb`` (what a cgroup's OOM kill does); ``RLIMIT_AS`` at
+  :func:`address_space_mb` bounds how far a fast allocator overshoots between two samples.
+  The container's own memory and pids limits stay the backstop.
+
+The tree is read from ``/proc/<pid>/stat`` of every process (``/proc/<pid>/task/*/children`` is
+not built into every kernel); inside a worker container that is a few dozen small reads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+#: Seconds between two samples of a step's process tree.
+INTERVAL_S = 0.025
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def address_space_mb(memory_mb: int) -> int:
+    """``RLIMIT_AS`` (MiB) of one process of a step whose memory limit is ``memory_mb``: room for
+    the address space a runtime reserves beyond what it touches (thread stacks, malloc arenas),
+    and for the growth between two watcher samples."""
+    return max(2 * memory_mb, memory_mb + 1024)
+
+
+def nproc_prefix(processes: int, prlimit: str = "prlimit") -> list[str]:
+    """The argv prefix that sets ``RLIMIT_NPROC`` to ``processes`` inside the sandbox before the
+    step's command (``prlimit`` of util-linux, an essential package of every Debian system)."""
+    return [prlimit, f"--nproc={processes}:{processes}", "--"]
+
+
+def _table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, threads, resident pages) of every process this pid namespace shows."""
+    table: dict[int, tuple[int, int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:  # it ended meanwhile
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+        try:
+            table[int(name)] = (int(fields[1]), int(fields[17]), int(fields[21]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+@dataclass
+class TreeSample:
+    """One look at a process tree below (not including) its root process."""
+
+    tasks: int = 0       # threads of every descendant
+    rss_bytes: int = 0   # resident memory of every descendant
+
+
+def sample_tree(root: int) -> TreeSample:
+    """Tasks and resident memory of the descendants of ``root``."""
+    table = _table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = TreeSample(), list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        _, threads, pages = table[pid]
+        out.tasks += threads
+        out.rss_bytes += pages * _PAGE
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+class TreeWatch:
+    """Samples a step's tree (``sample``) and remembers which limit it reached: ``oom`` once the
+    resident memory passed ``memory_mb`` (the caller then kills the tree), ``pids_exhausted``
+    once the tasks reached ``processes`` (the kernel then refuses the next fork)."""
+
+    def __init__(self, root: int, memory_mb: int, processes: int) -> None:
+        self.root = root
+        self.memory_bytes = memory_mb * 1024 * 1024
+        self.processes = processes
+        self.oom = False
+        self.pids_exhausted = False
+        self.peak = TreeSample()
+
+    def sample(self) -> bool:
+        """One sample; True when the memory limit is passed (kill the tree now)."""
+        now = sample_tree(self.root)
+        self.peak = TreeSample(max(self.peak.tasks, now.tasks), max(self.peak.rss_bytes, now.rss_bytes))
+        # The tree holds bwrap's own init processes besides the step's tasks: one task of slack.
+        if now.tasks >= self.processes:
+            self.pids_exhausted = True
+        if now.rss_bytes > self.memory_bytes:
+            self.oom = True
+        return self.oom
