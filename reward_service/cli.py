@@ -6,6 +6,7 @@ Runs embedded (no Redis, no Docker): simulations run in the bubblewrap sandbox o
 from __future__ import annotations
 
 import enum
+import posixpath
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -47,13 +48,71 @@ def _read(path: Path) -> str:
         raise typer.BadParameter(f"cannot read {path}: {exc.strerror}") from exc
 
 
-def _files(paths: list[Path]) -> dict[str, str]:
+def _request_name(path: Path) -> str:
+    """The name a file takes in the request: its path relative to the current directory (so
+    `include "pkg/defs.svh" and $readmemh("data/x.hex") resolve as in the checkout); an
+    absolute path outside it keeps only its base name. A relative path that leaves the current
+    directory (``../x.sv``) is a usage error: run from the folder that holds all the files."""
+    if path.is_absolute():
+        try:
+            return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        except ValueError:
+            return path.name
+    name = posixpath.normpath(path.as_posix())
+    if name == ".." or name.startswith("../"):
+        raise typer.BadParameter(f"{path}: the path leaves the current directory; run from the folder "
+                                 "that holds the design and testbench (files keep their paths relative to it)")
+    return name
+
+
+def _files(paths: list[Path], base_names: bool = False) -> dict[str, str]:
+    """Request files (name -> text) of ``paths``, named by :func:`_request_name` (by base name
+    with ``base_names``: cocotb test modules are imported by name from one dir); data files
+    (.hex, .mem, ...) must be UTF-8 text."""
+    from reward_service import hdl
+
     out: dict[str, str] = {}
     for p in paths:
-        if p.name in out:
-            raise typer.BadParameter(f"two files named {p.name!r}: file names must be unique")
-        out[p.name] = _read(p)
+        name = p.name if base_names else _request_name(p)
+        if name in out:
+            raise typer.BadParameter(f"two files named {name!r}: file names must be unique")
+        if hdl.is_data_file(name):
+            try:
+                out[name] = p.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise typer.BadParameter(f"{p}: data files are text (the request carries files as "
+                                         f"UTF-8 text; binary data is not supported): {exc.reason}") from exc
+            except OSError as exc:
+                raise typer.BadParameter(f"cannot read {p}: {exc.strerror}") from exc
+        else:
+            out[name] = _read(p)
     return out
+
+
+def _build_options(defines: list[str], params: list[str], plusargs: list[str],
+                   include_dirs: list[Path]) -> dict:
+    """The request's ``build`` object from the CLI options (``NAME[=VAL]``, ``NAME=VAL``, ``ARG``,
+    dirs); a malformed one is a usage error (exit 2) with the validator's reason."""
+    from pydantic import ValidationError
+
+    from reward_service.models import BuildOptions
+
+    build: dict = {}
+    if defines:
+        build["defines"] = {d.split("=", 1)[0]: (d.split("=", 1)[1] if "=" in d else None) for d in defines}
+    if params:
+        bad = [p for p in params if "=" not in p]
+        if bad:
+            raise typer.BadParameter(f"--param {bad[0]!r}: give NAME=VALUE")
+        build["parameters"] = dict(p.split("=", 1) for p in params)
+    if plusargs:
+        build["plusargs"] = list(plusargs)
+    if include_dirs:
+        build["include_dirs"] = [_request_name(d) for d in include_dirs]
+    try:
+        return BuildOptions.model_validate(build).model_dump(exclude_defaults=True) if build else {}
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from exc
 
 
 @app.command()
@@ -78,7 +137,12 @@ def score(
     json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not reuse a cached result")] = False,
     show_uncovered: Annotated[int, typer.Option("--uncovered", help="uncovered points to list (human output)")] = 10,
+    show_log: Annotated[bool, typer.Option("--log", help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)")] = False,
     feedback: Annotated[bool, typer.Option("--feedback", help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)")] = False,
+    define: Annotated[list[str], typer.Option("--define", "-D", help="preprocessor macro NAME or NAME=VALUE (repeat)")] = [],
+    param: Annotated[list[str], typer.Option("--param", "-P", help="top-level parameter override NAME=VALUE of the testbench top (cocotb: the toplevel) (repeat)")] = [],
+    plusarg: Annotated[list[str], typer.Option("--plusarg", help="runtime plusarg ARG or ARG=VALUE, passed as +ARG (repeat)")] = [],
+    include_dir: Annotated[list[Path], typer.Option("--include-dir", "-I", help="extra `include dir (the files' folders are searched anyway) (repeat)")] = [],
 ) -> None:
     """Score one stimulus against a design (files) or a CVDP problem (--problems/--problem-id).
 
@@ -87,6 +151,9 @@ def score(
       reward-service score -d Attenuator.sv -t tb.sv --dut-instance uut --simulator verilator --json
 
       reward-service score --problems cid012.jsonl --problem-id cvdp_copilot_Attenuator_0011 --completion out.txt
+
+    Files keep their paths relative to the current directory (`include "pkg/defs.svh",
+    $readmemh("data/golden.hex")); data files (.hex .mem .dat .txt ...) are given like sources.
     """
     from reward_service.engine import Engine
     from reward_service.problems import load_problems
@@ -104,7 +171,7 @@ def score(
     elif cocotb:
         if not toplevel and not problem_id:
             raise typer.BadParameter("--cocotb needs --toplevel (the DUT module the test drives)")
-        stimulus = {"kind": "cocotb", "files": _files(cocotb), "test_module": cocotb[0].stem, "toplevel": toplevel}
+        stimulus = {"kind": "cocotb", "files": _files(cocotb, base_names=True), "test_module": cocotb[0].stem, "toplevel": toplevel}
     else:
         stimulus = {"kind": "completion", "text": _read(completion)}
 
@@ -139,6 +206,9 @@ def score(
     limits = {k: v for k, v in {"run_s": run_s, "compile_s": compile_s}.items() if v is not None}
     if limits:
         request["limits"] = limits
+    build = _build_options(define, param, plusarg, include_dir)
+    if build:
+        request["build"] = build
 
     settings = get_settings()
     if no_cache:
@@ -151,11 +221,13 @@ def score(
         result = engine.score(request)
     if json_out:
         sys.stdout.write(result.model_dump_json(indent=1) + "\n")
+        if show_log:  # the JSON holds it too; a readable copy beside it
+            _print_log(result.log, err)
     else:
         if target is not None and target <= 1:
             err.print(f"note: --target is in percent; {target:g} means {target:g} %, not {100 * target:g} %")
         targets_given = bool((request.get("coverage") or {}).get("targets")) or problem_id is not None
-        _print_result(result, show_uncovered, targets_given)
+        _print_result(result, show_uncovered, targets_given, show_log)
     if feedback:  # reward_service/feedback.py; the DUT sources give the uncovered lines' text
         from reward_service.feedback import annotated_source, feedback_text
 
@@ -170,7 +242,24 @@ def score(
         raise typer.Exit(EXIT_SAMPLE_FAILED)
 
 
-def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool) -> None:
+#: Statuses whose log is the simulation's own (not a compiler's): it may hold the testbench's verdict.
+_SIMULATED = (Status.ok, Status.runtime_error, Status.timeout, Status.resource_limit)
+#: Characters of the log ``--log`` prints (its end; the result's log is bounded by limits.output_kb).
+LOG_PRINT_CHARS = 64 * 1024
+#: Verdict lines of the testbench the human output lists.
+VERDICT_LINES = 10
+
+
+def _print_log(log: str, out: Console) -> None:
+    if not log:
+        out.print("log: (empty)")
+        return
+    cut = len(log) - LOG_PRINT_CHARS
+    out.print(f"log ({len(log)} characters{f', the first {cut} left out' if cut > 0 else ''}):")
+    out.print(log[-LOG_PRINT_CHARS:], markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool, show_log: bool = False) -> None:
     colour = "green" if result.status == Status.ok else "red"
     console.print(f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""),
                   highlight=False)
@@ -197,6 +286,14 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool)
         for t in result.tests:
             if not t.passed:
                 console.print(f"  FAILED {t.name}: {(t.message or '').strip()[:300]}", markup=False, highlight=False)
+    if result.status in _SIMULATED and result.log:
+        from reward_service.log_verdicts import verdict_lines
+
+        verdicts, more = verdict_lines(result.log, VERDICT_LINES)
+        if verdicts:
+            console.print(f"testbench verdict (lines of the log{f'; {more} more, --log shows all' if more else ''}):")
+            for line in verdicts:
+                console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     reward = "None (infrastructure failure)" if result.reward is None else f"{result.reward:.4f}"
     targets = str(result.passed) if targets_given else f"{result.passed} (no target given; --target sets one)"
     console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine}")
@@ -206,8 +303,10 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool)
         console.print(f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):")
         for p in result.uncovered[:show_uncovered]:
             console.print(f"  {p.file}:{p.line} {p.metric} {p.detail}", markup=False, highlight=False)
-    if result.status not in (Status.ok,) and result.log:
-        console.print("log tail:")
+    if show_log:
+        _print_log(result.log, console)
+    elif result.status not in (Status.ok,) and result.log:
+        console.print("log tail (--log prints more):")
         console.print(result.log[-1500:], markup=False, highlight=False)
     timings = ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings.items())
     console.print(f"[dim]timings: {timings}; cache: result={result.cache.result} build={result.cache.build}[/]")

@@ -8,6 +8,7 @@ with its status (``sandbox_error`` for infrastructure failures, ``reward=None``)
 from __future__ import annotations
 
 import logging
+import posixpath
 import re
 import shutil
 import tempfile
@@ -152,7 +153,7 @@ class Engine:
         _check_layout(list(design.files) + list(stimulus.files))
         _screen_stimulus(stimulus)
         if isinstance(stimulus, SvTestbench):
-            stim_texts = list(stimulus.files.values())
+            stim_texts = [t for n, t in stimulus.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)]
             top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
             if top is None:
                 raise InvalidInput("the testbench declares no top module (a module that nothing instantiates)")
@@ -199,15 +200,25 @@ class Engine:
         root = Path(tempfile.mkdtemp(prefix="rs-", dir=self.settings.work_root))
         try:
             src = root / "src"
-            for name, text in {**prepared.design.files, **stimulus.files}.items():
+            files = {**prepared.design.files, **stimulus.files}
+            for name, text in files.items():
                 path = src / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
-            hdl_stimulus = [n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)]
+            # Only compilation units go to the compiler: headers and `include'd files are
+            # compiled where they are included (docs/coverage.md, "Files and folders").
+            build = request.build
+            dirs = hdl.search_dirs(list(files), build.include_dirs)
+            included = hdl.included_files(files, dirs)
+            data = [n for n in files if hdl.is_data_file(n)]
             job = Job(
-                root=root, design_files=[n for n in prepared.design.files if not n.lower().endswith(hdl.HEADER_SUFFIXES)],
-                stimulus_files=[n for n in hdl_stimulus if not n.lower().endswith(hdl.HEADER_SUFFIXES)]
-                if isinstance(stimulus, SvTestbench) else list(stimulus.files),
+                root=root, design_files=hdl.compilation_units(list(prepared.design.files), included),
+                stimulus_files=hdl.compilation_units(list(stimulus.files), included)
+                if isinstance(stimulus, SvTestbench) else [n for n in stimulus.files if not hdl.is_data_file(n)],
+                include_files=[n for n in files if n.lower().endswith(hdl.HDL_SUFFIXES)
+                               and (n in included or n.lower().endswith(hdl.HEADER_SUFFIXES))],
+                data_files=data, include_dirs=dirs, defines=dict(build.defines),
+                parameters=dict(build.parameters), plusargs=list(build.plusargs),
                 limits=request.limits, sandbox=self.sandbox, cache_dir=self.settings.cache_dir,
                 seed=request.seed, fsm=request.coverage.fsm, build_jobs=self.settings.build_jobs,
                 top=getattr(stimulus, "top", None), toplevel=getattr(stimulus, "toplevel", None),
@@ -220,6 +231,8 @@ class Engine:
                 run = simulator.run_sv(job)
             else:
                 run = simulator.run_cocotb(job)
+            if run.run is not None:
+                run.notes.extend(_missing_data_notes(files, run.run.output))
             if run.build is not None:
                 timings["build"] = run.build.duration_ms
             if run.run is not None:
@@ -410,14 +423,49 @@ def _check_layout(names: list[str]) -> None:
         raise InvalidInput(f"{both[0]!r} is both a file and a directory of other files")
 
 
+#: Names the simulation's own outputs take in its cwd (Verilator's rs_main, cocotb, the fast
+#: path): a data file may not stand there before the run.
+_RESERVED_RUN_NAMES = ("coverage.dat", "results.xml")
+
+
 def _check_sources(files: Mapping[str, str], what: str) -> None:
+    """Each file is HDL, cocotb Python or a data file (hdl.DATA_SUFFIXES, text, copied into the
+    simulation's cwd and never compiled). Raises :class:`InvalidInput`."""
     for name, text in files.items():
+        if hdl.is_data_file(name):
+            if name in _RESERVED_RUN_NAMES or name.startswith("rs_"):
+                raise InvalidInput(f"{what} data file {name!r}: the name is one of the simulation's own "
+                                   "outputs in its run dir (rename it or put it in a folder)")
+            continue  # an empty data file is a valid (empty) input
         if hdl.is_vhdl(name, text):
             raise InvalidInput(f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported")
         if not text.strip():
             raise InvalidInput(f"{what} file {name!r} is empty")
         if not name.lower().endswith(hdl.HDL_SUFFIXES + (".py",)):
-            raise InvalidInput(f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh or .py)")
+            raise InvalidInput(f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh, "
+                               f".py, or a data file: {' '.join(hdl.DATA_SUFFIXES)})")
+
+
+#: A data file the simulation did not find: Verilator's warning, Icarus's error.
+_MISSING_DATA = re.compile(r"^%Warning: (\S+):0: \$readmem file not found|"
+                           r"\$readmem[hb]: Unable to open (\S+) for reading", re.M)
+
+
+def _missing_data_notes(files: Mapping[str, str], log_text: str) -> list[str]:
+    """Notes for the result message naming the data files the simulation could not open:
+    those the simulators reported (``$readmem*``) and the literal ``$readmem*``/``$fopen(.., "r")``
+    names of HDL files that are not among ``files`` (a failed ``$fopen`` prints nothing)."""
+    missing = [a or b for a, b in _MISSING_DATA.findall(log_text)]
+    for name, text in files.items():
+        if name.lower().endswith(hdl.HDL_SUFFIXES):
+            missing += [f for f in hdl.files_read(text)
+                        if not f.startswith("/") and posixpath.normpath(f) not in files]
+    missing = list(dict.fromkeys(missing))
+    if not missing:
+        return []
+    return [f"data file(s) not found: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} "
+            "(the simulation reads them relative to the source root; give them with the design or "
+            "stimulus files, e.g. --testbench data.hex)"]
 
 
 #: SV constructs that run host code inside the simulator process (Verilator's inline C++ and

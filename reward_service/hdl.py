@@ -1,9 +1,11 @@
 """Light source inspection of Verilog/SystemVerilog text: module names, top module, instance
-names, VHDL detection. Regex-based on comment-stripped text; enough for choosing a top module
-and checking the DUT instance name, not a parser."""
+names, VHDL detection, `include and data-file scanning. Regex-based on comment-stripped text;
+enough for choosing a top module, checking the DUT instance name and telling compilation units
+from included files, not a parser."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -79,3 +81,83 @@ def covergroups(text: str) -> list[str]:
     """Names of the SystemVerilog covergroups declared in ``text``, in order (comments and
     strings ignored)."""
     return _COVERGROUP.findall(strip_comments(text))
+
+
+# -- files that are not compilation units: data files and `include'd sources ---------------------
+
+#: Data files read by the simulation (``$readmemh``, ``$fscanf``, ...): copied beside the
+#: sources and into the simulation's cwd, never compiled. A list, not "any other suffix": a file
+#: in the cocotb run dir is on Python's import path, so e.g. ``.pyc``/``.pth``/``.so`` stay out.
+DATA_SUFFIXES = (".hex", ".mem", ".dat", ".txt", ".bin", ".csv", ".tsv", ".coe", ".mif", ".vec",
+                 ".tv", ".in", ".out", ".ref", ".golden", ".data", ".init", ".json", ".yaml", ".yml")
+_INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"\n]+)"', re.M)
+#: ``$readmemh("f", ...)``/``$readmemb`` and ``$fopen("f", "r...")`` with a literal file name.
+_READMEM = re.compile(r'\$readmem[hb]\s*\(\s*"([^"\n]+)"')
+_FOPEN_READ = re.compile(r'\$fopen\s*\(\s*"([^"\n]+)"\s*,\s*"([rwa+b]+)"\s*\)')
+
+
+def is_data_file(name: str) -> bool:
+    """Whether ``name`` is a data file (:data:`DATA_SUFFIXES`, any case)."""
+    return name.lower().endswith(DATA_SUFFIXES)
+
+
+def include_targets(text: str) -> list[str]:
+    """The file names of the ``include "..."`` directives in ``text`` (comments ignored), in order."""
+    return _INCLUDE.findall(strip_comments_only(text))
+
+
+def search_dirs(names: list[str], extra: list[str] = ()) -> list[str]:
+    """Where ``include`` files are looked up, relative to the source root, in order: the root
+    (``"."``), the ``extra`` dirs (the request's include dirs), then every folder holding an HDL
+    file of ``names`` (sorted). These are the ``-I`` dirs every build gets, so that an include
+    resolves as in the user's checkout (relative to the root, or beside the including file)."""
+    dirs = [".", *extra]
+    dirs += sorted({posixpath.dirname(n) for n in names if n.lower().endswith(HDL_SUFFIXES)} - {""})
+    seen: list[str] = []
+    for d in dirs:
+        d = posixpath.normpath(d)
+        if d not in seen:
+            seen.append(d)
+    return seen
+
+
+def resolve_include(target: str, including: str, names: set[str], dirs: list[str]) -> str | None:
+    """The given file that ``include "target"`` in file ``including`` names: looked up beside
+    ``including``, then in each of ``dirs`` (:func:`search_dirs`); None when none is given."""
+    for base in (posixpath.dirname(including), *dirs):
+        candidate = posixpath.normpath(posixpath.join(base, target))
+        if candidate in names:
+            return candidate
+    return None
+
+
+def included_files(files: dict[str, str], dirs: list[str]) -> set[str]:
+    """The files of ``files`` (name -> text) that another of them ``include`` s (transitively
+    found: a header included by an included header counts too)."""
+    names = set(files)
+    found: set[str] = set()
+    for name, text in files.items():
+        if not name.lower().endswith(HDL_SUFFIXES):
+            continue  # an `include inside a data file is never read
+        for target in include_targets(text):
+            hit = resolve_include(target, name, names, dirs)
+            if hit is not None and hit != name:
+                found.add(hit)
+    return found
+
+
+def compilation_units(names: list[str], included: set[str]) -> list[str]:
+    """The HDL files of ``names`` the compiler gets on its command line, in order: not a header
+    (:data:`HEADER_SUFFIXES`), not a data file, and not ``include`` d by another file (it is
+    compiled where it is included; compiled alone too it would declare everything twice)."""
+    return [n for n in names if n.lower().endswith(HDL_SUFFIXES)
+            and not n.lower().endswith(HEADER_SUFFIXES) and n not in included]
+
+
+def files_read(text: str) -> list[str]:
+    """File names an HDL text reads by literal: ``$readmemh``/``$readmemb`` and ``$fopen`` with
+    a read mode (``"r"``, ``"rb"``, ``"r+"``, ...). Comments are ignored; computed names are not seen."""
+    code = strip_comments_only(text)
+    out = _READMEM.findall(code)
+    out += [name for name, mode in _FOPEN_READ.findall(code) if "r" in mode or "+" in mode]
+    return list(dict.fromkeys(out))

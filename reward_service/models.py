@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import posixpath
+import re
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -189,6 +190,85 @@ class Limits(_Strict):
     processes: int = Field(64, ge=4, le=4096)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A define or parameter value: one token of printable ASCII. Every tool gets an argv list, yet
+#: whitespace, backslash, backtick and ``$`` are refused: no literal needs them, and they would
+#: read differently in a make variable or a command file.
+_VALUE = re.compile(r"[A-Za-z0-9_'\".:+\-*/()\[\]{},=<>!&|^~%#@?]{1,256}")
+_PLUSARG = re.compile(r"[A-Za-z_][A-Za-z0-9_\-.]*(?:[=+][!-~]{0,255})?")
+
+
+def _check_identifier(name: str, what: str) -> str:
+    if not _IDENTIFIER.fullmatch(name) or len(name) > 128:
+        raise ValueError(f"{what} names are Verilog identifiers (letters, digits, _): {name!r}")
+    return name
+
+
+def _check_value(name: str, value: str, what: str) -> str:
+    if not _VALUE.fullmatch(value) or "\\" in value:
+        raise ValueError(f"{what} {name}: the value must be 1..256 printable characters without "
+                         f"whitespace, backslash, backtick or $: {value!r}")
+    return value
+
+
+class BuildOptions(_Strict):
+    """How the design and stimulus are built and run, as a user's own simulator command line
+    would say it (docs/api.md, "Build options"). Applied by every engine: Verilator, Icarus,
+    cocotb builds and the fast path (which hands a sample to Verilator when it cannot honour
+    them, e.g. parameters).
+
+    ``defines``: preprocessor macros, ``NAME`` -> value (None: defined without a value;
+    ``-DNAME[=VAL]``). ``parameters``: overrides of the top module's parameters (the SV
+    testbench's top, or the cocotb HDL toplevel; Verilator ``-GNAME=VAL``, Icarus
+    ``-Ptop.NAME=VAL``), values as Verilog literals (``8``, ``8'hff``, ``"str"``).
+    ``plusargs``: runtime plusargs without the leading ``+`` (``VERBOSE``, ``SEED=3``), read by
+    ``$test$plusargs``/``$value$plusargs``. ``include_dirs``: extra `include search dirs,
+    relative to the source root (the root and every folder holding sources are searched anyway).
+    """
+
+    defines: dict[str, str | None] = Field(default_factory=dict, max_length=64)
+    parameters: dict[str, str] = Field(default_factory=dict, max_length=64)
+    plusargs: list[str] = Field(default_factory=list, max_length=64)
+    include_dirs: list[str] = Field(default_factory=list, max_length=32)
+
+    @field_validator("defines")
+    @classmethod
+    def _safe_defines(cls, defines: dict[str, str | None]) -> dict[str, str | None]:
+        for name, value in defines.items():
+            _check_identifier(name, "define")
+            if value is not None:
+                _check_value(name, value, "define")
+        return defines
+
+    @field_validator("parameters")
+    @classmethod
+    def _safe_parameters(cls, parameters: dict[str, str]) -> dict[str, str]:
+        for name, value in parameters.items():
+            _check_identifier(name, "parameter")
+            _check_value(name, value, "parameter")
+        return parameters
+
+    @field_validator("plusargs")
+    @classmethod
+    def _safe_plusargs(cls, plusargs: list[str]) -> list[str]:
+        out = []
+        for arg in plusargs:
+            arg = arg[1:] if arg.startswith("+") else arg
+            if not _PLUSARG.fullmatch(arg) or "\\" in arg:
+                raise ValueError(f"a plusarg is a name, optionally =value or +value, printable, no "
+                                 f"whitespace or backslash, at most 256 characters: {arg!r}")
+            if arg.lower().startswith("verilator"):
+                raise ValueError(f"plusarg {arg!r} is reserved: +verilator+ options steer the "
+                                 "simulator itself (seed, coverage file)")
+            out.append(arg)
+        return out
+
+    @field_validator("include_dirs")
+    @classmethod
+    def _safe_dirs(cls, dirs: list[str]) -> list[str]:
+        return [_check_relative_path(d) for d in dirs]
+
+
 class ScoreRequest(_Strict):
     """One sample to score: a design (or a registered problem) plus a stimulus."""
 
@@ -200,6 +280,8 @@ class ScoreRequest(_Strict):
     reward: RewardSpec = Field(default_factory=RewardSpec)
     limits: Limits = Field(default_factory=Limits)
     seed: int = Field(0, ge=0, lt=2**31, description="simulation seed (Verilator +verilator+seed+, cocotb seed)")
+    build: BuildOptions = Field(default_factory=BuildOptions,
+                                description="defines, top-level parameters, plusargs, include dirs")
     engine: Literal["verilator", "fast", "auto"] | None = Field(
         None, description="code-coverage engine: 'verilator' (the reference), 'fast' (Icarus with an "
                           "instrumented DUT, Verilator-equal points, falls back to Verilator when it cannot "

@@ -13,10 +13,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from reward_service import hdl
 from reward_service.coverage.points import CoveragePoint
 from reward_service.fastcov.instrument import (
     FLAG_FILE, TOKEN_PLACEHOLDER, Instrumented, emulate_testbench, instrument,
@@ -73,6 +76,22 @@ def all_metrics() -> tuple[str, ...]:
     """The code metrics the fast path measures (expr only when its point kind is installed)."""
     from reward_service.fastcov.instrument import _kinds
     return tuple(sorted({m for k in _kinds() for m in k.metrics}))
+
+
+def build_unsupported(build: Any, design_files: dict[str, str]) -> str | None:
+    """Why the fast path cannot honour the request's ``build`` options
+    (:class:`~reward_service.models.BuildOptions`), or None. The DUT is instrumented from its
+    text as written: a parameter override of the top, or a define the design reads, would
+    change the points under it (plusargs and include dirs act at run or build time: fine)."""
+    if build.parameters:
+        return (f"build parameter overrides ({', '.join(build.parameters)}) are not applied on the "
+                "fast path (its points are enumerated from the DUT as written)")
+    used = [name for name in build.defines
+            if any(re.search(rf"`(?:ifn?def|elsif)\s+{name}\b|`{name}\b", hdl.strip_comments(t))
+                   for t in design_files.values())]
+    if used:
+        return f"the design reads the build's define(s) {', '.join(used)} (the fast path instruments it as written)"
+    return None
 
 
 class FastSimulator(SimulatorBackend):

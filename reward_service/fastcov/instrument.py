@@ -110,7 +110,8 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
     exactly."""
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
-    hdl_files = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    hdl_files = {n: t for n, t in design.items()  # data files (.hex, .mem, ...) are not code
+                 if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)}
     if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
         raise Unsupported("`include in the design is not instrumented")
     sources, compilation = parse(hdl_files)

@@ -22,7 +22,7 @@ import logging
 import random
 from typing import Any
 
-from reward_service.fastcov.backend import FastSimulator, all_metrics, instrumented
+from reward_service.fastcov.backend import FastSimulator, all_metrics, build_unsupported, instrumented
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import ScoreResult, ShadowCheck, Status
@@ -42,6 +42,9 @@ def unsupported(prepared: Any) -> str | None:
         return f"the fast path does not measure {', '.join(missing)}"
     if spec.fsm:
         return "the fast path has no FSM coverage"
+    build_reason = build_unsupported(prepared.request.build, dict(prepared.design.files))
+    if build_reason:
+        return build_reason
     try:
         instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:

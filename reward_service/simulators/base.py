@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import abc
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +15,14 @@ from reward_service.sandbox import ExecResult, Sandbox
 @dataclass
 class Job:
     """One sample laid out on disk. ``root`` (host) holds ``src/`` with the design and stimulus
-    files (flat names as given), and receives ``obj/`` (build) and ``run/`` (simulation)."""
+    files (at their relative paths as given), and receives ``obj/`` (build) and ``run/``
+    (simulation). ``design_files``/``stimulus_files`` are the compilation units (what the
+    compiler is given; for cocotb stimulus, its Python and other non-data files);
+    ``include_files`` the HDL files that are only `include'd (headers, included sources);
+    ``data_files`` the data files, which every backend copies into its simulation's cwd at the
+    same relative paths (``$readmemh("data/x.hex")`` reads them as in the user's checkout).
+    ``include_dirs`` (relative to ``src``) are the `include search dirs (:func:`hdl.search_dirs`);
+    ``defines``/``parameters``/``plusargs`` come from the request's ``build`` options."""
 
     root: Path
     design_files: list[str]
@@ -30,6 +38,12 @@ class Job:
     cocotb_env: dict[str, str] = field(default_factory=dict)  # CocotbStimulus.env (validated)
     fsm: bool = False
     build_jobs: int = 2
+    include_files: list[str] = field(default_factory=list)
+    data_files: list[str] = field(default_factory=list)
+    include_dirs: list[str] = field(default_factory=list)
+    defines: dict[str, str | None] = field(default_factory=dict)
+    parameters: dict[str, str] = field(default_factory=dict)
+    plusargs: list[str] = field(default_factory=list)
 
     @property
     def src(self) -> Path:
@@ -38,6 +52,28 @@ class Job:
     @property
     def run_dir(self) -> Path:
         return self.root / "run"
+
+    def define_args(self) -> list[str]:
+        """``-DNAME[=VAL]`` per define (Verilator and Icarus spell them alike)."""
+        return [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in self.defines.items()]
+
+    def include_args(self) -> list[str]:
+        """``-I<dir>`` per include dir, relative to ``src`` (the build's cwd: relative names keep
+        Verilator's coverage.dat naming the files as the request does). The root itself needs
+        none: both tools look up a relative include name in their cwd."""
+        return [f"-I{d}" for d in self.include_dirs if d != "."]
+
+    def plusarg_args(self) -> list[str]:
+        """The runtime plusargs, ``+ARG`` each."""
+        return [f"+{a}" for a in self.plusargs]
+
+    def stage_data_files(self, run_dir: Path) -> None:
+        """Copy the data files from ``src`` into ``run_dir`` (the simulation's cwd) at their
+        relative paths."""
+        for name in self.data_files:
+            dst = run_dir / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.src / name, dst)
 
 
 @dataclass

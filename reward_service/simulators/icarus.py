@@ -64,7 +64,8 @@ RUN_GRACE_S = 3.0
 COMPILE_PROCESSES = 64
 COMPILE_FILE_MB = 64
 
-#: The one sandbox step (POSIX sh; file names come in as arguments, never as text). The compile
+#: The one sandbox step (POSIX sh; file names come in as arguments, never as text: the run's
+#: plusargs first, ``nplus`` of them, then the compiler's options and files). The compile
 #: runs under the compile limit into /work/obj, its log and status in /work/obj/status; the run in
 #: /work/run under the run limit with SIGINT (``vvp -n`` then finishes, so final blocks still
 #: run; SIGKILL two seconds later). ``timeout -v`` notes a limit in ``*.limit`` (its own stderr,
@@ -74,12 +75,13 @@ COMPILE_FILE_MB = 64
 #: step because a sandbox start costs as much as either half; the shell staying visible during
 #: the run gives the testbench nothing: Icarus has no ``$system``.
 _STEP = """
-iverilog=$1 vvp=$2 top=$3 compile_s=$4 run_s=$5
-shift 5
+iverilog=$1 vvp=$2 top=$3 compile_s=$4 run_s=$5 nplus=$6
+shift 6
 st=/work/obj/status
 mkdir -p "$st" || exit 0
-timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/status/build.log 2>&1' rs-iverilog \\
-  "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" 2>"$st/build.limit"
+( shift "$nplus"
+  exec timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/status/build.log 2>&1' rs-iverilog \\
+    "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" 2>"$st/build.limit" )
 rc=$?
 if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi   # errors counted modulo 256
 echo "$rc" >"$st/build.rc"
@@ -88,7 +90,13 @@ exec 3>"$st/run.limit"
 chmod a-w "$st/build.log" "$st/build.limit" "$st/run.limit" "$st" /work/obj && chmod a-w "$st/build.rc" \\
   || exit 0   # the host sees build.rc still writable
 cd /work/run || exit 0
-exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n /work/obj/sim.vvp 2>&3
+n=$# i=0
+for a do   # keep the first $nplus arguments (the plusargs): the list is expanded once
+  if [ "$i" -lt "$nplus" ]; then set -- "$@" "$a"; fi
+  i=$((i + 1))
+done
+shift "$n"
+exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n /work/obj/sim.vvp "$@" 2>&3
 """
 #: What the step writes in /work/obj/status (one directory: one archive call brings it back).
 _STATUS_FILES = ("build.log", "build.rc", "build.limit", "run.limit")
@@ -109,6 +117,7 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     obj = job.root / "obj"
     obj.mkdir(exist_ok=True)
     job.run_dir.mkdir(exist_ok=True)
+    job.stage_data_files(job.run_dir)
     limits = job.limits
     status = obj / "status"
     try:
@@ -116,7 +125,8 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
         # and its log whatever the run's limits; vvp itself cannot fork.
         result = job.sandbox.run(ExecSpec(
             argv=["/bin/sh", "-c", _STEP, "rs-icarus", compiler, vvp, job.top, f"{limits.compile_s:g}",
-                  f"{limits.run_s:g}", *job.design_files, *job.stimulus_files],
+                  f"{limits.run_s:g}", str(len(job.plusargs)), *job.plusarg_args(), *build_options(job),
+                  *job.design_files, *job.stimulus_files],
             workdir=job.root, cwd="/work/src", timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
             memory_mb=limits.memory_mb, processes=max(limits.processes, COMPILE_PROCESSES),
             file_mb=max(limits.file_mb, COMPILE_FILE_MB), output_kb=limits.output_kb,
@@ -143,6 +153,13 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     if not failed and _limit_noted(status / "run.limit"):
         result = dataclasses.replace(result, timed_out=True)
     return build, result
+
+
+def build_options(job: Job) -> list[str]:
+    """iverilog's options from the job: include dirs, defines, and ``-P<top>.NAME=VAL`` per
+    parameter override of the top module (``job.top``, or the cocotb toplevel)."""
+    top = job.top or job.toplevel
+    return [*job.include_args(), *job.define_args(), *(f"-P{top}.{k}={v}" for k, v in job.parameters.items())]
 
 
 def run_ending(run: ExecResult) -> str | None:

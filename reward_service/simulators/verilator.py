@@ -96,6 +96,11 @@ def read_run_end(run_dir: Path, token: str, notes: list[str]) -> tuple[str | Non
     return words[0], output_file(run_dir / "coverage.dat")
 
 
+def parameter_args(job: Job) -> list[str]:
+    """``-GNAME=VAL`` per top-level parameter override (the build's top module)."""
+    return [f"-G{k}={v}" for k, v in job.parameters.items()]
+
+
 def coverage_flags(fsm: bool) -> list[str]:
     return COVERAGE_FLAGS + (["--coverage-fsm"] if fsm else [])
 
@@ -123,9 +128,11 @@ class VerilatorSimulator(SimulatorBackend):
         (job.root / "obj").mkdir(exist_ok=True)
         (job.src / "rs_main.cpp").write_text(MAIN_CPP.read_text())
         (job.src / "rs_user.h").write_text(USER_STOP_DECL)
-        (job.src / "rs_stops.h").write_text(stops_header(job.src, job.design_files + job.stimulus_files))
+        (job.src / "rs_stops.h").write_text(stops_header(job.src, job.design_files + job.stimulus_files
+                                                         + job.include_files))
         rewritten = 0
-        for name in job.stimulus_files:
+        stimulus_included = [n for n in job.include_files if n not in job.design_files]
+        for name in [*job.stimulus_files, *stimulus_included]:
             path = job.src / name
             text, n = neutralize_metacomments(path.read_text())
             if n:
@@ -137,6 +144,7 @@ class VerilatorSimulator(SimulatorBackend):
         argv = [f"{require_verilator(job.sandbox.toolchain())}/bin/verilator", "--cc", "--exe", "--build", "--timing",
                 *coverage_flags(job.fsm), *COMMON_FLAGS, *USER_STOP_FLAGS, "--prefix", "Vtop", "--top-module", job.top,
                 "-Mdir", "/work/obj", "-o", "sim", "--build-jobs", str(job.build_jobs),
+                *job.include_args(), *job.define_args(), *parameter_args(job),
                 *job.design_files, *job.stimulus_files, "rs_main.cpp"]
         out.build = job.sandbox.run(ExecSpec(
             argv=argv, workdir=job.root, cwd="/work/src", env=env, binds=binds,
@@ -147,9 +155,10 @@ class VerilatorSimulator(SimulatorBackend):
             out.build_failed = True
             return out
         job.run_dir.mkdir(exist_ok=True)
+        job.stage_data_files(job.run_dir)
         token = secrets.token_hex(16)
         out.run = job.sandbox.run(ExecSpec(
-            argv=["/obj/sim", f"+verilator+seed+{job.seed + 1}"], workdir=job.run_dir,
+            argv=["/obj/sim", f"+verilator+seed+{job.seed + 1}", *job.plusarg_args()], workdir=job.run_dir,
             binds=[Bind(job.root / "obj", "/obj")],
             env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token},
             timeout_s=job.limits.run_s + RUN_GRACE_S, memory_mb=job.limits.memory_mb,
