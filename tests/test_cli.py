@@ -129,3 +129,94 @@ def test_shipped_request_json_is_the_shipped_files():
     rtl = row["harness"]["files"]["src/Attenuator.sv"]
     assert request["design"]["files"] == {"Attenuator.sv": rtl} == {"Attenuator.sv": (cvdp / "Attenuator.sv").read_text()}
     assert request["stimulus"]["files"] == {"tb_attenuator.sv": (cvdp / "tb_attenuator.sv").read_text()}
+
+
+# -- the testbench's own verdict and the log in the human output (issue 9, point 10) ------------
+
+GRAY = "cvdp_copilot_gray_to_binary_0014"
+
+
+@pytest.fixture(scope="module")
+def gray_files(tmp_path_factory) -> tuple[list[Path], Path, str]:
+    """The gray_to_binary RTL, its good.sv testbench and that testbench's output from a bare
+    Icarus run (iverilog -g2012 + vvp -n, no service code)."""
+    d = tmp_path_factory.mktemp("gray")
+    rtl = []
+    for name, text in rtl_files(cid012_rows()[GRAY]).items():
+        (d / name).write_text(text)
+        rtl.append(d / name)
+    tb = d / "good.sv"
+    tb.write_text((STIMULUS / GRAY / "good.sv").read_text())
+    subprocess.run(["iverilog", "-g2012", "-o", str(d / "sim"), str(tb), *map(str, rtl)], check=True,
+                   capture_output=True, timeout=60)
+    bare = subprocess.run(["vvp", "-n", str(d / "sim")], capture_output=True, text=True, timeout=60, cwd=d)
+    return rtl, tb, bare.stdout
+
+
+def test_human_output_lists_the_testbench_verdict_lines(gray_files, shared_cache_dir):
+    rtl, tb, bare = gray_files
+    passes = [l for l in bare.splitlines() if l.startswith("PASS :")]
+    finished = [l for l in bare.splitlines() if l.startswith("Test finished with")]
+    assert len(passes) > 1 and len(finished) == 1  # what the testbench printed on its own
+    args = [a for p in rtl for a in ("--design", str(p))]
+    out = cli("score", *args, "--testbench", str(tb), "--dut-instance", "uut", "--simulator", "icarus",
+              "--no-cache", cache=shared_cache_dir)
+    assert out.returncode == 0, out.stderr
+    section = out.stdout.split("testbench verdict (lines of the log):\n", 1)[1].split("reward:", 1)[0]
+    # lines differing only in numbers are one entry, counted; in the order they were printed
+    assert section.splitlines() == [f"  {passes[0]} (×{len(passes)})", f"  {finished[0]}"]
+    assert "log (" not in out.stdout  # the whole log only with --log
+
+
+def test_log_option_prints_the_log(gray_files, shared_cache_dir):
+    rtl, tb, bare = gray_files
+    args = [a for p in rtl for a in ("--design", str(p))]
+    out = cli("score", *args, "--testbench", str(tb), "--dut-instance", "uut", "--simulator", "icarus",
+              "--log", cache=shared_cache_dir)
+    assert out.returncode == 0, out.stderr
+    printed = out.stdout.split("\nlog (", 1)[1]
+    for line in bare.splitlines():  # every line of the bare run, in order
+        assert line in printed
+        printed = printed.split(line, 1)[1]
+    with_json = cli("score", *args, "--testbench", str(tb), "--dut-instance", "uut", "--simulator", "icarus",
+                    "--log", "--json", cache=shared_cache_dir)
+    assert with_json.returncode == 0
+    result = json.loads(with_json.stdout)  # stdout stays pure JSON; the log goes to stderr
+    assert with_json.stderr.startswith(f"log ({len(result['log'])} characters):")
+    assert bare.splitlines()[-1] in with_json.stderr
+
+
+@pytest.mark.slow
+def test_verilator_error_and_mismatch_lines_are_shown(tmp_path, shared_cache_dir):
+    """A testbench that counts its own mismatches and calls $error (Verilator prints
+    `[t] %Error: file:line: Assertion failed in <scope>: <message>`): both are in the verdict."""
+    (tmp_path / "vdut.sv").write_text(
+        "module vdut(input logic [3:0] a, output logic [3:0] y);\n"
+        "  assign y = (a == 4'd3) ? a : a + 4'd1;\nendmodule\n")
+    (tmp_path / "vtb.sv").write_text(
+        "module vtb;\n  logic [3:0] a = 0;\n  wire [3:0] y;\n  vdut dut (.a(a), .y(y));\n"
+        "  integer mismatches = 0;\n  initial begin\n"
+        "    repeat (4) begin\n      #1 a = a + 1;\n      #1 if (y !== a + 4'd1) mismatches++;\n    end\n"
+        "    $display(\"Mismatches: %0d in 4 samples\", mismatches);\n"
+        "    if (mismatches != 0) $error(\"value mismatch: %0d samples differ\", mismatches);\n"
+        "    $display(\"TEST FAILED\");\n    $finish;\n  end\nendmodule\n")
+    out = cli("score", "--design", str(tmp_path / "vdut.sv"), "--testbench", str(tmp_path / "vtb.sv"),
+              "--dut-instance", "dut", "--simulator", "verilator", cache=shared_cache_dir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    section = out.stdout.split("testbench verdict (lines of the log):\n", 1)[1].split("reward:", 1)[0]
+    lines = section.splitlines()
+    # a = 1..4 after each step: only a == 3 differs (y = a), so 1 of 4
+    assert lines[0] == "  Mismatches: 1 in 4 samples"
+    assert lines[1].endswith("%Error: vtb.sv:12: Assertion failed in vtb: value mismatch: 1 samples differ")
+    assert lines[2:] == ["  TEST FAILED"]
+
+
+def test_verdict_lines_are_bounded_and_deduplicated():
+    from reward_service.log_verdicts import verdict_lines
+
+    log = "".join(f"ERROR: sample {i} expected {i + 1}\n" for i in range(40))
+    log += "".join(f"check_{chr(97 + i)} FAILED\n" for i in range(15)) + "passes=3 error_count=0\nAborting...\n"
+    lines, more = verdict_lines(log, limit=10)
+    assert lines[0] == "ERROR: sample 0 expected 1 (×40)"
+    assert lines[1:] == [f"check_{chr(97 + i)} FAILED" for i in range(9)]
+    assert more == 6  # check_j .. check_o
