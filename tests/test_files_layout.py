@@ -321,3 +321,18 @@ def test_build_options_are_validated_and_part_of_the_result_key():
         req.model_copy(update={"build": BuildOptions(parameters={"W": "8"})}),
         req.model_copy(update={"build": BuildOptions(plusargs=["N=2"])}))}
     assert len(keys) == 4
+
+
+def test_included_design_file_keeps_its_own_points_on_verilator(engine):
+    """A DUT file that is only `include'd is compiled inside its includer; its points carry its
+    own request name and equal those of the twin with the file pasted in."""
+    wrap = ('`include "sub/core.v"\n'
+            "module wrap(input clk, input [3:0] d, output [3:0] q); acc u(.clk(clk), .d(d), .q(q)); endmodule\n")
+    tb = TB_INLINE.replace("acc uut", "wrap uut")
+    metrics = {"metrics": ["line", "toggle"]}
+    result = engine.score(sv_request({"wrap.v": wrap, "sub/core.v": ACC}, {"tb.sv": tb}, coverage=metrics))
+    twin = engine.score(sv_request({"wrap.v": wrap.replace('`include "sub/core.v"\n', ACC)}, {"tb.sv": tb},
+                                   coverage=metrics))
+    assert result.status == twin.status == "ok"
+    assert numbers(result)["metrics"] == numbers(twin)["metrics"]
+    assert "sub/core.v" in {p.file for p in result.uncovered}
