@@ -32,7 +32,9 @@ Rules, in order:
    echoed DUT stub is scored on the testbench, of two testbenches the later one (the revised
    answer) is scored, and a final block cut off by the token limit falls back to an earlier
    complete block. When every candidate only restates the design's own modules there is no
-   stimulus (:class:`ExtractionError`). A Verilog block is only searched for a module, a Python
+   stimulus (:class:`ExtractionError`). A testbench that also declares a design module again
+   (the DUT pasted beside it) has that copy left out: the design's own module is simulated
+   (Icarus rejects a second declaration; Verilator would keep one of them). A Verilog block is only searched for a module, a Python
    block only for a cocotb test, an untagged block for either.
 3. Without any fence, bare code is accepted: Verilog from the first ``module`` line (together
    with directly preceding `` `timescale``/`` `include``/`` `define`` lines) to the end of the
@@ -124,15 +126,26 @@ class Extraction:
     block: str
     role: str
     skipped: tuple[str, ...] = ()
+    #: design modules the chosen block declared again and that were left out of the stimulus
+    dropped: tuple[str, ...] = ()
 
     @property
     def description(self) -> str:
         """One line for a result: ``code block 1 of 2 (```sv, 40 lines): the testbench; not
         used: block 2 restates the DUT (module dut)``."""
         text = f"{self.block}: {self.role}"
+        if self.dropped:
+            text += (f"; its copy of the design's module {', '.join(self.dropped)} is left out "
+                     "(the design's own is simulated)")
         if self.skipped:
             text += "; not used: " + ", ".join(self.skipped)
         return text
+
+    @property
+    def notable(self) -> bool:
+        """Whether the choice is worth a word in a result's message: another candidate was
+        passed over or a design module copy was left out."""
+        return bool(self.skipped or self.dropped)
 
 
 @dataclass
@@ -261,6 +274,40 @@ def _verilog_role(code: str, design_modules: frozenset[str] | None) -> tuple[int
     return _TESTBENCH, f"the testbench (module {names})"
 
 
+_COMMENT_OR_STRING = re.compile(rf"//[^\n]*|/\*.*?\*/|{hdl.STRING_LITERAL.pattern}", re.S)
+
+
+def _drop_design_copies(code: str, design_modules: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
+    """``code`` without the modules it declares under a design module's name, when it also
+    declares modules of its own (a testbench pasted together with a copy of the DUT: Icarus
+    rejects the second declaration, Verilator keeps one of them). Each left-out module becomes
+    a one-line comment and blank lines, so line numbers in compiler messages stay those of the
+    block. Returns the code and the names left out."""
+    if not design_modules:
+        return code, ()
+    # comments and strings blanked at the same offsets: a "module x" inside them is no module
+    masked = _COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
+    spans = [(m.start(), m.end(), m.group(1)) for m in _MODULE_BODY.finditer(masked)]
+    if all(name in design_modules for _, _, name in spans):
+        return code, ()
+    out, pos, dropped = [], 0, []
+    for start, end, name in spans:
+        if name not in design_modules:
+            continue
+        line_start = code.rfind("\n", 0, start) + 1
+        if code[line_start:start].strip():  # something else on the module's line: leave it
+            continue
+        line_end = code.find("\n", end)
+        line_end = len(code) if line_end < 0 else line_end
+        removed = code[line_start:line_end]
+        out.append(code[pos:line_start])
+        out.append(f"// module {name}: left out, the design's own is simulated" + "\n" * removed.count("\n"))
+        pos = line_end
+        dropped.append(name)
+    out.append(code[pos:])
+    return "".join(out), tuple(dict.fromkeys(dropped))
+
+
 def _block_label(block: _Block, count: int) -> str:
     lines = len(_normalize(block.code).splitlines())
     return f"code block {block.index} of {count} (```{block.lang or 'untagged'}, {lines} lines)"
@@ -345,7 +392,8 @@ def extract(text: str, *, toplevel: str | None = None,
                     "of its own that instantiates the DUT (or a cocotb test)")
             skipped = tuple(f"block {b.index} {w}" if w.startswith(("restates", "an empty")) else
                             f"block {b.index} ({w})" for r, w, b, _ in candidates if b is not chosen)
-            return Extraction(_result(kind, chosen.code, toplevel), label, why, skipped[:5])
+            code, dropped = _drop_design_copies(chosen.code, known) if kind == "verilog" else (chosen.code, ())
+            return Extraction(_result(kind, code, toplevel), label, why, skipped[:5], dropped)
         if any(b.lang in _VHDL_LANGS or _VHDL_TEXT.search(b.code) for b in blocks if b.closed):
             raise ExtractionError(_VHDL_MESSAGE)
         if any(not b.closed and b.lang not in _VHDL_LANGS for b in blocks):
@@ -360,9 +408,11 @@ def extract(text: str, *, toplevel: str | None = None,
 
     code = _bare_verilog(body)
     if code is not None:
+        role = _verilog_role(code, known)[1]
+        code, dropped = _drop_design_copies(code, known)
         stimulus = _result("verilog", code, toplevel)
         lines = len(next(iter(stimulus.files.values())).splitlines())
-        return Extraction(stimulus, f"bare code ({lines} lines, no code fence)", _verilog_role(code, known)[1])
+        return Extraction(stimulus, f"bare code ({lines} lines, no code fence)", role, dropped=dropped)
     if _has_cocotb_test(body):
         stimulus = _result("cocotb", body, toplevel)
         lines = len(next(iter(stimulus.files.values())).splitlines())

@@ -374,10 +374,11 @@ class Engine:
 
 def _name_block(result: ScoreResult, extraction: Extraction | None) -> ScoreResult:
     """Name the scored part of a completion in ``stimulus_block``, and in ``message`` too when
-    the sample failed or other candidate blocks were passed over (the user must see which)."""
+    the sample failed, other candidate blocks were passed over or a copy of a design module was
+    left out (the user must see which)."""
     if extraction is not None:
         result.stimulus_block = extraction.description
-        if extraction.skipped or result.status != Status.ok:
+        if extraction.notable or result.status != Status.ok:
             result.message = "; ".join(filter(None, [result.message, f"scored {extraction.description}"]))
     return result
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import STIMULUS
+from conftest import STIMULUS, cid012_rows, rtl_files
 from reward_service.completion import ExtractionError, extract, extract_stimulus
 from reward_service.models import CocotbStimulus, SvTestbench
 
@@ -278,22 +278,16 @@ def test_bare_code_is_named():
     assert got.skipped == ()
 
 
-ATTENUATOR_STUB = """\
-module Attenuator (
-    input       clk,
-    input       reset,
-    input [4:0] data,
-    output reg  ATTN_CLK,
-    output reg  ATTN_DATA,
-    output reg  ATTN_LE
-);
-endmodule
-"""
+def _interface_stub(rtl: str) -> str:
+    """The DUT's header as a model echoes it back: ``module X (ports);`` + ``endmodule``."""
+    start = rtl.index("module ")
+    return rtl[start:rtl.index(");", start) + 2] + "\nendmodule\n"
+
+
+ATTENUATOR_STUB = _interface_stub(rtl_files(cid012_rows()[ATTENUATOR])["Attenuator.sv"])
 
 
 def _attenuator_request(text: str, simulator: str = "verilator") -> dict:
-    from conftest import cid012_rows, rtl_files
-
     return {"design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
             "stimulus": {"kind": "completion", "text": text}, "simulator": simulator,
             "coverage": {"scope": "uut"}}
@@ -333,3 +327,42 @@ def test_end_to_end_failure_names_the_block(engine):
     assert result.stimulus_block.startswith("code block 1 of 2 (```verilog, 5 lines)")
     only_stub = engine.score(_attenuator_request(f"```verilog\n{ATTENUATOR_STUB}```\n"))
     assert only_stub.status == "invalid_input" and "restates the DUT (module Attenuator)" in only_stub.message
+
+
+def test_design_module_pasted_beside_the_testbench_is_left_out():
+    """One block with the DUT copied above the testbench: the copy is left out (Icarus rejects a
+    second declaration of the design's module), line numbers kept; a module named in a comment stays."""
+    block = f"// gray_to_binary below is copied from the prompt\n{GRAY_RESTATED}\n{SMALL_TB}"
+    got = extract(f"```systemverilog\n{block}```\n", design_modules=GRAY_MODULES)
+    code = sv_code(got.stimulus)
+    assert got.dropped == ("gray_to_binary",)
+    assert len(code.splitlines()) == len(block.rstrip().splitlines())
+    assert code.endswith(SMALL_TB)
+    assert code.startswith("// gray_to_binary below is copied from the prompt\n"
+                           "// module gray_to_binary: left out, the design's own is simulated\n")
+    assert "always_comb" not in code
+    assert got.notable and "its copy of the design's module gray_to_binary is left out" in got.description
+    # without the design's module names nothing is left out
+    assert extract(f"```systemverilog\n{block}```\n").dropped == ()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_end_to_end_dut_pasted_with_the_testbench(engine, simulator):
+    """Before: Icarus compile_error "'Attenuator' has already been declared" while Verilator took
+    one of the two declarations. Now both simulate the design's own DUT; Verilator's coverage is
+    that of a bare run of good.sv alone (expected.json)."""
+    import json
+
+    good = (STIMULUS / ATTENUATOR / "good.sv").read_text()
+    rtl = rtl_files(cid012_rows()[ATTENUATOR])["Attenuator.sv"]
+    want = json.loads((STIMULUS / ATTENUATOR / "expected.json").read_text())["testbenches"]["good"]
+    result = engine.score(_attenuator_request(f"Complete code:\n```systemverilog\n{rtl}\n{good}```\n", simulator))
+    assert result.status == "ok", result.message
+    assert "its copy of the design's module Attenuator is left out" in result.stimulus_block
+    assert "left out" in result.message
+    if simulator == "verilator":
+        got = {m: {"covered": c.covered, "total": c.total} for m, c in result.coverage.metrics.items()}
+        assert got == want["coverage"]
+    else:
+        assert want["icarus_compiles_and_runs"] is True
