@@ -108,6 +108,9 @@ def _build_options(defines: list[str], params: list[str], plusargs: list[str],
     if plusargs:
         build["plusargs"] = list(plusargs)
     if include_dirs:
+        for d in include_dirs:  # a folder outside has no place in the request's layout
+            if d.is_absolute() and not d.resolve().is_relative_to(Path.cwd().resolve()):
+                raise typer.BadParameter(f"--include-dir {d}: give a folder inside the current directory")
         build["include_dirs"] = [_request_name(d) for d in include_dirs]
     try:
         return BuildOptions.model_validate(build).model_dump(exclude_defaults=True) if build else {}

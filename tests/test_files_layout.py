@@ -273,7 +273,9 @@ def test_build_options_on_icarus_and_fast_path_fallback(engine):
     assert routed.engine == "verilator" and "ZERO_Q" in (routed.fallback or "")
 
 
-def test_cocotb_gets_data_files_parameters_and_plusargs(engine):
+@pytest.mark.parametrize("where", [{"simulator": "icarus"}, {"engine": "verilator"}, {"engine": "fast"}],
+                         ids=["icarus", "verilator", "fast"])
+def test_cocotb_gets_data_files_parameters_and_plusargs(engine, where):
     test = '''import cocotb
 from cocotb.triggers import Timer
 
@@ -290,9 +292,12 @@ async def widths(dut):
     result = engine.score({"design": {"files": {"acc.v": ACC}, "toplevel": "acc"},
                            "stimulus": {"kind": "cocotb", "test_module": "test_acc",
                                         "files": {"test_acc.py": test, "vectors/in.txt": "1 2 3\n"}},
-                           "simulator": "icarus", "build": {"parameters": {"W": "8"}, "plusargs": ["MODE=fast"]}})
+                           **where, "build": {"parameters": {"W": "8"}, "plusargs": ["MODE=fast"]}})
     assert result.status == "ok", result.message + result.log[-2000:]
     assert [t.passed for t in result.tests] == [True], result.tests
+    if "engine" in where:  # the fast path cannot honour the parameter: Verilator, saying why
+        assert result.engine == "verilator" and result.coverage.metrics["toggle"].total == 2 * (1 + 8 + 8)
+        assert (result.fallback is not None) == (where["engine"] == "fast")
 
 
 def test_dotdot_path_is_a_usage_error(tmp_path, shared_cache_dir):
@@ -303,6 +308,9 @@ def test_dotdot_path_is_a_usage_error(tmp_path, shared_cache_dir):
     assert "leaves the current directory" in out.stderr
     bad = cli("score", "-d", str(tmp_path / "acc.v"), "-t", "tb.sv", "--param", "W", cwd=work, cache=shared_cache_dir)
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
+    outside = cli("score", "-d", str(tmp_path / "acc.v"), "-t", "tb.sv", "--include-dir", str(tmp_path),
+                  cwd=work, cache=shared_cache_dir)
+    assert outside.returncode == 2 and "inside the current directory" in outside.stderr
     (work / "blob.bin").write_bytes(b"\xff\xfe\x00")
     binary = cli("score", "-d", str(tmp_path / "acc.v"), "-t", "tb.sv", "-t", "blob.bin", cwd=work,
                  cache=shared_cache_dir)
@@ -336,3 +344,30 @@ def test_included_design_file_keeps_its_own_points_on_verilator(engine):
     assert result.status == twin.status == "ok"
     assert numbers(result)["metrics"] == numbers(twin)["metrics"]
     assert "sub/core.v" in {p.file for p in result.uncovered}
+
+
+def test_http_files_and_build_fields(shared_cache_dir):
+    """Over HTTP: data files in `files` with their folders, `build` applied; a data file over the
+    per-file limit and a malformed `build` are 422 with the reason."""
+    import httpx
+
+    from conftest import live_server
+    from reward_service.api import create_app
+    from reward_service.settings import Settings
+
+    settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=1, max_file_kb=2,
+                        warm_on_register=False)
+    files = {"tb/tb.sv": TB_KNOBS, "pkg/defs.svh": DEFS, "pkg/more.svh": MORE, "data/golden.hex": HEX}
+    request = sv_request({"rtl/acc.v": ACC}, files, "icarus",
+                         build={"defines": {"STEPS": "3"}, "parameters": {"W": "5"}, "plusargs": ["N=2"]})
+    with live_server(create_app(settings=settings)) as url, httpx.Client(base_url=url, timeout=300) as api:
+        response = api.post("/v1/score", params={"wait": 300}, json=request)
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert result["status"] == "ok" and "W=5 steps=6" in result["log"]
+        big = {**request, "stimulus": {**request["stimulus"], "files": {**files, "data/big.hex": "0\n" * 2000}}}
+        response = api.post("/v1/score", params={"wait": 300}, json=big)
+        assert response.status_code == 422 and "data/big.hex" in response.text
+        bad = {**request, "build": {"parameters": {"W": "5 6"}}}
+        response = api.post("/v1/score", params={"wait": 300}, json=bad)
+        assert response.status_code == 422 and "build.parameters" in response.text
