@@ -1,7 +1,8 @@
 """A testbench that gives the DUT other parameter values than the design's own: expression
-points depend on them, so the fast path hands such a sample to Verilator (fastcov/params.py).
-Found this session: ``cnt #(.W(8), .EN_B(1), .N(5))`` scored expr 13/13 on the fast path where
-Verilator reports 33/34."""
+points and the sampled signals depend on them, so the fast path instruments the DUT under the
+testbench's elaboration (fastcov/params.py, instrument(context=...)) and must then report
+exactly Verilator's points. Found in an earlier session: ``cnt #(.W(8), .EN_B(1), .N(5))``
+scored expr 13/13 on the DUT's own point set where Verilator reports 33/34."""
 
 from __future__ import annotations
 
@@ -61,14 +62,12 @@ def test_the_design_own_values_keep_the_fast_path(params, width):
 
 def test_other_values_are_named():
     reason = overridden_parameters({"cnt.sv": DUT}, tb(**OVERRIDING))
-    assert reason == ("the testbench instantiates cnt with EN_B=1, N=5, W=8, other than the design's "
-                      "own parameter values (expression points depend on them)")
+    assert reason == "the testbench instantiates cnt with EN_B=1, N=5, W=8, other than the design's own parameter values"
 
 
 def test_defparam_is_elaborated():
     assert overridden_parameters({"cnt.sv": DUT}, tb(defparam="defparam dut.N = 3;")) == (
-        "the testbench instantiates cnt with N=3, other than the design's own parameter values "
-        "(expression points depend on them)")
+        "the testbench instantiates cnt with N=3, other than the design's own parameter values")
 
 
 def test_a_testbench_pyslang_cannot_parse_is_judged_by_its_text():
@@ -119,21 +118,148 @@ def test_overrides_behind_an_included_header_are_suspected(header, use):
     assert reason is not None and "instantiates cnt with parameters (not elaborated here)" in reason
 
 
-@pytest.mark.slow
-def test_the_fast_engine_falls_back_and_equals_verilator(engine):
-    request = {"design": {"files": {"cnt.sv": DUT}}, "coverage": {"scope": "dut"},
-               "stimulus": {"kind": "sv_testbench", "files": tb(**OVERRIDING)}}
+METRICS = ["line", "branch", "toggle", "expr"]
+
+
+def _both(engine, design: dict[str, str], testbench: dict[str, str], scope: str = "dut"):
+    """The sample scored with engine=fast and engine=verilator (scope ``scope``, all four code
+    metrics); Verilator's result must be ok."""
+    request = {"design": {"files": design}, "coverage": {"scope": scope, "metrics": METRICS},
+               "stimulus": {"kind": "sv_testbench", "files": testbench}}
     fast = engine.score({**request, "engine": "fast"})
     reference = engine.score({**request, "engine": "verilator"})
-    assert reference.status == "ok", reference.message
-    got = {m: (c.covered, c.total) for m, c in reference.coverage.metrics.items()}
-    assert got["expr"] == (33, 34) and got["toggle"] == (48, 48) and got["line"] == (6, 6), got
-    assert fast.engine == "verilator" and fast.fallback.startswith("the testbench instantiates cnt with")
-    assert fast.coverage == reference.coverage
+    assert reference.status == "ok" and reference.engine == "verilator", reference.message
+    return fast, reference
 
-    own = engine.score({"design": {"files": {"cnt.sv": DUT}}, "coverage": {"scope": "dut"}, "engine": "fast",
-                        "stimulus": {"kind": "sv_testbench", "files": tb()}})
-    assert own.status == "ok" and own.engine == "fast" and own.fallback is None, own.fallback
+
+def _assert_fast_equals(fast, reference) -> None:
+    from reward_service.fastcov.compare import diff_points
+
+    assert fast.status == "ok", fast.message + fast.log[-2000:]
+    assert fast.engine == "fast" and fast.fallback is None, fast.fallback
+    diff = diff_points(fast._points, reference._points, set(METRICS))
+    assert diff.equal, diff.describe(20)
+    assert fast.coverage == reference.coverage and fast.uncovered == reference.uncovered
+
+
+def _totals(result) -> dict[str, tuple[int, int]]:
+    return {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()}
+
+
+@pytest.mark.slow
+def test_overridden_parameters_are_measured_on_the_fast_path(engine):
+    """Width, generate-if and generate-loop parameters: the fast path keeps the sample and its
+    points equal Verilator's, which differ from the default values' (Verilator's totals, here
+    recorded from its run, show the override matters)."""
+    fast, reference = _both(engine, {"cnt.sv": DUT}, tb(**OVERRIDING))
+    got = _totals(reference)
+    assert got["expr"] == (33, 34) and got["toggle"] == (48, 48) and got["line"] == (6, 6), got
+    _assert_fast_equals(fast, reference)
+
+    own, own_reference = _both(engine, {"cnt.sv": DUT}, tb())
+    _assert_fast_equals(own, own_reference)
+    assert _totals(own)["expr"][1] != 34  # the defaults enumerate other expression points
+
+
+# A baud-tick style DUT: a divider from two parameters, a width from $clog2, a parameter as a
+# case item (and in an item expression), a generate case with a signal in each arm, and a
+# sub-module whose parameter is derived from the DUT's.
+TICK = """module stage #(parameter int W = 2) (input logic [W-1:0] a, input logic en, output logic [W-1:0] y);
+  assign y = en ? ~a : a;
+  logic any_bit;
+  assign any_bit = |a && en;
+endmodule
+module tick #(parameter int CLK_FREQ = 100, parameter int BAUD = 10, parameter int MODE = 0)
+  (input logic clk, input logic rst, input logic en, input logic [1:0] sel,
+   output logic tick_o, output logic [3:0] y, output logic [MODE + 1:0] s);
+  localparam int DIV = CLK_FREQ / BAUD;
+  localparam int CW = $clog2(DIV);
+  logic [CW-1:0] cnt;
+  always_ff @(posedge clk) begin
+    if (rst) cnt <= '0;
+    else if (en && cnt == DIV - 1) cnt <= '0;
+    else if (en) cnt <= cnt + 1'b1;
+  end
+  assign tick_o = en && (cnt == DIV - 1);
+  always_comb begin
+    case (sel)
+      MODE: y = {cnt[0], tick_o, en, 1'b1};
+      MODE + 1: y = (cnt[CW-1] || en) ? 4'h3 : 4'h4;
+      default: y = 4'h0;
+    endcase
+  end
+  generate case (MODE)
+    0: begin : m0 logic z0; assign z0 = en & tick_o; end
+    1: begin : m1 logic [1:0] z1; assign z1 = {en ^ tick_o, cnt[0] | en}; end
+    default: begin : md end
+  endcase endgenerate
+  stage #(.W(MODE + 2)) u_stage (.a(cnt[MODE + 1:0]), .en(tick_o || sel[1]), .y(s));
+endmodule
+"""
+
+TICK_TB = """module tb;
+  logic clk = 0, rst = 1, en = 0, tick_o; logic [1:0] sel = 0; logic [3:0] y; logic [{sw}:0] s;
+  logic [7:0] lfsr = 8'h5a;  // no $urandom: the two simulators' random sequences differ
+  tick {params} dut (.clk(clk), .rst(rst), .en(en), .sel(sel), .tick_o(tick_o), .y(y), .s(s));
+  always #5 clk = ~clk;
+  initial begin
+    #12 rst = 0;
+    repeat (60) begin
+      @(negedge clk); lfsr = {{lfsr[6:0], lfsr[7] ^ lfsr[5] ^ lfsr[4] ^ lfsr[3]}};
+      en = lfsr[1:0] != 0; sel = lfsr[4:3];
+    end
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("params, sw", [
+    ("#(.CLK_FREQ(200), .BAUD(25), .MODE(1))", "2"),   # DIV 8, CW 3, generate arm m1, stage W 3
+    ("#(200, 40)", "1"),                                # positional, DIV 5, MODE kept
+    ("#(.MODE(2), .CLK_FREQ(120))", "3"),                # the generate default arm, DIV 12, stage W 4
+])
+def test_parameter_shapes_equal_verilator(engine, params, sw):
+    from reward_service.fastcov.params import testbench_values
+
+    testbench = {"tb.sv": TICK_TB.format(params=params, sw=sw)}
+    assert testbench_values({"tick.sv": TICK}, testbench) is not None  # an override indeed
+    fast, reference = _both(engine, {"tick.sv": TICK}, testbench)
+    _assert_fast_equals(fast, reference)
+
+
+@pytest.mark.slow
+def test_defparam_and_a_second_testbench_with_the_same_values(engine):
+    """defparam is elaborated too; two testbenches giving the same values share one
+    instrumentation (keyed by the values, not the testbench text) and both equal Verilator."""
+    from reward_service.fastcov.backend import _CONTEXT_CACHE
+
+    first = {"tb.sv": TICK_TB.format(params="", sw="1").replace(
+        "always #5", "defparam dut.CLK_FREQ = 160; always #5")}
+    second = {"tb.sv": first["tb.sv"].replace("repeat (60)", "repeat (45)")}
+    before = len(_CONTEXT_CACHE)
+    for testbench in (first, second):
+        fast, reference = _both(engine, {"tick.sv": TICK}, testbench)
+        _assert_fast_equals(fast, reference)
+    assert len(_CONTEXT_CACHE) == before + 1
+
+
+@pytest.mark.slow
+def test_two_value_sets_with_other_expression_points_fall_back(engine):
+    """The testbench makes two instances with value sets whose expression points differ: one
+    module copy per value set on Verilator, one flag table per module here, so Verilator
+    scores it and the fallback says why."""
+    testbench = {"tb.sv": TICK_TB.format(params="#(.MODE(1))", sw="2").replace(
+        "  always #5", "  logic t2; logic [3:0] y2; logic [1:0] s2;\n"
+        "  tick #(.MODE(0)) other (.clk(clk), .rst(rst), .en(en), .sel(sel), .tick_o(t2), .y(y2), .s(s2));\n"
+        "  always #5")}
+    fast, reference = _both(engine, {"tick.sv": TICK}, testbench)
+    assert fast.engine == "verilator", fast.engine
+    assert fast.fallback.startswith("the fast path could not instrument the design under the testbench's "
+                                    "parameter values: "), fast.fallback
+    assert "other expression points with other parameter values" in fast.fallback
+    assert _totals(fast) == _totals(reference)
 
 
 # -- testbenches that read files stay off the fast path (fastcov/screen.py) ------------------------

@@ -15,6 +15,8 @@ import hashlib
 import json
 import re
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,13 +62,45 @@ def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...], emul
         return exc
 
 
+@dataclass(frozen=True)
+class ParameterContext:
+    """The testbench to elaborate the DUT under (:func:`.params.testbench_values`): its HDL
+    files and the DUT modules' parameter value sets they give (the cache key: two testbenches
+    giving the same values get the same instrumentation)."""
+
+    testbench: dict[str, str]
+    signature: tuple
+
+
+#: Instrumentations under a testbench's parameter values, keyed without the testbench's text.
+_CONTEXT_CACHE: OrderedDict[tuple, Instrumented | Unsupported] = OrderedDict()
+_CONTEXT_LOCK = threading.Lock()
+
+
 def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None,
-                 emulation: str = "two_state", toplevel: str | None = None) -> Instrumented:
+                 emulation: str = "two_state", toplevel: str | None = None,
+                 context: ParameterContext | None = None) -> Instrumented:
     """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
-    all the fast path measures), cached per design content. Raises :class:`Unsupported`
-    (cached too)."""
+    all the fast path measures), cached per design content (and, with ``context``, per the
+    testbench's parameter values). Raises :class:`Unsupported` (cached too)."""
     wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
-    result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel)
+    if context is None:
+        result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel)
+    else:
+        key = (design_key(files), context.signature, wanted, emulation, toplevel)
+        with _CONTEXT_LOCK:
+            result = _CONTEXT_CACHE.get(key)
+            if result is not None:
+                _CONTEXT_CACHE.move_to_end(key)
+        if result is None:
+            try:
+                result = instrument(files, wanted, emulation, toplevel, context=context.testbench)
+            except Unsupported as exc:
+                result = exc
+            with _CONTEXT_LOCK:
+                _CONTEXT_CACHE[key] = result
+                while len(_CONTEXT_CACHE) > 256:
+                    _CONTEXT_CACHE.popitem(last=False)
     if isinstance(result, Unsupported):
         raise result
     return result
@@ -103,9 +137,11 @@ class FastSimulator(SimulatorBackend):
                           "points; use engine=verilator (CLI --engine verilator) for user cover points "
                           "and FSM coverage")
 
-    def __init__(self, metrics: tuple[str, ...] | None = None) -> None:
+    def __init__(self, metrics: tuple[str, ...] | None = None, context: ParameterContext | None = None) -> None:
         #: the code metrics to instrument for (default: all the fast path measures)
         self.metrics = metrics
+        #: the SV testbench's parameter values for the DUT, when not the DUT's own
+        self.context = context
 
     @property
     def measures(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -115,7 +151,8 @@ class FastSimulator(SimulatorBackend):
         """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
         run's token. Raises :class:`Unsupported`."""
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
-        inst = instrumented(design, self.metrics, emulation, job.toplevel if emulation == "zero_init" else None)
+        inst = instrumented(design, self.metrics, emulation, job.toplevel if emulation == "zero_init" else None,
+                            self.context if emulation == "two_state" else None)
         token = secrets.token_hex(16)
         for name, text in inst.files.items():
             (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")

@@ -85,7 +85,18 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
                 and _direction(node.header) == "output" \
                 and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
                 and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
-            source.insert(source.offsets(node.declarator)[1], " = '0", closing=True, depth=0)
+            dims = [d for d in node.declarator.dimensions if isinstance(d, syntax.SyntaxNode)]
+            if not dims:
+                source.insert(source.offsets(node.declarator)[1], " = '0", closing=True, depth=0)
+                continue
+            # an unpacked-array port takes no `= '0` (not SV): zeroed by an initial after the
+            # module header instead, as zero_arrays does for declared arrays
+            module = _module_of(node)
+            name = node.declarator.name.valueText
+            idx = [f"__rs_i{i}" for i in range(len(dims))]
+            source.insert(source.offsets(module.header)[1],
+                          f" initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;",
+                          closing=True, depth=0)
 
 
 def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
@@ -230,9 +241,14 @@ def _in_procedure(node: Any) -> bool:
     return False
 
 
-def _module_name(node: Any) -> str | None:
+def _module_of(node: Any) -> Any:
     while node is not None and node.kind != _K.ModuleDeclaration:
         node = node.parent
+    return node
+
+
+def _module_name(node: Any) -> str | None:
+    node = _module_of(node)
     return node.header.name.valueText if node is not None else None
 
 

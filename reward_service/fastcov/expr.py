@@ -37,7 +37,7 @@ from pyslang.parsing import Token
 from reward_service.fastcov.blocks import STOP_TASKS, _off_regions, _pragma_before
 from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
-from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported, instance_bodies, parameter_values
+from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported, other_bodies
 
 _S = ast.SymbolKind
 _T = ast.StatementKind
@@ -130,7 +130,7 @@ class ExprKind:
         # Verilator makes a copy of the module per parameter set; the points of each copy
         # must be the ones found here, or one flag would stand for different points
         mine = {key for key, _ in walker.points}
-        for body in _other_bodies(unit):
+        for body in other_bodies(unit):
             other = _Walker(unit, dry=True)
             other.scope(body, ())
             if {key for key, _ in other.points} != mine:
@@ -561,17 +561,6 @@ def _item_of(node: Any) -> Any:
     if node is None:
         raise Unsupported("continuous assignment without its item")
     return node
-
-
-def _other_bodies(unit: ModuleUnit) -> list[Any]:
-    """Elaborated bodies of ``unit``'s module other than ``unit.body`` whose parameter values
-    differ from it (one per distinct set)."""
-    mine = parameter_values(unit.body)
-    found: dict[tuple, Any] = {}
-    for body in instance_bodies(unit.compilation):
-        if body.definition.name == unit.name:
-            found.setdefault(parameter_values(body), body)
-    return [b for key, b in found.items() if key != mine]
 
 
 def _level_sensitive(timing: Any) -> bool:

@@ -68,22 +68,27 @@ class Instrumented:
     metrics: tuple[str, ...]
 
 
-def parse(files: dict[str, str]) -> tuple[list[SourceFile], Any]:
+def parse(files: dict[str, str], context: dict[str, str] | None = None) -> tuple[list[SourceFile], Any]:
     """Parse HDL files into :class:`SourceFile` s sharing one source manager, plus a pyslang
-    compilation of them. Raises :class:`Unsupported` on a syntax error."""
+    compilation of them and of the ``context`` files (name -> text: a testbench whose
+    instances give the DUT its parameter values; parsed with the same source manager, not
+    returned as sources). Raises :class:`Unsupported` on a syntax error."""
     sm = SourceManager()
-    sources = []
-    for name, text in files.items():
-        tree = syntax.SyntaxTree.fromText(text, sm, name, name)
-        errors = [d for d in tree.diagnostics if d.isError()]
-        if errors:
-            loc = errors[0].location
-            raise Unsupported(f"{name}:{sm.getLineNumber(loc)}: pyslang cannot parse it ({errors[0].code})")
-        sources.append(SourceFile(name, text, tree))
+    sources = [SourceFile(name, text, _tree(name, text, sm)) for name, text in files.items()]
     compilation = ast.Compilation()
     for s in sources:
         compilation.addSyntaxTree(s.tree)
+    for name, text in (context or {}).items():
+        compilation.addSyntaxTree(_tree(name, text, sm))
     return sources, compilation
+
+
+def _tree(name: str, text: str, sm: Any) -> Any:
+    tree = syntax.SyntaxTree.fromText(text, sm, name, name)
+    errors = [d for d in tree.diagnostics if d.isError()]
+    if errors:
+        raise Unsupported(f"{name}:{sm.getLineNumber(errors[0].location)}: pyslang cannot parse it ({errors[0].code})")
+    return tree
 
 
 def modules_of(source: SourceFile) -> list[Any]:
@@ -102,12 +107,16 @@ EMULATIONS = ("two_state", "zero_init")
 
 
 def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
-               emulation: str = "two_state", toplevel: str | None = None) -> Instrumented:
+               emulation: str = "two_state", toplevel: str | None = None,
+               context: dict[str, str] | None = None) -> Instrumented:
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
     point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
     (``two_state`` for SV testbenches, ``zero_init`` for cocotb with HDL ``toplevel``; see
-    :mod:`.emulate`). Raises :class:`Unsupported` when the design cannot be instrumented
-    exactly."""
+    :mod:`.emulate`). ``context``: testbench files (name -> text, headers left out) to
+    elaborate the DUT under, when they give it other parameter values than its own
+    (:mod:`.params`): the points are then enumerated from the instances the testbench makes (a
+    DUT module it does not instantiate keeps its own elaboration). Raises :class:`Unsupported`
+    when the design cannot be instrumented exactly."""
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
     hdl_files = {n: t for n, t in design.items()  # data files (.hex, .mem, ...) are not code
@@ -116,12 +125,23 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
         raise Unsupported("`include in the design is not instrumented")
     sources, compilation = parse(hdl_files)
     bodies = _instance_bodies(compilation)
+    compilations = dict.fromkeys(bodies, compilation)
+    if context:
+        sources, compilation = parse(hdl_files, context)
+        own = ast.Compilation()  # the DUT alone, from the same syntax trees
+        for s in sources:
+            own.addSyntaxTree(s.tree)
+        own_bodies = _instance_bodies(own)
+        bodies = _instance_bodies(compilation, strict=True)
+        compilations = {**dict.fromkeys(own_bodies, own), **dict.fromkeys(bodies, compilation)}
+        bodies = {**own_bodies, **bodies}
     kinds = _kinds(metrics)
     tables: dict[str, ModuleTable] = {}
     for source in sources:
         wrapped = emulate.name_generate_blocks(source)
         for module in modules_of(source):
-            unit = ModuleUnit(source, module, compilation, bodies.get(module.header.name.valueText))
+            name = module.header.name.valueText
+            unit = ModuleUnit(source, module, compilations.get(name, compilation), bodies.get(name))
             unit.wrapped_bodies = wrapped
             unit.constant_functions = _split_constant_functions(unit)
             if unit.name in tables:
@@ -164,13 +184,17 @@ def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None,
     emulate.mark_endings(source)
 
 
-def _instance_bodies(compilation: Any) -> dict[str, Any]:
-    """One elaborated instance body per module definition (first found, depth first)."""
+def _instance_bodies(compilation: Any, strict: bool = False) -> dict[str, Any]:
+    """One elaborated instance body per module definition (first found, depth first).
+    ``strict``: an elaboration failure raises :class:`Unsupported` (the testbench's parameter
+    values would be unknown) instead of costing the semantic model only."""
     bodies: dict[str, Any] = {}
     try:
         for body in instance_bodies(compilation):
             bodies.setdefault(body.definition.name, body)
     except Exception as exc:  # noqa: BLE001 - elaboration problems only cost the semantic model
+        if strict:
+            raise Unsupported(f"pyslang cannot elaborate the design with the testbench: {exc}") from exc
         log.debug("pyslang elaboration failed: %s", exc)
     return bodies
 

@@ -1,18 +1,20 @@
-"""Parameter values a testbench gives the DUT, against the ones the instrumentation used.
+"""Parameter values a testbench gives the DUT, against the ones the DUT has on its own.
 
 The instrumented DUT is made once per design, elaborated from the DUT files alone: a top DUT
-module gets its default parameters. Line, branch and toggle flags follow the simulation's own
-parameter values (generate existence and signal widths are resolved by Icarus at run time),
-but expression points are enumerated at instrumentation from the elaborated body, and
+module gets its default parameters. Line and branch flags follow the simulation's own
+parameter values (generate existence is resolved by Icarus at run time), but expression points
+are enumerated at instrumentation from the elaborated body, and so are the signals sampled for
+toggles (a signal of a generate block that only exists under other values would be missed):
 Verilator's ``expr`` points depend on parameter values (a generate branch, a width, a folded
-constant). A testbench instantiating the DUT as ``dut #(.W(8))`` where the design's default
-is 4 would otherwise be scored against the wrong point set (measured: expr 13/13 on the fast
-path where Verilator reports 33/34).
+constant). A testbench instantiating the DUT as ``dut #(.W(8))`` where the design's default is
+4 was measured expr 13/13 on the DUT's own point set where Verilator reports 33/34.
 
-:func:`overridden_parameters` compares, per DUT module, the parameter values of every instance
-in a compilation of the design plus the testbench with the value sets the DUT-only
-compilation has (which the ``expr`` kind already checked to give equal points). Another
-value set sends the sample to Verilator (``fallback`` names the module and values).
+:func:`testbench_values` compares, per DUT module, the parameter values of every instance in a
+compilation of the design plus the testbench with the value sets the DUT-only compilation
+has. When they differ, the DUT is instrumented under the testbench's elaboration
+(:func:`~reward_service.fastcov.instrument.instrument` with ``context``), and the result is
+keyed by those value sets (two testbenches giving the same values share it).
+:func:`overridden_parameters` says in words what differs.
 """
 
 from __future__ import annotations
@@ -41,8 +43,39 @@ def _design_values(files: tuple[tuple[str, str], ...]) -> dict[str, set[tuple[tu
     return instance_values(compilation)
 
 
+#: The parameter value sets of the DUT modules' instances under a testbench:
+#: ``((module, ((name, value), ...)), ...)``, sorted.
+Signature = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+
+def testbench_values(design: dict[str, str], testbench: dict[str, str]) -> Signature | None:
+    """The parameter value sets the testbench's instances give the DUT modules, when any of
+    them is one the DUT files alone do not give (None: the DUT's own elaboration holds).
+
+    ``design``/``testbench``: file name -> text (headers are not compiled). Raises
+    :class:`Unsupported` with the reason when pyslang cannot elaborate the testbench and its
+    text suggests an override (see :func:`overridden_parameters`)."""
+    dut = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    tb = {n: t for n, t in testbench.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    try:
+        own = _design_values(tuple(sorted(dut.items())))
+    except Unsupported:
+        return None  # the design is not instrumentable anyway; instrument() says why
+    try:
+        _, compilation = parse(dut, tb)
+        seen = instance_values(compilation)
+    except Exception as exc:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
+        reason = _textual_override(own, testbench)
+        if reason is not None:
+            raise Unsupported(reason) from exc
+        return None
+    if all(value_sets <= own[m] for m, value_sets in seen.items() if m in own):
+        return None
+    return tuple(sorted((m, values) for m, value_sets in seen.items() if m in own for values in value_sets))
+
+
 def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> str | None:
-    """Why the testbench's parameter values for the DUT differ from the instrumented ones, or
+    """What differs between the testbench's parameter values for the DUT and its own, or
     None when every DUT module instance keeps a value set the DUT files alone give it.
 
     ``design``/``testbench``: file name -> text (headers are not compiled). A testbench
@@ -56,7 +89,7 @@ def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> 
     except Unsupported:
         return None  # the design is not instrumentable anyway; instrument() says why
     try:
-        _, compilation = parse({**dut, **tb})
+        _, compilation = parse(dut, tb)
         seen = instance_values(compilation)
     except Exception:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
         return _textual_override(own, testbench)
@@ -67,8 +100,7 @@ def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> 
         for values in sorted(value_sets - allowed):
             changed = dict(values).items() - _union(allowed)
             shown = ", ".join(f"{k}={v}" for k, v in sorted(changed)) or "its parameters"
-            return (f"the testbench instantiates {module} with {shown}, other than the design's "
-                    "own parameter values (expression points depend on them)")
+            return f"the testbench instantiates {module} with {shown}, other than the design's own parameter values"
     return None
 
 

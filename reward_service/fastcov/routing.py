@@ -2,8 +2,8 @@
 check (called by :meth:`reward_service.engine.Engine._score_with_engine`).
 
 Fallback (the result's ``fallback`` says why, ``engine`` is then ``verilator``): a requested
-metric the fast path does not measure, a design it cannot instrument, an SV testbench giving
-the DUT other parameter values when ``expr`` is measured (:mod:`.params`), ``auto`` with a design
+metric the fast path does not measure, a design it cannot instrument (also under the parameter
+values an SV testbench gives it, :mod:`.params`), ``auto`` with a design
 whose self-check did not agree, and a sample Icarus cannot compile or run (compile error,
 crash without flags). A timeout is not a fallback: the stimulus did not end on Icarus either;
 nor is a cocotb run that ran no test (``ended_by == "no_tests"``: the test module does not
@@ -18,11 +18,15 @@ is logged with the inputs.
 from __future__ import annotations
 
 import json
+import re
 import logging
 import random
 from typing import Any
 
-from reward_service.fastcov.backend import FastSimulator, all_metrics, build_unsupported, instrumented
+from reward_service import hdl
+from reward_service.fastcov.backend import (
+    FastSimulator, ParameterContext, all_metrics, build_unsupported, instrumented,
+)
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import ScoreResult, ShadowCheck, Status
@@ -30,62 +34,133 @@ from reward_service.models import ScoreResult, ShadowCheck, Status
 log = logging.getLogger(__name__)
 
 #: Outcomes of the fast path that send the sample to Verilator.
-_FALLBACK_STATUSES = {Status.compile_error: "Icarus could not compile the sample",
-                      Status.runtime_error: "the Icarus run failed"}
+_FALLBACK_STATUSES = {Status.compile_error: "compile", Status.runtime_error: "run"}
+#: Appended to a fallback whose fault is known (ours, or the user's source on Icarus).
+SCORED_ON_VERILATOR = " — scored on Verilator"
+_TOOL_PREFIX = re.compile(r"^\w+ rejected the design or stimulus: ")
+_ERROR_FILE = re.compile(r"([\w./-]+\.(?:sv|v|svh|vh|sva)):\d+")
 
 
 def unsupported(prepared: Any) -> str | None:
     """Why the fast path cannot score this request at all, or None."""
+    return plan(prepared)[1]
+
+
+def plan(prepared: Any) -> tuple[ParameterContext | None, str | None]:
+    """``(context, None)`` when the fast path can score the request (``context``: the SV
+    testbench's parameter values for the DUT, when not the DUT's own, to instrument under),
+    ``(None, reason)`` when it cannot."""
     spec = prepared.request.coverage
     missing = [m for m in spec.metrics if m != "functional" and m not in all_metrics()]
     if missing:
-        return f"the fast path does not measure {', '.join(missing)}"
+        return None, f"the fast path does not measure {', '.join(missing)}"
     if spec.fsm:
-        return "the fast path has no FSM coverage"
+        return None, "the fast path has no FSM coverage"
     build_reason = build_unsupported(prepared.request.build, dict(prepared.design.files))
     if build_reason:
-        return build_reason
+        return None, build_reason
     try:
         instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:
-        return f"not instrumentable: {exc}"
+        return None, ours("the design", str(exc))
     from reward_service.fastcov.screen import reads_files
 
     reading = reads_files(prepared.stimulus)
     if reading:
-        return f"{reading}: the fast path's coverage token would be readable (docs/fastcov.md)"
-    if "expr" in spec.metrics and prepared.stimulus.kind == "sv_testbench":
-        from reward_service.fastcov.params import overridden_parameters
+        return None, f"{reading}: the fast path's coverage token would be readable (docs/fastcov.md)"
+    context = None
+    # expression points and the sampled signals depend on parameter values (fastcov/params.py)
+    if prepared.stimulus.kind == "sv_testbench" and {"expr", "toggle"} & set(spec.metrics):
+        from reward_service.fastcov.params import testbench_values
 
-        return overridden_parameters(dict(prepared.design.files), dict(prepared.stimulus.files))
-    return None
+        files = dict(prepared.stimulus.files)
+        testbench = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)
+                     and not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+        try:
+            signature = testbench_values(dict(prepared.design.files), files)
+        except Unsupported as exc:
+            return None, str(exc)
+        if signature is not None:
+            context = ParameterContext(testbench, signature)
+            try:
+                instrumented(dict(prepared.design.files), tuple(spec.metrics), context=context)
+            except Unsupported as exc:
+                return None, ours("the design under the testbench's parameter values", str(exc))
+    return context, None
 
 
 def simulate(engine: Any, prepared: Any, timings: dict[str, float]) -> ScoreResult:
     """Score ``prepared`` on the fast path, or on Verilator with the reason in ``fallback``."""
     from reward_service.simulators.verilator import VerilatorSimulator
 
+    result, fallback = attempt(engine, prepared, timings)
+    if result is not None:
+        return result
+    result = engine._simulate(prepared, timings, simulator=VerilatorSimulator())
+    result.fallback = fallback
+    return result
+
+
+def attempt(engine: Any, prepared: Any, timings: dict[str, float]) -> tuple[ScoreResult | None, str | None]:
+    """The fast path's own part of :func:`simulate`: ``(result, None)`` when the fast path
+    scored the sample (shadow check included), ``(None, reason)`` when it goes to Verilator
+    (the reason becomes the result's ``fallback``). Nothing runs on Verilator here
+    (``bench/fallback_rate.py`` measures the fallback rate with it)."""
     request = prepared.request
-    fallback = unsupported(prepared)
+    context, fallback = plan(prepared)
     if fallback is None and request.engine == "auto":
         from reward_service.fastcov.choice import decide
 
         decision = decide(engine, prepared.design)
         if not decision.fast:
             fallback = f"auto chose Verilator for this design: {decision.reason}"
-    if fallback is None:
-        fast = FastSimulator(tuple(request.coverage.metrics))
-        result = engine._simulate(prepared, dict(timings), simulator=fast)
-        # A cocotb run that ran no test (import error, no test defined) fails alike on Verilator.
-        reason = None if result.ended_by == "no_tests" else _FALLBACK_STATUSES.get(result.status)
-        if reason is None:
-            if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
-                result.shadow = shadow_check(engine, prepared, result)
-            return result
-        fallback = f"{reason}: {result.message[:300]}"
-    result = engine._simulate(prepared, timings, simulator=VerilatorSimulator())
-    result.fallback = fallback
-    return result
+    if fallback is not None:
+        return None, fallback
+    fast = FastSimulator(tuple(request.coverage.metrics), context)
+    result = engine._simulate(prepared, dict(timings), simulator=fast)
+    # A cocotb run that ran no test (import error, no test defined) fails alike on Verilator.
+    reason = None if result.ended_by == "no_tests" else _FALLBACK_STATUSES.get(result.status)
+    if reason is None:
+        if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
+            result.shadow = shadow_check(engine, prepared, result)
+        return result, None
+    return None, whose_fault(engine, prepared, result)
+
+
+def ours(what: str, reason: str) -> str:
+    """The fallback message of a failure of our instrumentation of ``what``."""
+    return f"the fast path could not instrument {what}: {reason}{SCORED_ON_VERILATOR}"
+
+
+def whose_fault(engine: Any, prepared: Any, fast: ScoreResult) -> str:
+    """The fallback message of a sample the fast path could not compile or run (``fast``:
+    its compile_error / runtime_error result), saying whose fault it is. The design and
+    testbench as written are run on plain Icarus: when they fail the same way there, it is the
+    user's source (or a limit of Icarus): "Icarus rejects the testbench: <error>"; when only
+    the instrumented build fails, it is ours: "the fast path could not instrument the
+    design: ...". Both end with " — scored on Verilator"."""
+    from reward_service.simulators.icarus import IcarusSimulator
+
+    plain = engine._simulate(prepared, {}, simulator=IcarusSimulator())
+    # the fast run's own error text: the rewrites keep line numbers, and its hints name the engine
+    error = _TOOL_PREFIX.sub("", fast.message)[:300]
+    if plain.status == fast.status or (fast.status == Status.runtime_error and plain.status == Status.compile_error):
+        verb = "rejects" if plain.status == Status.compile_error else "cannot run"
+        return f"Icarus {verb} {_where(prepared, error)}: {error}{SCORED_ON_VERILATOR}"
+    if fast.status == Status.compile_error:
+        reason = f"Icarus rejects the instrumented build ({error}), not the sources as written"
+    else:
+        reason = f"the instrumented run failed ({error}), not the run of the sources as written"
+    return ours(_where(prepared, error, "the design"), reason)
+
+
+def _where(prepared: Any, error: str, default: str = "the testbench") -> str:
+    """``the design`` or ``the testbench``: whose file the error names."""
+    found = _ERROR_FILE.search(error)
+    if found is None:
+        return default
+    name = found.group(1)
+    return "the design" if name in prepared.design.files else "the testbench"
 
 
 def shadow_check(engine: Any, prepared: Any, fast: ScoreResult) -> ShadowCheck:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pyslang import ast, syntax
 
-from reward_service.fastcov.unit import FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, Unsupported
+from reward_service.fastcov.unit import FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, Unsupported, other_bodies
 
 _K = syntax.SyntaxKind
 _S = ast.SymbolKind
@@ -70,7 +70,10 @@ class ToggleKind:
         ports = {p.name for p in unit.body.portList}
         off = _off_regions(unit)
         seen: set[tuple[int, int]] = set()
-        for sym, scoped in _signals(unit.body):
+        # every parameter set's signals: a generate block may exist under one set only (the
+        # watcher sits in the block, so an instance without it samples nothing there)
+        found = [pair for body in (unit.body, *other_bodies(unit)) for pair in _signals(body)]
+        for sym, scoped in found:
             decl = sym.syntax if sym.syntax is not None and sym.syntax.kind == _K.Declarator else None
             if decl is not None:
                 key = unit.source.offsets(decl)

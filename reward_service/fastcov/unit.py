@@ -359,3 +359,20 @@ def instance_bodies(compilation: Any) -> Iterator[Any]:
 def parameter_values(body: Any) -> tuple[tuple[str, str], ...]:
     """``((name, value), ...)`` of an elaborated instance body's value parameters, in order."""
     return tuple((m.name, str(m.value)) for m in body if m.kind == ast.SymbolKind.Parameter)
+
+
+def other_bodies(unit: ModuleUnit) -> list[Any]:
+    """Elaborated bodies of ``unit``'s module other than ``unit.body`` whose parameter values
+    differ from it (one per distinct set). Raises :class:`Unsupported` when pyslang's
+    elaboration fails (the other sets would be unknown)."""
+    if unit.body is None or unit.compilation is None:
+        return []
+    mine = parameter_values(unit.body)
+    found: dict[tuple, Any] = {}
+    try:
+        for body in instance_bodies(unit.compilation):
+            if body.definition.name == unit.name:
+                found.setdefault(parameter_values(body), body)
+    except Exception as exc:  # noqa: BLE001 - whatever pyslang's elaboration raises
+        raise Unsupported(f"{unit.file}: pyslang cannot elaborate every instance of {unit.name}: {exc}") from exc
+    return [b for key, b in found.items() if key != mine]

@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""How often the fast coverage path hands a sample to Verilator, and why (issue 9 point 8).
+
+Every testbench of ``../shared/cases/stimulus`` (8 problems x weak/good/best SV testbenches and
+the problems' cocotb tests) and a spread of the cocotb corpus (``../shared/cases/cvdp/
+cocotb_corpus.jsonl``, every ``--corpus-step``-th item, requests built as
+``tests/test_cocotb_corpus.py`` builds them) is scored with ``engine=fast`` through the
+engine's fast-path attempt (:func:`reward_service.fastcov.routing.attempt`): the fast path
+runs for real (instrumentation, sandboxed Icarus / cocotb), but a sample that falls back is
+*not* then scored on Verilator, since only the reason is measured here. Default metrics (line,
+branch, toggle, expr), the DUT instance as coverage scope for the SV testbenches.
+
+Prints one row per testbench (engine, status, fallback reason) and the fallback rate; the
+target of issue 9 is <= 5 % of testbenches. Exit status 0 when the rate meets ``--max-rate``.
+
+    python bench/fallback_rate.py                      # 26 stimulus cases + 38 corpus items, ~10 min
+    python bench/fallback_rate.py --corpus-step 0 --json /tmp/fallback.json   # stimulus cases only
+    PYTHONPATH=/tmp/old-checkout python bench/fallback_rate.py --full         # another version's rate
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import posixpath
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def stimulus_requests(cases: Path, cid012: Path) -> list[tuple[str, dict]]:
+    """(name, request) per SV testbench and cocotb test of the stimulus cases."""
+    rows = {}
+    with open(cid012, encoding="utf-8") as fh:
+        for row in map(json.loads, fh):
+            rows[row["id"]] = row
+    out = []
+    for d in sorted(p for p in cases.iterdir() if (p / "expected.json").exists()):
+        expected = json.loads((d / "expected.json").read_text())
+        files = rows[d.name]["harness"].get("files", rows[d.name]["harness"])
+        rtl = {k[4:]: v for k, v in files.items() if k.startswith("src/") and k.endswith((".sv", ".v"))}
+        for tb, info in expected["testbenches"].items():
+            out.append((f"{d.name}/{info['file']}", {
+                "design": {"files": rtl},
+                "stimulus": {"kind": "sv_testbench", "files": {info["file"]: (d / info["file"]).read_text()}},
+                "coverage": {"scope": expected["dut_instance"]},
+                "engine": "fast"}))
+        cocotb = expected.get("cocotb")
+        if cocotb:
+            out.append((f"{d.name}/{cocotb['file']}", {
+                "design": {"files": rtl, "toplevel": cocotb["hdl_toplevel"]},
+                "stimulus": {"kind": "cocotb", "test_module": cocotb["test_module"],
+                             "files": {cocotb["file"]: (d / cocotb["file"]).read_text()}},
+                "engine": "fast"}))
+    return out
+
+
+def corpus_requests(corpus: Path, step: int) -> list[tuple[str, dict]]:
+    """(name, request) for every ``step``-th item of the cocotb corpus (sorted by id)."""
+    if step <= 0 or not corpus.exists():
+        return []
+    with open(corpus, encoding="utf-8") as fh:
+        rows = sorted(map(json.loads, fh), key=lambda r: r["id"])
+    out = []
+    for row in rows[::step]:
+        out.append((f"corpus/{row['id']}", {
+            "design": {"files": {p: row["rtl"][p] for p in row["rtl_sources_order"]}, "toplevel": row["toplevel"]},
+            "stimulus": {"kind": "cocotb", "test_module": row["test_modules"][0], "runtime": "auto",
+                         "files": {posixpath.basename(p): t for p, t in row["tests"].items()}},
+            "limits": {"run_s": 120, "compile_s": 300},
+            "engine": "fast"}))
+    return out
+
+
+def attempt(engine, request: dict, full: bool = False) -> dict:
+    """Run the fast path's attempt for one request (``full``: the whole ``Engine.score``, a
+    fallback then also runs Verilator): engine, status, fallback, tests run, seconds."""
+    from reward_service.models import ScoreRequest
+
+    t0 = time.perf_counter()
+    if full:
+        result = engine.score(request)
+        engine_name = result.engine if result.status.value != "invalid_input" else None
+        fallback = result.fallback
+    else:
+        from reward_service.fastcov import routing
+
+        try:
+            prepared = engine.prepare(ScoreRequest.model_validate(request))
+        except Exception as exc:  # noqa: BLE001 - reported as the row's status
+            return {"engine": None, "status": "invalid_input", "fallback": None, "message": str(exc)[:300],
+                    "tests": None, "seconds": round(time.perf_counter() - t0, 2)}
+        result, fallback = routing.attempt(engine, prepared, {})
+        engine_name = "fast" if result is not None else "verilator"
+    return {"engine": engine_name, "fallback": fallback,
+            "status": result.status.value if result is not None else None,
+            "message": result.message[:300] if result is not None else "",
+            "tests": len(result.tests) if result is not None and request["stimulus"]["kind"] == "cocotb" else None,
+            "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=Path, default=REPO.parent / "shared" / "cases" / "stimulus")
+    parser.add_argument("--cid012", type=Path, default=None, help="default: CASES/../cvdp/cid012.jsonl")
+    parser.add_argument("--corpus", type=Path, default=None, help="default: CASES/../cvdp/cocotb_corpus.jsonl")
+    parser.add_argument("--corpus-step", type=int, default=3, help="every N-th corpus item (0: none)")
+    parser.add_argument("--only", default="", help="only names containing this text")
+    parser.add_argument("--max-rate", type=float, default=5.0, help="target fallback rate, percent")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--full", action="store_true",
+                        help="score with Engine.score (a fallback is then also run on Verilator)")
+    args = parser.parse_args(argv)
+    cid012 = args.cid012 or args.cases.parent / "cvdp" / "cid012.jsonl"
+    corpus = args.corpus or args.cases.parent / "cvdp" / "cocotb_corpus.jsonl"
+
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    samples = stimulus_requests(args.cases, cid012) + corpus_requests(corpus, args.corpus_step)
+    samples = [(n, r) for n, r in samples if args.only in n]
+    engine = Engine(Settings(cache_dir=Path(tempfile.mkdtemp(prefix="rs-fallback-")), result_cache=False))
+    rows = {}
+    for name, request in samples:
+        row = rows[name] = attempt(engine, request, args.full)
+        tests = "" if row["tests"] is None else f" ({row['tests']} tests)"
+        print(f"{row['engine'] or '-':9} {row['status'] or '-':14} {row['seconds']:7.2f}s {name}{tests}"
+              + (f"\n          fallback: {row['fallback']}" if row["fallback"] else "")
+              + (f"\n          message: {row['message']}" if row["engine"] is None else ""), flush=True)
+    counted = [r for r in rows.values() if r["engine"] is not None]
+    fell = [n for n, r in rows.items() if r["engine"] == "verilator"]
+    rate = 100.0 * len(fell) / len(counted) if counted else 0.0
+    print(f"\n{len(fell)} of {len(counted)} testbenches fall back to Verilator: {rate:.1f} % "
+          f"(target <= {args.max_rate:g} %)")
+    for name in fell:
+        print(f"  {name}: {rows[name]['fallback']}")
+    if args.json:
+        args.json.write_text(json.dumps({"rate_percent": rate, "fallbacks": len(fell), "testbenches": len(counted),
+                                         "rows": rows}, indent=1))
+    return 0 if rate <= args.max_rate else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

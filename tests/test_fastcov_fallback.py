@@ -1,0 +1,157 @@
+"""Samples the fast path used to hand to Verilator for reasons of ours, and the fallback
+message saying whose fault a fallback is (issue 9 point 8).
+
+- An unpacked-array output port under cocotb: the zero-initialising rewrite wrote ``= '0`` onto
+  ``output logic [7:0] q [0:3]`` (not SV), Icarus rejected the instrumented DUT and the
+  fallback blamed the user's file. The port is now zeroed by an ``initial foreach``.
+- Whose fault: a sample whose instrumented build Icarus rejects is run on plain Icarus as
+  written; when that fails too, the message blames the source ("Icarus rejects the testbench:
+  <error>"), otherwise our instrumentation ("the fast path could not instrument the design:
+  ..."). The expected error text is a bare ``iverilog`` run's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from reward_service.fastcov.compare import diff_points
+
+METRICS = ["line", "branch", "toggle", "expr"]
+
+REGS = """module regs (input logic clk, input logic we, input logic [1:0] addr, input logic [7:0] d,
+             output logic [7:0] q [0:3], output logic any);
+  always_ff @(posedge clk) if (we) q[addr] <= d;
+  assign any = (q[0] != 0) || (q[3] != 0);
+endmodule
+"""
+
+TEST_REGS = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge, Timer
+
+
+@cocotb.test()
+async def writes(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    dut.we.value = 0
+    dut.addr.value = 0
+    dut.d.value = 0
+    await RisingEdge(dut.clk)
+    for a, v in [(0, 0x5A), (3, 0xA5), (1, 0xFF)]:
+        dut.we.value = 1
+        dut.addr.value = a
+        dut.d.value = v
+        await RisingEdge(dut.clk)
+    dut.we.value = 0
+    await RisingEdge(dut.clk)
+    await Timer(1, unit="ns")
+    assert int(dut.any.value) == 1
+    assert [int(dut.q[i].value) for i in range(4)] == [0x5A, 0xFF, 0, 0xA5]
+"""
+
+
+def test_an_unpacked_array_output_port_is_zeroed_by_an_initial():
+    from reward_service.fastcov.instrument import instrument
+
+    text = instrument({"regs.sv": REGS}, ("line",), "zero_init", "regs").files["regs.sv"]
+    assert "q [0:3] = '0" not in text
+    assert "initial foreach (q[__rs_i0]) q[__rs_i0] = '0;" in text
+
+
+@pytest.mark.slow
+def test_an_unpacked_array_output_port_stays_on_the_fast_path(engine):
+    request = {"design": {"files": {"regs.sv": REGS}, "toplevel": "regs"},
+               "stimulus": {"kind": "cocotb", "test_module": "test_regs", "files": {"test_regs.py": TEST_REGS}},
+               "coverage": {"metrics": METRICS}}
+    fast = engine.score({**request, "engine": "fast"})
+    reference = engine.score({**request, "engine": "verilator"})
+    assert reference.status == "ok" and reference.engine == "verilator", reference.message + reference.log[-2000:]
+    assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, fast.fallback
+    assert [(t.name, t.passed) for t in fast.tests] == [("writes", True)] == [(t.name, t.passed) for t in reference.tests]
+    diff = diff_points(fast._points, reference._points, set(METRICS))
+    assert diff.equal, diff.describe(20)
+
+
+# -- whose fault -------------------------------------------------------------------------------
+ACC = """module acc (input logic clk, input logic [3:0] a, output logic [3:0] q);
+  always_ff @(posedge clk) if (a[0] && a[3]) q <= q + a; else q <= q ^ a;
+endmodule
+"""
+
+TB = """module tb;
+  logic clk = 0; logic [3:0] a = 0, q;
+  acc dut (.clk(clk), .a(a), .q(q));
+  always #5 clk = ~clk;
+  initial begin
+    for (int i = 0; i < 16; i++) begin
+      @(negedge clk); a = i;
+      {stop}
+    end
+    $finish;
+  end
+endmodule
+"""
+
+
+def _request(tb_text: str) -> dict:
+    return {"design": {"files": {"acc.sv": ACC}}, "engine": "fast",
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb_text}},
+            "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]}}
+
+
+def _bare_iverilog_error(tmp_path, files: dict[str, str]) -> str:
+    """The first ``file:line: ...`` line of a bare ``iverilog -g2012`` run (must fail)."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    run = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "x.vvp"), "-s", "tb", *files],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0, run.stdout + run.stderr
+    return next(line for line in (run.stdout + run.stderr).splitlines() if line.startswith(tuple(files)))
+
+
+@pytest.mark.slow
+def test_a_testbench_icarus_rejects_is_the_source(engine, tmp_path):
+    """``break`` (Icarus 11: "sorry: break statements not supported") fails on plain Icarus
+    too: the testbench's (or Icarus's) limit, not ours."""
+    tb_text = TB.format(stop="if (i == 12) break;")
+    error = _bare_iverilog_error(tmp_path, {"acc.sv": ACC, "tb.sv": tb_text})
+    assert "break" in error
+    result = engine.score(_request(tb_text))
+    assert result.status == "ok" and result.engine == "verilator", result.message
+    assert result.fallback.startswith("Icarus rejects the testbench: "), result.fallback
+    assert error in result.fallback and result.fallback.endswith(" — scored on Verilator"), (error, result.fallback)
+
+
+@pytest.mark.slow
+def test_an_instrumented_build_icarus_rejects_is_ours(engine, monkeypatch):
+    """A fault of the instrumentation (injected: the written DUT gets a stray token, as the
+    unpacked-port bug wrote ``= '0``) while the sources as written compile: the message
+    blames the fast path, not the user's file."""
+    from reward_service.fastcov.backend import FastSimulator
+
+    prepare = FastSimulator.prepare
+
+    def broken(self, job, emulation):
+        out = prepare(self, job, emulation)
+        path = job.src / "acc.sv"
+        path.write_text(path.read_text().replace("endmodule", "= '0; endmodule", 1))
+        return out
+
+    monkeypatch.setattr(FastSimulator, "prepare", broken)
+    result = engine.score(_request(TB.format(stop="")))
+    assert result.status == "ok" and result.engine == "verilator", result.message
+    assert result.fallback.startswith("the fast path could not instrument the design: Icarus rejects the "
+                                      "instrumented build (acc.sv:"), result.fallback
+    assert result.fallback.endswith("not the sources as written — scored on Verilator"), result.fallback
+
+
+def test_an_uninstrumentable_design_says_it_is_ours(engine):
+    from reward_service.fastcov.routing import unsupported
+    from reward_service.models import ScoreRequest
+
+    design = {"acc.sv": ACC.replace("module acc", "interface bus; logic v; endinterface\nmodule acc")}
+    prepared = engine.prepare(ScoreRequest.model_validate({**_request(TB.format(stop="")), "design": {"files": design}}))
+    assert unsupported(prepared) == ("the fast path could not instrument the design: acc.sv: InterfaceDeclaration "
+                                     "in the design is not instrumented — scored on Verilator")
