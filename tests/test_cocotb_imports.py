@@ -258,3 +258,34 @@ def test_stimulus_package_lists_agree():
     assert imports <= set(STIMULUS_PACKAGES["cocotb-2.1"])
     assert imports | {"cocotbext.spi"} <= set(STIMULUS_PACKAGES["cocotb-1.9"])
     assert "cocotbext.spi" not in STIMULUS_PACKAGES["cocotb-2.1"]  # 0.5 needs cocotb 1.x
+
+
+# ---------------------------------------------------------------------------------------------
+# the Docker sandbox (the simulation image ships the same packages)
+
+
+@pytest.fixture(scope="module")
+def docker_engine(shared_cache_dir):
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+        client.images.get("reward-service-sim:latest")
+    except docker.errors.DockerException as exc:
+        pytest.skip(f"no Docker daemon or simulation image: {exc}")
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    return Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, sandbox="docker",
+                           docker_volume_prefix="reward-service-test"))
+
+
+@pytest.mark.parametrize("runtime", ["cocotb-2.1", "cocotb-1.9"])
+def test_docker_sandbox_same_answers(docker_engine, tmp_path, runtime):
+    passing = docker_engine.score(request({"test_acc.py": PACKAGES_TEST}, engine="fast", runtime=runtime))
+    assert passing.status == "ok", (passing.message, passing.log[-3000:])
+    assert [(t.name, t.passed) for t in passing.tests] == [("sums", True)]
+    assert {m: (c.covered, c.total) for m, c in passing.coverage.metrics.items() if c.total} == PACKAGES_COVERAGE
+    assert passing.versions["sandbox"].startswith("docker:")
+    broken = docker_engine.score(request(BROKEN["missing_package"][0], engine="fast", runtime=runtime))
+    assert_failed(broken, "missing_package", expected_message("missing_package", tmp_path), "fast")
