@@ -289,3 +289,35 @@ def test_docker_sandbox_same_answers(docker_engine, tmp_path, runtime):
     assert passing.versions["sandbox"].startswith("docker:")
     broken = docker_engine.score(request(BROKEN["missing_package"][0], engine="fast", runtime=runtime))
     assert_failed(broken, "missing_package", expected_message("missing_package", tmp_path), "fast")
+
+
+# ---------------------------------------------------------------------------------------------
+# the rule itself, on what a run step can leave behind
+
+
+def _run_step(output: str, exit_code: int = 0, **flags):
+    from reward_service.sandbox import ExecResult
+    from reward_service.simulators.base import SimRun
+
+    out = SimRun(run=ExecResult(exit_code=exit_code, output=output, output_bytes=len(output),
+                                dropped_bytes=0, duration_ms=1.0, **flags))
+    out.ended_by = "exit"
+    return out
+
+
+def test_no_results_xml_without_a_record():
+    from reward_service.simulators.cocotb_flow import no_test_ran
+
+    log_text = "Traceback (most recent call last):\n  File x\nImportError: cannot import name 'Foo' from 'bar'\n"
+    assert no_test_ran(_run_step(log_text), {"exit": 0}, {}, "cocotb-2.1", "test_acc") == (
+        "runtime_error", "the cocotb run wrote no results.xml, no test ran: "
+                         "ImportError: cannot import name 'Foo' from 'bar'")
+    # The runner failing around the simulator (driver exit 2/3) is our installation's fault.
+    status, message = no_test_ran(_run_step(""), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
+                                  "cocotb-2.1", "test_acc")
+    assert status == "sandbox_error" and message.endswith("runner exited: 'vvp'")
+    # Cut-short runs keep their own statuses (timeout, limits, crash by signal).
+    crashed = _run_step("", exit_code=-11)
+    crashed.ended_by = "crash"
+    assert no_test_ran(crashed, {}, {}, "cocotb-2.1", "test_acc") is None
+    assert no_test_ran(_run_step("", timed_out=True), {}, {}, "cocotb-2.1", "test_acc") is None
