@@ -135,7 +135,7 @@ def test_fast_path_run_without_tests_fails_without_fallback(engine, tmp_path, ca
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["missing_package", "syntax_error", "zero_tests"])
+@pytest.mark.parametrize("case", ["missing_helper", "missing_package", "syntax_error", "zero_tests"])
 def test_verilator_run_without_tests_fails(engine, tmp_path, case):
     """One DUT model (built once per design) serves every case."""
     result = engine.score(request(BROKEN[case][0], simulator="verilator"))
