@@ -80,6 +80,7 @@ class Toolchain:
     vvp: str = "vvp"                     # Icarus runtime command
     cocotb19_venv: str | None = None     # the optional cocotb 1.9 runtime (a venv)
     cocotb19_version: str | None = None
+    solver: str | None = None            # SMT solver command of Verilator's randomize() (VERILATOR_SOLVER)
     versions: Mapping[str, str] = field(default_factory=dict)  # tool -> version
 
     @property

