@@ -20,8 +20,6 @@ NAMES = sorted(p.stem for p in DESIGNS.glob("*.sv") if not p.stem.endswith("_tb"
 FALLBACK = {
     "macroarm": "the fast path could not instrument the design: macroarm.sv:6: instrumenting code inside a "
                 "macro expansion",
-    # Icarus 11 has no break/continue: the design as written fails on plain Icarus too
-    "jumps": "Icarus rejects the design: jumps.sv:7: syntax error — scored on Verilator",
 }
 
 

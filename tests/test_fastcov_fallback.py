@@ -94,11 +94,49 @@ TB = """module tb;
 endmodule
 """
 
+#: break/continue in for, nested for, repeat and do-while loops (Icarus 11 has neither).
+JUMPS_TB = """module tb;
+  logic clk = 0; logic [3:0] a = 0, q;
+  acc dut (.clk(clk), .a(a), .q(q));
+  always #5 clk = ~clk;
+  int n = 0;
+  initial begin
+    for (int i = 0; i < 16; i++) begin
+      @(negedge clk); a = i;
+      if (i == 12) break;
+      if (i % 3 == 0) continue;
+      n++;
+      for (int j = 0; j < 4; j++) begin if (j == 2) break; n += 10; end
+    end
+    $display("n=%0d a=%0d", n, a);
+    repeat (3) begin n++; if (n > 0) continue; n = 1000; end
+    do begin n++; if (n[0]) continue; n += 100; end while (n < 400);
+    $display("n=%0d", n);
+    $finish;
+  end
+endmodule
+"""
+
 
 def _request(tb_text: str) -> dict:
     return {"design": {"files": {"acc.sv": ACC}}, "engine": "fast",
             "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb_text}},
             "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]}}
+
+
+@pytest.mark.slow
+def test_break_and_continue_in_the_testbench_stay_on_the_fast_path(engine):
+    """The testbench's break/continue become ``disable`` of named blocks on the fast path: same
+    behaviour (the testbench's own output equals Verilator's run) and the same points."""
+    request = _request(JUMPS_TB)
+    fast = engine.score(request)
+    reference = engine.score({**request, "engine": "verilator"})
+    assert reference.status == "ok", reference.message
+    assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, fast.fallback
+    said = [line.strip() for line in reference.log.splitlines() if line.strip().startswith("n=")]
+    assert len(said) == 2 and said == [line.strip() for line in fast.log.splitlines() if line.strip().startswith("n=")]
+    diff = diff_points(fast._points, reference._points, {"line", "branch", "toggle"})
+    assert diff.equal, diff.describe(20)
 
 
 def _bare_iverilog_error(tmp_path, files: dict[str, str]) -> str:
@@ -113,11 +151,11 @@ def _bare_iverilog_error(tmp_path, files: dict[str, str]) -> str:
 
 @pytest.mark.slow
 def test_a_testbench_icarus_rejects_is_the_source(engine, tmp_path):
-    """``break`` (Icarus 11: "sorry: break statements not supported") fails on plain Icarus
-    too: the testbench's (or Icarus's) limit, not ours."""
-    tb_text = TB.format(stop="if (i == 12) break;")
+    """A concurrent assertion (Icarus 11: "sorry: concurrent_assertion_item not supported")
+    fails on plain Icarus too: the testbench's (or Icarus's) limit, not ours."""
+    tb_text = TB.format(stop="").replace("endmodule", "  a_p: assert property (@(posedge clk) a <= 4'd15);\nendmodule")
     error = _bare_iverilog_error(tmp_path, {"acc.sv": ACC, "tb.sv": tb_text})
-    assert "break" in error
+    assert "concurrent_assertion_item not supported" in error
     result = engine.score(_request(tb_text))
     assert result.status == "ok" and result.engine == "verilator", result.message
     assert result.fallback.startswith("Icarus rejects the testbench: "), result.fallback

@@ -13,6 +13,8 @@ testbench; no coverage is added here).
   Icarus runs ``always @(*)`` only on a change of its inputs. ``always @(*)``/``always @*``
   become ``always_comb``, which Icarus runs at time 0 (its sensitivity also includes the
   variables read by called functions, as Verilator's settle does).
+- **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
+  ``disable`` of a named block around the loop / its body.
 
 Line numbers are unchanged (only tokens are replaced or added on their line).
 """
@@ -155,6 +157,40 @@ def mark_endings(source: SourceFile) -> None:
             if expr.kind == _K.SystemName and expr.systemIdentifier.valueText in ("$stop", "$finish"):
                 name = expr.systemIdentifier.valueText
                 source.wrap(node, _depth(node)).before.append(f'$display("{name} called");')
+
+
+_LOOPS = {_K.ForLoopStatement, _K.LoopStatement, _K.DoWhileStatement, _K.ForeverStatement,
+          _K.ForeachLoopStatement}
+_LOOP_STOPS = {_K.FunctionDeclaration, _K.TaskDeclaration, _K.ModuleDeclaration, _K.ParallelBlockStatement}
+
+
+def jumps_as_disable(source: SourceFile) -> None:
+    """``break``/``continue`` (Icarus 11: "sorry: ... not supported") as ``disable`` of a
+    named block: the loop is wrapped in ``begin : __rs_brk<n> ... end`` and ``break`` becomes
+    ``disable __rs_brk<n>``; the loop body in ``begin : __rs_cnt<n> ... end`` and ``continue``
+    becomes ``disable __rs_cnt<n>`` (a ``for`` loop then runs its step, a ``do-while`` its
+    test, as after ``continue``). The block kinds' flags stay where they were: a ``continue``
+    sets the body's flag before it jumps (blocks.py), a ``break`` does not."""
+    names: dict[tuple[str, tuple[int, int]], str] = {}
+    for node in _walk(source.tree.root):
+        if node.kind != _K.JumpStatement or node.breakOrContinue.valueText not in ("break", "continue"):
+            continue
+        word = node.breakOrContinue.valueText
+        loop = node.parent
+        while loop is not None and loop.kind not in _LOOPS and loop.kind not in _LOOP_STOPS:
+            loop = loop.parent
+        if loop is None or loop.kind not in _LOOPS:
+            continue  # not in a loop of this process: left for the compilers to reject
+        target = loop if word == "break" else loop.statement
+        key = (word, source.offsets(target))
+        name = names.get(key)
+        if name is None:
+            name = names[key] = f"__rs_{'brk' if word == 'break' else 'cnt'}{len(names)}"
+            start, end = key[1]
+            d = _depth(target)
+            source.insert(start, f"begin : {name} ", closing=False, depth=d)
+            source.insert(end, " end", closing=True, depth=d)
+        source.replace(node, f"disable {name};")
 
 
 def comb_at_time_zero(source: SourceFile) -> None:

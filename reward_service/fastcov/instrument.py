@@ -182,6 +182,7 @@ def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None,
     emulate.zero_arrays(source)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)
+    emulate.jumps_as_disable(source)
 
 
 def _instance_bodies(compilation: Any, strict: bool = False) -> dict[str, Any]:

@@ -55,20 +55,10 @@ def testbench_values(design: dict[str, str], testbench: dict[str, str]) -> Signa
     ``design``/``testbench``: file name -> text (headers are not compiled). Raises
     :class:`Unsupported` with the reason when pyslang cannot elaborate the testbench and its
     text suggests an override (see :func:`overridden_parameters`)."""
-    dut = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
-    tb = {n: t for n, t in testbench.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
-    try:
-        own = _design_values(tuple(sorted(dut.items())))
-    except Unsupported:
-        return None  # the design is not instrumentable anyway; instrument() says why
-    try:
-        _, compilation = parse(dut, tb)
-        seen = instance_values(compilation)
-    except Exception as exc:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
-        reason = _textual_override(own, testbench)
-        if reason is not None:
-            raise Unsupported(reason) from exc
+    found = _values(design, testbench)
+    if found is None:
         return None
+    own, seen = found
     if all(value_sets <= own[m] for m, value_sets in seen.items() if m in own):
         return None
     return tuple(sorted((m, values) for m, value_sets in seen.items() if m in own for values in value_sets))
@@ -82,17 +72,13 @@ def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> 
     pyslang cannot parse or elaborate (one that includes a header, say) counts as overriding
     when the text of any of its files, headers included, has a ``defparam``, or a ``#`` or a
     macro after the name of a DUT module (the safe side: Verilator scores it)."""
-    dut = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
-    tb = {n: t for n, t in testbench.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
     try:
-        own = _design_values(tuple(sorted(dut.items())))
-    except Unsupported:
-        return None  # the design is not instrumentable anyway; instrument() says why
-    try:
-        _, compilation = parse(dut, tb)
-        seen = instance_values(compilation)
-    except Exception:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
-        return _textual_override(own, testbench)
+        found = _values(design, testbench)
+    except Unsupported as exc:
+        return str(exc)
+    if found is None:
+        return None
+    own, seen = found
     for module, value_sets in sorted(seen.items()):
         allowed = own.get(module)
         if allowed is None:
@@ -102,6 +88,27 @@ def overridden_parameters(design: dict[str, str], testbench: dict[str, str]) -> 
             shown = ", ".join(f"{k}={v}" for k, v in sorted(changed)) or "its parameters"
             return f"the testbench instantiates {module} with {shown}, other than the design's own parameter values"
     return None
+
+
+def _values(design: dict[str, str], testbench: dict[str, str]) -> tuple[dict, dict] | None:
+    """``(own, seen)``: module -> value sets of the DUT alone and of the design plus the
+    testbench; None when the design itself does not elaborate (instrument() says why).
+    Raises :class:`Unsupported` when the testbench does not elaborate and its text suggests
+    an override."""
+    dut = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    tb = {n: t for n, t in testbench.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    try:
+        own = _design_values(tuple(sorted(dut.items())))
+    except Unsupported:
+        return None
+    try:
+        _, compilation = parse(dut, tb)
+        return own, instance_values(compilation)
+    except Exception as exc:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
+        reason = _textual_override(own, testbench)
+        if reason is not None:
+            raise Unsupported(reason) from exc
+        return None
 
 
 def _union(value_sets: set[tuple[tuple[str, str], ...]]) -> set[tuple[str, str]]:
