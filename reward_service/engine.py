@@ -175,7 +175,8 @@ class Engine:
                 or request.engine == "fast"
             if stimulus.runtime == "cocotb-1.9" and not on_icarus:
                 raise InvalidInput("the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
-                                   "(or engine=fast) or runtime cocotb-2.1")
+                                   "(CLI --simulator icarus) or engine=fast (--engine fast), or "
+                                   "stimulus.runtime cocotb-2.1")
             if f"{stimulus.test_module}.py" not in stimulus.files:
                 raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
             stimulus = stimulus.model_copy(update={"toplevel": toplevel})

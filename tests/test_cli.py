@@ -64,6 +64,7 @@ def test_human_output_shows_table_and_reward(design_files, shared_cache_dir):
     assert "status: ok" in out.stdout and "reward: 0.0000" in out.stdout
     assert "unavailable (line, branch, toggle, expr): Icarus Verilog has no code coverage" in out.stdout
     assert "use simulator=verilator" in out.stdout and "no target given" in out.stdout
+    assert "--simulator verilator" in out.stdout and "--engine fast" in out.stdout  # the CLI's own flags
 
 
 def test_failed_sample_exits_1_and_usage_error_exits_2(tmp_path, design_files, shared_cache_dir):

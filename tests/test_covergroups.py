@@ -197,3 +197,20 @@ def test_cocotb_without_bins_keeps_its_own_reason(engine):
     reason = result.coverage.metrics["functional"].reason
     assert reason.startswith("the stimulus exported no cocotb-coverage bins") and REASON not in reason
     assert "use simulator=verilator" not in result.message and result.reward == 0.0
+
+
+def test_hints_name_the_cli_flags(engine):
+    """Hints that tell the user to switch simulator or engine name the CLI flags too (point 9)."""
+    plain = ("module tb;\n  logic clk = 0; logic [1:0] sel = 0; logic [3:0] y;\n  dut dut (.clk(clk), .sel(sel), .y(y));\n"
+             "  initial begin repeat (4) begin #5 clk = 1; #5 clk = 0; sel = sel + 1; end $finish; end\nendmodule\n")
+    icarus = engine.score(_request(["line"], simulator="icarus", stimulus={"kind": "sv_testbench", "files": {"tb.sv": plain}}))
+    assert icarus.status == "ok", icarus.message
+    reason = icarus.coverage.metrics["line"].reason
+    assert "--simulator verilator" in reason and "--engine fast" in reason
+    assert "--simulator verilator" in icarus.message  # the "nothing measurable" note quotes it
+    old_cocotb = engine.score({
+        "design": {"files": {"dut.sv": DUT}, "toplevel": "dut"}, "simulator": "verilator",
+        "stimulus": {"kind": "cocotb", "test_module": "t", "runtime": "cocotb-1.9",
+                     "files": {"t.py": "import cocotb\n\n@cocotb.test()\nasync def t(dut):\n    pass\n"}}})
+    assert old_cocotb.status == "invalid_input"
+    assert "--simulator icarus" in old_cocotb.message and "--engine fast" in old_cocotb.message
