@@ -38,7 +38,8 @@ Rules, in order:
    block only for a cocotb test, an untagged block for either.
 3. Without any fence, bare code is accepted: Verilog from the first ``module`` line (together
    with directly preceding `` `timescale``/`` `include``/`` `define`` lines) to the end of the
-   line of the last ``endmodule``; otherwise, if ``@cocotb.test`` occurs, the whole text is the
+   line of the last ``endmodule`` (with the design's module names: of the first and last module
+   that is not a design module, so a DUT restated before or after the testbench stays out); otherwise, if ``@cocotb.test`` occurs, the whole text is the
    Python test.
 4. VHDL (a ``vhdl``/``vhd`` fence, or ``entity X is`` / ``architecture A of X`` text) is
    rejected: only Verilog/SystemVerilog testbenches and cocotb tests are supported.
@@ -313,10 +314,25 @@ def _block_label(block: _Block, count: int) -> str:
     return f"code block {block.index} of {count} (```{block.lang or 'untagged'}, {lines} lines)"
 
 
-def _bare_verilog(text: str) -> str | None:
-    m = _MODULE_HEADER.search(text)
-    if not m:
+_HEADER_NAME = re.compile(r"module\s+(?:(?:automatic|static)\s+)?([A-Za-z_][\w$]*)")
+
+
+def _bare_verilog(text: str, design_modules: frozenset[str] | None = None) -> str | None:
+    """Bare Verilog of ``text``: from the first module header (and the directives right above
+    it) to the last ``endmodule``. With the design's module names, the span runs from the first
+    to the last module of the stimulus's own, so a DUT restated before or after the testbench
+    (with prose around it) stays out."""
+    headers = list(_MODULE_HEADER.finditer(text))
+    if design_modules:
+        own = [h for h in headers if (n := _HEADER_NAME.search(h.group(0))) and n.group(1) not in design_modules]
+        if own:
+            end = _ENDMODULE.search(text, own[-1].end())
+            if end is not None:
+                headers = [h for h in headers if own[0].start() <= h.start() <= own[-1].start()]
+                text = text[:end.end()] + text[end.end():].split("\n", 1)[0]
+    if not headers:
         return None
+    m = headers[0]
     ends = list(_ENDMODULE.finditer(text, m.end()))
     if not ends:
         return None
@@ -406,7 +422,7 @@ def extract(text: str, *, toplevel: str | None = None,
             f"none of the {len(blocks)} code block(s) holds a Verilog module (module ... endmodule) "
             "or a cocotb test (@cocotb.test)")
 
-    code = _bare_verilog(body)
+    code = _bare_verilog(body, known)
     if code is not None:
         role = _verilog_role(code, known)[1]
         code, dropped = _drop_design_copies(code, known)

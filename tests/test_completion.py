@@ -366,3 +366,13 @@ def test_end_to_end_dut_pasted_with_the_testbench(engine, simulator):
         assert got == want["coverage"]
     else:
         assert want["icarus_compiles_and_runs"] is True
+
+
+def test_bare_testbench_with_the_dut_restated_around_it():
+    text = (f"The DUT:\n\n{GRAY_RESTATED}\nA testbench for it:\n\n{SMALL_TB}\n"
+            f"It assumes the interface\n\n{GRAY_STUB}\nas given.\n")
+    got = extract(text, design_modules=GRAY_MODULES)
+    assert sv_code(got.stimulus) == SMALL_TB
+    assert got.dropped == ()
+    # without the design's names: first module to last endmodule, as before
+    assert sv_code(extract_stimulus(text)).startswith("module gray_to_binary")
