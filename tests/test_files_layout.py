@@ -371,3 +371,18 @@ def test_http_files_and_build_fields(shared_cache_dir):
         bad = {**request, "build": {"parameters": {"W": "5 6"}}}
         response = api.post("/v1/score", params={"wait": 300}, json=bad)
         assert response.status_code == 422 and "build.parameters" in response.text
+
+
+def test_fast_path_testbench_with_an_include_ends_as_on_verilator(engine):
+    """A testbench that `include's a task file: pyslang cannot emulate it alone (kept 4-state, said
+    in message), so no $finish marker is printed; the ending is still `finish`, and the points
+    equal Verilator's for this testbench."""
+    tasks = "task automatic kick(input [3:0] v); begin d = v; #1 clk = 1; #1 clk = 0; end endtask\n"
+    tb = ("module tb;\n  reg clk = 0; reg [3:0] d = 0; wire [3:0] q;\n  acc uut(.clk(clk), .d(d), .q(q));\n"
+          '`include "tb/tasks.svh"\n  initial begin kick(4\'h5); kick(4\'ha); $finish; end\nendmodule\n')
+    metrics = {"metrics": ["line", "toggle"]}
+    fast = engine.score(sv_request({"acc.v": ACC}, {"tb.sv": tb, "tb/tasks.svh": tasks}, engine="fast", coverage=metrics))
+    reference = engine.score(sv_request({"acc.v": ACC}, {"tb.sv": tb, "tb/tasks.svh": tasks}, coverage=metrics))
+    assert fast.engine == "fast" and fast.status == reference.status == "ok"
+    assert fast.ended_by == reference.ended_by == "finish"
+    assert numbers(fast) == numbers(reference)

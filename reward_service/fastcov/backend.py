@@ -174,8 +174,8 @@ class FastSimulator(SimulatorBackend):
             out.build_failed = True
             return out
         out.ended_by = run_ending(out.run)
-        if out.ended_by == "finish" and "$finish called" not in out.run.output:
-            out.ended_by = "no_events"  # emulate.mark_endings prints it before every $finish
+        if out.ended_by == "finish" and not skipped and "$finish called" not in out.run.output:
+            out.ended_by = "no_events"  # emulate.mark_endings prints it before every $finish (not in skipped files)
         out.points = _read_flags(job.run_dir, token, inst, out.notes)
         return out
 
