@@ -386,3 +386,16 @@ def test_fast_path_testbench_with_an_include_ends_as_on_verilator(engine):
     assert fast.engine == "fast" and fast.status == reference.status == "ok"
     assert fast.ended_by == reference.ended_by == "finish"
     assert numbers(fast) == numbers(reference)
+
+
+def test_design_data_file_with_engine_auto(tmp_path, shared_cache_dir):
+    """engine=auto decides per design with a self-check (Verilator vs fast path): a design data
+    file takes part in both runs, and the sample scores as its inline twin does."""
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    eng = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, work_root=tmp_path))
+    with_file = eng.score(sv_request({"rom.v": ROM, "rom/init.mem": "1 2 4 8\n"}, {"tb.sv": TB_ROM}, engine="auto"))
+    twin = eng.score(sv_request({"rom.v": ROM_INLINE}, {"tb.sv": TB_ROM}, engine="auto"))
+    assert with_file.engine == "fast", with_file.fallback
+    assert numbers(with_file) == numbers(twin) and with_file.status == "ok"
