@@ -96,6 +96,13 @@ _READMEM = re.compile(r'\$readmem[hb]\s*\(\s*"([^"\n]+)"')
 _FOPEN_READ = re.compile(r'\$fopen\s*\(\s*"([^"\n]+)"\s*,\s*"([rwa+b]+)"\s*\)')
 
 
+def is_hdl_source(name: str) -> bool:
+    """Whether ``name`` is an HDL file that is no header (a candidate compilation unit; data
+    files, Python and headers are not)."""
+    low = name.lower()
+    return low.endswith(HDL_SUFFIXES) and not low.endswith(HEADER_SUFFIXES)
+
+
 def is_data_file(name: str) -> bool:
     """Whether ``name`` is a data file (:data:`DATA_SUFFIXES`, any case)."""
     return name.lower().endswith(DATA_SUFFIXES)

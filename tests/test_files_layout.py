@@ -399,3 +399,19 @@ def test_design_data_file_with_engine_auto(tmp_path, shared_cache_dir):
     twin = eng.score(sv_request({"rom.v": ROM_INLINE}, {"tb.sv": TB_ROM}, engine="auto"))
     assert with_file.engine == "fast", with_file.fallback
     assert numbers(with_file) == numbers(twin) and with_file.status == "ok"
+
+
+def test_fast_path_parameter_override_beside_a_design_data_file(engine):
+    """A testbench overriding the DUT's width, the DUT reading a data file: the fast path still
+    sees the override (the data file is not parsed as code) and its points equal Verilator's."""
+    romp = ("module romp #(parameter W = 4) (input clk, input [1:0] a, output reg [W-1:0] q);\n"
+            '  reg [3:0] mem [0:3];\n  initial $readmemh("rom/init.mem", mem);\n'
+            "  always @(posedge clk) q <= mem[a];\nendmodule\n")
+    tb = TB_ROM.replace("wire [3:0] q", "wire [7:0] q").replace("rom uut", "romp #(.W(8)) uut")
+    design = {"romp.v": romp, "rom/init.mem": "1 2 4 8\n"}
+    metrics = {"metrics": ["line", "toggle"]}
+    fast = engine.score(sv_request(design, {"tb.sv": tb}, engine="fast", coverage=metrics))
+    reference = engine.score(sv_request(design, {"tb.sv": tb}, coverage=metrics))
+    assert fast.engine == "fast", fast.fallback
+    assert reference.coverage.metrics["toggle"].total == 2 * (1 + 2 + 8 + 4 * 4)  # clk, a, q[7:0], mem
+    assert numbers(fast) == numbers(reference)

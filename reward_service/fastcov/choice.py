@@ -131,8 +131,7 @@ def self_check_testbench(files: dict[str, str], toplevel: str | None = None) -> 
     """A deterministic testbench for the design's top module: each step sets every data input
     from a 64-bit LFSR, then toggles the clocks; inputs named like resets are 1 one time in
     eight. Raises :class:`Unsupported` for ports it cannot drive (interfaces, unpacked arrays)."""
-    sources, compilation = parse({n: t for n, t in files.items()  # not headers, not data files
-                                  if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)})
+    sources, compilation = parse({n: t for n, t in files.items() if hdl.is_hdl_source(n)})
     tops = [i for i in compilation.getRoot().topInstances]
     top = next((i for i in tops if i.name == toplevel), None) if toplevel else (tops[0] if len(tops) == 1 else None)
     if top is None:

@@ -119,8 +119,7 @@ def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
     when the design cannot be instrumented exactly."""
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
-    hdl_files = {n: t for n, t in design.items()  # data files (.hex, .mem, ...) are not code
-                 if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
     if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
         raise Unsupported("`include in the design is not instrumented")
     sources, compilation = parse(hdl_files)

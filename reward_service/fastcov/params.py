@@ -95,8 +95,8 @@ def _values(design: dict[str, str], testbench: dict[str, str]) -> tuple[dict, di
     testbench; None when the design itself does not elaborate (instrument() says why).
     Raises :class:`Unsupported` when the testbench does not elaborate and its text suggests
     an override."""
-    dut = {n: t for n, t in design.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
-    tb = {n: t for n, t in testbench.items() if not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    dut = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
+    tb = {n: t for n, t in testbench.items() if hdl.is_hdl_source(n)}
     try:
         own = _design_values(tuple(sorted(dut.items())))
     except Unsupported:
