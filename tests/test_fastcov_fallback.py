@@ -3,7 +3,9 @@ message saying whose fault a fallback is (issue 9 point 8).
 
 - An unpacked-array output port under cocotb: the zero-initialising rewrite wrote ``= '0`` onto
   ``output logic [7:0] q [0:3]`` (not SV), Icarus rejected the instrumented DUT and the
-  fallback blamed the user's file. The port is now zeroed by an ``initial foreach``.
+  fallback blamed the user's file. The port is now zeroed by an ``initial foreach``. Icarus 11
+  does not connect such ports at all (the other side reads X), so only a cocotb toplevel's own
+  array ports stay on the fast path; connected ones go to Verilator, saying so.
 - Whose fault: a sample whose instrumented build Icarus rejects is run on plain Icarus as
   written; when that fails too, the message blames the source ("Icarus rejects the testbench:
   <error>"), otherwise our instrumentation ("the fast path could not instrument the design:
@@ -72,6 +74,57 @@ def test_an_unpacked_array_output_port_stays_on_the_fast_path(engine):
     assert [(t.name, t.passed) for t in fast.tests] == [("writes", True)] == [(t.name, t.passed) for t in reference.tests]
     diff = diff_points(fast._points, reference._points, set(METRICS))
     assert diff.equal, diff.describe(20)
+
+
+REGS_TB = """module tb;
+  logic clk = 0, we = 0; logic [1:0] addr = 0; logic [7:0] d = 0; logic [7:0] q [0:3]; logic any;
+  regs dut (.clk(clk), .we(we), .addr(addr), .d(d), .q(q), .any(any));
+  always #5 clk = ~clk;
+  initial begin
+    @(negedge clk); we = 1; addr = 1; d = 8'h0f;
+    @(negedge clk); we = 0;
+    @(negedge clk); $display("q1=%h", q[1]);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_an_sv_testbench_on_array_ports_goes_to_verilator(engine, tmp_path):
+    """Icarus 11 does not connect unpacked-array ports: a bare run of the testbench reads X
+    where Verilator reads the DUT's value, so such a sample must not be scored on Icarus."""
+    for name, text in {"regs.sv": REGS, "tb.sv": REGS_TB}.items():
+        (tmp_path / name).write_text(text)
+    subprocess.run(["iverilog", "-g2012", "-o", "x.vvp", "-s", "tb", "regs.sv", "tb.sv"], cwd=tmp_path,
+                   check=True, timeout=60)
+    bare = subprocess.run(["vvp", "-n", "x.vvp"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "q1=xx" in bare.stdout, bare.stdout
+    request = {"design": {"files": {"regs.sv": REGS}}, "engine": "fast", "coverage": {"scope": "dut"},
+               "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": REGS_TB}}}
+    result = engine.score(request)
+    assert result.status == "ok" and result.engine == "verilator" and "q1=0f" in result.log, result.message
+    assert result.fallback == ("Icarus 11 does not connect unpacked-array ports (regs.q): their values would "
+                               "read X on the other side — scored on Verilator")
+
+
+def test_array_ports_between_dut_modules_go_to_verilator(engine):
+    """Inside the DUT too (a cocotb toplevel's own array ports are read directly: fine)."""
+    from reward_service.fastcov.routing import unsupported
+    from reward_service.models import ScoreRequest
+
+    design = {"top.sv": REGS + """module top (input logic clk, input logic [7:0] d, output logic y);
+  logic [7:0] q [0:3];
+  regs u (.clk(clk), .we(1'b1), .addr(2'd0), .d(d), .q(q), .any(y));
+endmodule
+"""}
+    cocotb = {"kind": "cocotb", "test_module": "test_regs", "files": {"test_regs.py": TEST_REGS}}
+    for toplevel, want in (("top", "regs.q"), ("regs", None)):
+        prepared = engine.prepare(ScoreRequest.model_validate(
+            {"design": {"files": design, "toplevel": toplevel}, "stimulus": cocotb, "engine": "fast"}))
+        reason = unsupported(prepared)
+        assert (reason is None) if want is None else reason.startswith(
+            f"Icarus 11 does not connect unpacked-array ports ({want})"), reason
 
 
 # -- whose fault -------------------------------------------------------------------------------

@@ -48,13 +48,14 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
             if parent is not None and parent.kind == _K.DataDeclaration and _unpacked(parent) \
                     and not _in_subroutine(parent):
                 continue  # arrays stay 4-state (zero_arrays)
-            if parent is not None and parent.kind == _K.VariablePortHeader and _direction(parent) == "inout":
-                continue
+            if parent is not None and parent.kind == _K.VariablePortHeader and (
+                    _direction(parent) == "inout" or _unpacked_port(parent)):
+                continue  # array ports stay 4-state too (zero_arrays zeroes the outputs)
             source.replace(node.keyword, "bit")
         elif k == _K.IntegerType and node.keyword.kind == TokenKind.IntegerKeyword:
             source.replace(node.keyword, "int")
         elif k == _K.VariablePortHeader and _direction(node) == "input" and node.dataType.kind == _K.ImplicitType:
-            if _in_subroutine(node):
+            if _in_subroutine(node) or _unpacked_port(node):
                 continue  # `input [3:0] x;` of a function: Icarus takes no `bit` there
             if not _port_names(node.parent) & nets:
                 source.insert(source.offsets(node.direction)[1], " bit", closing=True, depth=0)
@@ -87,18 +88,8 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
                 and _direction(node.header) == "output" \
                 and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
                 and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
-            dims = [d for d in node.declarator.dimensions if isinstance(d, syntax.SyntaxNode)]
-            if not dims:
+            if not _unpacked_port(node.header):  # an array port takes no `= '0`: zero_arrays
                 source.insert(source.offsets(node.declarator)[1], " = '0", closing=True, depth=0)
-                continue
-            # an unpacked-array port takes no `= '0` (not SV): zeroed by an initial after the
-            # module header instead, as zero_arrays does for declared arrays
-            module = _module_of(node)
-            name = node.declarator.name.valueText
-            idx = [f"__rs_i{i}" for i in range(len(dims))]
-            source.insert(source.offsets(module.header)[1],
-                          f" initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;",
-                          closing=True, depth=0)
 
 
 def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
@@ -123,6 +114,18 @@ def zero_arrays(source: SourceFile) -> None:
         if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) \
                 and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
+        elif node.kind == _K.ImplicitAnsiPort and node.header.kind == _K.VariablePortHeader \
+                and _direction(node.header) == "output" and _unpacked_port(node.header) \
+                and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
+                and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
+            # `output logic [7:0] q [0:3]`: no `= '0` on a port array (not SV), an initial after
+            # the module header instead
+            dims = [d for d in node.declarator.dimensions if isinstance(d, syntax.SyntaxNode)]
+            name = node.declarator.name.valueText
+            idx = [f"__rs_i{i}" for i in range(len(dims))]
+            source.insert(source.offsets(_module_of(node).header)[1],
+                          f" initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;",
+                          closing=True, depth=0)
 
 
 def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> None:
@@ -357,6 +360,37 @@ def _walk(node: Any):
         if isinstance(child, syntax.SyntaxNode):
             yield child
             yield from _walk(child)
+
+
+def array_ports(source: SourceFile) -> list[tuple[str, str]]:
+    """``(module, port)`` of every unpacked-array port of the modules in ``source``. Icarus 11
+    does not connect such ports (an ``output logic [7:0] q [0:1]`` reads X on the other side,
+    in and out), which no rewrite here makes up for: a port of this kind that is connected
+    (any instance's, and an SV testbench's DUT) keeps the sample on Verilator."""
+    found = []
+    for node in _walk(source.tree.root):
+        if node.kind in (_K.VariablePortHeader, _K.NetPortHeader) and not _in_subroutine(node) \
+                and _unpacked_port(node):
+            port = node.parent
+            decls = [port.declarator] if port.kind == _K.ImplicitAnsiPort else \
+                [d for d in port.declarators if isinstance(d, syntax.SyntaxNode)]
+            found.extend((_module_name(node) or "", d.name.valueText) for d in decls)
+    return found
+
+
+def _unpacked_port(header: Any) -> bool:
+    """Whether a port header (ANSI, or a non-ANSI port declaration) declares an unpacked
+    array (2-state unpacked arrays crash Icarus 11 in continuous assignments and ports)."""
+    port = header.parent
+    if port is None:
+        return False
+    if port.kind == _K.ImplicitAnsiPort:
+        decls = [port.declarator]
+    elif port.kind == _K.PortDeclaration:
+        decls = [d for d in port.declarators if isinstance(d, syntax.SyntaxNode)]
+    else:
+        return False
+    return any(isinstance(x, syntax.SyntaxNode) for d in decls for x in d.dimensions)
 
 
 def _unpacked(decl: Any) -> bool:

@@ -17,6 +17,7 @@ is logged with the inputs.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import logging
@@ -63,6 +64,11 @@ def plan(prepared: Any) -> tuple[ParameterContext | None, str | None]:
         instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:
         return None, ours("the design", str(exc))
+    ports = _connected_array_ports(prepared)
+    if ports:
+        shown = ", ".join(f"{m}.{n}" for m, n in ports[:3]) + (" ..." if len(ports) > 3 else "")
+        return None, (f"Icarus 11 does not connect unpacked-array ports ({shown}): their values would "
+                      f"read X on the other side{SCORED_ON_VERILATOR}")
     from reward_service.fastcov.screen import reads_files
 
     reading = reads_files(prepared.stimulus)
@@ -125,6 +131,24 @@ def attempt(engine: Any, prepared: Any, timings: dict[str, float]) -> tuple[Scor
             result.shadow = shadow_check(engine, prepared, result)
         return result, None
     return None, whose_fault(engine, prepared, result)
+
+
+def _connected_array_ports(prepared: Any) -> list[tuple[str, str]]:
+    """The design's unpacked-array ports that a run would connect: all of them, except those
+    of a cocotb toplevel (cocotb reads the toplevel's own signals, no port between)."""
+    files = {n: t for n, t in prepared.design.files.items()
+             if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    toplevel = getattr(prepared.stimulus, "toplevel", None) if prepared.stimulus.kind == "cocotb" else None
+    return [p for p in _array_ports(json.dumps(files, sort_keys=True)) if p[0] != toplevel]
+
+
+@functools.lru_cache(maxsize=256)
+def _array_ports(files_json: str) -> tuple[tuple[str, str], ...]:
+    from reward_service.fastcov.emulate import array_ports
+    from reward_service.fastcov.instrument import parse
+
+    sources, _ = parse(json.loads(files_json))  # parses: instrumented() took the design
+    return tuple(p for source in sources for p in array_ports(source))
 
 
 def ours(what: str, reason: str) -> str:
