@@ -213,9 +213,9 @@ def _check_value(name: str, value: str, what: str) -> str:
 
 class BuildOptions(_Strict):
     """How the design and stimulus are built and run, as a user's own simulator command line
-    would say it (docs/api.md, "Build options"). Applied by every engine: Verilator, Icarus,
-    cocotb builds and the fast path (which hands a sample to Verilator when it cannot honour
-    them, e.g. parameters).
+    would say it (docs/api.md, "Files, folders and build options"). Applied by every engine:
+    Verilator, Icarus, cocotb builds and the fast path (which hands a sample to Verilator when
+    it cannot honour them, e.g. parameters).
 
     ``defines``: preprocessor macros, ``NAME`` -> value (None: defined without a value;
     ``-DNAME[=VAL]``). ``parameters``: overrides of the top module's parameters (the SV
