@@ -415,3 +415,26 @@ def test_fast_path_parameter_override_beside_a_design_data_file(engine):
     assert fast.engine == "fast", fast.fallback
     assert reference.coverage.metrics["toggle"].total == 2 * (1 + 2 + 8 + 4 * 4)  # clk, a, q[7:0], mem
     assert numbers(fast) == numbers(reference)
+
+
+def test_cocotb_model_key_covers_build_options_and_included_files(engine, tmp_path):
+    """The cached cocotb DUT model is keyed by the defines and parameters it was built with and
+    by the text of design files that are only `include'd (no stale model is reused)."""
+    from reward_service.models import Limits
+    from reward_service.simulators import cocotb_flow
+    from reward_service.simulators.base import Job
+
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "wrap.v").write_text('`include "sub/core.v"\n')
+    (tmp_path / "src" / "sub" / "core.v").write_text(ACC)
+
+    def key(**fields) -> str:
+        job = Job(root=tmp_path, design_files=["wrap.v"], stimulus_files=[], limits=Limits(),
+                  sandbox=engine.sandbox, cache_dir=tmp_path, toplevel="acc", include_files=["sub/core.v"],
+                  **fields)
+        return cocotb_flow.model_key(job, "verilator", cocotb_flow.verilator_build_args(job))
+
+    base = key()
+    assert len({base, key(parameters={"W": "8"}), key(defines={"X": None}), key(defines={"X": "1"})}) == 4
+    (tmp_path / "src" / "sub" / "core.v").write_text(ACC.replace("q ^ d", "q + d"))
+    assert key() != base
