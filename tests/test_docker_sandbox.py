@@ -555,3 +555,18 @@ def test_reaper_entry_point_runs(client):
     out = subprocess.run([sys.executable, "-m", "reward_service.sandbox.reaper"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "reaped" in out.stdout, out.stderr
+
+
+@pytest.mark.slow
+def test_randomize_reaches_the_image_solver(engine, docker_engine):
+    """Constrained random (issue 9.1) in the simulation image: z3 is there, every randomize()
+    succeeds, the coverage equals bubblewrap's (reproducer: tests/verilator_designs/)."""
+    from test_solver import RAND_TB, TXN, alu_request
+
+    tc = docker_engine.sandbox.toolchain()
+    assert tc.solver and tc.versions.get("smt-solver", "").startswith("Z3"), tc
+    request = {**alu_request(RAND_TB), "limits": SLOW_BUILDS}
+    dock, bwrap = docker_engine.score(request), engine.score(request)
+    assert dock.status == "ok" and dock.message == "", (dock.message, dock.log[-2000:])
+    assert [m[0] for m in TXN.findall(dock.log)] == ["1"] * 40
+    assert outcome(dock) == outcome(bwrap)

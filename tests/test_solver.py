@@ -11,8 +11,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from reward_service.cache import ResultCache, request_key
 from reward_service.engine import Engine
 from reward_service.models import ScoreRequest
@@ -140,20 +138,3 @@ def test_result_of_a_toolchain_without_solver_is_never_served(engine, shared_cac
     first, again = engines[1].score(alu_request(RAND_TB)), engines[1].score(alu_request(RAND_TB))
     assert first.status == "ok" and not first.cache.result and again.cache.result
     assert [m[0] for m in TXN.findall(first.log)] == ["1"] * 40
-
-
-# -- Docker: the simulation image has the solver too --------------------------------------------
-docker = pytest.importorskip("docker")
-from test_docker_sandbox import client, docker_engine  # noqa: E402,F401 - the module's fixtures
-
-
-@pytest.mark.slow
-def test_randomize_in_docker(docker_engine, engine):
-    tc = docker_engine.sandbox.toolchain()
-    assert tc.solver and tc.versions.get("smt-solver", "").startswith("Z3"), tc
-    request = {**alu_request(RAND_TB), "limits": {"compile_s": 900}}
-    dock, bwrap = docker_engine.score(request), engine.score(request)
-    assert dock.status == "ok", (dock.message, dock.log[-2000:])
-    assert dock.message == ""
-    assert all(ok == "1" for ok, *_ in TXN.findall(dock.log)) and len(TXN.findall(dock.log)) == 40
-    assert coverage_of(dock) == coverage_of(bwrap)

@@ -297,7 +297,7 @@ def _build_verilator(job: Job, tools: Path, out: SimRun) -> Path | None:
 
 def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list[str], key: str,
                             final: Path) -> Path | None:
-    from reward_service.simulators.verilator import build_env
+    from reward_service.simulators.verilator import build_env, check_own_build_failure
 
     # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
     for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
@@ -323,6 +323,7 @@ def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list
         status = _read_status(job.root / BUILD_STATUS)
         binary = tmp / job.toplevel
         if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
+            check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error (issue 9.7)
             _build_failed(out, status, "verilator build")
             return None
         # Keep only the model binary (the objects are in ccache); then publish atomically.

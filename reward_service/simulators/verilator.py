@@ -154,15 +154,23 @@ def _clean_rebuild(job: Job, argv: list[str], first: ExecResult, notes: list[str
         notes.append("the C++ build failed once and a clean rebuild (fresh objects, no ccache) "
                      f"succeeded; first failure: {first_cxx_error(first.output)}")
         return again
-    own = own_build_failure(again.output) if not again.limit_hit else None
-    if own is not None:
-        raise SandboxError(f"our Verilator build failed on a file of its own, not on the sources "
-                           f"(also in a clean rebuild without ccache): {own}")
+    check_own_build_failure(again, "(also in a clean rebuild without ccache)")
     return again
 
 
-#: Verilator's line when its front end accepted the sources and the C++ build (make) failed.
-_MAKE_FAILED = re.compile(r"^%Error: 'make .*' exited with \d+", re.M)
+def check_own_build_failure(build: ExecResult, context: str = "") -> None:
+    """Raise :class:`SandboxError` when a failed Verilator build (``build``, not ended by a
+    limit) failed on one of our own files (:func:`own_build_failure`): that is never the
+    sample's compile_error. ``context`` is added to the message."""
+    own = None if build.limit_hit else own_build_failure(build.output)
+    if own is not None:
+        raise SandboxError(" ".join(filter(None, ["our Verilator build failed on a file of its own, not on the sources",
+                                                  context])) + f": {own}")
+
+
+#: Verilator's line when its front end accepted the sources and the C++ build (make) failed, or
+#: make's own (cocotb's runner runs make itself).
+_MAKE_FAILED = re.compile(r"^(?:%Error: 'make .*' exited with \d+|make(?:\[\d+\])?: \*\*\* )", re.M)
 #: gcc/make/ccache/ld lines of a C++ build failure that is ours, not the sources': a file the
 #: build generates or we write is missing (incl. an unused precompiled header, issue 9.7), ccache
 #: or a .gch failed, our main's glue did not link, the disk is full. Anchored at gcc's own line
@@ -170,7 +178,7 @@ _MAKE_FAILED = re.compile(r"^%Error: 'make .*' exited with \d+", re.M)
 #: which may hold the testbench's strings) never matches.
 _OWN_FAILURE = re.compile(
     r"^(?:<command-line>|cc1plus|[\w./+-]+(?::\d+)*): (?:fatal )?error: "
-    r"(?:Vtop\w*(?:\.\w+)*|rs_\w+\.(?:h|cpp)|verilated\w*\.(?:h|cpp)|\S+\.gch): No such file or directory"
+    r"(?:\S*/)?(?:Vtop\w*(?:\.\w+)*|rs_\w+\.(?:h|cpp)|verilated\w*\.(?:h|cpp)|\S+\.gch): No such file or directory"
     r"|^(?:<command-line>|[\w./+-]+(?::\d+)*): (?:fatal )?error: .*(?:precompiled header|PCH file|\.gch\b)"
     r"|^ccache: (?:error|FATAL)\b.*"
     r"|^(?:g\+\+|c\+\+|cc1plus|ld|/usr/bin/ld)[^:\n]*: (?:fatal )?error: \S*(?:Vtop|verilated|rs_)\S*: No such file or directory"
