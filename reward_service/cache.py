@@ -31,7 +31,9 @@ def request_key(request: ScoreRequest, design: Design, stimulus, tool_versions: 
         "rev": ENGINE_REVISION,
         "design": design.model_dump(mode="json"),
         "stimulus": stimulus.model_dump(mode="json"),
-        "request": request.model_dump(mode="json", exclude={"design", "stimulus", "problem_id"}),
+        # `report` only when it asks for points: keys of requests without it stay as before
+        "request": request.model_dump(mode="json", exclude={"design", "stimulus", "problem_id"}
+                                      | (set() if request.report.points else {"report"})),
         "versions": tool_versions,
     })
 

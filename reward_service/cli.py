@@ -6,6 +6,7 @@ Runs embedded (no Redis, no Docker): simulations run in the bubblewrap sandbox o
 from __future__ import annotations
 
 import enum
+import os
 import posixpath
 import sys
 from pathlib import Path
@@ -33,8 +34,25 @@ app = typer.Typer(
     help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+#: Width of output that is not a terminal (a pipe, a file, CI logs) when COLUMNS does not say:
+#: rich's default of 80 wraps table cells mid-word there ("difficu/lty").
+PIPE_WIDTH = 200
+
+
+def _console(stderr: bool = False) -> Console:
+    """A rich console: a terminal's own width; ``COLUMNS`` when set; else :data:`PIPE_WIDTH`."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, width=PIPE_WIDTH if wide else None)
+
+
+console = _console()
+err = _console(stderr=True)
+
+
+def _flag(*names: str, help: str) -> typer.models.OptionInfo:
+    """A boolean option shown as a bare flag in --help (typer 0.2x prints ``<bool>`` after it)."""
+    return typer.Option(*names, help=help, metavar="")
 
 #: Process exit codes of `score`: 0 ok, 1 the sample failed (compile/runtime/timeout/limits/
 #: invalid input), 2 usage error (typer), 3 infrastructure failure (sandbox_error).
@@ -137,15 +155,17 @@ def score(
     run_s: Annotated[Optional[float], typer.Option("--run-s", help="simulation wall-clock limit, seconds [default: 30]")] = None,
     compile_s: Annotated[Optional[float], typer.Option("--compile-s", help="build wall-clock limit, seconds [default: 120]")] = None,
     seed: Annotated[int, typer.Option("--seed", help="simulation seed")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="do not reuse a cached result")] = False,
+    json_out: Annotated[bool, _flag("--json", help="print the ScoreResult as JSON")] = False,
+    no_cache: Annotated[bool, _flag("--no-cache", help="do not reuse a cached result")] = False,
     show_uncovered: Annotated[int, typer.Option("--uncovered", help="uncovered points to list (human output)")] = 10,
-    show_log: Annotated[bool, typer.Option("--log", help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)")] = False,
-    feedback: Annotated[bool, typer.Option("--feedback", help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)")] = False,
+    show_log: Annotated[bool, _flag("--log", help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)")] = False,
+    feedback: Annotated[bool, _flag("--feedback", help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)")] = False,
     define: Annotated[list[str], typer.Option("--define", "-D", help="preprocessor macro NAME or NAME=VALUE (repeat)")] = [],
     param: Annotated[list[str], typer.Option("--param", "-P", help="top-level parameter override NAME=VALUE of the testbench top (cocotb: the toplevel) (repeat)")] = [],
     plusarg: Annotated[list[str], typer.Option("--plusarg", help="runtime plusarg ARG or ARG=VALUE, passed as +ARG (repeat)")] = [],
     include_dir: Annotated[list[Path], typer.Option("--include-dir", "-I", help="extra `include dir (the files' folders are searched anyway) (repeat)")] = [],
+    lcov: Annotated[Optional[Path], typer.Option("--lcov", help="write an lcov tracefile (lines, branches per DUT file; genhtml FILE) (docs/reports.md)")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="write an HTML report (DUT source annotated per line and metric) as DIR/index.html")] = None,
 ) -> None:
     """Score one stimulus against a design (files) or a CVDP problem (--problems/--problem-id).
 
@@ -212,6 +232,8 @@ def score(
     build = _build_options(define, param, plusarg, include_dir)
     if build:
         request["build"] = build
+    if lcov or html:  # the result then carries every point and the DUT sources (docs/reports.md)
+        request["report"] = {"points": True}
 
     settings = get_settings()
     if no_cache:
@@ -231,6 +253,8 @@ def score(
             err.print(f"note: --target is in percent; {target:g} means {target:g} %, not {100 * target:g} %")
         targets_given = bool((request.get("coverage") or {}).get("targets")) or problem_id is not None
         _print_result(result, show_uncovered, targets_given, show_log)
+    if lcov or html:
+        _write_reports(result, lcov, html, err if json_out else console)
     if feedback:  # reward_service/feedback.py; the DUT sources give the uncovered lines' text
         from reward_service.feedback import annotated_source, feedback_text
 
@@ -243,6 +267,25 @@ def score(
         raise typer.Exit(EXIT_INFRA)
     if result.status != Status.ok:
         raise typer.Exit(EXIT_SAMPLE_FAILED)
+
+
+def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, out: Console) -> None:
+    """Write the lcov tracefile and the HTML report of ``result`` (scored with report.points);
+    a result without points (the request was refused before simulating) writes none, saying so."""
+    from reward_service.reports import html as html_report
+    from reward_service.reports.lcov import tracefile
+
+    if result.detail is None:
+        out.print(f"no coverage points to report ({result.status.value}): --lcov/--html not written",
+                  highlight=False, markup=False)
+        return
+    if lcov:
+        lcov.parent.mkdir(parents=True, exist_ok=True)
+        lcov.write_text(tracefile(result), encoding="utf-8")
+        out.print(f"lcov: {lcov} (genhtml {lcov} -o DIR, run where the DUT files are)", highlight=False, markup=False)
+    if html:
+        page = html_report.write(result, html)
+        out.print(f"html: {page}", highlight=False, markup=False)
 
 
 #: Statuses whose log is the simulation's own (not a compiler's): it may hold the testbench's verdict.
@@ -311,14 +354,33 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
     elif result.status not in (Status.ok,) and result.log:
         console.print("log tail (--log prints more):")
         console.print(result.log[-1500:], markup=False, highlight=False)
-    timings = ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings.items())
+    timings = _timings_text(result.timings)
     console.print(f"[dim]timings: {timings}; cache: result={result.cache.result} build={result.cache.build}[/]")
+
+
+#: Stages timed inside ``simulate`` (shown in brackets after it, not added to the total twice).
+_SUB_STAGES = ("build", "run")
+
+
+def _timings_text(timings: dict[str, float]) -> str:
+    """``prepare 1 ms, toolchain 1475 ms, ..., simulate 404 ms (build 0 ms, run 353 ms), ...,
+    total 2411 ms``: the top-level stages add up to the total but for a few ms of glue."""
+    parts = []
+    for name, ms in timings.items():
+        if name in _SUB_STAGES and "simulate" in timings:
+            continue
+        text = f"{name} {ms:.0f} ms"
+        if name == "simulate":
+            inner = [f"{k} {timings[k]:.0f} ms" for k in _SUB_STAGES if k in timings]
+            text += f" ({', '.join(inner)})" if inner else ""
+        parts.append(text)
+    return ", ".join(parts)
 
 
 @app.command("problems")
 def list_problems(
     problems: Annotated[Path, typer.Option("--problems", help="CVDP cid012 JSONL")],
-    json_out: Annotated[bool, typer.Option("--json", help="print JSON lines")] = False,
+    json_out: Annotated[bool, _flag("--json", help="print JSON lines")] = False,
 ) -> None:
     """List the problems of a CVDP JSONL file: id, difficulty, DUT module and instance, target."""
     from reward_service.problems import load_problems

@@ -92,13 +92,22 @@ class Engine:
                                 request if isinstance(request, ScoreRequest) else None, start)
         timings = {"prepare": (time.perf_counter() - start) * 1000}
         try:
-            key = request_key(prepared.request, prepared.design, prepared.stimulus, versions(self.sandbox))
+            t0 = time.perf_counter()
+            tool_versions = versions(self.sandbox)  # probed once per process (seconds), then cached
+            timings["toolchain"] = (time.perf_counter() - t0) * 1000
+            key = request_key(prepared.request, prepared.design, prepared.stimulus, tool_versions)
             cached = self.results.get(key) if self.results is not None else None
             if cached is not None:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
                 return _name_block(cached, prepared.extraction)
             result = self._score_with_engine(prepared, timings)
+            if prepared.request.report.points:  # asked for: lcov/HTML reports (reward_service.reports)
+                from reward_service.reports.detail import coverage_detail
+
+                result.detail = coverage_detail(
+                    result._points, prepared.design.files,
+                    [m for m, c in result.coverage.metrics.items() if c.available])
         except (SandboxError, ToolMissing, OSError) as exc:
             log.exception("sandbox failure")
             result = ScoreResult(status=Status.sandbox_error, message=f"{type(exc).__name__}: {exc}")
@@ -187,8 +196,12 @@ class Engine:
         """``request.engine`` fast/auto: the fast path with its fallback (docs/fastcov.md);
         otherwise ``request.simulator`` simulates."""
         if prepared.request.engine in ("fast", "auto"):
+            t0 = time.perf_counter()
             from reward_service.fastcov import routing
 
+            loaded = (time.perf_counter() - t0) * 1000
+            if loaded > 1:  # the first fast sample of a process imports pyslang (~0.3 s)
+                timings["fast_import"] = loaded
             return routing.simulate(self, prepared, timings)
         if prepared.request.engine == "verilator":
             return self._simulate(prepared, timings, simulator=get_simulator("verilator"))

@@ -269,6 +269,18 @@ class BuildOptions(_Strict):
         return [_check_relative_path(d) for d in dirs]
 
 
+class ReportOptions(_Strict):
+    """What the result carries for coverage reports beyond its summary (docs/reports.md).
+
+    ``points``: fill :attr:`ScoreResult.detail` with every coverage point of the DUT (metric,
+    file, line, detail, hit count) and the DUT's source texts, which the lcov and HTML reports
+    are made from (CLI ``--lcov``/``--html``, ``GET /v1/jobs/{id}/coverage.info`` and
+    ``/report.html``). Off by default: an RL step's results stay small.
+    """
+
+    points: bool = False
+
+
 class ScoreRequest(_Strict):
     """One sample to score: a design (or a registered problem) plus a stimulus."""
 
@@ -287,6 +299,9 @@ class ScoreRequest(_Strict):
                           "instrumented DUT, Verilator-equal points, falls back to Verilator when it cannot "
                           "run the sample), 'auto' (fast when the design passed its self-check against "
                           "Verilator, decided once per design); unset: `simulator` decides (docs/fastcov.md)")
+    report: ReportOptions = Field(default_factory=ReportOptions,
+                                  description="report.points: the result carries every coverage point and "
+                                              "the DUT sources (`detail`), for lcov/HTML reports")
 
     @model_validator(mode="after")
     def _design_or_problem(self) -> "ScoreRequest":
@@ -357,6 +372,29 @@ class ShadowCheck(BaseModel):
     message: str | None = None
 
 
+class PointRecord(BaseModel):
+    """One coverage point of :class:`CoverageDetail`: ``metric``, ``file`` (a DUT file; for a
+    functional bin the coverage export), 1-based ``line`` (0 for a bin), ``detail`` (Verilator's
+    comment: ``if``/``else`` for a branch, ``sig[3]:0->1`` for a toggle bit, the term for expr;
+    the bin name), ``count`` (hits, summed over the DUT's instances) and ``covered``."""
+
+    metric: str
+    file: str
+    line: int
+    detail: str
+    count: int
+    covered: bool
+
+
+class CoverageDetail(BaseModel):
+    """The points behind a result's ``coverage`` (all of them, not only the uncovered ones) and
+    the DUT's HDL source texts by file name: what lcov and HTML reports are made from
+    (:mod:`reward_service.reports`). Counting ``points`` per metric gives ``coverage.metrics``."""
+
+    points: list[PointRecord] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
 class ScoreResult(BaseModel):
     """The answer to a :class:`ScoreRequest`. ``reward`` is None only for ``sandbox_error``."""
 
@@ -382,6 +420,9 @@ class ScoreResult(BaseModel):
                           "'code block 2 of 3 (```systemverilog, 45 lines): the testbench (module tb; "
                           "instantiates dut); not used: block 3 restates the DUT (module dut)' "
                           "(reward_service.completion); None for stimulus given as files")
+    detail: CoverageDetail | None = Field(
+        None, description="every coverage point of the DUT with its hit count, and the DUT sources; "
+                          "only when the request asked (report.points), for lcov/HTML reports")
     #: The coverage points behind ``coverage`` (engine-internal: shadow checks and agreement
     #: tests diff them; not serialized).
     _points: list = PrivateAttr(default_factory=list)

@@ -22,6 +22,7 @@ import json
 import re
 import logging
 import random
+import time
 from typing import Any
 
 from reward_service import hdl
@@ -113,24 +114,35 @@ def attempt(engine: Any, prepared: Any, timings: dict[str, float]) -> tuple[Scor
     (the reason becomes the result's ``fallback``). Nothing runs on Verilator here
     (``bench/fallback_rate.py`` measures the fallback rate with it)."""
     request = prepared.request
+    t0 = time.perf_counter()
     context, fallback = plan(prepared)
+    timings["fast_plan"] = (time.perf_counter() - t0) * 1000  # instrumentation (cached per design)
     if fallback is None and request.engine == "auto":
         from reward_service.fastcov.choice import decide
 
+        t0 = time.perf_counter()
         decision = decide(engine, prepared.design)
+        # the design's self-check (a fast and a Verilator run) when not decided before: its own stage
+        timings["auto_check"] = (time.perf_counter() - t0) * 1000
         if not decision.fast:
             fallback = f"auto chose Verilator for this design: {decision.reason}"
     if fallback is not None:
         return None, fallback
     fast = FastSimulator(tuple(request.coverage.metrics), context)
+    t0 = time.perf_counter()
     result = engine._simulate(prepared, dict(timings), simulator=fast)
     # A cocotb run that ran no test (import error, no test defined) fails alike on Verilator.
     reason = None if result.ended_by == "no_tests" else _FALLBACK_STATUSES.get(result.status)
     if reason is None:
         if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
+            t1 = time.perf_counter()
             result.shadow = shadow_check(engine, prepared, result)
+            result.timings["shadow"] = (time.perf_counter() - t1) * 1000
         return result, None
-    return None, whose_fault(engine, prepared, result)
+    fault = whose_fault(engine, prepared, result)
+    # the failed fast run and the plain Icarus run that told whose fault: before Verilator's stages
+    timings["fast_attempt"] = (time.perf_counter() - t0) * 1000
+    return None, fault
 
 
 def _connected_array_ports(prepared: Any) -> list[tuple[str, str]]:

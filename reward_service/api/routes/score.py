@@ -38,6 +38,8 @@ async def score(
     service.check_request(body, settings)
     view = await in_thread(request, service.submit_and_wait, body, problems, dispatcher, metrics, wait_s)
     if view.state == JobState.done and view.result is not None:
-        return JSONResponse(view.result.model_dump(mode="json"))
+        # the job stays readable there a while: its lcov / HTML reports (docs/reports.md)
+        return JSONResponse(view.result.model_dump(mode="json"),
+                            headers={"Content-Location": f"/v1/jobs/{view.id}"})
     return JSONResponse(JobAccepted(job_id=view.id, state=view.state).model_dump(mode="json"),
                         status_code=202, headers={"Location": f"/v1/jobs/{view.id}"})
