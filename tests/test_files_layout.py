@@ -438,3 +438,41 @@ def test_cocotb_model_key_covers_build_options_and_included_files(engine, tmp_pa
     assert len({base, key(parameters={"W": "8"}), key(defines={"X": None}), key(defines={"X": "1"})}) == 4
     (tmp_path / "src" / "sub" / "core.v").write_text(ACC.replace("q ^ d", "q + d"))
     assert key() != base
+
+
+WRAP_SIBLING = ('`include "core.v"\n'
+                "module wrap(input clk, input [3:0] d, output [3:0] q); acc u(.clk(clk), .d(d), .q(q)); endmodule\n")
+COCOTB_WRAP = '''import cocotb
+from cocotb.triggers import Timer
+
+
+@cocotb.test()
+async def drive(dut):
+    for v in (1, 2, 4, 8):
+        dut.d.value = v
+        dut.clk.value = 0
+        await Timer(1, "ns")
+        dut.clk.value = 1
+        await Timer(1, "ns")
+'''
+
+
+@pytest.mark.parametrize("kind", ["sv", "cocotb"])
+def test_sibling_include_in_a_design_folder_keeps_its_points(engine, kind):
+    """`include "core.v" beside rtl/wrap.v (found through the folder's -I dir): core.v's points
+    are counted under its request name, as in the twin with core.v pasted in (the cocotb build
+    gave Verilator absolute include dirs, and the points of core.v were lost)."""
+    def score(design: dict):
+        if kind == "sv":
+            return engine.score(sv_request(design, {"tb.sv": TB_INLINE.replace("acc uut", "wrap uut")},
+                                           coverage={"metrics": ["line", "toggle"]}))
+        return engine.score({"design": {"files": design, "toplevel": "wrap"}, "engine": "verilator",
+                             "stimulus": {"kind": "cocotb", "test_module": "test_w", "files": {"test_w.py": COCOTB_WRAP}},
+                             "coverage": {"metrics": ["line", "toggle"]}})
+
+    result = score({"rtl/wrap.v": WRAP_SIBLING, "rtl/core.v": ACC})
+    twin = score({"rtl/wrap.v": WRAP_SIBLING.replace('`include "core.v"\n', ACC)})
+    assert result.status == twin.status == "ok", result.message
+    assert numbers(result)["metrics"] == numbers(twin)["metrics"]
+    assert twin.coverage.metrics["line"].total == 2
+    assert "rtl/core.v" in {p.file for p in result.uncovered}

@@ -71,7 +71,7 @@ log = logging.getLogger(__name__)
 DRIVER = Path(__file__).with_name("cocotb_driver.py")
 EXPORTER = Path(__file__).with_name("rs_fcov_export.py")
 #: Bumped when the build recipe changes in a way the key does not see.
-FLOW_VERSION = "3"
+FLOW_VERSION = "4"
 #: Default timescale for modules without a `timescale directive (Icarus would use 1s/1s,
 #: which cannot represent the ns timers cocotb tests use).
 TIMESCALE = ("1ns", "1ps")
@@ -227,9 +227,16 @@ def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
 
 
 def _build_spec(job: Job, simulator: str, build_args: list[str]) -> dict:
+    includes = _include_dirs(job)
+    if simulator == "verilator":
+        # Verilator names a file it finds through an include dir by that dir's spelling in
+        # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
+        # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
+        build_args = [*build_args, *(f"-I{posixpath.relpath(d, SRC)}" for d in includes)]
+        includes = []
     return {
         "simulator": simulator, "hdl_toplevel": job.toplevel, "sources": [],
-        "build_args": [*build_args, *_sources(job)], "includes": _include_dirs(job), "cwd": SRC,
+        "build_args": [*build_args, *_sources(job)], "includes": includes, "cwd": SRC,
         "timescale": list(TIMESCALE), "build_jobs": job.build_jobs,
         "status": f"/work/{BUILD_STATUS}",
     }
@@ -502,6 +509,10 @@ def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
         return Status.runtime_error, (f"results.xml lists no test case: the cocotb test module "
                                       f"{test_module!r} defines no test (no @cocotb.test() function "
                                       "was discovered) or none ran")
+    if not status:  # the driver wrote no status: it never ran, or was killed
+        started = next((line for line in out.run.output.splitlines() if line.startswith("bwrap: ")), None)
+        if started:  # bubblewrap could not start it (e.g. a runtime's Python not bound)
+            return Status.sandbox_error, f"the sandbox could not start the cocotb driver: {started}"
     if status.get("exit") in _RUNNER_FAILED:
         return Status.sandbox_error, f"the cocotb runner failed, no test ran: {status.get('error')}"
     last = _last_exception(out.run.output)
