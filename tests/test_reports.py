@@ -321,3 +321,27 @@ def test_api_job_reports(shared_cache_dir, tmp_path):
         refused = api.get(f"{bare.headers['content-location']}/coverage.info")
         assert refused.status_code == 409 and "report" in refused.text
         assert api.get("/v1/jobs/nope/report.html").status_code == 404
+
+
+# -- rescoring ---------------------------------------------------------------------------------
+@needs_chromium
+def test_rescore_report_html_shows_the_reports_numbers(tmp_path, shared_cache_dir):
+    """examples/rescore: `rescore --report-html` beside --report-json; the page Chromium renders
+    shows the JSON report's pass@k, mean coverage and per-problem row."""
+    env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    page, data = tmp_path / "rescore.html", tmp_path / "report.json"
+    run = subprocess.run([sys.executable, "-m", "reward_service", "rescore", "--problems", "examples/cvdp/attenuator.jsonl",
+                          "--completions", "examples/rescore/completions.jsonl", "--out", str(tmp_path / "r.jsonl"),
+                          "--k", "1,2,4", "--report-json", str(data), "--report-html", str(page), "-q"],
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(data.read_text())
+    assert report["scored"] == 4 and report["passed"] == 3  # examples/rescore/README.md: 3 of 4 pass
+    dom = chromium(page, "--dump-dom")
+    assert dom.returncode == 0
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", dom.stdout.split('id="group-0"', 1)[1].split("</tr>", 1)[0], re.S)
+    assert cells[:4] == ["all", "1", "4", "3"]
+    assert cells[4:7] == [f"{100 * report[f'pass@{k}']:.2f}" for k in (1, 2, 4)] == ["75.00", "100.00", "100.00"]
+    assert cells[7] == f"{100 * report['mean_coverage']:.2f}"
+    row = dom.stdout.split('id="problem-cvdp_copilot_Attenuator_0011"', 1)[1].split("</tr>", 1)[0]
+    assert f"{100 * report['by_problem']['cvdp_copilot_Attenuator_0011']['mean_coverage']:.2f}" in row

@@ -34,6 +34,11 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reward_service.reports", 
                           trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
+def template(name: str) -> jinja2.Template:
+    """A template of ``reward_service/reports/templates`` (autoescaped, strict undefined)."""
+    return _ENV.get_template(name)
+
+
 class HtmlUnavailable(ValueError):
     """The result holds no points to annotate (scored without ``report.points``)."""
 
@@ -127,7 +132,7 @@ def _context(result: ScoreResult, title: str) -> dict:
 def render(result: ScoreResult, title: str = "Coverage report") -> str:
     """The report page of ``result`` as HTML text (its ``detail`` must be set: request
     ``report.points``; raises :class:`HtmlUnavailable` otherwise)."""
-    return _ENV.get_template("score.html.j2").render(**_context(result, title))
+    return template("score.html.j2").render(**_context(result, title))
 
 
 def write(result: ScoreResult, directory: Path, title: str = "Coverage report") -> Path:

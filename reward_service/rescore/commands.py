@@ -186,9 +186,19 @@ _Concurrency = Annotated[Optional[int], typer.Option(
     "--concurrency", "-j", min=1, help="samples scored at once (default: one per core embedded, 8 with --server)")]
 _ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="write the summary as JSON")]
 _ReportMd = Annotated[Optional[Path], typer.Option("--report-md", help="write the summary as Markdown")]
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or start line (warnings still go to stderr)")]
-_Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="log one line per scored sample (stderr)")]
-_NoCache = Annotated[bool, typer.Option("--no-cache", help="embedded: do not reuse cached results")]
+_ReportHtml = Annotated[Optional[Path], typer.Option(
+    "--report-html", help="write the summary as an HTML page: pass@k, per-problem coverage (docs/reports.md)")]
+# metavar="": shown as bare flags in --help (typer 0.2x prints `<bool>` after them)
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="no progress bar or start line (warnings still go to stderr)")]
+_Verbose = Annotated[bool, typer.Option("--verbose", "-v", metavar="", help="log one line per scored sample (stderr)")]
+_NoCache = Annotated[bool, typer.Option("--no-cache", metavar="", help="embedded: do not reuse cached results")]
+
+
+def _write_html(path: Path | None, report: dict, title: str) -> None:
+    if path:
+        from reward_service.reports.rescore_html import write
+
+        write(report, path, title)
 
 
 def rescore_cmd(
@@ -201,6 +211,7 @@ def rescore_cmd(
     k: Annotated[str, typer.Option("--k", help="k values of pass@k, comma-separated")] = "1,5,10",
     report_json: _ReportJson = None,
     report_md: _ReportMd = None,
+    report_html: _ReportHtml = None,
     quiet: _Quiet = False,
     verbose: _Verbose = False,
     no_cache: _NoCache = False,
@@ -218,6 +229,7 @@ def rescore_cmd(
     markdown = render_markdown(report)
     if report_md:
         report_md.write_text(markdown, encoding="utf-8")
+    _write_html(report_html, report, "Rescoring report")
     typer.echo(markdown)
     _finish(report, outcome)
 
@@ -235,6 +247,7 @@ def eval_cvdp_cmd(
     concurrency: _Concurrency = None,
     report_json: _ReportJson = None,
     report_md: _ReportMd = None,
+    report_html: _ReportHtml = None,
     quiet: _Quiet = False,
     verbose: _Verbose = False,
     no_cache: _NoCache = False,
@@ -261,6 +274,7 @@ def eval_cvdp_cmd(
     table = render_cvdp_table(report, metrics, problems_total=len(loaded))
     if report_md:
         report_md.write_text(table + "\n" + render_markdown(report, title="Details"), encoding="utf-8")
+    _write_html(report_html, report, "CVDP-ECov (cid012) evaluation")
     if not quiet:
         err.print(f"results: {out}", highlight=False, markup=False)
     typer.echo(table)
