@@ -168,12 +168,18 @@ def test_no_test_ran_is_cached_as_the_failure(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the packages stimulus may import
 
-#: cocotb_bus drives the DUT's inputs as a bus, numpy makes the data and the expected sum.
+#: cocotb_bus drives the DUT's inputs as a bus, numpy makes the data and the expected sum; the
+#: module holds its own pytest runner (cocotb_test), as many public test files do.
 PACKAGES_TEST = """import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 from cocotb_bus.drivers import BusDriver
+from cocotb_test.simulator import run
+
+
+def test_runner():  # for pytest outside the engine; cocotb never calls it
+    run(verilog_sources=["imp_acc.v"], toplevel="imp_acc", module="test_acc")
 
 
 class AccDriver(BusDriver):
@@ -255,6 +261,7 @@ def test_stimulus_package_lists_agree():
     assert set(pins19) - set(extra) == {"cocotb", "cocotb-coverage", "cocotbext-spi"}
     assert set(STIMULUS_DISTS) == set(extra) | {"cocotbext-spi"}
     imports = {d.replace("cocotbext-", "cocotbext.").replace("-", "_") for d in extra}
+    assert "cocotb_test" in imports
     assert imports <= set(STIMULUS_PACKAGES["cocotb-2.1"])
     assert imports | {"cocotbext.spi"} <= set(STIMULUS_PACKAGES["cocotb-1.9"])
     assert "cocotbext.spi" not in STIMULUS_PACKAGES["cocotb-2.1"]  # 0.5 needs cocotb 1.x
@@ -316,6 +323,10 @@ def test_no_results_xml_without_a_record():
     status, message = no_test_ran(_run_step(""), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
                                   "cocotb-2.1", "test_acc")
     assert status == "sandbox_error" and message.endswith("runner exited: 'vvp'")
+    # bubblewrap could not start the driver (e.g. a venv the sandbox does not show): ours too.
+    status, message = no_test_ran(_run_step("bwrap: execvp /x/bin/python: No such file or directory\n", 1),
+                                  {}, {}, "cocotb-1.9", "test_acc")
+    assert status == "sandbox_error" and message.endswith("bwrap: execvp /x/bin/python: No such file or directory")
     # Cut-short runs keep their own statuses (timeout, limits, crash by signal).
     crashed = _run_step("", exit_code=-11)
     crashed.ended_by = "crash"

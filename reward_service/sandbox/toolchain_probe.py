@@ -18,6 +18,7 @@ import sys
 #: The packages cocotb stimulus may import (pyproject's `stimulus` extra, sim_images/cocotb-1.9.txt;
 #: docs/cocotb.md): their versions are part of the toolchain identity (a test's import error or
 #: behaviour depends on them).
+STIMULUS_DISTS = ("cocotb-bus", "cocotbext-axi", "cocotbext-uart", "cocotbext-spi", "pyuvm", "numpy", "cocotb-test")
 #: Prints ``name==version,...`` of the argv's distributions installed (for the cocotb 1.9 venv).
 _DIST_VERSIONS = ("import importlib.metadata as m, sys; "
                   "v = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}; "

@@ -75,9 +75,9 @@ RUNTIMES = (AUTO, COCOTB_21, COCOTB_19)
 #: mistake. ``cocotbext.spi`` 0.5 imports ``cocotb.clock.BaseClock``, gone in cocotb 2.x: 1.9 only.
 STIMULUS_PACKAGES: dict[str, tuple[str, ...]] = {
     COCOTB_21: ("cocotb", "cocotb_tools", "pygpi", "cocotb_coverage", "cocotb_bus", "cocotbext.axi",
-                "cocotbext.uart", "pyuvm", "numpy", "yaml"),
+                "cocotbext.uart", "pyuvm", "numpy", "cocotb_test", "yaml"),
     COCOTB_19: ("cocotb", "cocotb_coverage", "cocotb_bus", "cocotbext.axi", "cocotbext.uart",
-                "cocotbext.spi", "pyuvm", "numpy", "yaml"),
+                "cocotbext.spi", "pyuvm", "numpy", "cocotb_test", "yaml"),
 }
 
 
