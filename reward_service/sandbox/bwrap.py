@@ -12,6 +12,7 @@ killing bwrap (``--die-with-parent``) and then the cgroup leaves nothing behind.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import resource
 import select
@@ -29,6 +30,7 @@ from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, address_space_mb, nproc_prefix
 from reward_service.sandbox.output import BoundedOutput
 
+log = logging.getLogger(__name__)
 SANDBOX_UID = 65534
 #: Shells hidden in steps that need none (simulation runs): $system/system() cannot start one.
 _SHELLS = tuple(p for p in SHELLS if os.path.exists(p))
@@ -85,28 +87,44 @@ class BwrapSandbox(Sandbox):
         self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
         self.use_cgroups = CgroupV1.available() if use_cgroups is None else use_cgroups
         self._works = False  # set once a sandbox of this process was made (see check)
+        #: Whether steps get a fresh /proc of their own pid namespace (None: not probed yet). A
+        #: container whose /proc is masked (Docker's default; Compose v1 cannot lift it) refuses
+        #: a new procfs mount in a user namespace; steps then run with an empty /proc.
+        self.fresh_proc: bool | None = None
+
+    def _probe(self, proc: bool) -> subprocess.CompletedProcess:
+        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
+                "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--ro-bind", "/", "/",
+                *(["--proc", "/proc"] if proc else ["--tmpfs", "/proc"]), "--dev", "/dev", "--tmpfs", "/tmp",
+                "--", "true"]
+        try:
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, env={})
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"cannot run bwrap: {exc}") from exc
 
     def check(self) -> None:
         """Raises :class:`SandboxError` when bwrap is missing or cannot make its namespaces here
         (tried once per process with ``true``: a container whose seccomp profile refuses user
-        namespaces, a masked ``/proc``, Ubuntu's AppArmor restriction of user namespaces)."""
+        namespaces, Ubuntu's AppArmor restriction of user namespaces). Also finds out whether
+        steps can have a fresh ``/proc`` (:attr:`fresh_proc`; not under a masked ``/proc``)."""
         if self._works:
             return
         if not shutil.which(self.bwrap):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
-        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
-                "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--ro-bind", "/", "/", "--proc", "/proc",
-                "--dev", "/dev", "--tmpfs", "/tmp", "--", "true"]
-        try:
-            probe = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxError(f"cannot run bwrap: {exc}") from exc
+        probe = self._probe(proc=True)
+        fresh = probe.returncode == 0
+        if not fresh and "proc" in probe.stderr:  # "Can't mount proc on /newroot/proc"
+            if self._probe(proc=False).returncode == 0:
+                log.warning("bwrap: no fresh /proc here (%s): steps run with an empty /proc (docs/sandbox.md)",
+                            probe.stderr.strip()[:200])
+                probe = subprocess.CompletedProcess(probe.args, 0)
         if probe.returncode != 0:
             raise SandboxError(
                 f"bubblewrap cannot make a sandbox here ({probe.stderr.strip()[:300] or probe.returncode}): "
                 "in a container it needs user namespaces allowed by the seccomp profile "
-                "(docker/seccomp/worker.json) and an unmasked /proc (systempaths=unconfined); on Ubuntu "
-                "24.04 also an AppArmor profile allowing userns (docs/deploy.md)")
+                "(docker/seccomp/worker.json); on Ubuntu 24.04 also an AppArmor profile allowing userns "
+                "(docs/deploy.md)")
+        self.fresh_proc = fresh
         self._works = True
 
     def toolchain(self) -> Toolchain:
@@ -125,7 +143,10 @@ class BwrapSandbox(Sandbox):
             argv.extend(bind)
         if toolchain.cocotb19_venv:  # the optional cocotb 1.9 runtime, part of the toolchain
             argv += ["--ro-bind", toolchain.cocotb19_venv, toolchain.cocotb19_venv]
-        argv += ["--proc", "/proc", "--dev", "/dev",
+        # An empty, read-only /proc where no fresh one can be mounted (see fresh_proc): nothing
+        # of the worker's processes is shown either way.
+        argv += (["--proc", "/proc"] if self.fresh_proc is not False else ["--tmpfs", "/proc", "--remount-ro", "/proc"])
+        argv += ["--dev", "/dev",
                  "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
                  "--bind", str(spec.workdir), "/work"]
         for bind in spec.binds:
