@@ -21,9 +21,10 @@ command -v redis-server >/dev/null || need+=(redis-server)  # broker + results o
 # the bubblewrap sandbox shows). Without it every randomize() fails (docs/sandbox.md).
 command -v z3       >/dev/null || need+=(z3)
 # Coverage reports (docs/reports.md): genhtml reads `score --lcov` tracefiles; tests/test_reports.py
-# renders the HTML report in Debian's headless Chromium (the only browser that installs offline).
+# renders the HTML report in Debian's headless Chromium (the only browser that installs offline;
+# ~330 MB, about 6 min on a loaded 2-core VM; REWARD_SERVICE_NO_BROWSER=1 skips it, those tests skip).
 command -v genhtml  >/dev/null || need+=(lcov)
-command -v chromium >/dev/null || need+=(chromium)
+if [ -z "${REWARD_SERVICE_NO_BROWSER:-}" ]; then command -v chromium >/dev/null || need+=(chromium); fi
 # The compose stack (docker-compose.yml) needs Compose: v2 (`docker compose`) when the Docker
 # install has it, else Debian's v1.29 (`docker-compose`), which reads the same file.
 if command -v docker >/dev/null && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
