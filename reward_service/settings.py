@@ -59,7 +59,9 @@ class Settings(BaseSettings):
         description="accepted bearer API keys, comma-separated; empty = no authentication")
     score_workers: int | None = Field(
         None, ge=1, description="embedded mode: parallel simulations (default: one per core)")
-    max_queue: int = Field(1000, ge=1, description="embedded mode: pending jobs before 429")
+    max_queue: int = Field(
+        8192, ge=1, description="embedded mode: pending jobs before 429 (at least max_batch, so that a "
+                                "batch the API accepts fits; a larger batch is refused with 413)")
     default_wait_s: float = Field(60.0, ge=0, le=600, description="POST /v1/score wait when none is given")
     max_wait_s: float = Field(600.0, ge=0, le=3600, description="largest accepted `wait`")
     max_body_mb: float = Field(8.0, gt=0, description="largest request body (413 beyond)")

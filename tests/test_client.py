@@ -22,7 +22,7 @@ from reward_service.engine import Engine
 from reward_service.models import Status
 from reward_service.sandbox import BwrapSandbox
 from reward_service.settings import Settings
-from test_api import BROKEN_TB, COUNTER, HANG_TB, SLOW_TB, counter_request
+from test_api import BROKEN_TB, COUNTER, HANG_TB, QUICK_TB, SLOW_TB, counter_request
 
 NO_CODE = {"kind": "completion", "text": "I would toggle the clock and watch q."}
 ATTN_JSONL = REPO / "examples" / "cvdp" / "attenuator.jsonl"
@@ -250,3 +250,64 @@ def test_problem_calls(scripted):
 
 
 BATCH_TB = counter_request()["stimulus"]["files"]["tb.sv"]
+
+
+# -- bounds that can be met (issue 11 point 3) ---------------------------------------------------
+def variant_tb(k: int) -> str:
+    """A quick testbench giving ``k`` rising clock edges: the counter's log says ``quick q=k``."""
+    return QUICK_TB.replace("repeat (10)", f"repeat ({2 * k})")
+
+
+VARIANTS = 8
+
+
+@pytest.fixture(scope="module")
+def cached_service(tmp_path_factory):
+    """The embedded service with the result cache on and its default bounds; the VARIANTS
+    requests simulated once each (their single-call results are the expected values), so a
+    step of thousands of samples of them is cheap (cache hits) and still checkable in order."""
+    app = create_app(settings=Settings(cache_dir=tmp_path_factory.mktemp("rs-cache"), score_workers=2,
+                                       warm_on_register=False))
+    with live_server(app) as url, RewardClient(url) as client:
+        expected = [client.score(counter_request(variant_tb(k)), wait=60) for k in range(VARIANTS)]
+        yield url, expected
+
+
+@pytest.mark.parametrize("n", [1100, 2048])
+def test_a_codev_scale_step_all_comes_back_in_order(cached_service, n):
+    url, expected = cached_service
+    assert [r.status for r in expected] == [Status.ok] * VARIANTS
+    assert [f"quick q={k}" in r.log for k, r in enumerate(expected)] == [True] * VARIANTS
+    requests = [counter_request(variant_tb(i % VARIANTS)) for i in range(n)]
+    with RewardClient(url) as client:
+        limits = client.limits()
+        results = client.score_batch(requests, timeout=600)
+    assert limits["batch_limit"] == 4096 and limits["queue_bound"] >= limits["max_batch"]
+    assert len(results) == n
+    assert [comparable(r) for r in results] == [comparable(expected[i % VARIANTS]) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def small_queue(tmp_path_factory):
+    """An embedded service whose queue holds 300 jobs (less than max_batch)."""
+    app = create_app(settings=Settings(cache_dir=tmp_path_factory.mktemp("rs-cache"), score_workers=2,
+                                       warm_on_register=False, max_queue=300))
+    with live_server(app) as url:
+        yield url
+
+
+def test_a_batch_over_the_queue_bound_is_413_and_the_client_sizes_its_chunks(small_queue):
+    import httpx
+
+    with RewardClient(small_queue) as client:
+        limits = client.limits()
+        assert (limits["batch_limit"], limits["queue_bound"], limits["max_batch"]) == (300, 300, 4096)
+        too_big = {"requests": [counter_request(variant_tb(1))] * 301, "wait": 0}
+        response = httpx.post(f"{small_queue}/v1/batches", json=too_big, timeout=60)
+        assert response.status_code == 413 and "Retry-After" not in response.headers
+        assert "queue bound of 300" in response.json()["detail"]
+        # 700 samples in chunks of 300: the later chunks wait (429) for the earlier ones to drain
+        expected = [client.score(counter_request(variant_tb(k)), wait=60) for k in range(3)]
+        results = client.score_batch([counter_request(variant_tb(i % 3)) for i in range(700)], timeout=600)
+    assert [comparable(r) for r in results] == [comparable(expected[i % 3]) for i in range(700)]
+

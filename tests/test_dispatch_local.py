@@ -99,3 +99,14 @@ def test_background_work_only_uses_half_the_queue_bound():
     d.submit_many([_request(), _request()])  # scoring still has its half
     Blocking.release.set()
     d.close()
+
+
+def test_a_submission_larger_than_the_bound_is_too_large_not_queue_full():
+    from reward_service.dispatch.base import BatchTooLarge, QueueFull
+
+    d = LocalDispatcher(RaisingEngine(), workers=1, max_queue=3)
+    with pytest.raises(BatchTooLarge) as exc:
+        d.submit_many([_request().model_copy(update={"seed": s}) for s in range(4)])
+    assert not isinstance(exc.value, QueueFull) and "queue bound of 3" in str(exc.value)
+    assert d.queue_depth() == 0
+    d.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import STIMULUS, cid012_rows, rtl_files
-from reward_service.dispatch.base import JobState, QueueFull
+from reward_service.dispatch.base import BatchTooLarge, JobState, QueueFull
 from reward_service.models import ScoreRequest, SvTestbench
 from reward_service.settings import Settings
 from samples import ARBITER, PIDS, cocotb_case, comparable, icarus_case, problems
@@ -378,15 +378,16 @@ def test_queue_bound_readiness_and_unknown_jobs_without_workers(make_service):
     checks = d.ready()
     assert checks["redis"] == "ok" and checks["workers"] == "no worker answered within 1 s"
     reqs = [icarus_case(ARBITER, seed=s) for s in range(4)]
-    with pytest.raises(QueueFull) as exc:
+    with pytest.raises(BatchTooLarge) as too_large:  # can never fit: not a retryable QueueFull
         d.submit_many(reqs)
-    assert exc.value.retry_after > 0
+    assert (too_large.value.count, too_large.value.bound) == (4, 3)
     assert d.queue_depth() == 0  # all or nothing
     ids = d.submit_many(reqs[:3])
     assert d.queue_depth() == 3
     assert d.submit_many(reqs[:3]) == ids  # already queued: nothing new, no QueueFull
-    with pytest.raises(QueueFull):
+    with pytest.raises(QueueFull) as exc:
         d.submit(reqs[3])
+    assert exc.value.retry_after > 0
     t0 = time.monotonic()
     view = d.wait(ids[0], 0.3)
     assert view.state == JobState.queued and 0.25 <= time.monotonic() - t0 < 2

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reward_service.dispatch.base import QueueFull
+from reward_service.dispatch.base import BatchTooLarge, QueueFull
 from reward_service.problems.store import ProblemStoreError
 
 log = logging.getLogger("reward_service.api")
@@ -88,6 +88,10 @@ def install(app: FastAPI) -> None:
         retry = max(1, math.ceil(exc.retry_after))
         request.app.state.metrics.queue_full.inc()
         return error(429, f"{exc}; retry after {retry} s", headers={"Retry-After": str(retry)})
+
+    @app.exception_handler(BatchTooLarge)
+    async def _too_large(request: Request, exc: BatchTooLarge) -> JSONResponse:
+        return error(413, str(exc))  # waiting cannot help: no Retry-After, not retried
 
     @app.exception_handler(ProblemStoreError)
     @app.exception_handler(StoreUnavailable)

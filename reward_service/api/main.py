@@ -14,7 +14,9 @@ from reward_service.api.batch_store import BatchStore
 from reward_service.api.middleware import (
     AuthMiddleware, BodyLimitMiddleware, InternalErrorMiddleware, MetricsMiddleware,
 )
-from reward_service.api.routes import batches, health, jobs, openrlhf, problems as problem_routes, score
+from reward_service.api.routes import (
+    batches, health, jobs, limits, openrlhf, problems as problem_routes, score,
+)
 from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher
 from reward_service.problems.store import ProblemStore
@@ -59,7 +61,7 @@ def create_app(dispatcher: Dispatcher | None = None, problems: ProblemStore | No
     app.state.metrics = Metrics(dispatcher.queue_depth)
 
     errors.install(app)
-    for module in (score, jobs, batches, problem_routes, openrlhf, health):
+    for module in (score, jobs, batches, limits, problem_routes, openrlhf, health):
         app.include_router(module.router)
 
     body_max = int(settings.max_body_mb * (1 << 20))

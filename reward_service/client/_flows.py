@@ -9,6 +9,8 @@ cannot differ between them.
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
@@ -26,9 +28,10 @@ from reward_service.problems.store import ProblemSpec
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 Flow = Generator[Call, httpx.Response, T]
+log = logging.getLogger("reward_service.client")
 ProgressFn = Callable[[int, int], None]
 
-#: Requests per ``POST /v1/batches`` (the server accepts up to ``max_batch``, default 4096).
+#: Requests per ``POST /v1/batches`` at most; the service's ``GET /v1/limits`` may lower it.
 DEFAULT_CHUNK = 1024
 
 #: Shortest long-poll of a job that is not done yet (s): ``wait=0`` still waits this long per GET.
@@ -116,10 +119,13 @@ def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: fl
 
 
 # -- many samples --------------------------------------------------------------------------------
-def chunks(indices: Sequence[int], groups: Sequence[str | None] | None, size: int) -> list[list[int]]:
+def chunks(indices: Sequence[int], groups: Sequence[str | None] | None, size: int,
+           weights: Sequence[int] | None = None, max_weight: int | None = None) -> list[list[int]]:
     """``indices`` split into batches of about ``size`` requests, never splitting a group (the
     samples of one GRPO group must share a batch for its diversity term). Order inside a
-    batch follows ``indices``; a group larger than ``size`` is a batch of its own."""
+    batch follows ``indices``; a group larger than ``size`` is a batch of its own. With
+    ``weights`` (e.g. body bytes per request, indexed like the requests) a batch also stays
+    under ``max_weight`` in all, unless one group alone is heavier."""
     if size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {size}")
     units: dict[Any, list[int]] = {}
@@ -128,11 +134,15 @@ def chunks(indices: Sequence[int], groups: Sequence[str | None] | None, size: in
         units.setdefault(("g", label) if label is not None else ("i", i), []).append(i)
     out: list[list[int]] = []
     current: list[int] = []
+    weight = 0
     for unit in units.values():
-        if current and len(current) + len(unit) > size:
+        unit_weight = sum(weights[i] for i in unit) if weights is not None else 0
+        heavy = max_weight is not None and weight + unit_weight > max_weight
+        if current and (len(current) + len(unit) > size or heavy):
             out.append(current)
-            current = []
+            current, weight = [], 0
         current.extend(unit)
+        weight += unit_weight
     if current:
         out.append(current)
     return out
@@ -143,10 +153,28 @@ def _check_aligned(name: str, values: Sequence[Any] | None, n: int) -> None:
         raise ValueError(f"{name} has {len(values)} entries for {n} requests (one per request, in order)")
 
 
+#: Share of the service's bulk body limit a batch body may use (JSON framing, headers).
+BODY_SHARE = 0.9
+#: Times one batch (or job) the service lost (404) is submitted again before giving up.
+MAX_LOST = 5
+
+
+def limits() -> Flow[dict[str, Any] | None]:
+    """``GET /v1/limits``; None from a service that does not advertise its bounds (404)."""
+    response = yield Call("GET", "/v1/limits", ok=(200, 404))
+    return parse_json(Call("GET", "/v1/limits"), response) if response.status_code == 200 else None
+
+
 def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups: Sequence[str | None] | None,
                 timeout: float | None, poll_interval: float, on_progress: ProgressFn | None,
                 raise_on_infra: bool, sample_ids: Sequence[str] | None, infra_retries: int,
                 chunk_size: int) -> Flow[list[ScoreResult]]:
+    """Chunks sized from the service's ``GET /v1/limits`` (at most ``batch_limit`` requests
+    and ``BODY_SHARE`` of ``max_bulk_body_mb`` per batch). All chunks are submitted at once;
+    a later chunk answered 429 (the queue holds the earlier ones) waits for them to progress
+    instead of burning retries. A batch the service lost (404, e.g. a Redis restart without
+    persistence) is submitted again (job ids are content hashes: nothing runs twice) and
+    logged as a warning naming it and its samples."""
     n = len(requests)
     _check_aligned("groups", groups, n)
     _check_aligned("sample_ids", sample_ids, n)
@@ -154,41 +182,74 @@ def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups:
         raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
     bodies = [request_body(r, f"requests[{i}]") for i, r in enumerate(requests)]
     deadline = _deadline(timeout)
+    bounds = yield from limits()
+    size, max_bytes, weights = chunk_size, None, None
+    if bounds is not None:
+        size = max(1, min(chunk_size, int(bounds["batch_limit"])))
+        max_bytes = int(float(bounds["max_bulk_body_mb"]) * (1 << 20) * BODY_SHARE)
+        weights = [len(json.dumps(b, separators=(",", ":"))) + 32 for b in bodies]
     results: list[ScoreResult | None] = [None] * n
     attempts = [0] * n
     pending = list(range(n))
-    while pending:
-        open_batches: list[tuple[str, list[int]]] = []
-        for chunk in chunks(pending, groups, chunk_size):
-            items = []
-            for i in chunk:
-                attempts[i] += 1
-                label = groups[i] if groups is not None else None
-                items.append({**bodies[i], "group": label} if label is not None else bodies[i])
-            response = yield Call("POST", "/v1/batches", json={"requests": items, "wait": 0}, ok=(200, 202))
-            data = parse_json(Call("POST", "/v1/batches"), response)
-            _absorb(data, chunk, results)
-            if data.get("state") != "done":
-                open_batches.append((data["batch_id"], chunk))
+
+    def progress() -> None:
         if on_progress is not None:
             on_progress(sum(r is not None for r in results), n)
-        while open_batches:
+
+    while pending:
+        to_send = chunks(pending, groups, size, weights, max_bytes)
+        open_batches: list[tuple[str, list[int]]] = []
+        lost: dict[tuple[int, ...], int] = {}
+        while to_send or open_batches:
+            while to_send:
+                chunk = to_send[0]
+                items = []
+                for i in chunk:
+                    label = groups[i] if groups is not None else None
+                    items.append({**bodies[i], "group": label} if label is not None else bodies[i])
+                # With batches of this step open, 429 means "wait for them", not an outage.
+                ok = (200, 202, 429) if open_batches else (200, 202)
+                response = yield Call("POST", "/v1/batches", json={"requests": items, "wait": 0}, ok=ok)
+                if response.status_code == 429:
+                    break
+                to_send.pop(0)
+                for i in chunk:
+                    attempts[i] += 1
+                data = parse_json(Call("POST", "/v1/batches"), response)
+                _absorb(data, chunk, results)
+                if data.get("state") != "done":
+                    open_batches.append((data["batch_id"], chunk))
+            progress()
+            if not open_batches:
+                continue
             if _expired(deadline):
                 done = sum(r is not None for r in results)
                 raise ScoreTimeout(f"{done} of {n} samples scored within the timeout of {timeout:g} s "
                                    f"(batches still running: {', '.join(b for b, _ in open_batches)})", done, n)
             still_open = []
             for batch_id, chunk in open_batches:
-                hold = _remaining(deadline, poll_interval)
+                # a queued chunk waits on one short poll per round; the rest long-poll
+                hold = _remaining(deadline, min(poll_interval, 1.0) if to_send else poll_interval)
                 path = f"/v1/batches/{quote(batch_id, safe='')}"
-                response = yield Call("GET", path, params={"wait": hold}, hold=hold, ok=(200, 202))
+                response = yield Call("GET", path, params={"wait": hold}, hold=hold, ok=(200, 202, 404))
                 data = parse_json(Call("GET", path), response)
+                if response.status_code == 404:
+                    missing = [i for i in chunk if results[i] is None]
+                    key = tuple(chunk)
+                    lost[key] = lost.get(key, 0) + 1
+                    if lost[key] > MAX_LOST:
+                        raise RewardServiceError(f"the service lost batch {batch_id} {MAX_LOST + 1} times "
+                                                 f"(404: {data.get('detail')}); giving up")
+                    log.warning("the service lost batch %s (404: %s): resubmitting its %d unfinished sample(s) "
+                                "(requests %s)", batch_id, data.get("detail"), len(missing), _span(missing))
+                    if missing:
+                        to_send.insert(0, missing)
+                    continue
                 _absorb(data, chunk, results)
                 if data.get("state") != "done":
                     still_open.append((batch_id, chunk))
             open_batches = still_open
-            if on_progress is not None:
-                on_progress(sum(r is not None for r in results), n)
+            progress()
         pending = [i for i in pending if results[i].status == Status.sandbox_error and attempts[i] <= infra_retries]  # type: ignore[union-attr]
         for i in pending:
             results[i] = None
@@ -198,6 +259,10 @@ def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups:
             if r.status == Status.sandbox_error:
                 raise InfrastructureFailure(r, i, sample_ids[i] if sample_ids is not None else None, attempts[i])
     return final
+
+
+def _span(indices: list[int]) -> str:
+    return f"{indices[0]}..{indices[-1]}" if len(indices) > 3 else ", ".join(map(str, indices))
 
 
 def _absorb(batch: Mapping[str, Any], chunk: list[int], results: list[ScoreResult | None]) -> None:

@@ -86,6 +86,11 @@ class AsyncRewardClient(ClientBase):
         except RewardServiceError:
             return False
 
+    async def limits(self) -> dict[str, Any] | None:
+        """``GET /v1/limits``: the service's bounds (``batch_limit``, ``queue_bound``,
+        ``queue_depth``, body and file limits; docs/api.md), None from a service without it."""
+        return await self._drive(_flows.limits())
+
     async def register_problem(self, problem: ProblemSpec | Mapping[str, Any]) -> ProblemSpec:
         return await self._drive(_flows.register_problem(problem))
 

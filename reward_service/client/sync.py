@@ -90,7 +90,10 @@ class RewardClient(ClientBase):
                     infra_retries: int = 0, chunk_size: int = DEFAULT_CHUNK) -> list[ScoreResult]:
         """Score many samples (one RL step) through ``POST /v1/batches``; results in request
         order. ``groups[i]``: the GRPO group label of request i (None: ungrouped); a group is
-        never split across batches of ``chunk_size`` requests. Progress is polled every
+        never split across batches of ``chunk_size`` requests (lowered to the service's
+        ``batch_limit`` and body limit from ``GET /v1/limits``; a later batch answered 429 waits
+        for the earlier ones instead of failing; a batch the service lost, 404, is submitted
+        again and logged). Progress is polled every
         ``poll_interval`` seconds (the server answers as soon as a batch finishes) and reported
         as ``on_progress(done, total)``. ``timeout``: seconds in all (:class:`ScoreTimeout`).
 
@@ -111,6 +114,11 @@ class RewardClient(ClientBase):
             return self._drive(_flows.health())
         except RewardServiceError:
             return False
+
+    def limits(self) -> dict[str, Any] | None:
+        """``GET /v1/limits``: the service's bounds (``batch_limit``, ``queue_bound``,
+        ``queue_depth``, body and file limits; docs/api.md), None from a service without it."""
+        return self._drive(_flows.limits())
 
     def register_problem(self, problem: ProblemSpec | Mapping[str, Any]) -> ProblemSpec:
         """``POST /v1/problems``: register or replace a problem; returns it as stored (DUT module found)."""

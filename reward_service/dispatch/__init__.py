@@ -6,6 +6,6 @@
   ``workers/`` (the service).
 """
 
-from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
 
-__all__ = ["Dispatcher", "JobState", "JobView", "QueueFull"]
+__all__ = ["BatchTooLarge", "Dispatcher", "JobState", "JobView", "QueueFull"]

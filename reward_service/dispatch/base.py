@@ -17,6 +17,18 @@ class QueueFull(RuntimeError):
         self.retry_after = retry_after
 
 
+class BatchTooLarge(ValueError):
+    """More new jobs in one submission than the queue can ever hold (``bound``): waiting cannot
+    help, so this is not :class:`QueueFull` (HTTP 413, not retried)."""
+
+    def __init__(self, count: int, bound: int) -> None:
+        super().__init__(f"{count} new jobs in one submission exceed the queue bound of {bound} "
+                         f"(queued + running jobs); split the batch into parts of at most {bound} "
+                         "(GET /v1/limits: batch_limit)")
+        self.count = count
+        self.bound = bound
+
+
 class JobState(enum.StrEnum):
     queued = "queued"
     running = "running"
@@ -35,7 +47,11 @@ class JobView:
 class Dispatcher(abc.ABC):
     """Runs score requests somewhere and keeps their results for a while.
 
-    Job ids are opaque strings. Implementations must be safe to call from many threads."""
+    Job ids are opaque strings. Implementations must be safe to call from many threads.
+    ``max_queue``: the bound on queued + running jobs (:class:`QueueFull` beyond it,
+    :class:`BatchTooLarge` for one submission larger than it)."""
+
+    max_queue: int
 
     @abc.abstractmethod
     def submit(self, request: ScoreRequest) -> str:
@@ -49,7 +65,8 @@ class Dispatcher(abc.ABC):
 
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
         """Queue several requests (one RL step); ids in request order. All or nothing:
-        raises :class:`QueueFull` before queueing any when they do not fit."""
+        raises :class:`QueueFull` before queueing any when they do not fit now, and
+        :class:`BatchTooLarge` when they never could (more than ``max_queue``)."""
         return [self.submit(r) for r in requests]
 
     @abc.abstractmethod

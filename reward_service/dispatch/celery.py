@@ -33,7 +33,7 @@ import redis
 from celery.backends.redis import RedisBackend
 
 from reward_service.cache import ENGINE_REVISION, content_hash
-from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.settings import Settings, get_settings
 from workers.celery_app import QUEUE, TASK_NAME, backend_url, broker_url, make_app
@@ -192,6 +192,8 @@ class CeleryDispatcher(Dispatcher):
             fresh = [i for i, meta, marker in zip(unique, metas, markers)
                      if meta is None and marker is None]
             new = rerun + fresh
+            if len(new) > bound:
+                raise BatchTooLarge(len(new), bound)
             if new:
                 depth = self.queue_depth()
                 if depth + len(new) > bound:

@@ -15,7 +15,7 @@ import uuid
 import logging
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
-from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
 from reward_service.engine import Engine
 from reward_service.models import ScoreRequest, ScoreResult, Status
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 class LocalDispatcher(Dispatcher):
     """``workers`` parallel scorings (default: one per core), at most ``max_queue`` pending."""
 
-    def __init__(self, engine: Engine, workers: int | None = None, max_queue: int = 1000,
+    def __init__(self, engine: Engine, workers: int | None = None, max_queue: int = 8192,
                  keep_results: int = 10_000, result_ttl_s: float = 24 * 3600) -> None:
         self.engine = engine
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
@@ -63,6 +63,8 @@ class LocalDispatcher(Dispatcher):
         return self._submit([request], self.background_pool, self.max_queue // 2)[0]
 
     def _submit(self, requests: list[ScoreRequest], pool: ThreadPoolExecutor, bound: int) -> list[str]:
+        if len(requests) > bound:
+            raise BatchTooLarge(len(requests), bound)
         with self._lock:
             if self.queue_depth_locked() + len(requests) > bound:
                 raise QueueFull(f"queue full ({bound} pending jobs)", retry_after=2.0)

@@ -47,7 +47,8 @@ def _answer(view: BatchStatus) -> JSONResponse:
                         422: {"model": ErrorBody}, 429: {"model": ErrorBody}})
 async def create_batch(body: BatchCreate, request: Request, settings: SettingsDep, problems: ProblemStoreDep,
                        dispatcher: DispatcherDep, batches: BatchStoreDep, metrics: MetricsDep) -> JSONResponse:
-    """Queue every request (all or none: 429 when they do not fit the queue; 404/422 naming
+    """Queue every request (all or none: 429 when they do not fit the queue now, 413 naming the
+    bound when they never could (``GET /v1/limits``: ``batch_limit``); 404/422 naming
     ``requests[i]`` for an unknown problem or a request over the limits). Answers 200 with all
     results when the batch finishes within ``wait`` seconds, else 202 with its progress and
     ``Location: /v1/batches/{id}``."""
