@@ -260,3 +260,19 @@ def test_cocotb_model_build_log_with_our_signature_is_a_sandbox_error():
     sources = log.replace("<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory",
                           "Vtop___024root__0.cpp:9:5: error: 'x' was not declared in this scope")
     check_own_build_failure(dataclasses.replace(failed, output=sources), "(DUT model)")
+
+
+@pytest.mark.slow
+def test_cocotb_corpus_item_builds_cold_and_warm(cold_cache):
+    """One item of the cocotb corpus (tests/test_cocotb_corpus.py runs its Verilator spread warm),
+    with its independently measured coverage."""
+    from test_cocotb_corpus import ROWS, VERILATOR, request
+
+    item_id = "cvdp_copilot_gcd_0033"
+    tests, failed, coverage = VERILATOR[item_id]
+    results = _cold_then_warm(cold_cache, {**request(ROWS[item_id], simulator="verilator"), "limits": SLOW_BUILDS})
+    print("cocotb corpus", item_id, "build s (cold, warm):", [round(r.timings.get("build", 0) / 1000, 1) for r in results])
+    for result in results:
+        assert result.status == "ok", (result.message, result.log[-3000:])
+        assert len(result.tests) == tests and sum(not t.passed for t in result.tests) == failed
+        assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items() if c.total} == coverage
