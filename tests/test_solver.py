@@ -11,13 +11,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from reward_service.cache import ResultCache, request_key
 from reward_service.engine import Engine
 from reward_service.models import ScoreRequest
-from reward_service.sandbox import BwrapSandbox
+from reward_service.sandbox import BwrapSandbox, SandboxError
 from reward_service.sandbox.toolchain_probe import solver
 from reward_service.settings import Settings
 from reward_service.simulators.toolchain import host_toolchain, versions
+from reward_service.simulators.verilator import check_solver
 
 DESIGNS = Path(__file__).parent / "verilator_designs"
 ALU = (DESIGNS / "alu.sv").read_text()
@@ -138,3 +141,40 @@ def test_result_of_a_toolchain_without_solver_is_never_served(engine, shared_cac
     first, again = engines[1].score(alu_request(RAND_TB)), engines[1].score(alu_request(RAND_TB))
     assert first.status == "ok" and not first.cache.result and again.cache.result
     assert [m[0] for m in TXN.findall(first.log)] == ["1"] * 40
+
+
+#: Verilator 5.48's log of a run without a solver (captured from alu_rand_tb.sv with no z3 on PATH).
+NO_SOLVER_LOG = """VlRProcess::open: execvp(z3): No such file or directory
+%Warning: Subprocess command `z3 --in' failed: exit status 127
+%Warning: Unable to communicate with SAT solver, please check its installation or specify a different one in VERILATOR_SOLVER environment variable.
+ ... Tried: $ z3 --in
+
+RS_TXN 0 15 0 0
+- tb.sv:23: Verilog $finish
+"""
+
+
+@pytest.mark.parametrize("limit_hit", [None, "timed_out"])
+def test_solver_log_classification(limit_hit):
+    with pytest.raises(SandboxError, match=r"SMT solver .*VlRProcess::open: execvp\(z3\)"):
+        check_solver(NO_SOLVER_LOG, [], limit_hit=limit_hit)
+    died = "%Warning: Subprocess command `/usr/bin/z3 --in' failed: Killed\n"
+    notes: list[str] = []
+    check_solver(died, notes, limit_hit="oom")  # the OOM kill explains it: the limit's status stands
+    assert notes == []
+    with pytest.raises(SandboxError, match="failed: Killed"):
+        check_solver(died, notes)
+    check_solver("%Warning-UNSATCONSTR: tb.sv:5: Unsatisfied constraint: 'a < 5'\n", notes)
+    assert notes == ["randomize() failed: 1 unsatisfied-constraint warning(s), first: tb.sv:5: Unsatisfied constraint: 'a < 5'"]
+
+
+def test_spinning_on_a_missing_solver_is_a_sandbox_error_not_a_timeout(shared_cache_dir):
+    """A testbench that retries randomize() until it succeeds spins when the solver is missing;
+    it is ours (sandbox_error), not the testbench's timeout ("does it end with $finish?")."""
+    spin = RAND_TB.replace("ok = t.randomize();", "do ok = t.randomize(); while (!ok);")
+    assert spin != RAND_TB
+    missing = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False),
+                     sandbox=SolverSandbox("/nonexistent/z3 --in"))
+    result = missing.score({**alu_request(spin), "limits": {"run_s": 2}})
+    assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
+    assert "SMT solver" in result.message

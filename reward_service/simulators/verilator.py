@@ -226,21 +226,25 @@ def solver_env(job: Job) -> dict[str, str]:
 
 
 #: verilated_random.cpp's lines when randomize() could not use the solver at all: the child could
-#: not be started, the handshake failed, the solver died, or its answers were unreadable.
+#: not be started, the handshake failed, or its answers were unreadable; and when the solver died
+#: (which a limit's kill, e.g. the OOM killer's, explains too).
 _SOLVER_BROKEN = re.compile(
-    r"^(?:%Warning: (?:[^\n]*: )?(?:Unable to communicate with SAT solver|Subprocess command `[^`\n]*' failed"
-    r"|Internal: Unable to parse solver)|VlRProcess::open: )[^\n]*", re.M)
+    r"^(?:%Warning: (?:[^\n]*: )?(?:Unable to communicate with SAT solver|Internal: Unable to parse solver)"
+    r"|VlRProcess::open: )[^\n]*", re.M)
+_SOLVER_DIED = re.compile(r"^%Warning: (?:[^\n]*: )?Subprocess command `[^`\n]*' failed[^\n]*", re.M)
 _SOLVER_ERROR = re.compile(r"^%Warning: (?:[^\n]*: )?Internal: Solver error: [^\n]*", re.M)
 _UNSAT = re.compile(r"^%Warning-UNSATCONSTR: [^\n]*", re.M)
 
 
-def check_solver(run_log: str, notes: list[str]) -> None:
+def check_solver(run_log: str, notes: list[str], limit_hit: str | None = None) -> None:
     """Surface what constrained ``randomize()`` reported in a simulation log: a solver that could
     not be run is ours (raises :class:`SandboxError`: every randomize() returned 0 and the
     testbench drove its defaults, so its coverage says nothing); unsatisfied constraints
     (Verilator's UNSATCONSTR, randomize() returned 0) and solver errors are the stimulus's and
-    go into ``notes`` (the result message), since they change what the stimulus did."""
-    broken = _SOLVER_BROKEN.search(run_log)
+    go into ``notes`` (the result message), since they change what the stimulus did. A run that a
+    limit ended (``limit_hit``) is ours only when the solver never worked: a testbench that spins
+    until randomize() succeeds hits the time limit, and that is no fault of its own."""
+    broken = _SOLVER_BROKEN.search(run_log) or (None if limit_hit else _SOLVER_DIED.search(run_log))
     if broken:
         raise SandboxError("the SMT solver that Verilator's randomize() needs could not be used "
                            f"({broken.group(0).strip()[:300]}); install z3 (scripts/install.sh)")
@@ -303,8 +307,7 @@ class VerilatorSimulator(SimulatorBackend):
         out.ended_by, out.coverage_dat = read_run_end(job.run_dir, token, out.notes)
         if out.ended_by == "stop" and "%Fatal:" in out.run.output:
             out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
-        if not out.run.limit_hit:  # a limit's own status says more (and may have killed the solver)
-            check_solver(out.run.output, out.notes)
+        check_solver(out.run.output, out.notes, limit_hit=out.run.limit_hit)
         return out
 
     def run_cocotb(self, job: Job) -> SimRun:
