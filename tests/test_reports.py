@@ -211,8 +211,8 @@ def check_page_in_browser(result: ScoreResult, page: Path, want: dict[str, dict[
     for metric, c in want.items():
         assert parsed.rows[metric][1:3] == [str(c["covered"]), str(c["total"])], (metric, parsed.rows[metric])
     assert parsed.rows["overall"][-1] == f"{100 * result.coverage.overall:.2f}"
-    links = [h for h in parsed.hrefs if h.startswith("#f")]
-    assert len(links) == len(result.uncovered) > 0
+    links = [h for h in parsed.hrefs if h.startswith("#f")]  # one per file, line and metric
+    assert len(links) == len({(u.file, u.line, u.metric) for u in result.uncovered}) > 0
     assert all(h[1:] in parsed.ids for h in links)
     shot = page.parent / "shot.png"
     run = chromium(page, f"--screenshot={shot}", "--window-size=1200,1600", "--hide-scrollbars")
@@ -228,6 +228,8 @@ def test_html_report_of_a_verilator_run_renders_in_chromium(stego_verilator, tmp
     page = html_report.write(stego_verilator, tmp_path / "report", title="stego weak.sv")
     text = page.read_text()
     assert text.count('class="missed"') == len({(u.file, u.line) for u in stego_verilator.uncovered})
+    uncovered = sum(c.total - c.covered for c in stego_verilator.coverage.metrics.values())
+    assert f"Uncovered points ({len(stego_verilator.uncovered)})" in text and uncovered == 194 < 200  # not capped
     check_page_in_browser(stego_verilator, page, expected(STEGO, "weak"))
 
 

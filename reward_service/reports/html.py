@@ -72,13 +72,13 @@ def _anchor(file_index: int, line: int) -> str:
     return f"f{file_index}-L{line}"
 
 
-def _missed_text(metric: str, points: list[PointRecord]) -> list[str]:
-    """The uncovered points of one metric on one line, as readable lines (toggle bits grouped
-    per signal)."""
+def _missed_text(metric: str, points: list) -> list[str]:
+    """The uncovered points (PointRecord or UncoveredPoint) of one metric on one line, as
+    readable lines (toggle bits grouped per signal)."""
     if metric != "toggle":
         return [f"{metric}: {p.detail}" for p in points]
     per_signal: dict[str, list[str]] = defaultdict(list)
-    for p in points:
+    for p in sorted(points, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.detail)]):
         m = _TOGGLE.match(p.detail)
         if m is None:
             per_signal[p.detail].append("")
@@ -115,16 +115,20 @@ def _context(result: ScoreResult, title: str) -> dict:
         totals = {m: _Cell(sum(p.covered for p in by_file.get(name, []) if p.metric == m),
                            sum(1 for p in by_file.get(name, []) if p.metric == m)) for m in columns}
         files.append({"name": name, "index": i, "lines": lines, "totals": totals, "orphans": orphans})
-    uncovered = [{"file": u.file, "line": u.line, "metric": u.metric, "detail": u.detail,
-                  "href": f"#{_anchor(index[u.file], u.line)}" if u.file in index and u.line > 0 else None}
-                 for u in result.uncovered]
+    # one entry per file, line and metric (a 32-bit port's 64 toggle bits are one entry)
+    grouped_uncovered: dict[tuple[str, int, str], list] = {}
+    for u in result.uncovered:
+        grouped_uncovered.setdefault((u.file, u.line, u.metric), []).append(u)
+    uncovered = [{"file": f, "line": n, "text": "; ".join(_missed_text(metric, points)),
+                  "href": f"#{_anchor(index[f], n)}" if f in index and n > 0 else None}
+                 for (f, n, metric), points in grouped_uncovered.items()]
     others = [p for p in detail.points if p.file not in detail.sources]  # functional bins
     summary = []
     for name, m in result.coverage.metrics.items():
         summary.append({"metric": name, "available": m.available, "reason": m.reason, "covered": m.covered,
                         "total": m.total, "percent": None if m.ratio is None else 100 * m.ratio})
     return {"title": title, "result": result, "summary": summary, "columns": columns, "files": files,
-            "uncovered": uncovered, "uncovered_missing": sum(1 for p in detail.points if not p.covered) - len(uncovered),
+            "uncovered": uncovered, "uncovered_points": len(result.uncovered), "uncovered_missing": sum(1 for p in detail.points if not p.covered) - len(result.uncovered),
             "others": others,
             "overall": None if result.coverage.overall is None else 100 * result.coverage.overall}
 
