@@ -347,3 +347,37 @@ def test_rescore_report_html_shows_the_reports_numbers(tmp_path, shared_cache_di
     assert cells[7] == f"{100 * report['mean_coverage']:.2f}"
     row = dom.stdout.split('id="problem-cvdp_copilot_Attenuator_0011"', 1)[1].split("</tr>", 1)[0]
     assert f"{100 * report['by_problem']['cvdp_copilot_Attenuator_0011']['mean_coverage']:.2f}" in row
+
+
+# -- through Celery workers ---------------------------------------------------------------------
+from test_workers import Service, redis_server  # noqa: E402,F401 - a private redis-server (module fixture)
+
+
+@needs_genhtml
+def test_reports_of_a_job_scored_by_a_celery_worker(redis_server, shared_cache_dir, tmp_path):
+    """The points survive the worker's JSON result in Redis: the API on the CeleryDispatcher
+    serves the job's tracefile, which genhtml reads with the case's expected counts."""
+    from reward_service.api import create_app
+    from reward_service.models import ScoreRequest
+    from reward_service.settings import Settings
+
+    svc = Service(f"{redis_server}/15", shared_cache_dir, tmp_path)
+    try:
+        svc.start("reports", concurrency=1)
+        job = svc.dispatcher.submit(ScoreRequest.model_validate(case_request(RING, "good", "fast")))
+        view = svc.dispatcher.wait(job, 120)
+        assert view is not None and view.state == "done" and view.result.detail is not None, svc.logs()
+        app = create_app(dispatcher=svc.dispatcher, settings=Settings(warm_on_register=False))
+        with live_server(app) as base, httpx.Client(base_url=base, timeout=60) as api:
+            lcov = api.get(f"/v1/jobs/{job}/coverage.info")
+            assert lcov.status_code == 200, lcov.text
+            page = api.get(f"/v1/jobs/{job}/report.html")
+            assert page.status_code == 200 and 'id="summary-toggle"' in page.text
+        info = tmp_path / "celery.info"
+        info.write_text(lcov.text)
+        want = expected(RING, "good")
+        assert genhtml(info, view.result.detail.sources, tmp_path / "html") == {
+            "lines": (want["line"]["covered"], want["line"]["total"]),
+            "branches": (want["branch"]["covered"], want["branch"]["total"])}
+    finally:
+        svc.close()
