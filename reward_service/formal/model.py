@@ -1,0 +1,236 @@
+"""The DUT's coverage points as a synthesizable model for yosys (issue 14).
+
+The points are the fast path's own (:mod:`reward_service.fastcov.blocks` and
+:mod:`reward_service.fastcov.toggle` enumerate them; nothing is enumerated here). What differs
+from the Icarus instrumentation is the finishing: no ``final`` block, no flag file, no watcher
+processes, no emulation rewrites. Instead
+
+- each ``line``/``branch`` flag is a module-level ``(* keep *) reg`` initialised to 0 and set by
+  the same statement the fast path inserts. In a clocked block yosys makes it a register that
+  holds (sticky); in a combinational block it is assigned on some paths only, so yosys infers a
+  latch that ``async2sync`` turns into a sticky register too. Either way the flag is 1 in a
+  reachable state iff the point was counted at some evaluation, and "the flag is never 1" is the
+  property whose proof makes the point unreachable;
+- each toggle signal (scalar or plain vector at module level) gets two ``(* keep *)`` wires, the
+  signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
+  unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
+
+Points the model cannot represent exactly (in a function, task, ``initial``/``final`` or latch
+block, in a generate block, of a module instantiated with several parameter sets, toggle bits
+of arrays/structs/generate-scoped signals) get no property: they are never proved (their flag
+statements are removed from the text, so yosys never sees a module variable set in a
+function). Semantics: zero initial state, no reset assumed, inputs free at every step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyslang import ast, syntax
+
+from reward_service import hdl
+from reward_service.fastcov.blocks import BlocksKind
+from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
+from reward_service.fastcov.toggle import ToggleKind
+from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
+
+_K = syntax.SyntaxKind
+_S = ast.SymbolKind
+
+#: Output-name prefixes of the model's property signals (yosys ``expose`` makes them outputs).
+FLAG_PREFIX = "__rs_f"
+TOGGLE_PREFIX = "__rs_formal_t"
+
+#: A point's key, as the result reports it: (file, line, metric, detail).
+PointKey = tuple[str, int, str, str]
+
+
+@dataclass(frozen=True)
+class Property:
+    """One bad-state signal: ``signal`` (the wire's name in its module, unique in the design)
+    bit ``bit`` is never 1 (in every instance of ``module``)."""
+
+    module: str
+    signal: str
+    bit: int
+
+
+@dataclass
+class FormalModel:
+    """The model's SV files (name -> text, for ``read_verilog -formal -sv``), its top module,
+    the properties, and every point the fast path enumerates with the indices (in
+    ``properties``) of the properties any one of which proves it unreachable (none: it is
+    never proved)."""
+
+    files: dict[str, str]
+    top: str
+    properties: list[Property]
+    points: list[tuple[PointKey, tuple[int, ...]]]
+    notes: list[str] = field(default_factory=list)  # why some points have no property
+
+
+def build_model(design: dict[str, str], top: str | None = None) -> FormalModel:
+    """Build the formal model of the DUT files ``design`` (name -> text). ``top``: the DUT's
+    top module (default: pyslang's single top instance). Raises :class:`Unsupported` when the
+    design cannot be modelled at all (then every point is undecided)."""
+    hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}
+    if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
+        raise Unsupported("`include in the design is not modelled")
+    sources, compilation = parse(hdl_files)
+    bodies = _instance_bodies(compilation)
+    if top is None:
+        tops = [i.name for i in compilation.getRoot().topInstances]
+        if len(tops) != 1:
+            raise Unsupported(f"the design has {len(tops)} top modules")
+        top = compilation.getRoot().topInstances[0].definition.name
+    properties: list[Property] = []
+    points: list[tuple[PointKey, tuple[int, ...]]] = []
+    module_index = 0
+    notes: list[str] = []
+    files = {}
+    for source in sources:
+        strip: list[tuple[str, list[str]]] = []  # per module in file order: tag, statements to remove
+        for module in modules_of(source):
+            name = module.header.name.valueText
+            tag = f"m{module_index}_"  # flag names restart per module; the model's are unique
+            module_index += 1
+            unit = ModuleUnit(source, module, compilation, bodies.get(name))
+            anchors: list[Any] = []
+            add_point = unit.add_point
+
+            def recording(metric, line, column, comment, anchor, _add=add_point, _anchors=anchors):
+                _anchors.append(anchor)  # which construct sets the flag decides how it is modelled
+                return _add(metric, line, column, comment, anchor)
+
+            unit.add_point = recording  # type: ignore[method-assign]
+            BlocksKind().instrument(unit)
+            several = bool(unit.body is not None and _other_sets(unit))
+            removed = []
+            kept = []
+            for flag, anchor in zip(unit.flags, anchors):
+                key = (flag.spec.file, flag.spec.line, flag.spec.metric, flag.spec.comment)
+                why = _unmodelled(anchor) or ("in a generate block" if flag.scope else None) \
+                    or ("module has several parameter sets" if several else None)
+                if why:
+                    removed.append(flag.set)
+                    notes.append(f"{key[0]}:{key[1]} {key[3]}: {why}")
+                    points.append((key, ()))
+                else:
+                    kept.append(flag.name)
+                    points.append((key, (len(properties),)))
+                    properties.append(Property(name, _renamed(flag.name, tag), 0))
+            strip.append((tag, removed))
+            toggle_decls = _toggles(unit, tag, several, properties, points, notes)
+            if kept:  # declared before use: right after the header, as the fast path does
+                unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
+            if toggle_decls:  # after the signals they read
+                unit.insert_before(module.endmodule, " " + " ".join(toggle_decls) + " ")
+        files[source.name] = _strip(source.apply(), strip)
+    return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes)
+
+
+def _other_sets(unit: ModuleUnit) -> list[Any]:
+    try:
+        return other_bodies(unit)
+    except Unsupported:
+        return [None]
+
+
+def _unmodelled(anchor: Any) -> str | None:
+    """Why a flag set under ``anchor`` cannot be modelled (None: it can)."""
+    for node in [anchor, *ancestors(anchor)]:
+        k = node.kind
+        if k in (_K.FunctionDeclaration, _K.TaskDeclaration):
+            return "in a function or task"
+        if k in (_K.InitialBlock, _K.FinalBlock):
+            return "in an initial/final block"
+        if k == _K.AlwaysLatchBlock:
+            return "in an always_latch block"
+        if k in (_K.AlwaysFFBlock, _K.AlwaysCombBlock, _K.ContinuousAssign, _K.NetDeclaration):
+            return None
+        if k == _K.AlwaysBlock:
+            body = node.statement
+            if body.kind == _K.TimingControlStatement and body.timingControl.kind in (
+                    _K.EventControl, _K.EventControlWithExpression, _K.ImplicitEventControl):
+                return None
+            return "in an always block without an event control"
+    return "outside a procedure"
+
+
+def _toggles(unit: ModuleUnit, tag: str, several: bool, properties: list[Property],
+             points: list[tuple[PointKey, tuple[int, ...]]], notes: list[str]) -> list[str]:
+    """Toggle points of the module (the fast path's :class:`ToggleKind` finds the signals) and
+    the declarations of their property wires."""
+    if unit.body is None:
+        return []
+    probe = ModuleUnit(unit.source.__class__(unit.source.name, unit.source.text, unit.source.tree),
+                       unit.syntax, unit.compilation, unit.body)
+    try:
+        ToggleKind().instrument(probe)  # only its signal list is used; the probe's text is dropped
+    except Unsupported as exc:
+        notes.append(f"{unit.file}: toggles of {unit.name}: {exc}")
+        return []
+    decls = []
+    for sig in probe.toggles:
+        shape = _shape(unit, sig)
+        if shape is None:
+            notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not a plain vector")
+            continue
+        names = sig.bit_names(*shape)
+        width = len(names)
+        keys = [[(unit.file, sig.line, "toggle", f"{sig.name}{bit}:{edge}") for edge in ("0->1", "1->0")]
+                for bit in names]
+        if several or width > 256:
+            notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: several parameter sets or too wide")
+            points.extend((key, ()) for pair in keys for key in pair)
+            continue
+        high, low = f"{TOGGLE_PREFIX}{tag}{sig.index}_h", f"{TOGGLE_PREFIX}{tag}{sig.index}_l"
+        decls.append(f"(* keep *) wire [{width - 1}:0] {high} = {sig.name}; "
+                     f"(* keep *) wire [{width - 1}:0] {low} = ~{sig.name};")
+        for p, (rise, fall) in enumerate(keys):
+            never_1, never_0 = len(properties), len(properties) + 1
+            properties.append(Property(unit.name, high, p))
+            properties.append(Property(unit.name, low, p))
+            points.append((rise, (never_1,)))            # 0->1 needs the bit at 1
+            points.append((fall, (never_1, never_0)))    # 1->0 needs it at 1, then at 0
+    return decls
+
+
+def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
+    """(left, right) of a module-level scalar (0, 0), plain vector, or a signal whose bits the
+    fast path names itself (0, 0: unused); None otherwise (arrays, generate-scoped signals)."""
+    if sig.scoped or sig.dims:
+        return None
+    if sig.bits is not None:  # enum, packed struct, multi-dimensional: named LSB first
+        return 0, 0
+    sym = unit.body.find(sig.name)
+    if sym is None:
+        return None
+    t = sym.type.canonicalType
+    if t.kind == _S.ScalarType:
+        return 0, 0
+    if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
+        return t.range.left, t.range.right
+    return None
+
+
+def _renamed(flag_name: str, tag: str) -> str:
+    return f"{FLAG_PREFIX}{tag}{flag_name[len(FLAG_PREFIX):]}"
+
+
+_FLAG_NAME = re.compile(r"\b" + re.escape(FLAG_PREFIX) + r"(\d+)\b")
+
+
+def _strip(text: str, modules: list[tuple[str, list[str]]]) -> str:
+    """Remove the flag statements of unmodelled points and give the flags design-unique names,
+    module by module (flag names restart in each module, so the text is split at
+    ``endmodule``)."""
+    parts = re.split(r"(\bendmodule\b)", text)
+    for index, (tag, statements) in enumerate(modules):
+        segment = parts[2 * index]
+        for stmt in statements:
+            segment = segment.replace(stmt, " " * len(stmt))
+        parts[2 * index] = _FLAG_NAME.sub(lambda m: f"{FLAG_PREFIX}{tag}{m.group(1)}", segment)
+    return "".join(parts)

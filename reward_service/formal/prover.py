@@ -1,0 +1,247 @@
+"""Prove coverage points unreachable: the formal model (:mod:`.model`) through yosys and its
+bundled ABC (``pdr``), in the sandbox, one run per design (issue 14; docs/formal.md).
+
+Flow: ``read_verilog -formal -sv``; ``prep -flatten``; a JSON netlist is checked (one clock
+edge for all flip-flops, no latches other than the model's flags, no memories, no
+set/reset flip-flops: anything else makes every point undecided); ``async2sync; dffunmap``;
+undefined values become free inputs (``setundef -anyseq``: an ``x`` may be any value) and
+every register starts at 0 (``setundef -init -zero``; Verilator's zero initial state); the
+design's own outputs are dropped and the property signals exposed; ``write_aiger -zinit``.
+ABC runs ``pdr -a`` (IC3, unbounded) over all properties with a time limit per design and
+per property. Only outputs ABC reports proved are used, and only when it reports no
+undecided output (it names the disproved ones, not the proved ones): a timeout leaves every
+point of the design in the denominator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from reward_service.fastcov.unit import Unsupported
+from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
+from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
+
+log = logging.getLogger(__name__)
+
+#: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
+PROVER_REVISION = "1"
+
+#: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
+_FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
+_LATCH_CELLS = {"$dlatch"}
+_UNSUPPORTED = {"$adlatch", "$dlatchsr", "$sr", "$dffsr", "$dffsre", "$aldff", "$aldffe", "$mem", "$mem_v2",
+                "$memrd", "$memrd_v2", "$memwr", "$memwr_v2", "$meminit", "$meminit_v2", "$fsm", "$print",
+                "$check", "$assert", "$assume", "$cover", "$live", "$fair", "$ff", "$anyinit"}
+
+
+@dataclass
+class ProofResult:
+    """The verdict on one design. ``unreachable``: the points (file, line, metric, detail)
+    proved unreachable (every enumerated point with that key); ``undecided``: points neither
+    proved nor disproved; ``points``: all points the fast path enumerates; ``status``:
+    ``proved`` (the run finished), ``unsupported`` (not modelled: all undecided),
+    ``timeout`` or ``error`` (all undecided); ``seconds``: wall time of the run."""
+
+    status: str
+    points: int = 0
+    unreachable: list[PointKey] = field(default_factory=list)
+    undecided: int = 0
+    disproved: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> ProofResult:
+        data = dict(data)
+        data["unreachable"] = [tuple(k) for k in data.get("unreachable", [])]
+        return cls(**data)
+
+
+def design_key(design: dict[str, str], top: str | None = None) -> str:
+    """The cache key of a design's verdict: its HDL files, top, the prover revision."""
+    blob = json.dumps({"files": design, "top": top, "rev": PROVER_REVISION}, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | None = None,
+          timeout_s: float = 120.0, per_property_ms: int = 2000,
+          cache_dir: Path | None = None) -> ProofResult:
+    """Prove the coverage points of the DUT files ``design`` (name -> text) unreachable where
+    they are. ``top``: the DUT's top module (default: the design's single top). Runs yosys and
+    ABC in ``sandbox`` (default: bwrap) with ``timeout_s`` for each of the two steps and
+    ``per_property_ms`` per property. ``cache_dir``: a directory of verdicts per design key (the
+    verdict does not depend on the stimulus). Never raises for a design it cannot handle: the
+    result then says ``unsupported``/``error`` with every point undecided."""
+    key = design_key(design, top)
+    cached = cache_dir / f"{key}.json" if cache_dir is not None else None
+    if cached is not None and cached.exists():
+        return ProofResult.from_json(json.loads(cached.read_text()))
+    start = time.monotonic()
+    try:
+        model = build_model(design, top)
+    except Unsupported as exc:
+        return ProofResult("unsupported", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a parser failure leaves the points undecided
+        return ProofResult("unsupported", reason=f"model: {exc}")
+    result = _run(model, sandbox or get_sandbox("bwrap"), timeout_s, per_property_ms)
+    result.seconds = round(time.monotonic() - start, 3)
+    if cached is not None and result.status in ("proved", "unsupported"):  # a timeout may pass next time
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result.to_json()))
+        tmp.replace(cached)
+    return result
+
+
+def _yosys_script(model: FormalModel) -> str:
+    names = " ".join(sorted(model.files))
+    return "\n".join([
+        f"read_verilog -formal -sv {names}",
+        f"hierarchy -check -top {model.top}",
+        f"prep -top {model.top} -flatten",
+        "write_json pre.json",
+        "async2sync",
+        "dffunmap",
+        "setundef -undriven -anyseq",
+        "setundef -anyseq",
+        "setundef -init -zero",
+        "delete -output o:*",
+        f"expose w:*{FLAG_PREFIX}* w:*{TOGGLE_PREFIX}*",
+        "techmap",
+        "aigmap",
+        "opt_clean",
+        "write_aiger -zinit -map model.map model.aig",
+        "",
+    ])
+
+
+def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int) -> ProofResult:
+    base = ProofResult("error", points=len(model.points), undecided=len(model.points), notes=model.notes[:50])
+    if not model.properties:
+        base.status, base.reason = "unsupported", "no point has a property"
+        return base
+    work = Path(tempfile.mkdtemp(prefix="rs_formal_"))
+    try:
+        for name, text in model.files.items():
+            if "/" in name or name.startswith("."):
+                base.status, base.reason = "unsupported", f"file name {name!r}"
+                return base
+            (work / name).write_text(text)
+        (work / "model.ys").write_text(_yosys_script(model))
+        res = sandbox.run(ExecSpec(argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"], workdir=work,
+                                   timeout_s=timeout_s, memory_mb=2048, output_kb=64))
+        if res.timed_out:
+            base.status, base.reason = "timeout", f"yosys: over {timeout_s:g} s"
+            return base
+        pre = work / "pre.json"
+        if pre.exists():
+            why = _check_netlist(json.loads(pre.read_text()), model.top)
+            if why:
+                base.status, base.reason = "unsupported", why
+                return base
+        if res.exit_code != 0 or not (work / "model.aig").exists():
+            base.status = "unsupported"
+            base.reason = "yosys: " + _first_error(res.output + _read(work / "yosys.log"))
+            return base
+        outputs = _read_map(work / "model.map")
+        (work / "abc.cmd").write_text(
+            f"read_aiger model.aig; fold; pdr -a -T {int(timeout_s)} -H {per_property_ms}\n")
+        res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "abc.cmd"], workdir=work,
+                                   timeout_s=timeout_s + 10, memory_mb=2048, output_kb=4096))
+        if res.timed_out or res.exit_code != 0:
+            base.status, base.reason = ("timeout" if res.timed_out else "error"), "abc: " + res.output[-300:]
+            return base
+        return _verdicts(model, outputs, res.output, base)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _first_error(text: str) -> str:
+    for line in text.splitlines():
+        if "ERROR" in line:
+            return line.strip()[:300]
+    return text.strip()[-300:]
+
+
+def _check_netlist(netlist: dict, top: str) -> str | None:
+    """Why the flattened netlist is outside the model's semantics (None: it is inside)."""
+    module = netlist.get("modules", {}).get(top)
+    if module is None:
+        return f"yosys has no module {top}"
+    flag_bits = {b for name, net in module.get("netnames", {}).items() if f"{FLAG_PREFIX}m" in name
+                 for b in net["bits"]}
+    clocks = set()
+    for name, cell in module.get("cells", {}).items():
+        kind = cell["type"]
+        if kind in _UNSUPPORTED or (kind.startswith("$") and kind.startswith(("$_", "$mem"))):
+            return f"cell {kind} ({name}) is not modelled"
+        if kind in _LATCH_CELLS:
+            if not set(cell["connections"]["Q"]) <= flag_bits:
+                return "the design has a latch"
+            continue
+        if kind in _FF_CELLS:
+            clk = tuple(cell["connections"]["CLK"])
+            clocks.add((clk, cell["parameters"].get("CLK_POLARITY")))
+    if len(clocks) > 1:
+        return f"{len(clocks)} clock edges (one clock edge only)"
+    return None
+
+
+def _read_map(path: Path) -> list[tuple[str, int]]:
+    """Output index -> (wire name, bit) from ``write_aiger -map``."""
+    outputs: dict[int, tuple[str, int]] = {}
+    for line in _read(path).splitlines():
+        words = line.split()
+        if len(words) == 4 and words[0] == "output":
+            outputs[int(words[1])] = (words[3].lstrip("\\"), int(words[2]))
+    return [outputs[i] for i in sorted(outputs)]
+
+
+_ASSERTED = re.compile(r"Output\s+(\d+) was (?:trivially )?asserted")
+_SUMMARY = re.compile(r"Properties:\s+All = (\d+)\. Proved = (\d+)\. Disproved = (\d+)\. Undecided = (\d+)\.")
+
+
+def _verdicts(model: FormalModel, outputs: list[tuple[str, int]], text: str, base: ProofResult) -> ProofResult:
+    summary = _SUMMARY.search(text)
+    if summary is None:
+        base.reason = "abc printed no summary"
+        return base
+    total, proved, disproved, undecided = map(int, summary.groups())
+    failed = {int(m.group(1)) for m in _ASSERTED.finditer(text)}
+    if total != len(outputs) or len(failed) != disproved:
+        base.reason = f"abc: {total} outputs, {len(outputs)} mapped, {disproved} disproved, {len(failed)} named"
+        return base
+    if undecided:
+        base.status, base.reason = "timeout", f"abc: {undecided} of {total} properties undecided"
+        return base
+    # a property holds when its signal bit is unreachable in every instance of its module
+    # (the flattened wire is `<instance path>.<signal>`; model signal names are design-unique)
+    instances: dict[tuple[str, int], list[int]] = {}
+    for index, (wire, bit) in enumerate(outputs):
+        instances.setdefault((wire.rsplit(".", 1)[-1], bit), []).append(index)
+    held = [bool(instances.get((p.signal, p.bit))) and not (set(instances[(p.signal, p.bit)]) & failed)
+            for p in model.properties]
+    # a key is unreachable only if every point with that key is (two case items on one line)
+    verdict: dict[PointKey, bool] = {}
+    for key, provers in model.points:
+        verdict[key] = verdict.get(key, True) and any(held[i] for i in provers)
+    unreachable = sorted(k for k, v in verdict.items() if v)
+    n_unreachable = sum(1 for key, _ in model.points if verdict[key])
+    return ProofResult("proved", points=len(model.points), unreachable=unreachable, undecided=0,
+                       disproved=len(model.points) - n_unreachable, notes=base.notes)
