@@ -27,6 +27,15 @@ See bench/README.md.
     python bench/bench_service.py --mode both --samples 12 --simulator icarus
     python bench/bench_service.py --mode embedded --samples 6 --simulator verilator --json /tmp/svc.json
     python bench/bench_service.py --mode compose --samples 12 --simulator icarus
+
+``--mode compare`` (issue 10) scores one batch in the embedded server and in the compose stack in
+one run and compares them: every case × testbench × ``--seeds`` seeds (8 × 3 × 4 = 96 on the
+stimulus cases), ``engine: auto``, Verilator as the reference; both services up at once,
+per mode ``--warmup`` untimed batches, then one timed batch each (throughput), then single
+requests alternating between the two, sample by sample (paired latency per sample). It reports compose throughput / embedded throughput and the per-sample overhead of
+compose over embedded (median over the fast-path samples of the paired latency differences):
+
+    python bench/bench_service.py --mode compare --seeds 4 --json /tmp/compare.json
 """
 
 from __future__ import annotations
@@ -225,14 +234,25 @@ def compose_command() -> list[str]:
     raise RuntimeError("Docker Compose is not installed (scripts/install.sh installs it)")
 
 
-def start_compose(logs: Path, workers: int) -> str:
+def start_compose(logs: Path, workers: int, cache_volume: str | None = None) -> str:
     """docker-compose.yml under a private project name on a free port, ``workers`` worker
-    containers (the images of scripts/build_images.sh). Returns the API's base URL; the stack
-    is taken down (``down -v``) by :func:`stop_all`."""
+    containers (the images of scripts/build_images.sh), the result cache off as in the other
+    modes (``cache_volume``: the workers' cache on that named volume, kept). Returns the API's
+    base URL; the stack is taken down (``down -v``) by :func:`stop_all`."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REWARD_SERVICE_", "CELERY_"))}
     env.update({"REWARD_SERVICE_PORT": str(port), "REWARD_SERVICE_BIND": "127.0.0.1"})
-    cmd = [*compose_command(), "-p", f"rsbench{os.getpid()}", "-f", str(REPO / "docker-compose.yml")]
+    override = logs / "compose.bench.yml"
+    worker: dict[str, Any] = {"environment": {"REWARD_SERVICE_RESULT_CACHE": "false"}}
+    volumes: dict[str, Any] = {}
+    if cache_volume:
+        if subprocess.run(["docker", "volume", "inspect", cache_volume], capture_output=True).returncode != 0:
+            subprocess.run(["docker", "volume", "create", cache_volume], capture_output=True, check=True)
+        worker["volumes"] = ["bench-cache:/var/cache/reward-service"]
+        volumes = {"volumes": {"bench-cache": {"external": True, "name": cache_volume}}}
+    override.write_text(json.dumps({"services": {"worker": worker}, **volumes}))  # JSON is YAML
+    cmd = [*compose_command(), "-p", f"rsbench{os.getpid()}", "-f", str(REPO / "docker-compose.yml"),
+           "-f", str(override)]
     COMPOSE.append((cmd, env, logs / "compose.log"))
     up = subprocess.run([*cmd, "up", "-d", "--scale", f"worker={workers}"], env=env, cwd=REPO,
                         capture_output=True, text=True)
@@ -276,6 +296,7 @@ class Pass:
     engine_ms: list[float] = field(default_factory=list)  # ScoreResult.timings.total
     timings: list[dict] = field(default_factory=list)  # ScoreResult.timings (ms per stage), for the JSON
     failures: list[str] = field(default_factory=list)
+    outcomes: list[tuple] = field(default_factory=list)  # batch: (status, coverage) per sample, in order
 
     @property
     def n(self) -> int:
@@ -385,10 +406,13 @@ def batch_pass(label: str, client: httpx.Client, url: str, samples: list[Case], 
     results = r.json()["results"]
     progress_to(len(results))
     out.timings = [(r or {}).get("timings") or {} for r in results]
-    for case, result in zip(samples, results):
+    out.outcomes = [((r or {}).get("status"), json.dumps((r or {}).get("coverage"), sort_keys=True)) for r in results]
+    for case, request, result in zip(samples, requests, results):
         if result is not None and (result.get("timings") or {}).get("total") is not None:
             out.engine_ms.append(result["timings"]["total"])
-        bad = check_result(case, simulator, result)
+        # expected.json holds seed 0's coverage; other seeds are checked against the other mode (compare)
+        bad = check_result(case, simulator, result) if request.get("seed", 0) == 0 else \
+            ("" if (result or {}).get("status") == "ok" else f"status {(result or {}).get('status')}")
         if bad:
             out.failures.append(f"{case.short} {case.tb}: {bad}")
     if len(results) != len(samples):
@@ -462,6 +486,159 @@ def print_report(rows: list[dict], title: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# compare: embedded vs compose on one batch
+@dataclass
+class ModeRun:
+    """The compare mode's measurements of one service mode."""
+
+    mode: str
+    batch: Pass
+    single: Pass  # sequential POST /v1/score, one sample at a time
+    engines: list[str | None] = field(default_factory=list)  # ScoreResult.engine per sample (single pass)
+
+
+def compare_requests(cases: list[Case], seeds: int, args, tag_base: int) -> list[dict]:
+    """Every case (problem × testbench) × seed 0..seeds-1, ``engine: auto`` with Verilator as the
+    reference, each made distinct by :func:`tag_request` (tags from ``tag_base``)."""
+    out = []
+    for seed in range(seeds):
+        for case in cases:
+            request = tag_request(case, "verilator", args, tag_base + len(out))
+            request.update({"engine": "auto", "seed": seed})
+            out.append(request)
+    return out
+
+
+def single_pass(label: str, client: httpx.Client, url: str, case: Case, request: dict, out: Pass,
+                engines: list[str | None]) -> None:
+    """One request alone (nothing queued beside it): its latency, appended to ``out``."""
+    t = time.perf_counter()
+    result, error = _score_one(client, url, request)
+    out.latencies_s.append(time.perf_counter() - t)
+    out.wall_s += out.latencies_s[-1]
+    engines.append((result or {}).get("engine"))
+    out.timings.append((result or {}).get("timings") or {})
+    if result is not None and (result.get("timings") or {}).get("total") is not None:
+        out.engine_ms.append(result["timings"]["total"])
+    bad = error or (check_result(case, "verilator", result) if request.get("seed", 0) == 0 else
+                    "" if (result or {}).get("status") == "ok" else f"status {(result or {}).get('status')}")
+    if bad:
+        out.failures.append(f"{label} {case.short} {case.tb}: {bad}")
+
+
+def compare_summary(runs: dict[str, ModeRun], n: int) -> dict[str, Any]:
+    """Throughput ratio (compose / embedded, timed batch) and the per-sample overhead: for each
+    sample both modes answered through the fast path, compose latency − embedded latency
+    (sequential pass); the median of those, and of all samples."""
+    emb, com = runs["embedded"], runs["compose"]
+    tp = {m: n / r.batch.wall_s if r.batch.wall_s > 0 else None for m, r in runs.items()}
+    paired = list(zip(emb.single.latencies_s, com.single.latencies_s, emb.engines, com.engines))
+    fast = [1000 * (c - e) for e, c, ee, ce in paired if ee == "fast" and ce == "fast"]
+    every = [1000 * (c - e) for e, c, _, _ in paired]
+    # Every sample (all seeds) must get the same status and coverage from both modes.
+    differ = [i for i, (a, b) in enumerate(zip(emb.batch.outcomes, com.batch.outcomes)) if a != b]
+    return {
+        "samples": n, "fast_path_samples": len(fast),
+        "embedded_batch_s": round(emb.batch.wall_s, 2), "compose_batch_s": round(com.batch.wall_s, 2),
+        "embedded_throughput_per_s": tp["embedded"] and round(tp["embedded"], 2),
+        "compose_throughput_per_s": tp["compose"] and round(tp["compose"], 2),
+        "throughput_ratio": round(tp["compose"] / tp["embedded"], 3) if tp["compose"] and tp["embedded"] else None,
+        "overhead_fast_p50_ms": round(pct(fast, 0.5), 1) if fast else None,
+        "overhead_fast_p90_ms": round(pct(fast, 0.9), 1) if fast else None,
+        "overhead_all_p50_ms": round(pct(every, 0.5), 1) if every else None,
+        "embedded_single_p50_ms": round(1000 * pct(emb.single.latencies_s, 0.5), 1),
+        "compose_single_p50_ms": round(1000 * pct(com.single.latencies_s, 0.5), 1),
+        "embedded_engine_p50_ms": round(pct(emb.single.engine_ms, 0.5), 1) if emb.single.engine_ms else None,
+        "compose_engine_p50_ms": round(pct(com.single.engine_ms, 0.5), 1) if com.single.engine_ms else None,
+        "results_differ": differ,
+        "ok": not differ and len(emb.batch.outcomes) == len(com.batch.outcomes) == n
+              and not any(r.batch.failures or r.single.failures for r in runs.values()),
+        "failures": {m: (r.batch.failures + r.single.failures)[:10] for m, r in runs.items()},
+    }
+
+
+def print_compare(summary: dict[str, Any]) -> None:
+    table = Table(title=f"compose vs embedded, {summary['samples']} samples (engine auto)")
+    for col in ("mode", "batch s", "samples/s", "single p50 ms", "engine p50 ms"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for m in ("embedded", "compose"):
+        table.add_row(m, _f(summary[f"{m}_batch_s"], ".2f"), _f(summary[f"{m}_throughput_per_s"], ".2f"),
+                      _f(summary[f"{m}_single_p50_ms"], ".0f"), _f(summary[f"{m}_engine_p50_ms"], ".0f"))
+    console.print(table)
+    console.print(f"  throughput compose / embedded = {_f(summary['throughput_ratio'], '.3f')} (target ≥ 0.8)")
+    console.print(f"  per-sample overhead compose − embedded, fast-path samples ({summary['fast_path_samples']}): "
+                  f"median {_f(summary['overhead_fast_p50_ms'], '+.1f', ' ms')} (target ≤ 30 ms), "
+                  f"p90 {_f(summary['overhead_fast_p90_ms'], '+.1f', ' ms')}; all samples median "
+                  f"{_f(summary['overhead_all_p50_ms'], '+.1f', ' ms')}")
+    console.print(f"  status and coverage equal in both modes: {summary['samples'] - len(summary['results_differ'])}"
+                  f"/{summary['samples']} samples" + (f" [red](differ: {summary['results_differ'][:10]})[/red]"
+                                                     if summary["results_differ"] else ""))
+    for mode, failures in summary["failures"].items():
+        for f in failures:
+            console.print(f"  [red]{mode}[/red]: {f}")
+
+
+def run_compare(args, cases: list[Case], base: Path, logs: Path, meta: dict[str, Any]) -> int:
+    """The compare mode (see the module doc). Both services run at once, so that what else loads
+    the machine loads both alike: warm-up batches of each, then the timed batch of embedded and of
+    compose, then the single requests alternating sample by sample (paired latencies)."""
+    samples = [c for _ in range(args.seeds) for c in cases]
+    n = len(samples)
+    modes = ("embedded", "compose")
+    reqs = {m: [compare_requests(cases, args.seeds, args, (k * (args.warmup + 2) + w) * n)
+                for w in range(args.warmup + 2)] for k, m in enumerate(modes)}
+    console.print("starting the embedded service and the compose stack")
+    urls = {"embedded": start_api(service_env(base / "service-cache", None), logs, "api-embedded"),
+            "compose": start_compose(logs, args.compose_workers, cache_volume=args.compose_cache_volume)}
+    meta.update({f"{m}_url": u for m, u in urls.items()})
+    runs: dict[str, ModeRun] = {}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress, \
+            httpx.Client(timeout=httpx.Timeout(WAIT_S + 60, connect=10),
+                         limits=httpx.Limits(max_connections=args.concurrency + 4)) as client:
+        def phase(what: str) -> tuple[Callable[[], None], Callable[[int], None]]:
+            task = progress.add_task(what, total=n)
+            return (lambda: progress.advance(task)), (lambda done: progress.update(task, completed=done))
+
+        for mode in modes:
+            for w in range(args.warmup):
+                warm = batch_pass(f"{mode} warm-up", client, urls[mode], samples, reqs[mode][w], "verilator",
+                                  args.concurrency, phase(f"{mode}: warm-up batch {w + 1} (untimed)")[1])
+                if warm.failures:
+                    console.print(f"[yellow]{mode} warm-up: {'; '.join(warm.failures[:5])}[/yellow]")
+        batches = {}
+        for mode in modes:
+            batches[mode] = batch_pass(f"{mode} batch", client, urls[mode], samples, reqs[mode][-2], "verilator",
+                                       args.concurrency, phase(f"{mode}: POST /v1/batches")[1])
+            b = batches[mode]
+            progress.console.print(f"{mode} batch: {b.wall_s:.2f} s, {n / b.wall_s:.2f} samples/s"
+                                   + (f"  [red]{len(b.failures)} failed[/red]" if b.failures else ""))
+        singles = {m: Pass(f"{m} single", "score", 1) for m in modes}
+        engines: dict[str, list[str | None]] = {m: [] for m in modes}
+        advance = phase("one request at a time, embedded and compose in turn")[0]
+        for i, case in enumerate(samples):
+            for mode in modes:
+                single_pass(mode, client, urls[mode], case, reqs[mode][-1][i], singles[mode], engines[mode])
+            advance()
+        runs = {m: ModeRun(m, batches[m], singles[m], engines[m]) for m in modes}
+    stop_all()
+    summary = compare_summary(runs, n)
+    meta["loadavg_end"] = os.getloadavg()
+    print_compare(summary)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "meta": meta, "summary": summary,
+            "samples": [f"{c.problem}/{c.tb}" for c in samples],
+            "runs": {m: {"batch_wall_s": r.batch.wall_s, "batch_timings_ms": r.batch.timings,
+                         "single_latencies_s": r.single.latencies_s, "single_timings_ms": r.single.timings,
+                         "engines": r.engines} for m, r in runs.items()},
+        }, indent=1, default=str))
+        console.print(f"wrote {args.json}")
+    return 0 if summary["ok"] else 1
+
+
+# --------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="bench_service.py",
@@ -475,9 +652,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                "result is ok (Verilator: coverage as in expected.json), 1 otherwise, 2 usage/setup error. "
                "See bench/README.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--mode", choices=("embedded", "celery", "compose", "both", "all"), default="both",
-                   help="which service modes to measure (bare is always measured); both = embedded + celery, "
-                        "all = embedded + celery + compose (the docker-compose.yml stack: sim containers)")
+    p.add_argument("--mode", choices=("embedded", "celery", "compose", "both", "all", "compare"), default="both",
+                   help="which service modes to measure (bare is always measured, except by compare); both = "
+                        "embedded + celery, all = embedded + celery + compose (the docker-compose.yml stack); "
+                        "compare = embedded vs compose on every case x --seeds seeds, engine auto (no bare rows)")
+    p.add_argument("--seeds", type=int, default=4, metavar="S", help="compare mode: seeds per case and testbench")
+    p.add_argument("--compose-cache-volume", default=None, metavar="VOLUME",
+                   help="compose modes: a named volume kept between runs for the workers' cache (ccache, "
+                        "built models, self-checks; created if missing) instead of the stack's own")
     p.add_argument("--compose-workers", type=int, default=1, metavar="W",
                    help="compose mode: worker containers (each runs one process per core)")
     p.add_argument("--samples", type=int, default=12, metavar="N",
@@ -513,7 +695,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    modes = {"both": ["embedded", "celery"], "all": ["embedded", "celery", "compose"]}.get(args.mode, [args.mode])
+    modes = {"both": ["embedded", "celery"], "all": ["embedded", "celery", "compose"],
+             "compare": ["embedded", "compose"]}.get(args.mode, [args.mode])
     sim = args.simulator
     cid012 = args.cid012 or args.cases.parent / "cvdp" / "cid012.jsonl"
     tbs = [t.strip() for t in args.tb.split(",") if t.strip()]
@@ -551,6 +734,20 @@ def main(argv: list[str] | None = None) -> int:
         "samples": [f"{c.problem}/{c.tb}" for c in samples], "work_dir": str(base),
         "engine_build_jobs": Settings().build_jobs, "celery_worker_concurrency": cores(),
     }
+    if args.mode == "compare":
+        console.print(f"{len(cases)} cases × {args.seeds} seeds, engine auto, embedded vs compose, concurrency {conc} "
+                      f"({cores()} cores, load {meta['loadavg_start'][0]:.2f}); work dir {base}")
+        try:
+            return run_compare(args, cases, base, logs, meta)
+        except RuntimeError as exc:
+            console.print(f"[red]{exc}[/red]")
+            return 2
+        finally:
+            stop_all()
+            if args.keep:
+                console.print(f"kept {base}")
+            else:
+                shutil.rmtree(base, ignore_errors=True)
     console.print(f"{n} samples × {sim}, modes bare + {', '.join(modes)}, concurrency {conc} "
                   f"({cores()} cores, load {meta['loadavg_start'][0]:.2f}); work dir {base}")
 
@@ -596,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
                 if mode == "embedded":
                     url = start_api(service_env(cache_dir, None), logs, "api-embedded")
                 elif mode == "compose":
-                    url = start_compose(logs, args.compose_workers)
+                    url = start_compose(logs, args.compose_workers, cache_volume=args.compose_cache_volume)
                 else:
                     broker = start_redis(logs)
                     env = service_env(cache_dir, broker)
