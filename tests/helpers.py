@@ -7,9 +7,10 @@ from pathlib import Path
 
 
 def sandbox_processes(marker: Path) -> list[str]:
-    """Processes that belong to sandboxes whose work dirs live under ``marker``: bwrap names the
-    work dir on its command line and every process inside has it in its mount table. Scoped
-    this way so parallel test workers do not see each other's sandboxes."""
+    """Processes that belong to sandboxes whose work dirs live under ``marker``: every process
+    inside has it in its mount table (and a Docker sandbox's command line may name it; bwrap's
+    options come through a memfd). Scoped this way so parallel test workers do not see each
+    other's sandboxes."""
     found = []
     needle = str(marker)
     for pid in os.listdir("/proc"):
