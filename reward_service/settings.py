@@ -92,6 +92,12 @@ class Settings(BaseSettings):
     result_expires_s: int = Field(24 * 3600, ge=60, description="how long Redis keeps a job's result")
     task_max_retries: int = Field(2, ge=0, description="retries of a job that ended in sandbox_error")
     task_retry_backoff_s: float = Field(2.0, ge=0, description="first retry delay; doubles per retry")
+    lease_s: float = Field(
+        6.0, gt=0, le=300, description="lease of a running job, renewed by its worker every lease_s/4: a job "
+                                      "whose lease lapses (its worker died) is requeued within about lease_s + 1 s")
+    lease_max_requeues: int = Field(
+        3, ge=0, description="requeues of a job whose worker died while running it before the job ends "
+                             "as sandbox_error (a sample that kills its worker each time)")
     celery_max_queue: int = Field(10_000, ge=1, description="service mode: queued + running jobs before 429")
 
     @field_validator("worker_concurrency", mode="before")

@@ -4,18 +4,22 @@ With the Docker sandbox, a worker that was killed (SIGKILL, OOM, a lost machine)
 containers and per-step volumes behind; the next worker to start, and every worker every
 ``REAPER_INTERVAL_S`` after that, removes those whose owner is gone or whose deadline has
 passed (:mod:`reward_service.sandbox.reaper`). Runs in the worker's main process only.
+
+Every worker's main process also runs the lease reaper (:mod:`reward_service.dispatch.leases`):
+the jobs of a worker that died are requeued by the surviving workers within seconds.
 """
 
 from __future__ import annotations
 
 import logging
 
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 from reward_service.settings import get_settings
 
 log = logging.getLogger(__name__)
 REAPER_INTERVAL_S = 300.0
+_lease_reaper = None
 
 
 @worker_ready.connect
@@ -27,3 +31,21 @@ def start_sandbox_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celer
 
     reaper.ensure_periodic(REAPER_INTERVAL_S)  # now, not at the first job (the sandbox would then)
     log.info("sandbox reaper started (every %g s)", REAPER_INTERVAL_S)
+
+
+@worker_ready.connect
+def start_lease_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery's signature
+    """Requeue the jobs of dead workers (a dispatcher of this process runs the reaper thread)."""
+    global _lease_reaper
+    from reward_service.dispatch.celery import CeleryDispatcher
+
+    _lease_reaper = CeleryDispatcher(get_settings(), reaper=True)
+    log.info("lease reaper started (leases of %g s)", get_settings().lease_s)
+
+
+@worker_shutdown.connect
+def stop_lease_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery's signature
+    global _lease_reaper
+    if _lease_reaper is not None:
+        _lease_reaper.close()
+        _lease_reaper = None

@@ -9,6 +9,9 @@
   ``task_reject_on_worker_lost``, or the visibility timeout when the whole worker died); a job
   redelivered more than :data:`MAX_REDELIVERIES` times (a sample that kills its worker each
   time) ends as ``sandbox_error`` instead of looping.
+- Leased (:mod:`reward_service.dispatch.leases`): a running job's lease is renewed by a thread
+  of its process; when the whole worker dies, a reaper requeues the job within seconds (not at
+  the visibility timeout). A delivery of a job another live process runs is dropped (``Ignore``).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from typing import Any
 
 import redis
 from celery import Task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Ignore, SoftTimeLimitExceeded
 
-from reward_service.dispatch.celery import JobKeys, rerunnable
+from reward_service.dispatch.celery import NOTIFY_TTL_S, JobKeys, rerunnable
+from reward_service.dispatch.leases import Heartbeat, Leases
 from reward_service.engine import Engine
 from reward_service.models import ScoreResult, Status
 from reward_service.settings import get_settings
@@ -33,12 +37,11 @@ log = logging.getLogger(__name__)
 
 #: Deliveries beyond the first that are not retries (the worker died) before giving up.
 MAX_REDELIVERIES = 3
-#: How long the "result stored" notification stays for late waiters (they read the result first).
-NOTIFY_TTL_S = 300
-
 _engine: Engine | None = None
 _redis: redis.Redis | None = None
 _pid: int | None = None
+#: Lease tokens of the jobs this process runs (released in ``after_return``, once stored).
+_tokens: dict[str, str] = {}
 
 
 def engine() -> Engine:
@@ -58,10 +61,23 @@ def store() -> redis.Redis:
     return _redis
 
 
+def leases() -> Leases:
+    """The lease keys of this worker process (on its Redis client)."""
+    settings = get_settings()
+    return Leases(store(), settings.redis_prefix, settings.lease_s, app.backend.get_key_for_task)
+
+
 class ScoreTask(Task):
-    """Pushes the "result stored" notification once Celery has stored the final state."""
+    """Pushes the "result stored" notification once Celery has stored the final state, and
+    releases the job's lease after it."""
 
     def after_return(self, status, retval, task_id, args, kwargs, einfo):  # noqa: D401 - Celery hook
+        token = _tokens.pop(task_id, None)
+        if token is not None and status in ("SUCCESS", "FAILURE"):
+            try:
+                leases().release(task_id, token, finished=True)
+            except redis.RedisError:  # the lease lapses; the reaper finds the stored result
+                log.warning("could not release the lease of job %s", task_id, exc_info=True)
         if status in ("SUCCESS", "FAILURE"):
             key = JobKeys(get_settings().redis_prefix).done(task_id)
             try:
@@ -75,10 +91,24 @@ def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = 
     """Score one request (``ScoreRequest`` JSON); returns ``ScoreResult`` JSON."""
     settings = get_settings()
     job_id = self.request.id
-    retries = self.request.retries or 0
     keys, r = JobKeys(settings.redis_prefix), store()
     started, started_wall = time.monotonic(), time.time()
 
+    lease = leases()
+    token = lease.claim(job_id)
+    if token is None:  # another live process runs this job (it was sent again meanwhile)
+        r.hincrby(keys.stats, "duplicates_dropped", 1)
+        log.info("job %s is running elsewhere; this delivery is dropped", job_id)
+        raise Ignore()
+    _tokens[job_id] = token
+    with Heartbeat(lease, job_id, token):
+        return _score(self, payload, enqueued_at, settings, keys, r, lease, token, started, started_wall)
+
+
+def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, settings, keys: JobKeys,
+           r: redis.Redis, lease: Leases, token: str, started: float, started_wall: float) -> dict[str, Any]:
+    job_id = self.request.id
+    retries = self.request.retries or 0
     existing, deliveries = _begin(r, keys, job_id, self.backend)
     if existing is not None:
         r.hincrby(keys.stats, "idempotent_hits", 1)
@@ -112,8 +142,10 @@ def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = 
         if retries < settings.task_max_retries and not out_of_time:
             r.hincrby(keys.stats, "retries", 1)
             log.warning("job %s: %s; retry %d of %d", job_id, result.message, retries + 1, settings.task_max_retries)
-            raise self.retry(countdown=settings.task_retry_backoff_s * 2 ** retries,
-                             max_retries=settings.task_max_retries)
+            countdown = settings.task_retry_backoff_s * 2 ** retries
+            lease.park(job_id, token, countdown)  # the retry's delivery takes it over
+            _tokens.pop(job_id, None)
+            raise self.retry(countdown=countdown, max_retries=settings.task_max_retries)
         r.hincrby(keys.stats, "gave_up", 1)
         if out_of_time:
             result.message = f"the job reached the worker's soft time limit ({soft:g} s): {result.message}"

@@ -14,6 +14,10 @@ Redis keys (``<prefix>`` is ``Settings.redis_prefix``), next to Celery's own
   often it really simulated (not answered from a stored result);
 - ``<prefix>job:<id>:done`` — a one-element list the worker pushes when the result is stored;
   waiters block on it (``BLMOVE`` onto itself, so every waiter wakes);
+- ``<prefix>job:<id>:request`` — a copy of the request while the job is not done (a job whose
+  worker died is sent again from it);
+- ``<prefix>job:<id>:lease``, ``<prefix>leases``, ``<prefix>job:<id>:requeues`` — the job
+  leases (:mod:`reward_service.dispatch.leases`);
 - ``<prefix>workers:stats`` — counters (simulations, idempotent hits, retries, ...).
 
 Waiting reads Redis directly with redis-py (thread-safe connection pool) instead of
@@ -23,6 +27,7 @@ Waiting reads Redis directly with redis-py (thread-safe connection pool) instead
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -34,6 +39,7 @@ from celery.backends.redis import RedisBackend
 
 from reward_service.cache import ENGINE_REVISION, content_hash
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
+from reward_service.dispatch.leases import Leases, Reaper
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.settings import Settings, get_settings
 from workers.celery_app import QUEUE, TASK_NAME, backend_url, broker_url, make_app
@@ -54,6 +60,8 @@ SCORE_PRIORITY, BACKGROUND_PRIORITY = 0, 9
 #: Longest single block on the notification list; then the result key is read again
 #: (covers results stored by a worker's main process, e.g. after a hard time limit).
 _POLL_S = 1.0
+#: How long the "result stored" notification stays for late waiters (they read the result first).
+NOTIFY_TTL_S = 300
 
 
 class JobKeys:
@@ -143,9 +151,11 @@ class CeleryDispatcher(Dispatcher):
     """Submits score requests to the Celery workers and reads their results from Redis.
 
     ``max_queue`` (default ``Settings.celery_max_queue``) bounds queued + running jobs
-    (:class:`QueueFull` beyond). Safe to call from many threads."""
+    (:class:`QueueFull` beyond). ``reaper``: run a lease reaper thread in this process
+    (:mod:`reward_service.dispatch.leases`; every API process and worker runs one). Safe to
+    call from many threads."""
 
-    def __init__(self, settings: Settings | None = None, max_queue: int | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, max_queue: int | None = None, reaper: bool = True) -> None:
         self.settings = settings or get_settings()
         self.app = make_app(self.settings, main="reward_service-client", set_as_current=False)
         self.app.conf.result_backend = _client_backend_url(backend_url(self.settings))
@@ -161,6 +171,8 @@ class CeleryDispatcher(Dispatcher):
         self._decode = backend.decode
         self._submit_lock = threading.Lock()
         self._rerun_claim = self.results.register_script(_RERUN_CLAIM)
+        self.leases = Leases(self.results, self.settings.redis_prefix, self.settings.lease_s, self._meta_key)
+        self._reaper = Reaper(self.reap_lapsed).start() if reaper else None
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, request: ScoreRequest) -> str:
@@ -199,24 +211,28 @@ class CeleryDispatcher(Dispatcher):
                 if depth + len(new) > bound:
                     raise QueueFull(f"queue full: {depth} jobs queued or running, {len(new)} more would "
                                     f"exceed the bound of {bound}", retry_after=_retry_after(depth))
-            to_send = self._claim(rerun, fresh, seen)
+            to_send = self._claim(rerun, fresh, seen, first)
             if to_send:
                 self._send([(i, first[i]) for i in to_send], priority)
         return ids
 
-    def _claim(self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None]) -> list[str]:
+    def _claim(self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None],
+               payloads: dict[str, dict[str, Any]]) -> list[str]:
         """Mark jobs queued and return the ids to send. A fresh job is claimed only if no other
         submitter claimed it meanwhile (SET NX); a job to re-run only if its stored result is
         still the one this submitter saw (compare-and-delete in one Lua call), so two API
-        processes re-submitting the same failed job send it once."""
+        processes re-submitting the same failed job send it once. A copy of each request is
+        kept while the job is not done (a lapsed lease or a lost job is sent again from it)."""
         pipe = self.results.pipeline(transaction=False)
+        for job_id in rerun + fresh:
+            pipe.set(self.leases.request(job_id), json.dumps(payloads[job_id]), ex=self.ttl)
         for job_id in rerun:
             self._rerun_claim(keys=[self._meta_key(job_id), self.keys.marker(job_id), self.keys.deliveries(job_id),
                                     self.keys.sims(job_id), self.keys.done(job_id)],
                               args=[seen[job_id], self.ttl], client=pipe)
         for job_id in fresh:
             pipe.set(self.keys.marker(job_id), "queued", ex=self.ttl, nx=True)
-        claimed = pipe.execute()
+        claimed = pipe.execute()[len(rerun) + len(fresh):]
         return [i for i, ok in zip(rerun + fresh, claimed) if ok]
 
     def _send(self, jobs: list[tuple[str, dict[str, Any]]], priority: int) -> None:
@@ -233,6 +249,38 @@ class CeleryDispatcher(Dispatcher):
             if unsent:
                 self.results.delete(*[self.keys.marker(i) for i in unsent])
             raise
+
+    # -- leases ------------------------------------------------------------------------------
+    def reap_lapsed(self) -> list[str]:
+        """Requeue the jobs whose lease lapsed (their worker died), each by exactly one reaper;
+        a job requeued more than ``Settings.lease_max_requeues`` times (or whose request copy
+        is gone) ends as a ``sandbox_error`` naming the reason. Returns the ids handled."""
+        handled = []
+        cap = self.settings.lease_max_requeues
+        for lapsed in self.leases.reap(self.ttl):
+            job_id = lapsed.job_id
+            handled.append(job_id)
+            if lapsed.requeues > cap or lapsed.request is None:
+                why = (f"the worker running the job died {lapsed.requeues} times (its lease of "
+                       f"{self.settings.lease_s:g} s lapsed each time; at most {cap} requeues); giving up"
+                       if lapsed.request is not None else
+                       "the worker running the job died and the copy of its request was lost; giving up")
+                log.error("job %s: %s", job_id, why)
+                self.finish(job_id, ScoreResult(status=Status.sandbox_error, message=why))
+                self.results.hincrby(self.keys.stats, "gave_up", 1)
+                continue
+            log.warning("job %s: its worker's lease lapsed; requeued (%d of at most %d)", job_id, lapsed.requeues, cap)
+            self.results.set(self.keys.marker(job_id), "queued", ex=self.ttl)
+            self._send([(job_id, lapsed.request)], SCORE_PRIORITY)
+            self.results.hincrby(self.keys.stats, "lease_requeues", 1)
+        return handled
+
+    def finish(self, job_id: str, result: ScoreResult) -> None:
+        """Store ``result`` as the job's final result (as a worker would) and wake its waiters."""
+        self.app.backend.store_result(job_id, result.model_dump(mode="json"), "SUCCESS")
+        done = self.keys.done(job_id)
+        self.results.pipeline(transaction=False).delete(done).lpush(done, 1).expire(done, NOTIFY_TTL_S) \
+            .delete(self.keys.marker(job_id), self.leases.request(job_id)).execute()
 
     # -- looking up -------------------------------------------------------------------------
     def get(self, job_id: str) -> JobView | None:
@@ -316,6 +364,8 @@ class CeleryDispatcher(Dispatcher):
         return {k.decode(): int(v) for k, v in self.results.hgetall(self.keys.stats).items()}
 
     def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.stop()
         try:
             self.app.close()
         finally:
