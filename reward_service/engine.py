@@ -322,6 +322,11 @@ class Engine:
         points = merge_instances(points, dut_scope)
         report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
         report.scope, report.scope_found = spec.scope, scope_found
+        judged = report  # what the targets are judged on
+        if spec.exclude_unreachable is not None and has_code_coverage:
+            judged, uncovered, note = self._reachable(prepared, points, report, unavailable, uncovered)
+            if note:
+                notes.append(note)
         log_text = runres.output
         status, message = self._classify(run, runres, simulator.name, has_code_coverage, tests,
                                          request.limits.run_s)
@@ -336,9 +341,26 @@ class Engine:
             message = "; ".join([message, *notes]) if message else "; ".join(notes)
         result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
                              tests=tests, log=log_text, ended_by=run.ended_by)
-        result.passed = status == Status.ok and targets_met(report, spec.targets)
+        result.passed = status == Status.ok and targets_met(judged, spec.targets)
         result._points = points
         return result
+
+    def _reachable(self, prepared: Prepared, points, report, unavailable, uncovered):
+        """The report targets are judged on, the uncovered points and a note, with the points
+        proved unreachable (docs/formal.md) counted in ``report`` and, when the request's
+        ``exclude_unreachable`` is True, left out of the judged figure and of ``uncovered``."""
+        from reward_service.formal.exclude import annotate
+        from reward_service.formal.verdicts import applicable
+
+        request, spec = prepared.request, prepared.request.coverage
+        dead, _, why = applicable(prepared.design, prepared.stimulus, spec.scope, request.build.parameters,
+                                  self.sandbox, self.settings.cache_dir / "formal")
+        if dead is None:
+            return report, uncovered, f"no point excluded as unreachable ({why})"
+        reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
+        if spec.exclude_unreachable:
+            return reach, reach_uncovered, ""
+        return report, uncovered, ""
 
     @staticmethod
     def _classify(run: SimRun, runres, sim_name: str, has_cov: bool, tests, run_s: float) -> tuple[Status, str]:

@@ -164,6 +164,12 @@ class CoverageSpec(_Strict):
     weights: dict[str, float] | None = Field(
         None, description="optional metric weights for `overall` (default: unweighted mean)")
     fsm: bool = Field(False, description="also build with Verilator FSM coverage (crashes on some RTL)")
+    exclude_unreachable: bool | None = Field(
+        None, description="points proved unreachable (yosys + ABC, docs/formal.md): None = not proved; "
+                          "False = proved and reported (`unreachable`, `overall_reachable`), targets judged "
+                          "on the raw figure; True = targets judged on the figure without the proved points "
+                          "and `uncovered` never lists one. CVDP problems default to True (CVDP's own "
+                          "grading did not exclude points)")
 
 
 class RewardSpec(_Strict):
@@ -320,6 +326,8 @@ class MetricCoverage(BaseModel):
     ratio: float | None = None
     available: bool = True
     reason: str | None = None
+    unreachable: int = Field(0, description="points of `total` proved unreachable (coverage.exclude_unreachable "
+                                            "set; docs/formal.md); they stay in `total` and `ratio`")
 
 
 class CoverageReport(BaseModel):
@@ -330,6 +338,9 @@ class CoverageReport(BaseModel):
     overall: float | None = Field(None, description="mean ratio of requested metrics with points, [0, 1]")
     scope: str | None = None
     scope_found: bool | None = None
+    overall_reachable: float | None = Field(
+        None, description="`overall` with the points proved unreachable left out of every metric (None: "
+                          "not proved, coverage.exclude_unreachable unset or the proof does not apply)")
 
 
 class UncoveredPoint(BaseModel):

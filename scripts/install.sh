@@ -24,6 +24,8 @@ command -v z3       >/dev/null || need+=(z3)
 # renders the HTML report in Debian's headless Chromium (the only browser that installs offline;
 # ~330 MB, about 6 min on a loaded 2-core VM; REWARD_SERVICE_NO_BROWSER=1 skips it, those tests skip).
 command -v genhtml  >/dev/null || need+=(lcov)
+# Proved-unreachable coverage points (docs/formal.md): yosys 0.23 and its bundled ABC (yosys-abc).
+command -v yosys    >/dev/null || need+=(yosys)
 if [ -z "${REWARD_SERVICE_NO_BROWSER:-}" ]; then command -v chromium >/dev/null || need+=(chromium); fi
 # The compose stack (docker-compose.yml) needs Compose: v2 (`docker compose`) when the Docker
 # install has it, else Debian's v1.29 (`docker-compose`), which reads the same file.

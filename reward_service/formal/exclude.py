@@ -27,3 +27,18 @@ def reachable_report(points: list[CoveragePoint], unreachable: Iterable[PointKey
     """The coverage report of ``points`` over ``metrics`` with the proved points excluded."""
     report, _ = summarise(reachable(points, unreachable), metrics)
     return report
+
+
+def annotate(report: CoverageReport, points: list[CoveragePoint], unreachable: Iterable[PointKey],
+             metrics: list[str], unavailable: dict[str, str], weights: dict[str, float] | None,
+             max_uncovered: int = 200) -> tuple[CoverageReport, list]:
+    """Fill in ``report``'s per-metric ``unreachable`` counts and ``overall_reachable``;
+    returns the report of the reachable points (what a target is judged on when proved points
+    are excluded) and their uncovered points (the proved ones never listed)."""
+    dead = set(map(tuple, unreachable))
+    alive = [p for p in points if key_of(p) not in dead]
+    reach, uncovered = summarise(alive, metrics, unavailable, weights, max_uncovered)
+    for metric, entry in report.metrics.items():
+        entry.unreachable = sum(1 for p in points if p.metric == metric and key_of(p) in dead)
+    report.overall_reachable = reach.overall
+    return reach, uncovered

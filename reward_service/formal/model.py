@@ -127,7 +127,9 @@ def build_model(design: dict[str, str], top: str | None = None) -> FormalModel:
                 unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
             if toggle_decls:  # after the signals they read
                 unit.insert_before(module.endmodule, " " + " ".join(toggle_decls) + " ")
-        files[source.name] = _strip(source.apply(), strip)
+        # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
+        # of a combinational block is a latch, which yosys refuses in an always_comb
+        files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
     return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes)
 
 
@@ -220,6 +222,7 @@ def _renamed(flag_name: str, tag: str) -> str:
     return f"{FLAG_PREFIX}{tag}{flag_name[len(FLAG_PREFIX):]}"
 
 
+_ALWAYS_COMB = re.compile(r"\balways_comb\b")
 _FLAG_NAME = re.compile(r"\b" + re.escape(FLAG_PREFIX) + r"(\d+)\b")
 
 

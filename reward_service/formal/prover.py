@@ -32,7 +32,7 @@ from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 log = logging.getLogger(__name__)
 
 #: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
-PROVER_REVISION = "1"
+PROVER_REVISION = "2"
 
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
@@ -45,8 +45,9 @@ _UNSUPPORTED = {"$adlatch", "$dlatchsr", "$sr", "$dffsr", "$dffsre", "$aldff", "
 @dataclass
 class ProofResult:
     """The verdict on one design. ``unreachable``: the points (file, line, metric, detail)
-    proved unreachable (every enumerated point with that key); ``undecided``: points neither
-    proved nor disproved; ``points``: all points the fast path enumerates; ``status``:
+    proved unreachable (every enumerated point with that key); ``undecided``: points without a
+    property (not modelled) or, when the run did not finish, every point; ``disproved``: points
+    whose properties ABC refuted (reachable); ``points``: all points the fast path enumerates; ``status``:
     ``proved`` (the run finished), ``unsupported`` (not modelled: all undecided),
     ``timeout`` or ``error`` (all undecided); ``seconds``: wall time of the run."""
 
@@ -58,6 +59,8 @@ class ProofResult:
     seconds: float = 0.0
     reason: str = ""
     notes: list[str] = field(default_factory=list)
+    #: metric -> [points, points proved unreachable] (a finished run only)
+    per_metric: dict[str, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -97,7 +100,9 @@ def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | Non
         return ProofResult("unsupported", reason=f"model: {exc}")
     result = _run(model, sandbox or get_sandbox("bwrap"), timeout_s, per_property_ms)
     result.seconds = round(time.monotonic() - start, 3)
-    if cached is not None and result.status in ("proved", "unsupported"):  # a timeout may pass next time
+    # a timeout may pass next time, and a tool that did not run is our fault: neither is cached
+    if cached is not None and (result.status == "proved" or (
+            result.status == "unsupported" and not result.reason.startswith("yosys"))):
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")
         tmp.write_text(json.dumps(result.to_json()))
@@ -151,6 +156,9 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
             if why:
                 base.status, base.reason = "unsupported", why
                 return base
+        if res.exit_code in (126, 127) or res.limit_hit:
+            base.reason = f"yosys did not run (exit {res.exit_code}, {res.limit_hit}): {res.output[-200:]}"
+            return base
         if res.exit_code != 0 or not (work / "model.aig").exists():
             base.status = "unsupported"
             base.reason = "yosys: " + _first_error(res.output + _read(work / "yosys.log"))
@@ -203,28 +211,30 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
     return None
 
 
-def _read_map(path: Path) -> list[tuple[str, int]]:
-    """Output index -> (wire name, bit) from ``write_aiger -map``."""
-    outputs: dict[int, tuple[str, int]] = {}
+def _read_map(path: Path) -> dict[int, list[tuple[str, int]]]:
+    """Output index -> the (wire name, bit)s ``write_aiger -map`` names it with. Several wires
+    that are one net share an output (they have one verdict); an output whose bit is a
+    constant is not named (its properties are then never proved)."""
+    outputs: dict[int, list[tuple[str, int]]] = {}
     for line in _read(path).splitlines():
         words = line.split()
         if len(words) == 4 and words[0] == "output":
-            outputs[int(words[1])] = (words[3].lstrip("\\"), int(words[2]))
-    return [outputs[i] for i in sorted(outputs)]
+            outputs.setdefault(int(words[1]), []).append((words[3].lstrip("\\"), int(words[2])))
+    return outputs
 
 
 _ASSERTED = re.compile(r"Output\s+(\d+) was (?:trivially )?asserted")
 _SUMMARY = re.compile(r"Properties:\s+All = (\d+)\. Proved = (\d+)\. Disproved = (\d+)\. Undecided = (\d+)\.")
 
 
-def _verdicts(model: FormalModel, outputs: list[tuple[str, int]], text: str, base: ProofResult) -> ProofResult:
+def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], text: str, base: ProofResult) -> ProofResult:
     summary = _SUMMARY.search(text)
     if summary is None:
         base.reason = "abc printed no summary"
         return base
     total, proved, disproved, undecided = map(int, summary.groups())
     failed = {int(m.group(1)) for m in _ASSERTED.finditer(text)}
-    if total != len(outputs) or len(failed) != disproved:
+    if (outputs and max(outputs) >= total) or len(failed) != disproved or proved + disproved != total:
         base.reason = f"abc: {total} outputs, {len(outputs)} mapped, {disproved} disproved, {len(failed)} named"
         return base
     if undecided:
@@ -233,8 +243,9 @@ def _verdicts(model: FormalModel, outputs: list[tuple[str, int]], text: str, bas
     # a property holds when its signal bit is unreachable in every instance of its module
     # (the flattened wire is `<instance path>.<signal>`; model signal names are design-unique)
     instances: dict[tuple[str, int], list[int]] = {}
-    for index, (wire, bit) in enumerate(outputs):
-        instances.setdefault((wire.rsplit(".", 1)[-1], bit), []).append(index)
+    for index, names in outputs.items():
+        for wire, bit in names:
+            instances.setdefault((wire.rsplit(".", 1)[-1], bit), []).append(index)
     held = [bool(instances.get((p.signal, p.bit))) and not (set(instances[(p.signal, p.bit)]) & failed)
             for p in model.properties]
     # a key is unreachable only if every point with that key is (two case items on one line)
@@ -242,6 +253,13 @@ def _verdicts(model: FormalModel, outputs: list[tuple[str, int]], text: str, bas
     for key, provers in model.points:
         verdict[key] = verdict.get(key, True) and any(held[i] for i in provers)
     unreachable = sorted(k for k, v in verdict.items() if v)
-    n_unreachable = sum(1 for key, _ in model.points if verdict[key])
-    return ProofResult("proved", points=len(model.points), unreachable=unreachable, undecided=0,
-                       disproved=len(model.points) - n_unreachable, notes=base.notes)
+    per_metric: dict[str, list[int]] = {}
+    for key, _ in model.points:
+        entry = per_metric.setdefault(key[2], [0, 0])
+        entry[0] += 1
+        entry[1] += verdict[key]
+    n_unreachable = sum(u for _, u in per_metric.values())
+    no_property = sum(1 for key, provers in model.points if not provers and not verdict[key])
+    return ProofResult("proved", points=len(model.points), unreachable=unreachable, undecided=no_property,
+                       disproved=len(model.points) - n_unreachable - no_property, notes=base.notes,
+                       per_metric=per_metric)

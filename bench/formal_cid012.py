@@ -1,0 +1,91 @@
+"""Run the unreachability prover (reward_service.formal) over every cid012 design (issue 14).
+
+Per design: points the fast path enumerates (line, branch, toggle; expr is not modelled),
+points proved unreachable, undecided (no property, or the run did not finish), status, wall
+time, and the TARGET against the best overall any stimulus could reach on these metrics with
+and without the proved points (``max_raw``: mean over the metrics of (points - unreachable) /
+points; with the proved points excluded every metric can reach 100 %). A TARGET "becomes
+reachable" when ``max_raw`` < TARGET. Expression points are assumed coverable (an upper bound).
+
+    python bench/formal_cid012.py [--json out.json] [--timeout 60] [--only ring_token]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = Path(os.environ.get("REWARD_SERVICE_CASES", REPO.parent / "shared" / "cases"))
+
+
+def _rows() -> list[dict]:
+    with open(CASES / "cvdp" / "cid012.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _rtl(row: dict) -> dict[str, str]:
+    files = row["harness"]["files"]
+    return {n[4:]: t for n, t in files.items() if n.startswith("src/") and n.endswith((".sv", ".v"))}
+
+
+def _target(row: dict) -> int | None:
+    m = re.search(r"TARGET\s*=\s*(\d+)", row["harness"]["files"].get("src/.env", ""))
+    return int(m.group(1)) if m else None
+
+
+def main() -> int:
+    from reward_service.formal.prover import prove
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the per-design rows here")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per yosys / ABC step")
+    ap.add_argument("--only", help="substring of the problem ids to run")
+    args = ap.parse_args()
+    rows = [r for r in _rows() if not args.only or args.only in r["id"]]
+    out = []
+    start = time.monotonic()
+    print(f"{'problem':50} {'status':11} {'points':>6} {'unreach':>7} {'undec':>6} {'time s':>7} "
+          f"{'max_raw':>7} {'TARGET':>6}  reason")
+    for row in rows:
+        result = prove(_rtl(row), timeout_s=args.timeout)
+        undecided = result.undecided
+        ratios = [(n - u) / n for n, u in result.per_metric.values() if n]
+        max_raw = 100 * sum(ratios) / len(ratios) if ratios else None
+        target = _target(row)
+        item = {"id": row["id"], "target": target, "max_raw": max_raw,
+                "target_becomes_reachable": bool(max_raw is not None and target and max_raw < target), "status": result.status, "points": result.points,
+                "unreachable": _count(result), "unreachable_keys": len(result.unreachable),
+                "undecided": undecided, "seconds": result.seconds, "reason": result.reason,
+                "unreachable_points": [list(k) for k in result.unreachable]}
+        out.append(item)
+        raw = f"{max_raw:7.2f}" if max_raw is not None else "      -"
+        print(f"{row['id'][:50]:50} {result.status:11} {result.points:6d} {item['unreachable']:7d} "
+              f"{undecided:6d} {result.seconds:7.2f} {raw} {target or '-':>6}  {result.reason[:50]}", flush=True)
+    total = time.monotonic() - start
+    proved = [i for i in out if i["status"] == "proved"]
+    print(f"\n{len(out)} designs in {total:.0f} s: {len(proved)} proved runs, "
+          f"{sum(1 for i in proved if i['unreachable'])} with unreachable points, "
+          f"{sum(i['unreachable'] for i in out)} points proved unreachable of {sum(i['points'] for i in out)}")
+    print(f"TARGETs that become reachable with the proved points excluded: "
+          f"{sum(i['target_becomes_reachable'] for i in out)} "
+          f"({', '.join(i['id'] for i in out if i['target_becomes_reachable'])})")
+    for status in sorted({i["status"] for i in out}):
+        print(f"  {status}: {sum(1 for i in out if i['status'] == status)}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+def _count(result) -> int:
+    """Points (not keys) proved unreachable."""
+    return sum(u for _, u in result.per_metric.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
