@@ -143,14 +143,38 @@ def test_verilator_run_without_tests_fails(engine, tmp_path, case):
     assert result.coverage.overall is not None  # coverage.dat was written, and does not count
 
 
-def test_a_missing_shipped_package_is_our_fault(engine, tmp_path):
-    """A test importing a module of a package we ship that is not there (here: a submodule of
-    cocotb_bus that does not exist, standing in for a broken install) is a sandbox_error."""
-    files = {"test_acc.py": DRIVES.format(imports="import cocotb_bus.rs_gone", args="")}
-    result = engine.score(request(files, engine="fast"))
+#: Imports that fail although every shipped package is installed: the test's own mistake (a
+#: module cocotb 2.x removed, a submodule that never existed, an exception the test raises
+#: itself), never a sandbox_error (reward None would drop the sample: a cheap escape from 0).
+OWN_IMPORT_FAILURES = {
+    "removed_in_cocotb2": "from cocotb.binary import BinaryValue",
+    "no_such_submodule": "import cocotb_bus.rs_gone",
+    "raised_by_the_test": "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')",
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_IMPORT_FAILURES))
+def test_an_import_error_of_the_test_is_its_own(engine, tmp_path, case):
+    files = {"test_acc.py": DRIVES.format(imports=OWN_IMPORT_FAILURES[case], args="")}
+    result = engine.score(request(files, engine="fast", runtime="cocotb-2.1"))
+    assert result.status == "runtime_error" and result.reward == 0.0, result.message
+    assert result.message.split("; ran on cocotb")[0] == \
+        f"the cocotb test module could not be imported: {host_exception(files, tmp_path)}"
+
+
+def test_a_missing_shipped_package_is_our_fault(engine, tmp_path, monkeypatch):
+    """A package we ship that the toolchain probe did not find installed (here: a name added to
+    the shipped list, standing in for a broken install) is a sandbox_error."""
+    from reward_service.simulators import cocotb_runtime
+
+    shipped = dict(cocotb_runtime.STIMULUS_PACKAGES)
+    shipped["cocotb-2.1"] = (*shipped["cocotb-2.1"], "rs_gone_pkg")
+    monkeypatch.setattr(cocotb_runtime, "STIMULUS_PACKAGES", shipped)
+    files = {"test_acc.py": DRIVES.format(imports="import rs_gone_pkg.bus", args="")}
+    result = engine.score(request(files, engine="fast", runtime="cocotb-2.1"))
     assert result.status == "sandbox_error" and result.reward is None, result.message
     assert result.message.startswith("the cocotb test module could not be imported: "
-                                     f"{host_exception(files, tmp_path)} (cocotb_bus.rs_gone is shipped")
+                                     f"{host_exception(files, tmp_path)} (rs_gone_pkg is shipped")
 
 
 def test_no_test_ran_is_cached_as_the_failure(tmp_path):

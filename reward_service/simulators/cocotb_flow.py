@@ -50,6 +50,7 @@ import shutil
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
 
 import filelock
@@ -454,7 +455,8 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
     out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)
     out.ended_by = _ended_by(out, out.run.output, out.tests, status)
-    out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module)
+    out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module,
+                              toolchain.versions)
     if out.not_run is not None:
         out.ended_by = "no_tests"
     elif status.get("error") and not out.run.limit_hit:
@@ -472,13 +474,13 @@ def _skipped(test: TestOutcome) -> bool:
 
 
 def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
-                test_module: str) -> tuple[Status, str] | None:
+                test_module: str, versions: Mapping[str, str] | None = None) -> tuple[Status, str] | None:
     """Why the cocotb run ``out`` ran no test, as ``(status, message)``, or None when a test
     ran (or the run was cut short: timeouts, limits and crashes keep their own status).
 
     ``status`` is the driver's status file, ``discovery`` the exporter's record of a failed
     test discovery (``rs_fcov_export.record_discovery_error``; ``{}`` if none), ``runtime`` the
-    cocotb runtime's name. Cases: the test module could not be imported (``compile_error`` for
+    cocotb runtime's name, ``versions`` the toolchain's probed versions (what is installed). Cases: the test module could not be imported (``compile_error`` for
     a ``SyntaxError``; ``sandbox_error`` when the missing module is one we ship,
     :func:`cocotb_runtime.shipped`), it defines no test, every test was skipped, no
     ``results.xml`` (``sandbox_error`` when the driver says the runner itself failed), a
@@ -494,7 +496,7 @@ def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
     kind = discovery.get("kind")
     if kind == "import":
         missing = discovery.get("missing")
-        if isinstance(missing, str) and cocotb_runtime.shipped(runtime, missing):
+        if isinstance(missing, str) and cocotb_runtime.shipped(runtime, missing, versions):
             return Status.sandbox_error, (f"the cocotb test module could not be imported: {exception} "
                                           f"({missing} is shipped for {runtime}: the installation is broken)")
         bad = Status.compile_error if discovery.get("syntax_error") else Status.runtime_error

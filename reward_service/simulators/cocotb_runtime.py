@@ -55,6 +55,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reward_service.sandbox.base import Toolchain
@@ -81,10 +82,35 @@ STIMULUS_PACKAGES: dict[str, tuple[str, ...]] = {
 }
 
 
-def shipped(runtime: str, module: str) -> bool:
-    """Whether ``module`` (a dotted import name, e.g. ``cocotbext.axi.stream``) belongs to a
-    package the ``runtime`` ships for stimulus (:data:`STIMULUS_PACKAGES`)."""
-    return any(module == p or module.startswith(p + ".") for p in STIMULUS_PACKAGES.get(runtime, ()))
+#: shipped package -> the distribution the toolchain probe reports (sandbox/toolchain_probe.py).
+_DISTRIBUTIONS = {"cocotb": "cocotb", "cocotb_tools": "cocotb", "pygpi": "cocotb",
+                  "cocotb_coverage": "cocotb-coverage", "cocotb_bus": "cocotb-bus",
+                  "cocotbext.axi": "cocotbext-axi", "cocotbext.uart": "cocotbext-uart",
+                  "cocotbext.spi": "cocotbext-spi", "pyuvm": "pyuvm", "numpy": "numpy",
+                  "cocotb_test": "cocotb-test"}
+
+
+def _probed(runtime: str, dist: str, versions: Mapping[str, str]) -> bool:
+    if runtime == COCOTB_19:
+        if dist == "cocotb":
+            return bool(versions.get("cocotb-1.9-runtime"))
+        return any(e.split("==")[0] == dist for e in versions.get("cocotb-1.9-stimulus", "").split(","))
+    return bool(versions.get(dist))
+
+
+def shipped(runtime: str, module: str, versions: Mapping[str, str] | None = None) -> bool:
+    """Whether a ``ModuleNotFoundError`` for ``module`` (its ``name``, a dotted import name)
+    means a package the ``runtime`` ships for stimulus (:data:`STIMULUS_PACKAGES`) is missing:
+    ``module`` is the package itself (or its namespace, ``cocotbext``), not a submodule (a
+    submodule missing from an installed package is the test's mistake: ``cocotb.binary``,
+    removed in cocotb 2.x), and the toolchain probe's ``versions`` (trusted: the test could
+    raise the exception itself) do not list its distribution as installed."""
+    for package in STIMULUS_PACKAGES.get(runtime, ()):
+        if module == package or package.startswith(module + "."):
+            dist = _DISTRIBUTIONS.get(package)
+            if versions is None or dist is None or not _probed(runtime, dist, versions):
+                return True
+    return False
 
 
 #: name -> pattern of cocotb 1.x-only idioms (see the module docstring).
