@@ -121,3 +121,14 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
     listed = {(u.file, u.line, u.metric, u.detail) for u in result.uncovered}
     assert bool(listed & dead) is not exclude
     assert result.reward == pytest.approx(1 + result.coverage.overall)  # the reward stays on the raw figure
+    if exclude:  # eval-cvdp's report puts the raw-figure pass next to the judged one
+        from reward_service.problems.cvdp import problem_from_row
+        from reward_service.rescore.report import render_markdown, summarise
+        from reward_service.rescore.store import Sample, result_record
+
+        sample = Sample(pid, 0, "", 1)
+        record = result_record(sample, result)
+        assert record["overall_reachable"] == result.coverage.overall_reachable
+        report = summarise([sample], {sample.key: record}, {pid: problem_from_row(cid012_rows()[pid])})
+        assert (report["passed"], report["pass@1"], report["passed_raw"], report["pass@1_raw"]) == (1, 1.0, 0, 0.0)
+        assert "0 passed, pass@1 0.00 %" in render_markdown(report)

@@ -8,6 +8,9 @@ Definitions (also stated in the Markdown and in docs/rescoring.md):
   ``c`` those that passed (every target met: CVDP overall coverage >= TARGET).
   pass@k is :func:`~reward_service.rescore.passk.pass_at_k` per problem, averaged over the
   problems where it is defined (``n >= k``); the report says how many those are.
+* ``passed_raw``/``pass@<k>_raw``: the same on the raw overall (no point proved unreachable
+  excluded, as CVDP's harness grades), next to ``passed`` (CVDP problems judge their TARGET
+  without proved points, docs/formal.md).
 * Infrastructure failures (``sandbox_error``) and samples not scored yet (an interrupted run)
   are not in ``n``: they are counted apart (``sandbox_errors``, ``pending``), and the next run
   re-tries them.
@@ -47,6 +50,7 @@ class _Problem:
     samples: int = 0
     n: int = 0
     c: int = 0
+    c_raw: int = 0  # passed on the raw overall (no point excluded: CVDP's own grading)
     coverage: list[float] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
     statuses: Counter = field(default_factory=Counter)
@@ -66,6 +70,11 @@ class _Problem:
         self.statuses[record["status"]] += 1
         coverage = record.get("coverage") or {}
         ok = record["status"] == Status.ok.value
+        raw = coverage.get("overall")
+        if record.get("overall_reachable") is None:  # nothing excluded: the judged figure is the raw one
+            self.c_raw += bool(record.get("passed"))
+        else:
+            self.c_raw += bool(ok and raw is not None and self.target is not None and 100.0 * raw >= self.target)
         self.coverage.append((coverage.get("overall") or 0.0) if ok else 0.0)
         if ok:
             for name, ratio in coverage.items():
@@ -77,6 +86,8 @@ class _Problem:
             "difficulty": self.difficulty, "agentic": self.agentic, "target_percent": self.target,
             "samples": self.samples, "n": self.n, "passed": self.c,
             **{f"pass@{k}": pass_at_k(self.n, self.c, k) if self.n else None for k in ks},
+            "passed_raw": self.c_raw,
+            **{f"pass@{k}_raw": pass_at_k(self.n, self.c_raw, k) if self.n else None for k in ks},
             "mean_coverage": _mean(self.coverage),
             "coverage_per_metric": {m: _mean(v) for m, v in sorted(self.metrics.items())},
             "status_counts": dict(sorted(self.statuses.items())),
@@ -92,6 +103,10 @@ def _group(problems: Sequence[_Problem], ks: Sequence[int]) -> dict[str, Any]:
     for k in ks:
         out[f"pass@{k}"], counted[f"pass@{k}"] = mean_pass_at_k(((p.n, p.c) for p in scored), k)
     out["pass@k_problems"] = counted
+    # the same on the raw figure (no proved-unreachable point excluded, as CVDP graded): side by side
+    out["passed_raw"] = sum(p.c_raw for p in scored)
+    for k in ks:
+        out[f"pass@{k}_raw"], _ = mean_pass_at_k(((p.n, p.c_raw) for p in scored), k)
     out["mean_coverage"] = _mean([_mean(p.coverage) for p in scored])
     names = sorted({m for p in scored for m in p.metrics})
     out["coverage_per_metric"] = {m: _mean([_mean(p.metrics[m]) for p in scored if p.metrics.get(m)]) for m in names}
@@ -185,6 +200,10 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
     rows += [(f"difficulty {d}", g) for d, g in report["by_difficulty"].items()]
     rows += [(kind, g) for kind, g in report["by_kind"].items() if g["problems"]]
     out += _group_rows(rows, ks)
+    if report.get("passed_raw", report["passed"]) != report["passed"]:
+        raw = ", ".join(f"pass@{k} {_pct(report[f'pass@{k}_raw'])} %" for k in ks)
+        out += ["", f"With the points proved unreachable counted (CVDP's own grading, docs/formal.md): "
+                    f"{report['passed_raw']} passed, {raw}; the table judges targets without them."]
     if report["coverage_per_metric"]:
         out += ["", "Coverage per metric (mean over `ok` samples whose metric has points, by problem):", "",
                 "| metric | mean % |", "|---|---|"]

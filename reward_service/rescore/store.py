@@ -131,7 +131,8 @@ def result_record(sample: Sample, result: ScoreResult, problem_sha256: str | Non
     Keys: ``problem_id``, ``sample_id``, ``status``, ``passed``, ``reward`` (None only for
     ``sandbox_error``), ``coverage`` (``overall`` and each measured metric's ratio in [0, 1],
     None when the metric has no points or is unavailable), ``points`` (metric -> ``[covered,
-    total]``), ``message`` (at most 500 characters), ``engine``, ``versions``,
+    total]``), ``overall_reachable`` (overall without proved-unreachable points, None when not
+    proved), ``message`` (at most 500 characters), ``engine``, ``versions``,
     ``completion_sha256`` (:attr:`Sample.digest`) and ``problem_sha256`` (:func:`problem_digest`).
     """
     metrics = result.coverage.metrics
@@ -144,6 +145,7 @@ def result_record(sample: Sample, result: ScoreResult, problem_sha256: str | Non
         "coverage": {"overall": result.coverage.overall,
                      **{name: (m.ratio if m.available else None) for name, m in metrics.items()}},
         "points": {name: [m.covered, m.total] for name, m in metrics.items() if m.available},
+        "overall_reachable": result.coverage.overall_reachable,  # proved points excluded (docs/formal.md)
         "message": result.message[:_MESSAGE_CHARS],
         "engine": result.engine,
         "versions": result.versions,
