@@ -25,6 +25,8 @@ def parse_functional_yaml(path: Path) -> list[CoveragePoint]:
         data = yaml.safe_load(read_output_text(Path(path), max_bytes=64 << 20)) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{Path(path).name}: malformed YAML") from exc
+    except RecursionError:  # PyYAML composes nested collections recursively: "[[[[..." bombs
+        raise ValueError(f"{Path(path).name}: YAML nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of coverage items")
     points: list[CoveragePoint] = []
@@ -35,7 +37,7 @@ def parse_functional_yaml(path: Path) -> list[CoveragePoint]:
         try:
             at_least = int(item.get("at_least") or 1)
             counts = [(bin_name, int(hits or 0)) for bin_name, hits in dict(bins).items()]
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(.inf)
             raise ValueError(f"{Path(path).name}: coverage item {str(name)[:80]!r} has a bad shape") from exc
         points.extend(CoveragePoint(metric="functional", file=Path(path).name, line=0,
                                     detail=f"{name} bin {bin_name}", hier=str(name), count=hits,

@@ -17,6 +17,8 @@ from reward_service.coverage.points import CoveragePoint
 from reward_service.safe_io import read_output_text
 
 _RECORD = re.compile(r"^C '(?P<key>.*)' (?P<count>\d+)\s*$")
+#: Longest line number or count read (Verilator writes 64-bit counts: 20 digits).
+_MAX_DIGITS = 40
 _PAIR = re.compile(r"\x01([^\x02]*)\x02([^\x01]*)")
 _LONG = {"filename": "f", "lineno": "l", "column": "n", "type": "t", "comment": "o", "hier": "h"}
 # Verilator's point types that we report under another key.
@@ -55,12 +57,16 @@ def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[Co
         metric = _TYPE_ALIASES.get(metric, metric)
         identity = (file, fields.get("l"), fields.get("n"), metric, fields.get("page"), fields.get("o"))
         key = (identity, fields.get("h"))
-        count = int(m.group("count"))  # \d+ by the regex
+        line = fields.get("l") or "0"
+        # ASCII digits only: str.isdigit() also accepts "²", and int() refuses numbers of more
+        # than 4300 digits (sys.int_info.str_digits_check_threshold); both must be this error.
+        if not (line.isascii() and line.isdigit()) or len(line) > _MAX_DIGITS:
+            raise CoverageFileError(f"{Path(path).name}: bad line number {line[:20]!r}")
+        if len(m.group("count")) > _MAX_DIGITS:
+            raise CoverageFileError(f"{Path(path).name}: count of {len(m.group('count'))} digits")
+        count = int(m.group("count"))  # digits by the regex (int() reads any Unicode decimal digit)
         if key in merged:
             count += merged[key].count
-        line = fields.get("l") or "0"
-        if not line.isdigit():
-            raise CoverageFileError(f"{Path(path).name}: bad line number {line[:20]!r}")
         merged[key] = CoveragePoint(
             metric=metric,
             file=file,

@@ -252,7 +252,8 @@ def problem_from_row(row: dict[str, Any]) -> Problem:
     except ValueError as exc:
         raise ValueError(f"{pid}: {exc}") from None
 
-    categories = row.get("categories") or []
+    categories = row.get("categories")
+    categories = categories if isinstance(categories, list) else []  # a dict or string is no list of tags
     difficulty = categories[1] if len(categories) > 1 and isinstance(categories[1], str) else None
     return Problem(
         id=pid,
@@ -284,6 +285,8 @@ def _rows(lines: Iterable[str], source: str) -> dict[str, Problem]:
             problem = problem_from_row(json.loads(line))
         except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError, ValidationError are ValueErrors
             raise ValueError(f"{source}:{lineno}: bad cid012 row: {exc}") from exc
+        except RecursionError:  # json.loads of "[[[[...": nesting deeper than the interpreter's stack
+            raise ValueError(f"{source}:{lineno}: bad cid012 row: JSON nested too deeply") from None
         if problem.id in problems:
             raise ValueError(f"{source}:{lineno}: duplicate problem id {problem.id!r}")
         problems[problem.id] = problem
