@@ -178,3 +178,18 @@ def test_spinning_on_a_missing_solver_is_a_sandbox_error_not_a_timeout(shared_ca
     result = missing.score({**alu_request(spin), "limits": {"run_s": 2}})
     assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
     assert "SMT solver" in result.message
+
+
+def test_a_testbench_printing_the_solver_failure_is_not_a_sandbox_error(engine):
+    """A testbench that prints Verilator's no-solver warning itself (no randomize() at all) while
+    the solver works in the sandbox is scored as its twin without that line: the warning alone
+    would make it a sandbox_error (reward None: a cheap way out of every low reward)."""
+    forged = replay_tb([(0, 1, 2), (3, 4, 5)]).replace(
+        "    $finish;", '    $display("%%Warning: Unable to communicate with SAT solver, please check '
+                       'its installation");\n    $display("VlRProcess::open: execvp(z3): nope");\n    $finish;')
+    assert forged != replay_tb([(0, 1, 2), (3, 4, 5)])
+    result = engine.score(alu_request(forged))
+    assert result.status == "ok", (result.status, result.message)
+    assert "Unable to communicate with SAT solver" in result.log
+    twin = engine.score(alu_request(replay_tb([(0, 1, 2), (3, 4, 5)])))
+    assert coverage_of(result) == coverage_of(twin) and result.reward == twin.reward

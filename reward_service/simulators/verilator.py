@@ -13,6 +13,7 @@ import dataclasses
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from reward_service.models import CODE_METRICS
@@ -236,16 +237,47 @@ _SOLVER_ERROR = re.compile(r"^%Warning: (?:[^\n]*: )?Internal: Solver error: [^\
 _UNSAT = re.compile(r"^%Warning-UNSATCONSTR: [^\n]*", re.M)
 
 
-def check_solver(run_log: str, notes: list[str], limit_hit: str | None = None) -> None:
+#: (toolchain identity, solver command) -> whether the solver answered in that sandbox.
+_SOLVER_WORKS: dict[tuple[str, str], bool] = {}
+
+
+def solver_works(job: Job) -> bool:
+    """Whether the toolchain's SMT solver answers ``(check-sat)`` with ``sat`` in ``job``'s
+    sandbox: a step of our own, run with no stimulus code (once per process and toolchain; only
+    when a run's log says the solver could not be used, which a testbench can print itself)."""
+    toolchain = job.sandbox.toolchain()
+    if not toolchain.solver:
+        return False
+    key = (toolchain.identity, toolchain.solver)
+    if key not in _SOLVER_WORKS:
+        probe = job.root / "solver_probe"
+        probe.mkdir(exist_ok=True)
+        try:
+            res = job.sandbox.run(ExecSpec(
+                argv=["/bin/sh", "-c", 'printf "(check-sat)\\n(exit)\\n" | "$@"', "rs-solver",
+                      *toolchain.solver.split()], workdir=probe, timeout_s=30))
+        except SandboxError:
+            return False
+        _SOLVER_WORKS[key] = not res.limit_hit and res.exit_code == 0 and "sat" in res.output.split()
+    return _SOLVER_WORKS[key]
+
+
+def check_solver(run_log: str, notes: list[str], limit_hit: str | None = None,
+                 works: Callable[[], bool] | None = None) -> None:
     """Surface what constrained ``randomize()`` reported in a simulation log: a solver that could
     not be run is ours (raises :class:`SandboxError`: every randomize() returned 0 and the
     testbench drove its defaults, so its coverage says nothing); unsatisfied constraints
     (Verilator's UNSATCONSTR, randomize() returned 0) and solver errors are the stimulus's and
     go into ``notes`` (the result message), since they change what the stimulus did. A run that a
     limit ended (``limit_hit``) is ours only when the solver never worked: a testbench that spins
-    until randomize() succeeds hits the time limit, and that is no fault of its own."""
+    until randomize() succeeds hits the time limit, and that is no fault of its own. ``works``
+    (:func:`solver_works`): when it says the solver answers in this sandbox, the lines are not
+    taken as ours (the testbench's $display can print them) but only noted."""
     broken = _SOLVER_BROKEN.search(run_log) or (None if limit_hit else _SOLVER_DIED.search(run_log))
-    if broken:
+    if broken and works is not None and works():
+        notes.append("the log says the constraint solver could not be used, yet it answers in this "
+                     f"sandbox: scored as the run went ({broken.group(0).strip()[:200]})")
+    elif broken:
         raise SandboxError("the SMT solver that Verilator's randomize() needs could not be used "
                            f"({broken.group(0).strip()[:300]}); install z3 (scripts/install.sh)")
     unsat = _UNSAT.findall(run_log)
@@ -307,7 +339,7 @@ class VerilatorSimulator(SimulatorBackend):
         out.ended_by, out.coverage_dat = read_run_end(job.run_dir, token, out.notes)
         if out.ended_by == "stop" and "%Fatal:" in out.run.output:
             out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
-        check_solver(out.run.output, out.notes, limit_hit=out.run.limit_hit)
+        check_solver(out.run.output, out.notes, limit_hit=out.run.limit_hit, works=lambda: solver_works(job))
         return out
 
     def run_cocotb(self, job: Job) -> SimRun:
