@@ -32,7 +32,7 @@ from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 log = logging.getLogger(__name__)
 
 #: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
-PROVER_REVISION = "2"
+PROVER_REVISION = "3"
 
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
@@ -127,6 +127,7 @@ def _yosys_script(model: FormalModel) -> str:
         "techmap",
         "aigmap",
         "opt_clean",
+        "write_json final.json",
         "write_aiger -zinit -map model.map model.aig",
         "",
     ])
@@ -171,7 +172,8 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
         if res.timed_out or res.exit_code != 0:
             base.status, base.reason = ("timeout" if res.timed_out else "error"), "abc: " + res.output[-300:]
             return base
-        return _verdicts(model, outputs, res.output, base)
+        final = json.loads(_read(work / "final.json") or "{}").get("modules", {}).get(model.top, {})
+        return _verdicts(model, outputs, res.output, base, final.get("netnames", {}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -227,7 +229,8 @@ _ASSERTED = re.compile(r"Output\s+(\d+) was (?:trivially )?asserted")
 _SUMMARY = re.compile(r"Properties:\s+All = (\d+)\. Proved = (\d+)\. Disproved = (\d+)\. Undecided = (\d+)\.")
 
 
-def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], text: str, base: ProofResult) -> ProofResult:
+def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], text: str, base: ProofResult,
+              netnames: dict) -> ProofResult:
     summary = _SUMMARY.search(text)
     if summary is None:
         base.reason = "abc printed no summary"
@@ -242,11 +245,18 @@ def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], tex
         return base
     # a property holds when its signal bit is unreachable in every instance of its module
     # (the flattened wire is `<instance path>.<signal>`; model signal names are design-unique)
-    instances: dict[tuple[str, int], list[int]] = {}
-    for index, names in outputs.items():
-        for wire, bit in names:
-            instances.setdefault((wire.rsplit(".", 1)[-1], bit), []).append(index)
-    held = [bool(instances.get((p.signal, p.bit))) and not (set(instances[(p.signal, p.bit)]) & failed)
+    # Each instance's wire bit: a constant in the final netlist (write_aiger names no constant
+    # output) or the verdict of the output the map names it with; neither: unknown.
+    mapped = {(wire, bit): index not in failed for index, names in outputs.items() for wire, bit in names}
+    instances: dict[tuple[str, int], list[bool | None]] = {}
+    for wire, net in netnames.items():
+        leaf = wire.rsplit(".", 1)[-1]
+        if not leaf.startswith(FLAG_PREFIX):
+            continue
+        for bit, value in enumerate(net["bits"]):
+            verdict = (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
+            instances.setdefault((leaf, bit), []).append(verdict)
+    held = [bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
             for p in model.properties]
     # a key is unreachable only if every point with that key is (two case items on one line)
     verdict: dict[PointKey, bool] = {}
