@@ -103,6 +103,11 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
     for job_id in batch.job_ids:
         remaining = deadline - time.monotonic()
         views.append(dispatcher.wait(job_id, remaining) if remaining > 0 else dispatcher.get(job_id))
+    # The batch record is the source of truth: a job the dispatcher forgot (a Redis restart
+    # lost its marker) is resent from its request copy when one is left.
+    for n, (job_id, view) in enumerate(zip(batch.job_ids, views)):
+        if view is None and dispatcher.resend(job_id):
+            views[n] = JobView(job_id, JobState.queued)
     results = []
     for job_id, view in zip(batch.job_ids, views):
         if view is None:  # the dispatcher forgot the job: say so instead of "queued" forever

@@ -96,7 +96,8 @@ def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: fl
     if wait < 0:
         raise ValueError(f"wait must be >= 0 seconds, got {wait}")
     deadline = _deadline(timeout)
-    for attempt in range(1, infra_retries + 2):
+    attempt, lost = 1, 0
+    while True:
         hold = _remaining(deadline, wait)
         response = yield Call("POST", "/v1/score", params={"wait": hold}, json=body, hold=hold, ok=(200, 202))
         data = parse_json(Call("POST", "/v1/score"), response)
@@ -108,11 +109,22 @@ def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: fl
                 # a long poll of at least MIN_POLL_S: wait=0 must not turn into a busy loop
                 hold = _remaining(deadline, max(wait, MIN_POLL_S))
                 path = f"/v1/jobs/{quote(job_id, safe='')}"
-                data = parse_json(Call("GET", path), (yield Call("GET", path, params={"wait": hold}, hold=hold)))
+                response = yield Call("GET", path, params={"wait": hold}, hold=hold, ok=(200, 202, 404))
+                data = parse_json(Call("GET", path), response)
+                if response.status_code == 404:
+                    break
+            if response.status_code == 404:
+                lost += 1
+                if lost > MAX_LOST:
+                    raise RewardServiceError(f"the service lost job {job_id} {lost} times (404: "
+                                             f"{data.get('detail')}); giving up")
+                log.warning("the service lost job %s (404: %s): resubmitting the sample", job_id, data.get("detail"))
+                continue
             data = data["result"]
         result = _result(data, "POST /v1/score")
         if result.status != Status.sandbox_error or attempt > infra_retries:
             break
+        attempt += 1
     if result.status == Status.sandbox_error and raise_on_infra:
         raise InfrastructureFailure(result, None, sample_id, attempt)
     return result

@@ -77,6 +77,11 @@ class Dispatcher(abc.ABC):
     def wait(self, job_id: str, timeout: float) -> JobView | None:
         """Like :meth:`get`, but waits up to ``timeout`` seconds for the job to finish."""
 
+    def resend(self, job_id: str) -> bool:
+        """Queue again a job the dispatcher lost (e.g. a broker restart forgot its marker and
+        result) from its kept request copy; False when nothing is left to resend it from."""
+        return False
+
     @abc.abstractmethod
     def queue_depth(self) -> int:
         """Jobs submitted and not yet finished."""

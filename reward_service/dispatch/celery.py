@@ -47,8 +47,11 @@ from workers.celery_app import QUEUE, TASK_NAME, backend_url, broker_url, make_a
 log = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{64}$")
-#: Celery states after which a job is done (its result is final).
-READY_STATES = ("SUCCESS", "FAILURE", "REVOKED")
+#: Celery states after which a job is done (its result is final). Not REVOKED: nothing here
+#: revokes jobs; Celery stores it for a job it cancelled when the broker connection was lost
+#: (``worker_cancel_long_running_tasks_on_connection_loss``, e.g. a Redis restart), and such a
+#: job runs again (its lease lapses and it is requeued, or its message is redelivered).
+READY_STATES = ("SUCCESS", "FAILURE")
 #: The unacknowledged-messages hash of kombu's Redis transport (delivered, not yet acked).
 UNACKED_KEY = "unacked"
 #: kombu's Redis transport emulates priorities with one list per step (``<queue>\x06\x16<step>``,
@@ -102,7 +105,7 @@ def job_id_for(request: ScoreRequest) -> str:
 
 def result_from_meta(meta: dict[str, Any] | None) -> ScoreResult | None:
     """The final :class:`ScoreResult` in a Celery result meta, or None while the job is not
-    done. A failed task (hard time limit, worker bug, revoked) is a ``sandbox_error``: it is
+    done. A failed task (hard time limit, worker bug) is a ``sandbox_error``: it is
     never the model's fault."""
     if not meta or meta.get("status") not in READY_STATES:
         return None
@@ -117,8 +120,6 @@ def result_from_meta(meta: dict[str, Any] | None) -> ScoreResult | None:
         what = f"{value.get('exc_type')}: {value.get('exc_message')}"
     else:
         what = str(value)[:300]
-    if status == "REVOKED":
-        return ScoreResult(status=Status.sandbox_error, message="the job was revoked")
     return ScoreResult(status=Status.sandbox_error, message=f"the worker task failed: {what}")
 
 
@@ -274,6 +275,21 @@ class CeleryDispatcher(Dispatcher):
             self._send([(job_id, lapsed.request)], SCORE_PRIORITY)
             self.results.hincrby(self.keys.stats, "lease_requeues", 1)
         return handled
+
+    def resend(self, job_id: str) -> bool:
+        """Send a job again from its request copy when Redis lost both its marker and its
+        result (a restart that lost the last writes); claimed with SET NX on the marker, so
+        concurrent callers send it once. True when the job is (now) queued."""
+        if not _JOB_ID.match(job_id or ""):
+            return False
+        raw = self.results.get(self.leases.request(job_id))
+        if raw is None:
+            return False
+        if self.results.set(self.keys.marker(job_id), "queued", ex=self.ttl, nx=True):
+            log.warning("job %s was lost by Redis (no marker, no result); resent from its request copy", job_id)
+            self._send([(job_id, json.loads(raw))], SCORE_PRIORITY)
+            self.results.hincrby(self.keys.stats, "resent_lost", 1)
+        return True
 
     def finish(self, job_id: str, result: ScoreResult) -> None:
         """Store ``result`` as the job's final result (as a worker would) and wake its waiters."""
