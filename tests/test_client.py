@@ -311,3 +311,32 @@ def test_a_batch_over_the_queue_bound_is_413_and_the_client_sizes_its_chunks(sma
         results = client.score_batch([counter_request(variant_tb(i % 3)) for i in range(700)], timeout=600)
     assert [comparable(r) for r in results] == [comparable(expected[i % 3]) for i in range(700)]
 
+
+
+def test_a_job_the_service_lost_is_resubmitted_and_said_so(shared_cache_dir, caplog):
+    """GET /v1/jobs/{id} answering 404 for a job the client submitted (the service forgot it)
+    makes the client submit the sample again and log which job was lost."""
+    import logging
+    import threading
+
+    dispatcher = LocalDispatcher(Engine(settings(shared_cache_dir)), workers=1)
+    caplog.set_level(logging.WARNING, logger="reward_service.client")
+    with live_server(create_app(dispatcher, settings=settings(shared_cache_dir))) as url, RewardClient(url) as client:
+        forgotten: list[str] = []
+
+        def forget_first_job():
+            deadline = time.monotonic() + 60
+            while not dispatcher._jobs and time.monotonic() < deadline:
+                time.sleep(0.01)
+            job_id, _ = dispatcher._jobs.popitem(last=False)  # the service loses it
+            forgotten.append(job_id)
+
+        thread = threading.Thread(target=forget_first_job)
+        thread.start()
+        result = client.score(counter_request(SLOW_TB), wait=0, timeout=120)
+        thread.join()
+    assert result.status == Status.ok and "done q=" in result.log
+    lost = [r.getMessage() for r in caplog.records if "lost job" in r.getMessage()]
+    assert len(lost) == 1 and forgotten[0] in lost[0] and "resubmitting" in lost[0]
+    assert len(dispatcher._jobs) == 1  # the resubmitted one
+    dispatcher.close()
