@@ -237,8 +237,8 @@ _SOLVER_ERROR = re.compile(r"^%Warning: (?:[^\n]*: )?Internal: Solver error: [^\
 _UNSAT = re.compile(r"^%Warning-UNSATCONSTR: [^\n]*", re.M)
 
 
-#: (toolchain identity, solver command) -> whether the solver answered in that sandbox.
-_SOLVER_WORKS: dict[tuple[str, str], bool] = {}
+#: (toolchain identity, solver command, memory_mb, processes) -> whether the solver answered.
+_SOLVER_WORKS: dict[tuple[str, str, int, int], bool] = {}
 
 
 def solver_works(job: Job) -> bool:
@@ -248,14 +248,16 @@ def solver_works(job: Job) -> bool:
     toolchain = job.sandbox.toolchain()
     if not toolchain.solver:
         return False
-    key = (toolchain.identity, toolchain.solver)
+    # under the run's own memory and process limits: a solver they stop is no fault of the stimulus
+    key = (toolchain.identity, toolchain.solver, job.limits.memory_mb, job.limits.processes)
     if key not in _SOLVER_WORKS:
         probe = job.root / "solver_probe"
         probe.mkdir(exist_ok=True)
         try:
             res = job.sandbox.run(ExecSpec(
                 argv=["/bin/sh", "-c", 'printf "(check-sat)\\n(exit)\\n" | "$@"', "rs-solver",
-                      *toolchain.solver.split()], workdir=probe, timeout_s=30))
+                      *toolchain.solver.split()], workdir=probe, timeout_s=30,
+                memory_mb=job.limits.memory_mb, processes=job.limits.processes))
         except SandboxError:
             return False
         _SOLVER_WORKS[key] = not res.limit_hit and res.exit_code == 0 and "sat" in res.output.split()
