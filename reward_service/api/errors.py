@@ -80,6 +80,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI answers a JSON body that is not UTF-8 with its own undocumented 400
+            # ("There was an error parsing the body"): it is a malformed body like any other
+            at = exc.__cause__.start
+            return error(422, f"malformed JSON body: not UTF-8 text (byte {at})",
+                         errors=[{"loc": "body", "msg": "malformed JSON: not UTF-8 text", "type": "json_invalid"}])
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return error(exc.status_code, detail, headers=getattr(exc, "headers", None))
 

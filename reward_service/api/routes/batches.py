@@ -61,7 +61,7 @@ async def create_batch(body: BatchCreate, request: Request, settings: SettingsDe
 
 @router.get("/batches/{batch_id}", response_model=BatchStatus,
             responses={202: {"model": BatchStatus, "description": "not finished yet"},
-                       401: {"model": ErrorBody}, 404: {"model": ErrorBody}})
+                       401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 async def get_batch(request: Request, settings: SettingsDep, dispatcher: DispatcherDep, batches: BatchStoreDep,
                     metrics: MetricsDep, batch_id: Annotated[str, Path(max_length=200)],
                     wait: Annotated[float, Query(ge=0, description="long-poll: seconds to wait for the batch")] = 0.0,

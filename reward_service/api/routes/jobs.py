@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Authenticated])
 
 
 @router.get("/jobs/{job_id}", response_model=JobStatus,
-            responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}})
+            responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 async def get_job(
     request: Request, settings: SettingsDep, dispatcher: DispatcherDep, metrics: MetricsDep,
     job_id: Annotated[str, Path(max_length=200)],
@@ -33,7 +33,12 @@ async def get_job(
     return JobStatus(job_id=view.id, state=view.state, result=view.result)
 
 
-_REPORT_ERRORS = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}}
+# Spelled out, not {"model": ErrorBody}: FastAPI files a model's schema under the route's own
+# media type (text/plain, text/html), but error bodies are JSON (errors.py).
+_REPORT_ERRORS = {code: {"description": text, "content": {"application/json": {
+                      "schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+                  for code, text in ((401, "Unauthorized"), (404, "Not Found"), (409, "Conflict"),
+                                     (422, "Unprocessable Entity"))}
 #: The report page has no script and loads nothing: a DUT source is user text (escaped anyway).
 _HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 

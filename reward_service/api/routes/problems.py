@@ -56,7 +56,7 @@ async def list_problems(request: Request, problems: ProblemStoreDep) -> ProblemL
 
 
 @router.get("/problems/{problem_id}", response_model=ProblemSpec,
-            responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}})
+            responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 async def get_problem(problem_id: ProblemId, request: Request, problems: ProblemStoreDep) -> ProblemSpec:
     """The whole problem, design files and prompt included."""
     problem = await in_thread(request, problems.get, problem_id)
@@ -66,7 +66,7 @@ async def get_problem(problem_id: ProblemId, request: Request, problems: Problem
 
 
 @router.delete("/problems/{problem_id}", status_code=204,
-               responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}})
+               responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 async def delete_problem(problem_id: ProblemId, request: Request, problems: ProblemStoreDep) -> Response:
     if not await in_thread(request, problems.delete, problem_id):
         raise HTTPException(404, f"unknown problem_id {problem_id!r}")

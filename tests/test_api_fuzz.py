@@ -1,0 +1,149 @@
+"""Schemathesis against the embedded server's own ``/openapi.json`` (issue 11, item 6): every
+operation gets generated requests, valid and invalid, sent over HTTP to a live uvicorn
+(conftest.live_server) serving the embedded app (LocalDispatcher, bubblewrap, in-memory stores,
+result cache off). No answer may be a 500, and every answer must match its documented schema:
+each 4xx/5xx body is the documented ``ErrorBody`` (``{"detail": str}``, plus ``errors`` for a
+422; reward_service/api/errors.py, docs/api.md), never a traceback. Small limits (``wait`` at
+most 2 s, small bodies, batches of 4) keep each call fast; the fuzzed scoring requests that
+reach a simulator are garbage designs that fail to compile within those 2 s or go on in the
+background (one worker) and are cancelled at shutdown."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Iterator
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance, not_a_server_error, response_schema_conformance, status_code_conformance,
+)
+
+from conftest import live_server
+from reward_service.api import create_app
+from reward_service.settings import Settings
+
+#: Examples per operation (16 operations): the whole file stays within ~2 min on 2 cores.
+EXAMPLES = 30
+MAX_WAIT_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def api_url(shared_cache_dir, tmp_path_factory) -> Iterator[str]:
+    app_settings = Settings(cache_dir=shared_cache_dir, work_root=tmp_path_factory.mktemp("fuzz-work"),
+                            result_cache=False, score_workers=1, warm_on_register=False,
+                            default_wait_s=0.0, max_wait_s=MAX_WAIT_S, max_body_mb=0.25,
+                            max_bulk_body_mb=0.5, max_file_kb=16, max_files=4, max_batch=4)
+    with live_server(create_app(settings=app_settings)) as url:
+        yield url
+
+
+def _operation_labels() -> list[str]:
+    """``METHOD /path`` of every operation the app declares (its schema needs no server)."""
+    app = create_app(settings=Settings(result_cache=False, warm_on_register=False))
+    try:
+        schema = schemathesis.openapi.from_dict(app.openapi())
+        return [result.ok().label for result in schema.get_all_operations()]
+    finally:
+        app.state.dispatcher.close()
+
+
+# schemathesis.pytest's parametrize/from_fixture fail under pytest 9 ("'Function' object has no
+# attribute '_nodeid'"): one pytest case per operation, its hypothesis run driven here.
+OPERATIONS = _operation_labels()
+
+
+@pytest.fixture(scope="module")
+def api_schema(api_url):
+    return schemathesis.openapi.from_url(f"{api_url}/openapi.json")
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _ndjson(ctx, value) -> bytes:
+    """POST /v1/problems:load documents its body as a string of JSON lines: sent as is."""
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else json.dumps(value).encode()
+
+
+def error_body_shape(ctx, response, case) -> bool | None:
+    """Every 4xx/5xx answer is JSON ``{"detail": "<message>"}`` (``errors``: a list of
+    ``{loc, msg, type}`` for a 422) and names no traceback or source file of ours."""
+    if response.status_code < 400:
+        return None
+    text = response.content.decode("utf-8", "replace")
+    assert "Traceback" not in text and 'File "' not in text, f"traceback in a {response.status_code} body"
+    body = response.json()
+    assert isinstance(body, dict) and isinstance(body.get("detail"), str) and body["detail"], \
+        f"{response.status_code} body is not {{'detail': str}}: {text[:300]}"
+    assert set(body) <= {"detail", "errors"}, f"unexpected keys {sorted(body)}"
+    if response.status_code == 422 and "errors" in body:
+        assert isinstance(body["errors"], list)
+        for item in body["errors"]:
+            assert {"loc", "msg"} <= set(item) and isinstance(item["msg"], str), item
+            assert "input" not in item, "a 422 must not echo the input back"
+    return True
+
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
+          error_body_shape]
+
+
+def _cap_wait(case) -> None:
+    # an in-range `wait` would park each call for up to MAX_WAIT_S: keep out-of-range values
+    # (their 422 is part of what is tested), shorten the valid ones
+    if isinstance(case.query, dict) and isinstance(case.query.get("wait"), (int, float)) \
+            and 0 <= case.query["wait"] <= MAX_WAIT_S:
+        case.query["wait"] = min(case.query["wait"], 0.2)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("label", OPERATIONS)
+def test_api_operation(api_schema, api_url, label):
+    operation = api_schema.find_operation_by_label(label)
+    cases = operation.as_strategy(GenerationMode.POSITIVE) | operation.as_strategy(GenerationMode.NEGATIVE)
+    calls = []
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=cases)
+    def run(case):
+        _cap_wait(case)
+        calls.append(case.call_and_validate(base_url=api_url, checks=CHECKS, timeout=30).status_code)
+
+    run()
+    assert calls, f"{label}: no request sent"
+    print(f"{label}: {len(calls)} requests, statuses {dict(sorted(Counter(calls).items()))}")
+
+
+# -- regressions: what schemathesis found -----------------------------------------------------------
+def test_non_utf8_json_body_is_a_documented_422(api_url):
+    # FastAPI answered bytes that are not UTF-8 with its own 400 "There was an error parsing the body"
+    import httpx
+
+    for path in ("/v1/score", "/v1/batches", "/v1/problems"):
+        response = httpx.post(f"{api_url}{path}", content=b'{"design": "\xff\xfe"}',
+                              headers={"Content-Type": "application/json"}, timeout=30)
+        assert response.status_code == 422, (path, response.text)
+        body = response.json()
+        assert body["detail"] == "malformed JSON body: not UTF-8 text (byte 12)"
+        assert body["errors"] == [{"loc": "body", "msg": "malformed JSON: not UTF-8 text", "type": "json_invalid"}]
+
+
+def test_every_documented_error_is_an_error_body(api_url):
+    # the GET/DELETE routes documented FastAPI's default HTTPValidationError for their 422, and the
+    # report routes their JSON errors under text/plain / text/html
+    import httpx
+
+    spec = httpx.get(f"{api_url}/openapi.json", timeout=30).json()
+    checked = 0
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for status, response in operation["responses"].items():
+                if int(status) < 400 or (path, status) == ("/readyz", "503"):  # readiness: its own body
+                    continue
+                assert response["content"] == {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/ErrorBody"}}}, (method, path, status)
+                checked += 1
+    assert checked >= 40
