@@ -130,3 +130,32 @@ def test_a_batch_survives_a_redis_restart(stack, engine, caplog):
         assert lost and "resubmitting" in lost[0]  # ... and the client said what it resubmitted
     print(f"{'aof' if aof else 'no-persistence'}: {SAMPLES}/{SAMPLES} correct, restart at {restarted:.1f} s, "
           f"done at {elapsed:.1f} s, {len(lost)} batch resubmission(s)")
+
+
+def test_queued_jobs_whose_messages_a_restart_lost_are_resent(tmp_path, shared_cache_dir):
+    """The last second of an append-only file can hold a job's ``queued`` marker but not its
+    message. Simulated exactly: the queue is emptied, then Redis restarts; the reaper notices
+    the restart (run_id) and resends every queued job without a message from its request copy."""
+    from workers.celery_app import QUEUE
+
+    server = RedisProc(tmp_path, aof=True)
+    server.start()
+    svc = Service(server.url, shared_cache_dir, tmp_path, lease_s=3, task_soft_time_limit_s=60,
+                  task_time_limit_s=70, visibility_timeout_s=600)
+    try:
+        d = svc.dispatcher
+        reqs = [slow_tb(i, cycles=20_000) for i in range(3)]
+        ids = d.submit_many(reqs)  # no worker yet: they stay queued
+        time.sleep(1.5)  # a reaper round has seen this Redis' run_id
+        assert d.broker.llen(QUEUE) == 3
+        d.broker.delete(QUEUE)  # the messages are lost, the markers and request copies are not
+        server.restart()
+        svc.start("w")
+        views = [d.wait(i, 60) for i in ids]
+        assert [v.state if v else None for v in views] == ["done"] * 3, svc.logs()
+        assert [v.result.status for v in views] == ["ok"] * 3
+        assert all(f"SAMPLE {i}\n" in v.result.log for i, v in enumerate(views))
+        assert d.worker_stats().get("resent_lost") == 3
+    finally:
+        svc.close()
+        server.stop()

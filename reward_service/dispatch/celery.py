@@ -173,7 +173,7 @@ class CeleryDispatcher(Dispatcher):
         self._submit_lock = threading.Lock()
         self._rerun_claim = self.results.register_script(_RERUN_CLAIM)
         self.leases = Leases(self.results, self.settings.redis_prefix, self.settings.lease_s, self._meta_key)
-        self._reaper = Reaper(self.reap_lapsed).start() if reaper else None
+        self._reaper = Reaper(self._maintain).start() if reaper else None
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, request: ScoreRequest) -> str:
@@ -252,6 +252,42 @@ class CeleryDispatcher(Dispatcher):
             raise
 
     # -- leases ------------------------------------------------------------------------------
+    def reconcile_after_restart(self) -> list[str]:
+        """When Redis restarted since the last call (its ``run_id`` changed), resend the jobs
+        marked queued whose message the restart lost (the last second of an append-only file),
+        from their request copies; one caller per restart (a lock key). Returns the ids resent."""
+        run_id = self.broker.info("server").get("run_id")
+        previous, self._run_id = getattr(self, "_run_id", None), run_id
+        if previous is None or previous == run_id:
+            return []
+        if not self.results.set(f"{self.keys.prefix}reconcile:{run_id}", 1, nx=True, ex=300):
+            return []
+        present: set[str] = set()
+        for name in QUEUE_LISTS:
+            for raw in self.broker.lrange(name, 0, -1):
+                present.add(_message_id(raw))
+        for raw in self.broker.hvals(UNACKED_KEY):
+            try:
+                present.add(_message_id(json.dumps(json.loads(raw)[0])))
+            except (ValueError, IndexError, TypeError):
+                continue
+        resent = []
+        prefix = f"{self.keys.prefix}job:"
+        for key in self.results.scan_iter(match=f"{prefix}*", count=1000):
+            job_id = key.decode()[len(prefix):]
+            if not _JOB_ID.match(job_id) or job_id in present or self.results.get(key) != b"queued":
+                continue
+            if self.results.delete(key) and self.resend(job_id):
+                resent.append(job_id)
+        if resent:
+            log.warning("Redis restarted and lost the messages of %d queued job(s); resent them", len(resent))
+        return resent
+
+    def _maintain(self) -> None:
+        """One reaper round: lapsed leases, then (after a Redis restart) lost messages."""
+        self.reap_lapsed()
+        self.reconcile_after_restart()
+
     def reap_lapsed(self) -> list[str]:
         """Requeue the jobs whose lease lapsed (their worker died), each by exactly one reaper;
         a job requeued more than ``Settings.lease_max_requeues`` times (or whose request copy
@@ -397,6 +433,14 @@ redis.call('SET', KEYS[2], 'queued', 'EX', ARGV[2])
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 return 1
 """
+
+
+def _message_id(raw: bytes | str) -> str:
+    """The task id of a kombu message as stored in a queue list (JSON; Celery protocol 2)."""
+    try:
+        return str(json.loads(raw).get("headers", {}).get("id", ""))
+    except (ValueError, AttributeError):
+        return ""
 
 
 def _retry_after(depth: int) -> float:
