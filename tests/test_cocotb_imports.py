@@ -150,6 +150,7 @@ OWN_IMPORT_FAILURES = {
     "removed_in_cocotb2": "from cocotb.binary import BinaryValue",
     "no_such_submodule": "import cocotb_bus.rs_gone",
     "raised_by_the_test": "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')",
+    "raised_yaml": "raise ModuleNotFoundError(\"No module named 'yaml'\", name='yaml')",
 }
 
 

@@ -59,6 +59,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reward_service.sandbox.base import Toolchain
+from reward_service.sandbox.toolchain_probe import STIMULUS_DISTS
 from reward_service.simulators.toolchain import DEFAULT_VENV, VENV_ENV, ToolMissing, venv_dir
 
 __all__ = ["AUTO", "COCOTB_19", "COCOTB_21", "DEFAULT_VENV", "RUNTIMES", "STIMULUS_PACKAGES", "VENV_ENV",
@@ -87,12 +88,13 @@ _DISTRIBUTIONS = {"cocotb": "cocotb", "cocotb_tools": "cocotb", "pygpi": "cocotb
                   "cocotb_coverage": "cocotb-coverage", "cocotb_bus": "cocotb-bus",
                   "cocotbext.axi": "cocotbext-axi", "cocotbext.uart": "cocotbext-uart",
                   "cocotbext.spi": "cocotbext-spi", "pyuvm": "pyuvm", "numpy": "numpy",
-                  "cocotb_test": "cocotb-test"}
+                  "cocotb_test": "cocotb-test",
+                  "yaml": "cocotb-coverage"}  # pyyaml is a requirement of cocotb-coverage
 
 
 def _probed(runtime: str, dist: str, versions: Mapping[str, str]) -> bool:
     if runtime == COCOTB_19:
-        if dist == "cocotb":
+        if dist not in STIMULUS_DISTS:  # cocotb, cocotb-coverage (and pyyaml): the venv's own pins
             return bool(versions.get("cocotb-1.9-runtime"))
         return any(e.split("==")[0] == dist for e in versions.get("cocotb-1.9-stimulus", "").split(","))
     return bool(versions.get(dist))
