@@ -345,9 +345,15 @@ def test_no_results_xml_without_a_record():
         "runtime_error", "the cocotb run wrote no results.xml, no test ran: "
                          "ImportError: cannot import name 'Foo' from 'bar'")
     # The runner failing around the simulator (driver exit 2/3) is our installation's fault.
-    status, message = no_test_ran(_run_step(""), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
+    status, message = no_test_ran(_run_step("", 2), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
                                   "cocotb-2.1", "test_acc")
     assert status == "sandbox_error" and message.endswith("runner exited: 'vvp'")
+    # ... only when the driver's own exit says so: the status file alone can be the test's forgery
+    forged = no_test_ran(_run_step("bwrap: x\n", -9), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
+                         "cocotb-2.1", "test_acc")
+    assert forged[0] == "runtime_error", forged
+    assert no_test_ran(_run_step("bwrap: execvp x: No such file or directory\n", -9), {}, {},
+                       "cocotb-2.1", "test_acc")[0] == "runtime_error"
     # bubblewrap could not start the driver (e.g. a venv the sandbox does not show): ours too.
     status, message = no_test_ran(_run_step("bwrap: execvp /x/bin/python: No such file or directory\n", 1),
                                   {}, {}, "cocotb-1.9", "test_acc")
@@ -357,3 +363,32 @@ def test_no_results_xml_without_a_record():
     crashed.ended_by = "crash"
     assert no_test_ran(crashed, {}, {}, "cocotb-2.1", "test_acc") is None
     assert no_test_ran(_run_step("", timed_out=True), {}, {}, "cocotb-2.1", "test_acc") is None
+
+
+#: A test that, at the simulator's exit, removes results.xml, writes the driver's status file as
+#: a runner failure and kills the driver before it writes its own.
+FORGES_RUNNER_FAILURE = """import cocotb, json, os, signal, atexit
+
+
+def _later():
+    try:
+        os.remove("/work/results" + ".xml")
+    except OSError:
+        pass
+    json.dump({"exit": 2, "error": "runner exited"}, open("/work/rs_" + "status.json", "w"))
+    os.kill(os.getppid(), signal.SIGKILL)
+
+
+atexit.register(_later)
+
+
+@cocotb.test()
+async def fails(dut):
+    assert False
+"""
+
+
+def test_a_forged_runner_failure_is_not_a_sandbox_error(engine):
+    """reward None would drop a sample whose test fails: a forged status file must not do it."""
+    result = engine.score(request({"test_acc.py": FORGES_RUNNER_FAILURE}, engine="fast", runtime="cocotb-2.1"))
+    assert result.status != "sandbox_error" and result.reward == 0.0, (result.status, result.message)

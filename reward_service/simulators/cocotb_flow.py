@@ -511,11 +511,14 @@ def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
         return Status.runtime_error, (f"results.xml lists no test case: the cocotb test module "
                                       f"{test_module!r} defines no test (no @cocotb.test() function "
                                       "was discovered) or none ran")
-    if not status:  # the driver wrote no status: it never ran, or was killed
+    # The status file and the log are writable by the test itself (it runs in the same sandbox,
+    # and can kill the driver before it writes): ours only when the step's exit code agrees,
+    # bwrap's 1 when it could not start the driver, the driver's own 2/3 when the runner failed.
+    if not status and out.run.exit_code == 1:  # no status: the driver never ran
         started = next((line for line in out.run.output.splitlines() if line.startswith("bwrap: ")), None)
         if started:  # bubblewrap could not start it (e.g. a runtime's Python not bound)
             return Status.sandbox_error, f"the sandbox could not start the cocotb driver: {started}"
-    if status.get("exit") in _RUNNER_FAILED:
+    if status.get("exit") in _RUNNER_FAILED and out.run.exit_code == status.get("exit"):
         return Status.sandbox_error, f"the cocotb runner failed, no test ran: {status.get('error')}"
     last = _last_exception(out.run.output)
     return Status.runtime_error, ("the cocotb run wrote no results.xml, no test ran"
