@@ -3,13 +3,14 @@
 # they are missing (machines without a registry): debian:bookworm by debootstrap + docker import.
 # The Dockerfiles stay standard (FROM debian:bookworm); elsewhere docker pulls the base as usual.
 #
-#   scripts/build_images.sh            # base images if missing; the simulation and service images
-#                                      # are always built (Docker's layer cache makes that quick)
-#   FORCE=1 scripts/build_images.sh    # rebuild those two without the layer cache
+#   scripts/build_images.sh            # base images if missing; the simulation, worker and service
+#                                      # images are always built (Docker's layer cache makes that quick)
+#   FORCE=1 scripts/build_images.sh    # rebuild those three without the layer cache
 #
 # Images: debian:bookworm (base), redis:7.0-bookworm (pulled, else built from docker/redis on the
-# local Debian), reward-service-sim:latest (sim_images/), reward-service:latest (Dockerfile: API
-# and workers of docker-compose.yml).
+# local Debian), reward-service-sim:latest (sim_images/), reward-service-worker:latest
+# (docker/worker/Dockerfile: FROM the simulation image, the workers of docker-compose.yml),
+# reward-service:latest (Dockerfile: the API).
 #
 # Behind an intercepting HTTPS proxy the CA certificates of the host's local trust store
 # (/usr/local/share/ca-certificates/*.crt) are passed to the build (EXTRA_CA build arg), and
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.."
 
 SIM_IMAGE="${SIM_IMAGE:-reward-service-sim:latest}"
 APP_IMAGE="${APP_IMAGE:-reward-service:latest}"
+WORKER_IMAGE="${WORKER_IMAGE:-reward-service-worker:latest}"
 REDIS_IMAGE="${REDIS_IMAGE:-redis:7.0-bookworm}"
 # The host's Debian mirror: the first non-comment URIs:/deb entry that ends in /debian.
 MIRROR="${DEBIAN_MIRROR:-$( (grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true) \
@@ -53,6 +55,12 @@ no_cache=()
 echo "build_images: building $SIM_IMAGE" >&2
 docker build -q "${no_cache[@]}" --network host --build-arg EXTRA_CA="$extra_ca" -t "$SIM_IMAGE" sim_images >/dev/null
 
+# The worker image starts FROM the simulation image just built (no --no-cache needed for that:
+# a new base image invalidates every layer above it).
+echo "build_images: building $WORKER_IMAGE" >&2
+docker build -q "${no_cache[@]}" --network host --build-arg EXTRA_CA="$extra_ca" --build-arg SIM_IMAGE="$SIM_IMAGE" \
+  -f docker/worker/Dockerfile -t "$WORKER_IMAGE" . >/dev/null
+
 if ! have_image "$REDIS_IMAGE"; then
   if docker pull -q "$REDIS_IMAGE" >/dev/null 2>&1; then
     echo "build_images: pulled $REDIS_IMAGE" >&2
@@ -64,4 +72,4 @@ fi
 
 echo "build_images: building $APP_IMAGE" >&2
 docker build -q "${no_cache[@]}" --network host --build-arg EXTRA_CA="$extra_ca" -t "$APP_IMAGE" . >/dev/null
-echo "build_images: ready: debian:bookworm $REDIS_IMAGE $SIM_IMAGE $APP_IMAGE" >&2
+echo "build_images: ready: debian:bookworm $REDIS_IMAGE $SIM_IMAGE $WORKER_IMAGE $APP_IMAGE" >&2

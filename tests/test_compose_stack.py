@@ -1,6 +1,7 @@
-"""The ``docker compose`` stack end to end (issue 3, "Done when"): docker-compose.yml brings up
-Redis, the API and two worker containers; the workers run every simulation step in a fresh
-container of the simulation image through the Docker socket (REWARD_SERVICE_SANDBOX=docker).
+"""The ``docker compose`` stack end to end (issue 3, "Done when"; issue 10): docker-compose.yml
+brings up Redis, the API and two worker containers; the workers run every simulation step in a
+fresh bubblewrap sandbox inside their own hardened container (REWARD_SERVICE_SANDBOX=bwrap,
+non-root, read-only, no capabilities, docker/seccomp/worker.json, no Docker socket).
 
 Images come from ``scripts/build_images.sh`` (``.ci/run`` runs it before the tests). The stack is
 started once for this module under its own compose project name, ports and volumes, and taken
@@ -29,14 +30,17 @@ from conftest import CID012, STIMULUS, cid012_rows, rtl_files
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]
-IMAGES = ("reward-service:latest", "reward-service-sim:latest", "redis:7.0-bookworm")
+IMAGES = ("reward-service:latest", "reward-service-worker:latest", "redis:7.0-bookworm")
 SANDBOX_LABEL = "reward-service.sandbox"  # reward_service.sandbox.reaper.LABEL
 OWNER_LABEL = "reward-service.owner"
 ATTENUATOR = "cvdp_copilot_Attenuator_0011"
+TEST_CACHE_VOLUME = "reward-service-test-worker-cache"  # tests/compose.test.yml
 
 # One stack per test session: every test of this module runs on the same xdist worker
 # (--dist loadgroup, pyproject addopts).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compose-stack")]
+# The first test's budget includes bringing the stack up and warming the workers' cache (two cold
+# Verilator builds in a worker: minutes on a loaded machine).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest.mark.timeout(1800)]
 
 
 def _compose_command() -> list[str] | None:
@@ -119,19 +123,34 @@ def _remove_sim_objects(client, hosts: set[str]) -> None:
             pass
 
 
-def _warm_sim_ccache(cache_dir: Path) -> None:
-    """Fill the sim containers' shared ccache volume (``reward-service-ccache``, the workers'
-    default) with the Verilator runtime objects, outside any Celery time limit: on a fresh
-    machine the first build in a 1-CPU container under a busy test run can take minutes, more
-    than the short limits of tests/compose.test.yml allow. Later builds only compile the design."""
-    from reward_service.engine import Engine
-    from reward_service.settings import Settings
+#: Scores the JSON requests on stdin (one per line) with the worker's own engine (its sandbox, its
+#: cache volume) and prints one status line each.
+_WARM = """
+import json, sys
+from reward_service.engine import Engine
+from reward_service.settings import Settings
+engine = Engine(Settings(result_cache=False))
+for line in sys.stdin:
+    r = engine.score(json.loads(line))
+    print("RS_WARM " + json.dumps([r.status, (r.message or "")[:300], r.log[-1500:] if r.status != "ok" else ""]))
+"""
 
-    engine = Engine(Settings(cache_dir=cache_dir, result_cache=False, sandbox="docker"))
+
+def warm_worker_ccache(st: "Stack") -> None:
+    """Fill the workers' shared cache volume (ccache of Verilator builds, the cocotb model) in
+    one worker container, outside any Celery time limit: on a fresh machine the first build under
+    a busy test run can take minutes, more than the short limits of tests/compose.test.yml
+    allow. Later builds only compile the design."""
     slow = {"compile_s": 1800}
-    for request in (icarus_case(ATTENUATOR, "good", simulator="verilator"), cocotb_case(ARBITER, simulator="verilator")):
-        result = engine.score(request.model_copy(update={"limits": request.limits.model_copy(update=slow)}))
-        assert result.status == "ok", f"warming the sim ccache failed: {result.message}\n{result.log[-2000:]}"
+    lines = [request.model_copy(update={"limits": request.limits.model_copy(update=slow)}).model_dump_json()
+             for request in (icarus_case(ATTENUATOR, "good", simulator="verilator"),
+                             cocotb_case(ARBITER, simulator="verilator"))]
+    proc = subprocess.run([*st.command, "exec", "-T", "--index", "1", "worker", "python", "-c", _WARM],
+                          input="\n".join(lines) + "\n", env=st.env, capture_output=True, text=True,
+                          timeout=1800, cwd=REPO)
+    statuses = [json.loads(line[8:])[0] for line in proc.stdout.splitlines() if line.startswith("RS_WARM ")]
+    assert proc.returncode == 0 and statuses == ["ok", "ok"], \
+        f"warming the worker cache failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +162,11 @@ def stack(tmp_path_factory):
     assert command, "Docker Compose is missing: scripts/install.sh installs it"
     missing = [name for name in IMAGES if not client.images.list(name=name)]
     assert not missing, f"images {missing} missing: run scripts/build_images.sh"
-    _warm_sim_ccache(tmp_path_factory.mktemp("warm"))
     project = f"rstest{os.getpid()}"
+    try:  # the workers' cache, kept between runs (tests/compose.test.yml); Docker fills it from the image
+        client.volumes.get(TEST_CACHE_VOLUME)
+    except docker.errors.NotFound:
+        client.volumes.create(TEST_CACHE_VOLUME)
     api_port, redis_port = _free_port(), _free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
            "REWARD_SERVICE_PORT": str(api_port), "REWARD_SERVICE_BIND": "127.0.0.1",
@@ -167,12 +189,14 @@ def stack(tmp_path_factory):
         else:
             raise AssertionError(f"stack not ready in 180 s: {getattr(last, 'text', last)}\n{st.logs()}")
         workers = {c.attrs["Config"]["Hostname"] for c in st.containers("worker")}
+        warm_worker_ccache(st)
         yield st
     finally:
         (tmp_path_factory.getbasetemp() / f"{project}.log").write_text(st.logs())
         st.compose("down", "-v", "--remove-orphans", "-t", "10", check=False)
-        # A SIGKILLed worker may leave a sim container behind (the reaper of a surviving worker
-        # removes it after its deadline; the stack is gone by then): the test cleans up its own.
+        # With the Docker sandbox (docker-compose.docker-sandbox.yml) a SIGKILLed worker may leave
+        # a sim container behind (a surviving worker's reaper removes it after its deadline; the
+        # stack is gone by then): the test cleans up its own. The default stack makes none.
         _remove_sim_objects(client, locals().get("workers", set()))
 
 
@@ -384,8 +408,11 @@ async def escape(dut):
         "stimulus": {"kind": "cocotb", "files": {"test_probe.py": probe}, "test_module": "test_probe"},
         "simulator": "icarus", "coverage": {"metrics": ["line"]}}).json()
     assert net["status"] == "ok" and net["tests"][0]["passed"], net["message"]
-    for label in ("internet", "redis", "docker", "rootfs"):
+    for label in ("internet", "redis", "docker"):
         assert f"blocked {label}" in net["log"] and f"REACHED {label}" not in net["log"]
+    # "/" of a bubblewrap sandbox is its own tmpfs, discarded with it (as in embedded mode);
+    # test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing checks nothing survives.
+    assert "blocked rootfs" in net["log"] or "REACHED rootfs" in net["log"]
 
     assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
     assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
@@ -393,3 +420,264 @@ async def escape(dut):
     while stack.sim_leftovers() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert stack.sim_leftovers() == [], "sim containers or volumes were left behind"
+
+
+# -- isolation inside the worker container (issue 10) ------------------------------------------
+#: A cocotb test that looks around its run step and logs what it found as one "PROBE {json}"
+#: line. Role "plant" also leaves traces (files in /work and /tmp, a detached process) that a
+#: later sample ("seek") and the worker containers themselves must not show.
+_PROBE = '''import json, os, socket, sys, cocotb
+from cocotb.triggers import Timer
+
+ROLE, MARK, REDIS_IP = "__ROLE__", "__MARK__", "__REDIS_IP__"
+SKIP = ("/proc", "/sys", "/usr", "/dev", "/opt", "/lib", "/lib64", "/bin", "/sbin", "/etc")
+
+
+def connect(address):
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(address)
+        return "REACHED"
+    except OSError as exc:
+        return f"blocked: {exc}"
+
+
+def processes():
+    out = {}
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if pid.isdigit():
+            try:
+                out[pid] = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode(errors="replace")
+            except OSError as exc:
+                out[pid] = f"unreadable: {exc}"
+    return out
+
+
+def environ_of(pid):
+    try:
+        return open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+    except OSError as exc:
+        return f"unreadable: {exc}"
+
+
+def mounts():
+    try:
+        return sorted({l.split()[4] for l in open(f"/proc/{os.getpid()}/mountinfo")})
+    except OSError:  # an empty /proc (the worker's /proc is masked): the top-level dirs then
+        return sorted("/" + d for d in os.listdir("/")) + ["/"]
+
+
+def writable_mounts():
+    found = []
+    for point in mounts():
+        probe = os.path.join(point, f".probe-{os.getpid()}")
+        try:
+            open(probe, "w").close()
+            os.unlink(probe)
+            # a directory of bwrap's private root tmpfs (parents of its binds) counts as "/"
+            found.append("/" if os.stat(point).st_dev == os.stat("/").st_dev else point)
+        except OSError:
+            pass
+    return sorted(set(found))
+
+
+def traces():
+    hits = []
+    for top in ("/",):
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if os.path.join(root, d) not in SKIP]
+            hits += [os.path.join(root, f) for f in files if MARK in f]
+    hits += [f"process {pid}: {cmd}" for pid, cmd in processes().items() if MARK in cmd]
+    return hits
+
+
+@cocotb.test()
+async def probe(dut):
+    await Timer(1, unit="ns")
+    try:
+        status = dict(l.split(":", 1) for l in open(f"/proc/{os.getpid()}/status") if ":" in l)
+    except OSError:
+        status = {"CapEff": "0"}  # no /proc: bwrap dropped every capability all the same
+    report = {
+        "role": ROLE, "uid": os.getuid(), "cap_eff": status["CapEff"].strip(),
+        "proc": sorted(os.listdir("/proc")) if os.path.isdir("/proc") else None,
+        "interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "redis": connect((REDIS_IP, 6379)),
+        "env": sorted(k for k in os.environ if k.startswith(("REWARD_SERVICE", "CELERY"))),
+        "pid1_environ": environ_of(1), "processes": processes(),
+        "tmp": sorted(os.listdir("/tmp")), "cache_dir_visible": os.path.exists("/var/cache/reward-service"),
+        "mounts": mounts(),
+        "writable": writable_mounts(), "traces": traces(),
+    }
+    if ROLE == "plant":
+        for place in ("/work", "/tmp"):
+            open(os.path.join(place, f"{MARK}.txt"), "w").write("left behind")
+        if os.fork() == 0:  # a detached grandchild that tries to outlive the step
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, ["python", "-c", "import time; time.sleep(600)", MARK])
+            os.execv("/usr/bin/true", ["true"])
+    cocotb.log.info("PROBE " + json.dumps(report))
+'''
+
+
+def _probe(stack: Stack, role: str, mark: str, redis_ip: str, seed: int) -> dict:
+    """Scores the probe as a cocotb test on Verilator (its model built and cached, read-only in
+    the run step) through the API; returns its report."""
+    from reward_service.models import CocotbStimulus, ScoreRequest
+
+    text = _PROBE.replace("__ROLE__", role).replace("__MARK__", mark).replace("__REDIS_IP__", redis_ip)
+    exp = json.loads((STIMULUS / ARBITER / "expected.json").read_text())["cocotb"]
+    request = ScoreRequest(design=problems()[ARBITER].design, simulator="verilator", seed=seed,
+                           stimulus=CocotbStimulus(files={"test_probe.py": text}, test_module="test_probe",
+                                                   toplevel=exp["hdl_toplevel"]))
+    got = httpx.post(f"{stack.url}/v1/score?wait=300", timeout=360, json=request.model_dump(mode="json")).json()
+    assert got["status"] == "ok" and got["tests"][0]["passed"], (got["status"], got["message"], got["log"][-3000:])
+    line = next(l for l in got["log"].splitlines() if "PROBE {" in l)
+    return json.loads(line.split("PROBE ", 1)[1])
+
+
+_WORKER_LOOK = """
+import json, os, sys
+mark = sys.argv[1]
+procs = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if mark.encode() in cmd and pid != str(os.getpid()):
+            procs.append(pid)
+files = [os.path.join(r, f) for top in ("/tmp", "/var/cache/reward-service") for r, _, fs in os.walk(top)
+         for f in fs if mark in f]
+print(json.dumps({"processes": procs, "files": files}))
+"""
+
+
+def test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing(stack):
+    redis_ip = next(iter(stack.containers("redis")[0].attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+    mark = f"rs-probe-{os.getpid()}-{time.monotonic_ns()}"
+    plant = _probe(stack, "plant", mark, redis_ip, seed=11)
+
+    # Who it runs as, and what it sees: no network but loopback, Redis refused, none of the
+    # worker's environment (its own nor that of the sandbox's pid 1), only its own processes.
+    assert plant["uid"] == 65534 and int(plant["cap_eff"], 16) == 0
+    assert plant["interfaces"] == ["lo"]
+    assert plant["redis"].startswith("blocked"), plant["redis"]
+    assert plant["env"] == [] and "REWARD_SERVICE" not in plant["pid1_environ"], plant["pid1_environ"][:300]
+    assert not any("celery" in cmd or "workers" in cmd or "REWARD_SERVICE" in cmd
+                   for cmd in plant["processes"].values()), plant["processes"]
+    assert len(plant["processes"]) <= 3, plant["processes"]  # bwrap's init, prlimit->python, maybe one more
+    assert plant["proc"] == [] or "1" in plant["proc"]  # empty (masked worker /proc) or its own pid namespace
+    # The worker's files: not its cache volume, not its /tmp (other samples' work dirs).
+    assert plant["cache_dir_visible"] is False and plant["tmp"] == []
+    # Writable: the step's own /work and /tmp, and bwrap's private root and /dev tmpfs (made
+    # for this sandbox, gone with it). The built model (/model) and the tools are read-only;
+    # no ccache is mounted in a run step.
+    assert set(plant["writable"]) <= {"/", "/dev", "/tmp", "/work"}, plant["writable"]
+    assert "/model" in plant["mounts"] and "/model" not in plant["writable"]
+    assert not any("ccache" in m for m in plant["mounts"]), plant["mounts"]
+
+    # Nothing of the first sample survives its step: the next sample finds no file or process
+    # of it, and neither do the worker containers themselves.
+    seek = _probe(stack, "seek", mark, redis_ip, seed=12)
+    assert seek["traces"] == [] and seek["tmp"] == [], seek["traces"]
+    deadline = time.monotonic() + 10
+    while True:
+        looks = [json.loads(c.exec_run(["python", "-c", _WORKER_LOOK, mark]).output.decode().strip().splitlines()[-1])
+                 for c in stack.containers("worker")]
+        if all(look == {"processes": [], "files": []} for look in looks) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert all(look == {"processes": [], "files": []} for look in looks), looks
+
+
+def test_the_worker_container_is_hardened_and_holds_no_docker_socket(stack):
+    for container in stack.containers("worker"):
+        host = container.attrs["HostConfig"]
+        assert container.attrs["Config"]["User"] == "10001:10001"
+        assert host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+        assert "no-new-privileges:true" in host["SecurityOpt"]
+        seccomp = next(o for o in host["SecurityOpt"] if o.startswith("seccomp="))
+        assert json.loads(seccomp.split("=", 1)[1]) == json.loads((REPO / "docker/seccomp/worker.json").read_text())
+        assert host["Memory"] > 0 and host["PidsLimit"] > 0 and not host["Privileged"]
+        assert not any("docker.sock" in (m.get("Source") or "") for m in container.attrs["Mounts"])
+        out = container.exec_run(["python", "-c", "import os; print(os.getuid(), os.path.exists('/var/run/docker.sock'))"])
+        assert out.output.decode().split() == ["10001", "False"]
+
+
+_COCOTB_BOMB = '''import os, time, cocotb
+from cocotb.triggers import Timer
+
+@cocotb.test()
+async def bomb(dut):
+    await Timer(1, unit="ns")
+    if "__KIND__" == "fork":
+        children = 0
+        try:
+            while True:
+                if os.fork() == 0:
+                    os.execv("/usr/bin/sleep", ["sleep", "30"])
+                children += 1
+        except OSError as exc:
+            cocotb.log.info("FORK REFUSED after %d: %s", children, exc)
+        time.sleep(3)
+    else:
+        chunks = []
+        while True:
+            chunks.append(bytearray(16 << 20))
+'''
+
+
+def _adversarial_requests() -> list[dict]:
+    """The limit and escape cases of ../shared/cases/adversarial, and a cocotb fork bomb and
+    memory bomb, as API requests."""
+    adv = REPO.parent / "shared" / "cases" / "adversarial"
+    counter = {"dut_counter.v": (adv / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()}
+
+    def sv(case: str, tb: str, simulator: str, text: str | None = None, **limits) -> dict:
+        design = next(p for p in sorted((adv / case).iterdir()) if p.name.startswith("dut"))
+        return {"design": {"files": {design.name: design.read_text()}},
+                "stimulus": {"kind": "sv_testbench", "files": {tb: text or (adv / case / tb).read_text()}},
+                "simulator": simulator, "limits": {"compile_s": 600, **limits}}
+
+    def bomb(kind: str, **limits) -> dict:
+        return {"design": {"files": counter, "toplevel": "dut_counter"}, "simulator": "icarus",
+                "stimulus": {"kind": "cocotb", "files": {"test_bomb.py": _COCOTB_BOMB.replace("__KIND__", kind)},
+                             "test_module": "test_bomb"},
+                "coverage": {"metrics": ["line"]}, "limits": {"run_s": 20, **limits}}
+
+    escape = "`define USE_SYSTEM\n" + (adv / "18-sandbox-file-and-shell-escape" / "tb_escape.sv").read_text()
+    return [
+        sv("12-hang-no-finish-zero-delay", "tb_no_finish.v", "icarus", run_s=3),
+        sv("19-runaway-output-flood", "tb_flood_zero_time.v", "icarus", run_s=2),
+        sv("19-runaway-output-flood", "tb_flood.v", "verilator", run_s=3),
+        sv("18-sandbox-file-and-shell-escape", "tb_escape.sv", "verilator", escape),
+        bomb("fork", processes=32),
+        bomb("memory", memory_mb=256),
+    ]
+
+
+def test_limit_and_escape_cases_get_the_hosts_statuses(stack, engine):
+    """Hang, output floods, $system, fork bomb and memory bomb: the worker container (bwrap
+    without cgroups: rlimits per user namespace + the tree watcher) gives each the status the
+    host's engine gives it (bwrap with cgroups here)."""
+    requests = _adversarial_requests()
+    r = httpx.post(f"{stack.url}/v1/batches", timeout=60, json={"requests": requests})
+    deadline = time.monotonic() + 600
+    while r.status_code == 202 and time.monotonic() < deadline:
+        r = httpx.get(f"{stack.url}/v1/batches/{r.json()['batch_id']}?wait=30", timeout=60)
+    assert r.status_code == 200, r.text[:2000]
+    got = r.json()["results"]
+    for request, result in zip(requests, got):
+        want = engine.score(request)
+        label = f"{request['stimulus']['files'].keys()} {request['simulator']}"
+        assert result["status"] == want.status, (label, result["status"], result["message"], want.message)
+        for word in ("memory", "process", "flood"):
+            assert (word in (result["message"] or "")) == (word in (want.message or "")), (label, result["message"], want.message)
+    statuses = [res["status"] for res in got]
+    assert statuses == ["timeout", "timeout", "timeout", "ok", "resource_limit", "resource_limit"], statuses
+    assert "SYSTEM_RAN" not in got[3]["log"] and "uid=" not in got[3]["log"]
+    assert "process limit" in got[4]["message"] and "memory limit" in got[5]["message"]
