@@ -30,12 +30,12 @@ def _rows() -> list[dict]:
 
 
 def _rtl(row: dict) -> dict[str, str]:
-    files = row["harness"]["files"]
+    files = row["harness"].get("files", row["harness"])  # agentic rows hold the files directly
     return {n[4:]: t for n, t in files.items() if n.startswith("src/") and n.endswith((".sv", ".v"))}
 
 
 def _target(row: dict) -> int | None:
-    m = re.search(r"TARGET\s*=\s*(\d+)", row["harness"]["files"].get("src/.env", ""))
+    m = re.search(r"TARGET\s*=\s*(\d+)", row["harness"].get("files", row["harness"]).get("src/.env", ""))
     return int(m.group(1)) if m else None
 
 
