@@ -162,7 +162,8 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
             return base
         if res.exit_code != 0 or not (work / "model.aig").exists():
             base.status = "unsupported"
-            base.reason = "yosys: " + _first_error(res.output + _read(work / "yosys.log"))
+            base.reason = "yosys: " + (f"crashed (signal {-res.exit_code})" if (res.exit_code or 0) < 0
+                                       else _first_error(res.output + _read(work / "yosys.log")))
             return base
         outputs = _read_map(work / "model.map")
         (work / "abc.cmd").write_text(
