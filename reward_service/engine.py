@@ -161,6 +161,13 @@ class Engine:
         _check_sources(stimulus.files, "stimulus")
         _check_layout(list(design.files) + list(stimulus.files))
         _screen_stimulus(stimulus)
+        dirs = hdl.search_dirs([*design.files, *stimulus.files], request.build.include_dirs)
+        for name, macros in hdl.design_macros_set_by(dict(stimulus.files), dict(design.files), dirs).items():
+            # the included design file is preprocessed after the stimulus's text: its macros would
+            # change the DUT (a width, say) and so its coverage
+            raise InvalidInput(f"the stimulus `includes design file {name!r} and sets macro(s) "
+                               f"{', '.join(macros)} that it reads, which would change the DUT; set "
+                               "design macros with build.defines (CLI --define) instead")
         if isinstance(stimulus, SvTestbench):
             stim_texts = [t for n, t in stimulus.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)]
             top = stimulus.top or hdl.choose_top(stim_texts, design_modules)

@@ -168,3 +168,31 @@ def files_read(text: str) -> list[str]:
     out = _READMEM.findall(code)
     out += [name for name, mode in _FOPEN_READ.findall(code) if "r" in mode or "+" in mode]
     return list(dict.fromkeys(out))
+
+
+_MACRO_SET = re.compile(r"`(?:define|undef)\s+([A-Za-z_]\w*)")
+
+
+def design_macros_set_by(stimulus: dict[str, str], design: dict[str, str], dirs: list[str]) -> dict[str, list[str]]:
+    """design file -> the macros that stimulus files ``define``/``undef`` and that design file
+    reads (```ifdef``/```ifndef``/```elsif``/```NAME``), for each design file a stimulus file
+    ``include`` s (it is then preprocessed after the stimulus's own text, so those macros would
+    change the DUT). Both dicts map file name -> text; ``dirs`` as :func:`search_dirs`. Textual:
+    a macro set under any condition, or after the include, counts too."""
+    names = set(stimulus) | set(design)
+    set_by_stimulus = {m for n, t in stimulus.items() if n.lower().endswith(HDL_SUFFIXES)
+                       for m in _MACRO_SET.findall(strip_comments_only(t))}
+    out: dict[str, list[str]] = {}
+    for name, text in stimulus.items():
+        if not name.lower().endswith(HDL_SUFFIXES):
+            continue
+        for target in include_targets(text):
+            hit = resolve_include(target, name, names, dirs)
+            if hit not in design:
+                continue
+            code = strip_comments_only(design[hit])
+            read = [m for m in sorted(set_by_stimulus)
+                    if re.search(rf"`(?:ifn?def|elsif)\s+{m}\b|`{m}\b", code)]
+            if read:
+                out[hit] = read
+    return out
