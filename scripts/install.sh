@@ -40,7 +40,23 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 # `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
-"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,stimulus]"
+# `trl`: TRL + torch (PyPI's CUDA build, ~5.5 GB, runs on CPU) for tests/test_trl_grpo.py; then the
+# released verl with its dependencies (a separate run: one resolver run with this project's pins
+# backtracks for ever: kombu[redis] pins packaging 26.3, verl's tensordict -> pyvers asks <26; pip says so,
+# harmlessly, verl imports and runs with 26.3). For the trainer tests (docs/trainers.md); REWARD_SERVICE_SKIP_TRAINERS=1 skips both.
+EXTRAS="test,stimulus"
+if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then EXTRAS="$EXTRAS,trl"; fi
+"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then
+  "$PYTHON" -m pip install -q --disable-pip-version-check verl==0.9.1 transformers==5.10.4 "aiohttp>=3.9" "pylatexenc>=2.10"
+fi
+# OpenRLHF's wheel alone (its pins need CUDA builds: flash-attn, deepspeed), in a folder of its own so
+# pip's view of the environment stays consistent; tests/test_trainer_packages.py imports it from there.
+TRAINER_PACKAGES="${REWARD_SERVICE_TRAINER_PACKAGES:-/opt/reward-service/trainer-packages}"
+if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ] && ! PYTHONPATH="$TRAINER_PACKAGES" "$PYTHON" -c \
+    'import importlib.metadata as m, sys; sys.exit(m.version("openrlhf") != "0.11.2")' 2>/dev/null; then
+  $SUDO "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$TRAINER_PACKAGES" openrlhf==0.11.2
+fi
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 
 # The optional cocotb 1.9 runtime (CocotbStimulus.runtime "cocotb-1.9", and "auto" for tests

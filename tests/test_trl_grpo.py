@@ -1,0 +1,80 @@
+"""TRL end to end: examples/trainers/trl_grpo_tiny.py runs a real ``trl`` ``GRPOTrainer`` on CPU
+(a tiny Qwen2 model and a BPE tokenizer built in the run, warm-started with TRL's SFTTrainer on
+the two shipped Attenuator testbenches) for 3 steps against the live embedded service, with
+``CoverageReward`` as its only reward function. The trainer's own log history must show a
+reward mean > 0 at every step, equal to the mean of what the reward function returned that
+step, and every completion's reward must equal what the plain client gets from the service for
+the same text (the reward TRL trained on is the service's, sample by sample). Needs the
+``trl`` extra (CI installs it: scripts/install.sh)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, live_server
+from reward_service.api import create_app
+from reward_service.cache import ResultCache
+from reward_service.client import RewardClient
+from reward_service.dispatch.local import LocalDispatcher
+from reward_service.engine import Engine
+from reward_service.models import CoverageReport, RewardSpec, Status
+from reward_service.reward import shape_reward
+from reward_service.settings import Settings
+
+EXAMPLE = REPO / "examples" / "trainers" / "trl_grpo_tiny.py"
+ATTENUATOR = REPO / "examples" / "cvdp" / "attenuator.jsonl"
+PROBLEM_ID = "cvdp_copilot_Attenuator_0011"
+STEPS = 3
+#: The chorus shaping's value for a completion without coverage (reward.py).
+FAILURE = shape_reward(Status.compile_error, CoverageReport(), False, RewardSpec())
+
+
+@pytest.fixture(scope="module")
+def service(shared_cache_dir, tmp_path_factory):
+    s = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
+    engine = Engine(s)
+    engine.results = ResultCache(tmp_path_factory.mktemp("results"))
+    with live_server(create_app(LocalDispatcher(engine, workers=2), settings=s)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def run(service, tmp_path_factory):
+    """The example's JSON: TRL's log history, what the reward function scored, the SFT losses."""
+    out = tmp_path_factory.mktemp("grpo") / "history.json"
+    env = {**os.environ, "REWARD_SERVICE_URL": service, "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--log-history", str(out)],
+                          env=env, capture_output=True, text=True, timeout=540)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+@pytest.mark.slow
+def test_grpo_steps_log_the_service_rewards(service, run):
+    data, stdout = run
+    assert data["sft_losses"][-1] < 0.1 < data["sft_losses"][0]  # the warm start learned the answers
+    steps = [e for e in data["log_history"] if "reward" in e]
+    assert len(steps) == STEPS and len(data["scored"]) == STEPS, stdout
+    for entry, call in zip(steps, data["scored"]):
+        rewards = call["rewards"]
+        assert len(rewards) == 4 and None not in rewards
+        assert entry["reward"] > 0 and max(rewards) > FAILURE, (entry, call)
+        assert entry["reward"] == pytest.approx(statistics.fmean(rewards), abs=1e-5)
+        assert entry["rewards/coverage_reward/mean"] == pytest.approx(entry["reward"], abs=1e-5)
+        assert entry["reward_std"] == pytest.approx(statistics.stdev(rewards), abs=1e-4)
+    # sample by sample, the reward TRL got is the service's for that exact completion
+    texts = sorted({t for call in data["scored"] for t in call["completions"]})
+    with RewardClient(service) as client:
+        direct = dict(zip(texts, client.score_batch(
+            [{"problem_id": PROBLEM_ID, "stimulus": {"kind": "completion", "text": t}} for t in texts], timeout=600)))
+    for call in data["scored"]:
+        assert call["rewards"] == pytest.approx([direct[t].reward for t in call["completions"]])
+    good = [r for r in direct.values() if r.status == Status.ok]
+    assert good and all(r.reward == pytest.approx(1.0 + r.coverage.overall) for r in good)
+    assert "GRPO step 3: reward mean" in stdout
