@@ -272,7 +272,8 @@ class BuildOptions(_Strict):
     @field_validator("include_dirs")
     @classmethod
     def _safe_dirs(cls, dirs: list[str]) -> list[str]:
-        return [_check_relative_path(d) for d in dirs]
+        # "." (CLI -I .) is the source root, searched anyway: dropped, not refused as outside
+        return [_check_relative_path(d) for d in dirs if posixpath.normpath(d) != "."]
 
 
 class ReportOptions(_Strict):
