@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 SANDBOX_UID = 65534
 #: Shells hidden in steps that need none (simulation runs): $system/system() cannot start one.
 _SHELLS = tuple(p for p in SHELLS if os.path.exists(p))
+#: Size cap (MiB) of a step's /dev/shm (its /tmp has ExecSpec.tmp_mb).
+_SHM_MB = 64
 #: Files of /etc that compilers and the dynamic loader need; nothing else of /etc is visible.
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
         "passwd", "group")
@@ -146,7 +148,12 @@ class BwrapSandbox(Sandbox):
         # An empty, read-only /proc where no fresh one can be mounted (see fresh_proc): nothing
         # of the worker's processes is shown either way.
         argv += (["--proc", "/proc"] if self.fresh_proc is not False else ["--tmpfs", "/proc", "--remount-ro", "/proc"])
-        argv += ["--dev", "/dev",
+        # bwrap's private root and /dev are tmpfs with no size of their own, and without a cgroup
+        # (the worker container) no limit counts their pages: a step writing there could fill the
+        # container's memory unseen. Both end read-only; /dev/shm (POSIX shm, semaphores) gets a
+        # small capped tmpfs of its own.
+        argv += ["--dev", "/dev", "--size", str(min(spec.tmp_mb, _SHM_MB) * 1024 * 1024), "--tmpfs", "/dev/shm",
+                 "--remount-ro", "/dev",
                  "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
                  "--bind", str(spec.workdir), "/work"]
         for bind in spec.binds:
@@ -157,7 +164,7 @@ class BwrapSandbox(Sandbox):
         env = {**base_env(toolchain), **spec.env}
         for key, value in env.items():
             argv += ["--setenv", key, value]
-        argv += ["--chdir", spec.cwd, "--"]
+        argv += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
         # Without cgroups the process limit is RLIMIT_NPROC, set inside the step's user namespace
         # (counted there alone; see proctree).
         return argv + ([] if self.use_cgroups else nproc_prefix(spec.processes)) + list(spec.argv)

@@ -1,0 +1,73 @@
+"""The bwrap backend's step policy checked with real bubblewrap runs, with cgroups (root on a
+cgroup v1 host) and without (the non-root worker container's rlimits + tree watcher): nothing of
+the sandbox's own tmpfs mounts takes unbounded, uncounted writes, the --args memfd is not open
+in the step, and the step cannot raise its own process limit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from reward_service.sandbox.base import ExecSpec
+from reward_service.sandbox.bwrap import BwrapSandbox
+from reward_service.sandbox.cgroup import CgroupV1
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+_STEP = r'''
+import errno, json, os, resource
+out = {}
+for path in ("/rootfile", "/dev/devfile", "/usr/x"):
+    try:
+        with open(path, "wb") as fh:
+            fh.write(b"x")
+        out[path] = "written"
+    except OSError as exc:
+        out[path] = errno.errorcode[exc.errno]
+# /dev/shm: a capped tmpfs; 96 MiB in 8 MiB pieces (file_mb is above it) must stop at ENOSPC.
+written = 0
+try:
+    with open("/dev/shm/big", "wb") as fh:
+        for _ in range(12):
+            fh.write(b"x" * (8 << 20)); fh.flush(); written += 8
+    out["shm"] = written
+except OSError as exc:
+    out["shm"] = errno.errorcode[exc.errno]
+open("/tmp/ok", "wb").write(b"x"); open("/work/ok", "wb").write(b"x")
+out["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+out["fd_targets"] = [os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)]
+soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+try:
+    resource.setrlimit(resource.RLIMIT_NPROC, (hard + 1, hard + 1))
+    out["nproc_raised"] = True
+except (ValueError, OSError):
+    out["nproc_raised"] = False
+out["nproc"] = [soft, hard]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("use_cgroups", [
+    pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="no writable cgroup v1")),
+    False,
+])
+def test_sandbox_tmpfs_mounts_are_read_only_or_capped(tmp_path, use_cgroups):
+    # Without a cgroup no limit counts tmpfs pages: bwrap's root and /dev were writable without
+    # a size, so a step with memory_mb=128 wrote 384 MiB to / unseen (status ok).
+    sandbox = BwrapSandbox(use_cgroups=use_cgroups)
+    result = sandbox.run(ExecSpec(argv=[sys.executable, "-c", _STEP], workdir=tmp_path, memory_mb=512,
+                                  processes=32, tmp_mb=256, file_mb=256, env={"RS_SECRET": "token-1234"}))
+    assert result.exit_code == 0, result.output
+    seen = json.loads(result.output.strip().splitlines()[-1])
+    assert seen["/rootfile"] == "EROFS" and seen["/dev/devfile"] == "EROFS" and seen["/usr/x"] == "EROFS"
+    assert seen["shm"] == "ENOSPC"  # 64 MiB cap
+    assert (tmp_path / "ok").exists()
+    # 0, 1, 2 and listdir's own descriptor: the --args memfd was closed before the step ran.
+    assert seen["fds"] == [0, 1, 2, 3], seen
+    assert seen["fd_targets"][0] == "/dev/null" and seen["fd_targets"][1].startswith("pipe:")
+    assert seen["nproc_raised"] is False
+    if not use_cgroups:
+        assert seen["nproc"] == [32, 32]
