@@ -48,10 +48,17 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[3])
 return 1
 """
-#: KEYS: lease; ARGV: our token, TTL ms. Renews only our own lease.
+#: KEYS: lease, running set; ARGV: our token, TTL ms, job id. Renews only our own lease; one
+#: that lapsed and that no other process took (our renewals were late: the GIL held by a long
+#: C call, a paused Redis whose clock jumped) is taken back, so a requeued copy is dropped as a
+#: duplicate instead of running the job twice.
 _RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if cur then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
 """
 #: KEYS: lease, running set, request copy; ARGV: our token, job id, drop the request copy (1/0).
 _RELEASE = """
@@ -131,8 +138,9 @@ class Leases:
         return token if ok else None
 
     def renew(self, job_id: str, token: str) -> bool:
-        """Extend our lease by ``lease_s``; False when it is no longer ours (it lapsed)."""
-        return bool(self._renew(keys=[self.lease(job_id)], args=[token, self.ttl_ms]))
+        """Extend our lease by ``lease_s`` (taking it back when it lapsed and nobody took it);
+        False when another process holds it now (the job was requeued and runs there)."""
+        return bool(self._renew(keys=[self.lease(job_id), self.running], args=[token, self.ttl_ms, job_id]))
 
     def release(self, job_id: str, token: str, finished: bool) -> None:
         """Drop our lease once the result is stored (``finished``: also the request copy)."""
@@ -207,7 +215,7 @@ class Heartbeat:
         while not self._stop.wait(self.leases.lease_s / 4):
             try:
                 if not self.leases.renew(self.job_id, self.token):
-                    log.warning("job %s: lease lost (it lapsed and the job was requeued)", self.job_id)
+                    log.warning("job %s: lease lost (it lapsed and a requeued copy runs elsewhere)", self.job_id)
                     return
             except redis.RedisError:  # Redis away for a moment: keep trying until the lease lapses
                 log.warning("job %s: could not renew the lease", self.job_id, exc_info=True)
