@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from reward_service.adapters.common import (
     INFRA_RETRIES, coverage_of, find_problem_id, group_label, rewards_of, score_request, shared_client,
@@ -46,9 +45,11 @@ from reward_service.models import ScoreResult, Status
 __all__ = ["RemoteSample", "completion_from_query", "samples_from", "reply", "reward_func"]
 
 
-@dataclass(frozen=True)
-class RemoteSample:
-    """One sample of an OpenRLHF request: its problem, the model's text, its group label."""
+class RemoteSample(NamedTuple):
+    """One sample of an OpenRLHF request: its problem, the model's text, its group label.
+
+    A NamedTuple, not a dataclass: OpenRLHF runs this file with ``exec_module`` without
+    registering it in ``sys.modules``, where a dataclass with string annotations fails."""
 
     problem_id: str
     completion: str
