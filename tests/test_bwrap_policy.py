@@ -71,3 +71,13 @@ def test_sandbox_tmpfs_mounts_are_read_only_or_capped(tmp_path, use_cgroups):
     assert seen["nproc_raised"] is False
     if not use_cgroups:
         assert seen["nproc"] == [32, 32]
+
+
+def test_prlimit_comes_from_the_system_not_the_steps_path(tmp_path):
+    # The step's PATH starts with the interpreter's bin dir (and /rsbin in cocotb builds):
+    # the process-limit wrapper is named by its absolute path in /usr/bin instead.
+    sandbox = BwrapSandbox(use_cgroups=False)
+    argv = sandbox.command(ExecSpec(argv=["true"], workdir=tmp_path, processes=7))
+    wrapper = argv[argv.index("--") + 1:argv.index("--") + 3]
+    assert wrapper == [shutil.which("prlimit", path="/usr/bin:/bin"), "--nproc=7:7"]
+    assert wrapper[0].startswith(("/usr/bin/", "/bin/"))

@@ -88,6 +88,9 @@ class BwrapSandbox(Sandbox):
     def __init__(self, bwrap: str | None = None, use_cgroups: bool | None = None) -> None:
         self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
         self.use_cgroups = CgroupV1.available() if use_cgroups is None else use_cgroups
+        #: prlimit by absolute path (bwrap shows /usr at its own path), not looked up on the step's
+        #: PATH; None when missing: check() then refuses, or every step would fail as the sample's.
+        self.prlimit = shutil.which("prlimit", path="/usr/bin:/bin")
         self._works = False  # set once a sandbox of this process was made (see check)
         #: Whether steps get a fresh /proc of their own pid namespace (None: not probed yet). A
         #: container whose /proc is masked (Docker's default; Compose v1 cannot lift it) refuses
@@ -113,6 +116,9 @@ class BwrapSandbox(Sandbox):
             return
         if not shutil.which(self.bwrap):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        if not self.use_cgroups and self.prlimit is None:
+            raise SandboxError("prlimit (util-linux) is not in /usr/bin: steps without cgroups need it "
+                               "for their process limit")
         probe = self._probe(proc=True)
         fresh = probe.returncode == 0
         if not fresh and "proc" in probe.stderr:  # "Can't mount proc on /newroot/proc"
@@ -167,7 +173,7 @@ class BwrapSandbox(Sandbox):
         argv += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
         # Without cgroups the process limit is RLIMIT_NPROC, set inside the step's user namespace
         # (counted there alone; see proctree).
-        return argv + ([] if self.use_cgroups else nproc_prefix(spec.processes)) + list(spec.argv)
+        return argv + ([] if self.use_cgroups else nproc_prefix(spec.processes, self.prlimit or "prlimit")) + list(spec.argv)
 
     def run(self, spec: ExecSpec) -> ExecResult:
         self.check()
