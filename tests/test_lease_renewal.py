@@ -38,3 +38,27 @@ def test_a_lease_another_process_took_is_not_taken_back(redis_server):
     client.set(leases.lease(JOB), "otherhost 1 x", px=5000)  # the requeued copy runs elsewhere
     assert not leases.renew(JOB, token)
     assert client.get(leases.lease(JOB)) == b"otherhost 1 x"
+
+
+def test_a_retried_job_whose_worker_dies_is_requeued(redis_server):
+    """A job that retried once (Celery stored its RETRY state) and whose worker then died
+    mid-run: RETRY is no result, so the lapsed lease requeues it (not the visibility timeout)."""
+    from reward_service.dispatch.celery import CeleryDispatcher
+    from reward_service.settings import Settings
+
+    d = CeleryDispatcher(Settings(broker_url=f"{redis_server}/3", lease_s=0.2), reaper=False)
+    try:
+        job = "cd" * 32
+        d.app.backend.store_result(job, RuntimeError("sandbox_error: retry 1 of 2"), "RETRY")
+        assert d.results.get(d._meta_key(job)) is not None
+        assert d.leases.claim(job) is not None  # the retry's delivery runs; its worker is killed
+        time.sleep(0.4)
+        assert [(x.job_id, x.requeues) for x in d.leases.reap(60)] == [(job, 1)]
+
+        done = "ef" * 32  # a job with its final result is only forgotten, not requeued
+        d.app.backend.store_result(done, {"status": "ok"}, "SUCCESS")
+        assert d.leases.claim(done) is not None
+        time.sleep(0.4)
+        assert d.leases.reap(60) == []
+    finally:
+        d.close()

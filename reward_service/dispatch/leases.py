@@ -76,14 +76,17 @@ redis.call('SET', KEYS[1], 'parked ' .. ARGV[1], 'PX', ARGV[2])
 return 1
 """
 #: KEYS: lease, running set, result meta, requeues; ARGV: job id, requeues TTL s.
-#: -1: the job has its result (only forgotten; a REVOKED meta, a job Celery cancelled on a lost
-#: broker connection, is no result); 0: someone else took it or the lease is live;
-#: n > 0: this caller requeues it, for the n-th time.
+#: -1: the job has its final result (SUCCESS/FAILURE: only forgotten; a RETRY meta, a job
+#: between attempts, and a REVOKED one, a job Celery cancelled on a lost broker connection, are
+#: no result); 0: someone else took it or the lease is live; n > 0: this caller requeues it,
+#: for the n-th time.
 _REAP = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('SREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 local meta = redis.call('GET', KEYS[3])
-if meta and not string.find(meta, '"status": *"REVOKED"') then return -1 end
+if meta and (string.find(meta, '"status": *"SUCCESS"') or string.find(meta, '"status": *"FAILURE"')) then
+  return -1
+end
 local n = redis.call('INCR', KEYS[4])
 redis.call('EXPIRE', KEYS[4], ARGV[2])
 return n
