@@ -20,4 +20,5 @@ answer = httpx.post(f"{url}/v1/openrlhf/reward", json=body, headers={"Content-Ty
 answer.raise_for_status()
 print("POST /v1/openrlhf/reward:", answer.json())
 # the Python-file form (--remote_rm_url /path/to/reward_service/adapters/openrlhf.py)
-print("reward_func:", reward_func(body["query"], body["prompts"], body["labels"], service_url=url)["rewards"])
+rewards = reward_func(body["query"], body["prompts"], body["labels"], service_url=url)["rewards"]
+print("reward_func:", [float(r) for r in rewards])  # a torch tensor where torch is installed
