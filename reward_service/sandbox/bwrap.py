@@ -223,7 +223,7 @@ class BwrapSandbox(Sandbox):
                     break
                 if watch is not None and now >= next_look:
                     next_look = now + INTERVAL_S
-                    if watch.sample():  # over memory_mb: what a cgroup OOM kill would do
+                    if watch.sample():  # over memory_mb or processes: what the cgroup would stop
                         break
                 ready, _, _ = select.select([fd], [], [], min(left, interval))
                 if not ready:
@@ -237,7 +237,7 @@ class BwrapSandbox(Sandbox):
                 if out.total > spec.output_kill_mb * 1024 * 1024:
                     flood = True
                     break
-            killed = timed_out or flood or (watch is not None and watch.oom)
+            killed = timed_out or flood or (watch is not None and (watch.oom or watch.over_processes))
             if killed:
                 _kill_tree(proc)
             try:

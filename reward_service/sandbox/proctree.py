@@ -93,15 +93,21 @@ class TreeWatch:
         self.processes = processes
         self.oom = False
         self.pids_exhausted = False
+        #: More tasks than ``processes``: RLIMIT_NPROC did not hold (it does not bind when the
+        #: user namespace's owner is root outside, e.g. root on a cgroup v2 host); the tree is killed.
+        self.over_processes = False
         self.peak = TreeSample()
 
     def sample(self) -> bool:
-        """One sample; True when the memory limit is passed (kill the tree now)."""
+        """One sample; True when the tree must be killed now: memory past ``memory_mb``, or more
+        tasks than ``processes`` (the kernel limit did not hold)."""
         now = sample_tree(self.root)
         self.peak = TreeSample(max(self.peak.tasks, now.tasks), max(self.peak.rss_bytes, now.rss_bytes))
         # The tree holds bwrap's own init processes besides the step's tasks: one task of slack.
         if now.tasks >= self.processes:
             self.pids_exhausted = True
+        if now.tasks > self.processes:
+            self.over_processes = True
         if now.rss_bytes > self.memory_bytes:
             self.oom = True
-        return self.oom
+        return self.oom or self.over_processes
