@@ -66,6 +66,22 @@ endmodule
     assert len(model.points) == result.points
 
 
+
+def test_verdicts_are_cached_per_design_and_limits(tmp_path):
+    """The first sample of a design runs the prover; later ones read its verdict, whatever it
+    was (a timeout too: re-running it would cost every sample of the problem the time limit)."""
+    rtl = "module c(input clk, output reg [3:0] n);\n  always @(posedge clk) n <= (n == 3) ? 0 : n + 1;\nendmodule\n"
+    first = prove({"c.v": rtl}, cache_dir=tmp_path)
+    assert first.status == "proved", first.reason
+    assert ("c.v", 1, "toggle", "n[3]:0->1") in set(first.unreachable)
+    cached = list(tmp_path.glob("*.json"))
+    assert len(cached) == 1
+    again = prove({"c.v": rtl}, cache_dir=tmp_path)
+    assert again == first  # read back, seconds included: no second run
+    hurried = prove({"c.v": rtl}, cache_dir=tmp_path, timeout_s=0.001)  # other limits, other key
+    assert hurried.status == "timeout" and len(list(tmp_path.glob("*.json"))) == 2
+    assert prove({"c.v": rtl}, cache_dir=tmp_path, timeout_s=0.001) == hurried
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pid", PROBLEMS)
 def test_no_covered_point_is_proved_unreachable(engine, proofs, pid):

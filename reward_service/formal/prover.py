@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from filelock import FileLock
+
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
@@ -72,14 +74,17 @@ class ProofResult:
         return cls(**data)
 
 
-def design_key(design: dict[str, str], top: str | None = None) -> str:
-    """The cache key of a design's verdict: its HDL files, top, the prover revision."""
-    blob = json.dumps({"files": design, "top": top, "rev": PROVER_REVISION}, sort_keys=True).encode()
+def design_key(design: dict[str, str], top: str | None = None, limits: tuple[float, int] = (30.0, 2000)) -> str:
+    """The cache key of a design's verdict: its HDL files, top, the prover revision and the
+    time limits (a timeout is a verdict too). The yosys/ABC build is Debian bookworm's on the
+    host and in the images alike; a change of it needs a PROVER_REVISION bump."""
+    blob = json.dumps({"files": design, "top": top, "rev": PROVER_REVISION, "limits": list(limits)},
+                      sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
 def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | None = None,
-          timeout_s: float = 120.0, per_property_ms: int = 2000,
+          timeout_s: float = 30.0, per_property_ms: int = 2000,
           cache_dir: Path | None = None) -> ProofResult:
     """Prove the coverage points of the DUT files ``design`` (name -> text) unreachable where
     they are. ``top``: the DUT's top module (default: the design's single top). Runs yosys and
@@ -87,10 +92,29 @@ def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | Non
     ``per_property_ms`` per property. ``cache_dir``: a directory of verdicts per design key (the
     verdict does not depend on the stimulus). Never raises for a design it cannot handle: the
     result then says ``unsupported``/``error`` with every point undecided."""
-    key = design_key(design, top)
-    cached = cache_dir / f"{key}.json" if cache_dir is not None else None
-    if cached is not None and cached.exists():
-        return ProofResult.from_json(json.loads(cached.read_text()))
+    key = design_key(design, top, (timeout_s, per_property_ms))
+    if cache_dir is None:
+        return _prove(design, top, sandbox, timeout_s, per_property_ms)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cached = cache_dir / f"{key}.json"
+    # One proof per design: the samples of one problem arrive together (a GRPO group), and
+    # each would otherwise run yosys itself. They wait for the first one's verdict instead.
+    with FileLock(str(cached.with_suffix(".lock"))):
+        if cached.exists():
+            return ProofResult.from_json(json.loads(cached.read_text()))
+        result = _prove(design, top, sandbox, timeout_s, per_property_ms)
+        # Every verdict is a property of the design and the tools (both in the key), a
+        # timeout and a yosys crash included: re-running them would cost every later sample
+        # of the problem up to 2 x timeout_s. Only a tool that did not run is not kept.
+        if not (result.status == "error" and result.reason.startswith("yosys did not run")):
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(result.to_json()))
+            tmp.replace(cached)
+    return result
+
+
+def _prove(design: dict[str, str], top: str | None, sandbox: Sandbox | None, timeout_s: float,
+           per_property_ms: int) -> ProofResult:
     start = time.monotonic()
     try:
         model = build_model(design, top)
@@ -100,13 +124,6 @@ def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | Non
         return ProofResult("unsupported", reason=f"model: {exc}")
     result = _run(model, sandbox or get_sandbox("bwrap"), timeout_s, per_property_ms)
     result.seconds = round(time.monotonic() - start, 3)
-    # a timeout may pass next time, and a tool that did not run is our fault: neither is cached
-    if cached is not None and (result.status == "proved" or (
-            result.status == "unsupported" and not result.reason.startswith("yosys"))):
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result.to_json()))
-        tmp.replace(cached)
     return result
 
 
