@@ -282,7 +282,7 @@ def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, ou
     if lcov:
         lcov.parent.mkdir(parents=True, exist_ok=True)
         lcov.write_text(tracefile(result), encoding="utf-8")
-        out.print(f"lcov: {lcov} (genhtml {lcov} -o DIR, run where the DUT files are)", highlight=False, markup=False)
+        out.print(f"lcov: {lcov} (genhtml --branch-coverage {lcov} -o DIR, run where the DUT files are)", highlight=False, markup=False)
     if html:
         page = html_report.write(result, html)
         out.print(f"html: {page}", highlight=False, markup=False)

@@ -37,11 +37,18 @@ def _check_relative_path(name: str) -> str:
         raise ValueError(f"file name must be 1..{MAX_FILE_NAME} characters: {name!r}")
     if "\x00" in name or "\\" in name:
         raise ValueError(f"file name contains a NUL or backslash: {name!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        # a newline in a name splits the records of line-based reports (lcov's SF:) and logs
+        raise ValueError(f"file name contains a control character: {name!r}")
     if name.startswith("/") or posixpath.isabs(name):
         raise ValueError(f"file name must be a relative path, got absolute path {name!r}")
     norm = posixpath.normpath(name)
     if norm == "." or norm.startswith("../") or norm == ".." or "/../" in f"/{name}/":
         raise ValueError(f"file name must stay inside the work dir: {name!r}")
+    if norm[0] in "-+":
+        # names are passed to the simulators as arguments: `-Ipath` or `+incdir+..` would be read
+        # as an option (checked after normpath, which turns `./-x.sv` into `-x.sv`)
+        raise ValueError(f"file name may not start with '-' or '+': {name!r}")
     return norm
 
 
