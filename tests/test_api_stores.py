@@ -255,3 +255,14 @@ def test_batch_with_forgotten_jobs_completes_with_sandbox_error():
     assert status.state == "done" and status.done == 2
     assert [r.status for r in status.results] == ["sandbox_error", "sandbox_error"]
     assert all(r.reward is None and "expired or was lost" in r.message for r in status.results)
+
+
+def test_a_registered_cvdp_problem_resolves_as_the_cli_resolves_it():
+    """The API scores a problem_id request through ProblemSpec (registered rows), the CLI and
+    rescore through cvdp.Problem: the same completion must give the same request, targets
+    and the exclusion of proved-unreachable points included (they decide `passed`)."""
+    problem = load_problems(CID012)["cvdp_copilot_ring_token_0004"]
+    via_api = ProblemSpec.from_cvdp(problem).request("```verilog\nmodule tb; endmodule\n```")
+    via_cli = problem.request("```verilog\nmodule tb; endmodule\n```")
+    assert via_api.coverage == via_cli.coverage and via_api.coverage.exclude_unreachable is True
+    assert via_api.model_dump(exclude={"limits", "reward"}) == via_cli.model_dump(exclude={"limits", "reward"})

@@ -148,7 +148,10 @@ def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
         design=problem.design, simulator=Simulator.verilator, engine=problem.engine,
         stimulus=CocotbStimulus(files={"rs_warmup.py": _WARMUP_TEST}, test_module="rs_warmup",
                                 toplevel=problem.toplevel, runtime="cocotb-2.1"),
-        coverage=CoverageSpec(metrics=["line"]), limits=problem.limits)
+        # with the problem's exclude_unreachable, scoring it also runs (and caches) the
+        # design's unreachability proof (docs/formal.md), so no sample of it waits for yosys
+        coverage=CoverageSpec(metrics=["line"], exclude_unreachable=problem.exclude_unreachable),
+        limits=problem.limits)
     try:
         return dispatcher.submit_background(request)  # behind every scoring job
     except QueueFull:

@@ -59,6 +59,8 @@ class ProblemSpec(BaseModel):
         None, description="code-coverage engine of its samples (unset: `simulator` decides; CVDP problems: auto)")
     limits: Limits = Field(default_factory=Limits)
     reward: RewardSpec = Field(default_factory=RewardSpec)
+    exclude_unreachable: bool | None = Field(
+        None, description="coverage.exclude_unreachable of its samples (docs/formal.md; CVDP problems: true)")
     # metadata (CVDP rows bring them; informational for clients)
     difficulty: str | None = None
     prompt: str | None = None
@@ -77,6 +79,8 @@ class ProblemSpec(BaseModel):
             id=problem.id, design=problem.design, dut_instance=problem.dut_instance,
             metrics=list(problem.metrics), targets=[Target(metric="overall", percent=problem.target_percent)],
             simulator=problem.simulator, engine=problem.engine, difficulty=problem.difficulty, prompt=problem.prompt,
+            # as Problem.request: the same CVDP problem is judged alike by the CLI, rescore and the API
+            exclude_unreachable=problem.request("").coverage.exclude_unreachable,
             context=dict(problem.context), testbench_path=problem.testbench_path,
         )
 
@@ -87,7 +91,8 @@ class ProblemSpec(BaseModel):
             stimulus = Completion(text=stimulus)
         fields: dict[str, Any] = {
             "design": self.design, "stimulus": stimulus, "simulator": self.simulator, "engine": self.engine,
-            "coverage": CoverageSpec(scope=self.dut_instance, metrics=list(self.metrics), targets=list(self.targets)),
+            "coverage": CoverageSpec(scope=self.dut_instance, metrics=list(self.metrics), targets=list(self.targets),
+                                     exclude_unreachable=self.exclude_unreachable),
             "limits": self.limits, "reward": self.reward,
         }
         fields.update(overrides)
