@@ -6,7 +6,6 @@ Runs embedded (no Redis, no Docker): simulations run in the bubblewrap sandbox o
 from __future__ import annotations
 
 import enum
-import os
 import posixpath
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from reward_service.console import make_console
 from reward_service.models import ScoreResult, Simulator, Status
 
 
@@ -34,20 +34,8 @@ app = typer.Typer(
     help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
 )
-#: Width of output that is not a terminal (a pipe, a file, CI logs) when COLUMNS does not say:
-#: rich's default of 80 wraps table cells mid-word there ("difficu/lty").
-PIPE_WIDTH = 200
-
-
-def _console(stderr: bool = False) -> Console:
-    """A rich console: a terminal's own width; ``COLUMNS`` when set; else :data:`PIPE_WIDTH`."""
-    stream = sys.stderr if stderr else sys.stdout
-    wide = not stream.isatty() and not os.environ.get("COLUMNS")
-    return Console(stderr=stderr, width=PIPE_WIDTH if wide else None)
-
-
-console = _console()
-err = _console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 
 def _flag(*names: str, help: str) -> typer.models.OptionInfo:
@@ -311,7 +299,9 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
                   highlight=False)
     reasons: dict[str, list[str]] = {}
     if result.coverage.metrics:
-        table = Table(title=f"coverage of DUT instance {result.coverage.scope or '(all DUT files)'}")
+        # the heading as a line of its own: a table title wraps at the (narrow) table's width
+        console.print(f"coverage of DUT instance {result.coverage.scope or '(all DUT files)'}", highlight=False)
+        table = Table()
         for col in ("metric", "covered", "total", "percent"):
             table.add_column(col, justify="right" if col != "metric" else "left")
         for name, m in result.coverage.metrics.items():

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
+from reward_service.console import make_console
 from reward_service.models import ALL_METRICS
 from reward_service.rescore.report import metric_mapping, render_cvdp_table, render_markdown, summarise
 from reward_service.rescore.runner import RunOutcome, client_scorer, engine_scorer, plan, run
@@ -28,7 +28,7 @@ from reward_service.rescore.store import CompletionSet, ResultStore, read_comple
 __all__ = ["rescore_cmd", "eval_cvdp_cmd", "parse_ks"]
 
 EXIT_INFRA, EXIT_INTERRUPTED = 3, 130
-err = Console(stderr=True)
+err = make_console(stderr=True)
 
 
 def parse_ks(text: str) -> list[int]:
