@@ -14,6 +14,8 @@ from _shared import COMPLETIONS, PROBLEM_ID, setup
 from reward_service.adapters.trl import CoverageReward
 
 url, prompt = setup()
+# diversity_weight: each completion also gets 0.1 x its GRPO-group diversity (bins it covers
+# that few others in the group cover), so rewards can exceed chorus's 1 + coverage <= 2
 reward = CoverageReward(url, diversity_weight=0.1)
 n = len(COMPLETIONS)
 # standard format: strings; dataset columns arrive as keyword lists, one entry per completion
