@@ -107,3 +107,18 @@ def test_process_limit_holds_without_cgroups_even_as_root(tmp_path):
     assert result.pids_exhausted and not result.timed_out, (result, result.output)
     assert result.duration_ms < 10_000
     assert "never refused" not in result.output
+
+
+@pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is installed by scripts/install.sh")
+def test_tools_find_themselves_under_an_empty_proc(tmp_path):
+    """Where no fresh /proc can be mounted (the compose worker) a step gets an empty one with
+    only /proc/self/exe, the link to its own program: yosys (the formal prover) exits with
+    'readlink("/proc/self/exe") failed' without it, which made compose results differ from the
+    host's. Nothing else of /proc is there."""
+    sandbox = BwrapSandbox()
+    sandbox.check()
+    sandbox.fresh_proc = False  # as check() finds in a container whose /proc Docker masked
+    run = sandbox.run(ExecSpec(argv=["yosys", "-q", "-p", "read_verilog -sv /dev/null"], workdir=tmp_path, timeout_s=60))
+    assert run.exit_code == 0, run.output
+    listing = sandbox.run(ExecSpec(argv=["ls", "-A", "/proc", "/proc/self"], workdir=tmp_path, timeout_s=60))
+    assert listing.exit_code == 0 and listing.output.split() == ["/proc:", "self", "/proc/self:", "exe"]

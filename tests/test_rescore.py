@@ -147,18 +147,23 @@ def test_rescoring_matches_hand_computed_expectation(full_run):
     proc, report = full_run["proc"], full_run["report"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     want = hand_expected()
+    # expected.json's meets_target is CVDP's own grading: the raw figure (no point excluded)
     for k in KS:
-        assert report[f"pass@{k}"] == (pytest.approx(want[f"pass@{k}"]) if want[f"pass@{k}"] is not None else None)
+        assert report[f"pass@{k}_raw"] == (pytest.approx(want[f"pass@{k}"]) if want[f"pass@{k}"] is not None else None)
         assert report["pass@k_problems"][f"pass@{k}"] == want[f"count@{k}"]
     # spelled out: Attenuator 3 of 5, ring_token 0 of 3, six problems 2 of 3
-    assert report["pass@1"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 0) / 8)
-    assert report["pass@2"] == pytest.approx((0.9 + 6 * 1.0 + 0) / 8)
+    assert report["pass@1_raw"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 0) / 8)
+    assert report["pass@2_raw"] == pytest.approx((0.9 + 6 * 1.0 + 0) / 8)
+    # judged without proved-unreachable points (CVDP problems' default, docs/formal.md): ring_token's
+    # best.sv (95.83 %, its one uncovered point the `default:` arm proved dead) meets TARGET 100
+    assert report["pass@1"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 1 / 3) / 8)
+    assert report["passed"] == report["passed_raw"] + 1
     # only the Attenuator has 5 samples: pass@5 is undefined for the other problems
     assert report["pass@5"] == 1.0 and report["pass@k_problems"]["pass@5"] == 1
     assert report["by_problem"]["cvdp_copilot_ring_token_0004"]["pass@5"] is None
     assert report["mean_coverage"] == pytest.approx(want["mean_coverage"], abs=1e-12)
     assert report["coverage_per_metric"] == pytest.approx(want["coverage_per_metric"], abs=1e-12)
-    assert {pid: (p["n"], p["passed"]) for pid, p in report["by_problem"].items()} == want["per_problem"]
+    assert {pid: (p["n"], p["passed_raw"]) for pid, p in report["by_problem"].items()} == want["per_problem"]
     assert report["status_counts"] == {"compile_error": 1, "invalid_input": 1, "ok": 24}
     assert (report["samples_given"], report["scored"], report["sandbox_errors"], report["pending"]) == (26, 26, 0, 0)
     assert report["duplicates"] == 1 and "repeats line 1" in proc.stderr
@@ -169,7 +174,8 @@ def test_rescoring_matches_hand_computed_expectation(full_run):
     keys = result_keys(full_run["out"])
     assert sorted(keys) == sorted((r["problem_id"], str(r["sample_id"])) for r in full_run["rows"])
     assert sorted(scored_log(proc.stderr)) == sorted(keys)
-    assert "| all | 8 | 26 | 15 | 57.50 | 86.25 | 87.50 | 100.00 (1/8) |" in proc.stdout
+    # the table judges targets without proved-unreachable points (ring_token best passes: 16 of 26)
+    assert "| all | 8 | 26 | 16 | 61.67 | 94.58 | 100.00 | 100.00 (1/8) |" in proc.stdout
 
 
 @pytest.mark.slow

@@ -153,7 +153,17 @@ class BwrapSandbox(Sandbox):
             argv += ["--ro-bind", toolchain.cocotb19_venv, toolchain.cocotb19_venv]
         # An empty, read-only /proc where no fresh one can be mounted (see fresh_proc): nothing
         # of the worker's processes is shown either way.
-        argv += (["--proc", "/proc"] if self.fresh_proc is not False else ["--tmpfs", "/proc", "--remount-ro", "/proc"])
+        if self.fresh_proc is not False:
+            argv += ["--proc", "/proc"]
+        else:
+            # Tools that find their data next to their binary read /proc/self/exe (yosys exits with
+            # 'readlink("/proc/self/exe") failed' without it): the empty /proc gets that one link,
+            # to the step's own program.
+            program = shutil.which(spec.argv[0]) if spec.argv else None
+            argv += ["--tmpfs", "/proc"]
+            if program:
+                argv += ["--dir", "/proc/self", "--symlink", os.path.realpath(program), "/proc/self/exe"]
+            argv += ["--remount-ro", "/proc"]
         # bwrap's private root and /dev are tmpfs with no size of their own, and without a cgroup
         # (the worker container) no limit counts their pages: a step writing there could fill the
         # container's memory unseen. Both end read-only; /dev/shm (POSIX shm, semaphores) gets a
