@@ -122,3 +122,24 @@ def test_tools_find_themselves_under_an_empty_proc(tmp_path):
     assert run.exit_code == 0, run.output
     listing = sandbox.run(ExecSpec(argv=["ls", "-A", "/proc", "/proc/self"], workdir=tmp_path, timeout_s=60))
     assert listing.exit_code == 0 and listing.output.split() == ["/proc:", "self", "/proc/self:", "exe"]
+
+
+def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path):
+    """A toolchain path the sandbox does not show (here: under the host's /tmp, which each step
+    gets as its own tmpfs) made bwrap print 'execvp ...: No such file or directory' and exit 1,
+    which the engine read as the sample's compile error and cached (a CI rehearsal with a venv in
+    /tmp poisoned the result cache that way)."""
+    from reward_service.sandbox.base import SandboxError
+
+    hidden = tmp_path / "tool"
+    hidden.write_text("#!/bin/sh\necho hi\n")
+    hidden.chmod(0o755)
+    sandbox = BwrapSandbox()
+    (tmp_path / "w").mkdir()
+    with pytest.raises(SandboxError, match="cannot start"):
+        sandbox.run(ExecSpec(argv=[str(hidden)], workdir=tmp_path / "w", timeout_s=30))
+    # a program that runs and prints the same words itself is the sample's business
+    (tmp_path / "w2").mkdir()
+    run = sandbox.run(ExecSpec(argv=["sh", "-c", f"echo 'bwrap: execvp {hidden}: No such file'; exit 1"],
+                               workdir=tmp_path / "w2", timeout_s=30))
+    assert run.exit_code == 1

@@ -265,8 +265,18 @@ class BwrapSandbox(Sandbox):
         finally:
             if cgroup is not None:
                 cgroup.remove()
+        text = out.text()
+        program = shutil.which(spec.argv[0]) if spec.argv else None
+        # bwrap could not start the step's program (e.g. a toolchain path the sandbox does not
+        # show: a venv under the host's /tmp): nothing of the sample ran, so it is ours, never a
+        # compile error to be cached. Exactly bwrap's one line naming our program, exit 1: a
+        # sample cannot produce that before its program exists.
+        line = text.strip()
+        if proc.returncode == 1 and not timed_out and "\n" not in line and line.startswith(
+                (f"bwrap: execvp {spec.argv[0]}: ", f"bwrap: execvp {program}: ")):
+            raise SandboxError(f"the sandbox cannot start {spec.argv[0]}: {line}")
         return ExecResult(
-            exit_code=proc.returncode, output=out.text(), output_bytes=out.total,
+            exit_code=proc.returncode, output=text, output_bytes=out.total,
             dropped_bytes=out.dropped, duration_ms=(time.monotonic() - start) * 1000,
             timed_out=timed_out, oom=oom, pids_exhausted=pids, output_flood=flood,
         )
