@@ -34,7 +34,7 @@ from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 log = logging.getLogger(__name__)
 
 #: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
-PROVER_REVISION = "3"
+PROVER_REVISION = "4"
 
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
@@ -103,10 +103,11 @@ def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | Non
         if cached.exists():
             return ProofResult.from_json(json.loads(cached.read_text()))
         result = _prove(design, top, sandbox, timeout_s, per_property_ms)
-        # Every verdict is a property of the design and the tools (both in the key), a
-        # timeout and a yosys crash included: re-running them would cost every later sample
-        # of the problem up to 2 x timeout_s. Only a tool that did not run is not kept.
-        if not (result.status == "error" and result.reason.startswith("yosys did not run")):
+        # A verdict is a property of the design and the limits (both in the key), a timeout
+        # included: re-running it would cost every later sample of the problem up to
+        # 2 x timeout_s. Not kept: a tool that did not run, and a yosys error, which may be the
+        # environment's (an empty /proc once made yosys fail everywhere in the compose worker).
+        if result.status != "error" and not (result.status == "unsupported" and result.reason.startswith("yosys")):
             tmp = cached.with_suffix(".tmp")
             tmp.write_text(json.dumps(result.to_json()))
             tmp.replace(cached)
