@@ -164,6 +164,27 @@ def test_group_diversity_matches_the_definition():
     assert group_diversity([a, truncated])[0] is None
 
 
+def test_group_diversity_with_proved_unreachable_points_left_out():
+    # 5 points, point 4 proved unreachable; exclude_unreachable=True leaves it out of `uncovered`:
+    # nobody covers it, so the group's diversity is that of the 4 reachable points
+    def excluding(uncovered: list[int]) -> ScoreResult:
+        r = result(5, [*uncovered, 4])
+        r.coverage.metrics["line"].unreachable = 1
+        r.uncovered = [p for p in r.uncovered if p.line != 4]
+        return r
+
+    a, b = excluding([3]), excluding([2, 3])
+    values, why = group_diversity([a, b])
+    assert why is None
+    assert values == pytest.approx(group_diversity([result(4, [3]), result(4, [2, 3])])[0])
+    assert values == pytest.approx([(1 / 2 + 1 / 2 + 1) / 3, (1 / 2 + 1 / 2) / 2])
+    # one sample listing the proved point and another not: the covered sets cannot be compared
+    listed = result(5, [3, 4])
+    listed.coverage.metrics["line"].unreachable = 1
+    values, why = group_diversity([a, listed])
+    assert values is None and "proved unreachable" in why
+
+
 def test_group_rewards_add_the_weighted_term():
     a, b = result(4, [3]), result(4, [2, 3])
     broken = result(4, [], Status.sandbox_error)

@@ -17,14 +17,15 @@ from reward_service.api.schemas import GroupRewards
 from reward_service.models import ScoreResult, Status
 
 
-def _points(result: ScoreResult) -> tuple[int, int]:
-    """(total, covered) points over the measured metrics."""
-    total = covered = 0
+def _points(result: ScoreResult) -> tuple[int, int, int]:
+    """(total, covered, proved unreachable) points over the measured metrics."""
+    total = covered = unreachable = 0
     for m in result.coverage.metrics.values():
         if m.available:
             total += m.total
             covered += m.covered
-    return total, covered
+            unreachable += m.unreachable
+    return total, covered, unreachable
 
 
 def _uncovered_keys(result: ScoreResult) -> set[tuple]:
@@ -49,12 +50,22 @@ def group_diversity(results: list[ScoreResult]) -> tuple[list[float] | None, str
         return None, "the samples of the group have different numbers of coverage points (different designs or metrics?)"
     total = totals.pop()
     uncovered: dict[int, set[tuple]] = {}
+    unlisted: set[int] = set()  # proved-unreachable points a result leaves out of its list
     for i in measured:
-        t, c = _points(results[i])
+        t, c, u = _points(results[i])
         keys = _uncovered_keys(results[i])
-        if len(keys) != t - c:
+        # coverage.exclude_unreachable=True leaves the proved points out of `uncovered`; no
+        # sample can cover them, so they are points nobody covers, not points all cover
+        if len(keys) == t - c:
+            unlisted.add(0)
+        elif len(keys) == t - c - u:
+            unlisted.add(u)
+        else:
             return None, "a result lists only part of its uncovered points (too many to list), so the points it covers are unknown"
         uncovered[i] = keys
+    if len(unlisted) != 1:
+        return None, "the samples of the group disagree on which points were proved unreachable"
+    total -= unlisted.pop()
     n = len(measured)
     misses: collections.Counter = collections.Counter()
     for keys in uncovered.values():
