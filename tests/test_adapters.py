@@ -27,7 +27,7 @@ import pytest
 from conftest import CID012, REPO, STIMULUS, cid012_rows, free_port, live_server
 from reward_service.adapters import openrlhf, slime, trl, verl
 from reward_service.api import create_app
-from reward_service.api.diversity import group_rewards
+from reward_service.diversity import group_rewards
 from reward_service.cache import ResultCache
 from reward_service.client import InfrastructureFailure, RewardClient, ServiceUnavailable
 from reward_service.dispatch.local import LocalDispatcher

@@ -13,7 +13,7 @@ import pytest
 
 from reward_service.api import create_app
 from reward_service.api.batch_store import BatchRecord, InMemoryBatchStore, RedisBatchStore
-from reward_service.api.diversity import group_diversity, group_rewards
+from reward_service.diversity import group_diversity, group_rewards
 from reward_service.models import (
     CoverageReport, MetricCoverage, ScoreRequest, ScoreResult, Status, UncoveredPoint,
 )

@@ -1,6 +1,6 @@
 """What the trainer adapters share: where the service is, how a problem id is carried, how a
 completion becomes a request, group labels, and rewards (with the optional group diversity
-term of DESIGN.md, computed by :func:`reward_service.api.diversity.group_rewards`).
+term of DESIGN.md, computed by :func:`reward_service.diversity.group_rewards`).
 
 Problem ids. Trainers carry per-sample data in a field of their own (verl ``ground_truth`` /
 ``extra_info``, TRL a dataset column, OpenRLHF ``labels``, slime ``Sample.label`` /
@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reward_service.client import AsyncRewardClient, RewardClient
+from reward_service.diversity import group_rewards
 from reward_service.models import ScoreResult, Status
 from reward_service.problems.store import PROBLEM_ID_PATTERN
 
@@ -119,8 +120,6 @@ def rewards_of(results: Sequence[ScoreResult], groups: Sequence[str | None] | No
     ``diversity_weight`` × the group diversity term when a weight and groups are given."""
     if not diversity_weight or groups is None:
         return [r.reward for r in results], None
-    from reward_service.api.diversity import group_rewards  # the one implementation, also the batch API's
-
     grouped = group_rewards(list(results), list(groups), diversity_weight)
     return grouped.rewards, grouped.diversity
 

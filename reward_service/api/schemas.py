@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from reward_service.dispatch.base import JobState
+from reward_service.diversity import GroupRewards
 from reward_service.models import ScoreRequest, ScoreResult
 
 
@@ -51,18 +52,6 @@ class BatchCreate(BaseModel):
     wait: float = Field(0.0, ge=0, allow_inf_nan=False, description="seconds to wait for the whole batch before answering 202")
     diversity_weight: float = Field(
         0.0, ge=0, le=100, allow_inf_nan=False, description="λ of the group diversity term: group_rewards.rewards = reward + λ·diversity")
-
-
-class GroupRewards(BaseModel):
-    """Group diversity (DESIGN.md): for sample i of a group, the mean over the coverage points it
-    covers of 1 / (samples of its group covering that point). ``diversity[i]`` is None for
-    ungrouped samples, samples without coverage (they get 0 when grouped) or when it cannot be
-    computed (see ``notes``); ``rewards[i]`` = reward + weight · diversity."""
-
-    weight: float
-    diversity: list[float | None]
-    rewards: list[float | None]
-    notes: dict[str, str] = Field(default_factory=dict, description="group -> why diversity is missing")
 
 
 class BatchStatus(BaseModel):

@@ -9,7 +9,7 @@ import time
 from fastapi import HTTPException
 from pydantic import ValidationError
 
-from reward_service.api.diversity import group_rewards
+from reward_service.diversity import group_rewards
 from reward_service.api.errors import describe_validation
 from reward_service.api.schemas import BatchStatus
 from reward_service.api.telemetry import Metrics

@@ -1,6 +1,9 @@
 """Group diversity (DESIGN.md "Group diversity"): for sample i of a group, the mean over the
 coverage points it covers of 1 / (number of samples of the group covering that point).
 
+Pure functions of :class:`~reward_service.models.ScoreResult` (pydantic only), so the batch API
+and the trainer adapters on a client-only install compute the term with the same code.
+
 Results carry their *uncovered* points, not the covered ones; for samples of one group (one
 design, one coverage spec) every sample has the same points, so covered = all − uncovered and
 a point uncovered by nobody is covered by all n samples. That needs complete uncovered lists:
@@ -13,8 +16,23 @@ from __future__ import annotations
 
 import collections
 
-from reward_service.api.schemas import GroupRewards
+from pydantic import BaseModel, Field
+
 from reward_service.models import ScoreResult, Status
+
+__all__ = ["GroupRewards", "group_diversity", "group_rewards"]
+
+
+class GroupRewards(BaseModel):
+    """Group diversity (DESIGN.md): for sample i of a group, the mean over the coverage points it
+    covers of 1 / (samples of its group covering that point). ``diversity[i]`` is None for
+    ungrouped samples, samples without coverage (they get 0 when grouped) or when it cannot be
+    computed (see ``notes``); ``rewards[i]`` = reward + weight · diversity."""
+
+    weight: float
+    diversity: list[float | None]
+    rewards: list[float | None]
+    notes: dict[str, str] = Field(default_factory=dict, description="group -> why diversity is missing")
 
 
 def _points(result: ScoreResult) -> tuple[int, int, int]:
@@ -39,8 +57,12 @@ def _uncovered_keys(result: ScoreResult) -> set[tuple]:
 
 
 def group_diversity(results: list[ScoreResult]) -> tuple[list[float] | None, str | None]:
-    """Diversity of each sample of one group (0 for samples without coverage), or None and
-    the reason it cannot be computed."""
+    """Diversity of each sample of one group, in ``[0, 1]``.
+
+    ``results``: the samples of one group (same design and coverage spec). Returns
+    ``(values, None)`` with one value per result (0 for samples that are not ``ok`` or have no
+    coverage; all zeros when none has), or ``(None, reason)`` when the term cannot be computed
+    (different point counts, truncated ``uncovered`` lists, disagreeing unreachable counts)."""
     measured = [i for i, r in enumerate(results) if r.status == Status.ok and r.coverage.overall is not None]
     out = [0.0] * len(results)
     if not measured:
@@ -81,7 +103,12 @@ def group_diversity(results: list[ScoreResult]) -> tuple[list[float] | None, str
 
 
 def group_rewards(results: list[ScoreResult | None], groups: list[str | None], weight: float) -> GroupRewards:
-    """Diversity per sample and ``reward + weight * diversity`` (a finished batch)."""
+    """Diversity per sample and ``reward + weight * diversity`` (a finished batch).
+
+    ``results[i]`` (None: no result) belongs to group ``groups[i]`` (None: ungrouped); both lists
+    have one entry per sample, in order. ``rewards[i]`` is None where the result or its reward
+    is (``sandbox_error``); ungrouped samples and groups whose term cannot be computed add 0
+    (``notes`` names those groups and says why)."""
     members: dict[str, list[int]] = collections.defaultdict(list)
     for i, g in enumerate(groups):
         if g is not None:
