@@ -12,9 +12,9 @@ import diskcache
 from reward_service.models import Design, ScoreRequest, ScoreResult
 
 #: Bump when a change of the engine changes results for the same inputs.
-#: 2: coverage is the DUT instance's own (issue 9.5); 3: the fast path measures testbench
-#: parameter overrides itself, its fallback says whose fault (issue 9.8); 4: split Verilator models
-#: build (a cached compile_error of the precompiled-header bug is not served, issue 9.7)
+#: 2: coverage is the DUT instance's own; 3: the fast path measures testbench parameter
+#: overrides itself, its fallback says whose fault; 4: split Verilator models build (a cached
+#: compile_error of the precompiled-header failure is not served). CHANGELOG.md has the details.
 ENGINE_REVISION = "4"
 
 

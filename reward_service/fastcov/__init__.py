@@ -1,4 +1,4 @@
-"""Fast coverage path: Verilator-equal code coverage at Icarus speed (issue 5).
+"""Fast coverage path: Verilator-equal code coverage at Icarus speed.
 
 The DUT's source files are parsed with pyslang and *instrumented*: a 1-bit flag is set where
 Verilator would count a coverage point, and the DUT's signals are sampled for toggles with

@@ -3,7 +3,7 @@
 The fast path's DUT writes its coverage flags with a per-run token, and the DUT and the
 testbench are one vvp process: the token is in the instrumented source and in the compiled
 vvp, both readable in the step's work dir, so a testbench that reads files can find it and
-forge the flag file (a review reproduced it: toggle 5/18 became 18/18). The step cannot hide
+forge the flag file (a testbench doing so turned toggle 5/18 into 18/18). The step cannot hide
 a file from the process that must load it, so such stimulus goes to Verilator instead, whose
 coverage record is written by our ``main()`` with a secret the model cannot read
 (docs/sandbox.md, "Coverage integrity"). A screen on the text, like the cocotb tamper screen

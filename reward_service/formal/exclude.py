@@ -1,4 +1,4 @@
-"""Coverage with proved-unreachable points left out (issue 14): the second figure next to the
+"""Coverage with proved-unreachable points left out: the second figure next to the
 raw one. Only keys the prover proved (:class:`~reward_service.formal.prover.ProofResult`) are
 removed; an undecided point stays in the denominator."""
 

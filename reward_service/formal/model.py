@@ -1,4 +1,4 @@
-"""The DUT's coverage points as a synthesizable model for yosys (issue 14).
+"""The DUT's coverage points as a synthesizable model for yosys.
 
 The points are the fast path's own (:mod:`reward_service.fastcov.blocks` and
 :mod:`reward_service.fastcov.toggle` enumerate them; nothing is enumerated here). What differs

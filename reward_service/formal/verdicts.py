@@ -1,4 +1,4 @@
-"""Which proved-unreachable points apply to one sample (issue 14).
+"""Which proved-unreachable points apply to one sample.
 
 A proof is about the DUT's top module with its own parameter values, driven by free inputs.
 It applies to a sample only when the sample measures exactly that: the DUT instance (the
