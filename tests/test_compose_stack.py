@@ -14,27 +14,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import docker
 import httpx
 import pytest
 
 from conftest import CID012, STIMULUS, cid012_rows, rtl_files
+from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, warm_worker_cache
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]
-IMAGES = ("reward-service:latest", "reward-service-worker:latest", "redis:7.0-bookworm")
-SANDBOX_LABEL = "reward-service.sandbox"  # reward_service.sandbox.reaper.LABEL
-OWNER_LABEL = "reward-service.owner"
 ATTENUATOR = "cvdp_copilot_Attenuator_0011"
-TEST_CACHE_VOLUME = "reward-service-test-worker-cache"  # tests/compose.test.yml
 
 # One stack per test session: every test of this module runs on the same xdist worker
 # (--dist loadgroup, pyproject addopts).
@@ -43,161 +36,17 @@ TEST_CACHE_VOLUME = "reward-service-test-worker-cache"  # tests/compose.test.yml
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest.mark.timeout(1800)]
 
 
-def _compose_command() -> list[str] | None:
-    """``docker compose`` (v2) when present, else Debian's ``docker-compose`` (v1.29)."""
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
-                                                 capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    return ["docker-compose"] if shutil.which("docker-compose") else None
-
-
-def _docker_client():
-    try:
-        import docker
-
-        client = docker.from_env(timeout=120)
-        client.ping()
-        return client
-    except Exception:  # noqa: BLE001 - no daemon: the module is skipped
-        return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Stack:
-    url: str
-    redis_url: str
-    command: list[str]
-    env: dict[str, str]
-    project: str
-    docker: object
-
-    def compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*self.command, *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, cwd=REPO)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        return proc
-
-    def containers(self, service: str):
-        return self.docker.containers.list(filters={"label": [f"com.docker.compose.project={self.project}",
-                                                              f"com.docker.compose.service={service}"]})
-
-    def sim_leftovers(self) -> list[str]:
-        """Sim containers (running or not) and per-step volumes made by this stack's workers."""
-        hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker")}
-        return [f"{kind} {ident[:12]}" for kind, ident in _sim_objects(self.docker, hosts)]
-
-    def logs(self) -> str:
-        return self.compose("logs", "--no-color", "--tail", "300", check=False).stdout
-
-
-def _sim_objects(client, hosts: set[str]) -> list[tuple[str, str]]:
-    """("container" | "volume", id) of sandbox objects whose owner label names one of ``hosts``
-    (a worker's host name is its container's short id)."""
-    def mine(labels: dict | None) -> bool:
-        return (labels or {}).get(OWNER_LABEL, "").partition("/")[0] in hosts
-
-    label = {"label": f"{SANDBOX_LABEL}=1"}
-    containers = client.api.containers(all=True, filters=label)
-    volumes = client.api.volumes(filters=label).get("Volumes") or []
-    return ([("container", c["Id"]) for c in containers if mine(c.get("Labels"))]
-            + [("volume", v["Name"]) for v in volumes if mine(v.get("Labels"))])
-
-
-def _remove_sim_objects(client, hosts: set[str]) -> None:
-    import docker
-
-    for kind, ident in _sim_objects(client, hosts):  # containers first: they hold the volumes
-        try:
-            if kind == "container":
-                client.api.remove_container(ident, v=True, force=True)
-            else:
-                client.api.remove_volume(ident, force=True)
-        except docker.errors.NotFound:  # went with its container (v=True)
-            pass
-
-
-#: Scores the JSON requests on stdin (one per line) with the worker's own engine (its sandbox, its
-#: cache volume) and prints one status line each.
-_WARM = """
-import json, sys
-from reward_service.engine import Engine
-from reward_service.settings import Settings
-engine = Engine(Settings(result_cache=False))
-for line in sys.stdin:
-    r = engine.score(json.loads(line))
-    print("RS_WARM " + json.dumps([r.status, (r.message or "")[:300], r.log[-1500:] if r.status != "ok" else ""]))
-"""
-
-
-def warm_worker_ccache(st: "Stack") -> None:
-    """Fill the workers' shared cache volume (ccache of Verilator builds, the cocotb model) in
-    one worker container, outside any Celery time limit: on a fresh machine the first build under
-    a busy test run can take minutes, more than the short limits of tests/compose.test.yml
-    allow. Later builds only compile the design."""
-    slow = {"compile_s": 1800}
-    lines = [request.model_copy(update={"limits": request.limits.model_copy(update=slow)}).model_dump_json()
-             for request in (icarus_case(ATTENUATOR, "good", simulator="verilator"),
-                             cocotb_case(ARBITER, simulator="verilator"))]
-    proc = subprocess.run([*st.command, "exec", "-T", "--index", "1", "worker", "python", "-c", _WARM],
-                          input="\n".join(lines) + "\n", env=st.env, capture_output=True, text=True,
-                          timeout=1800, cwd=REPO)
-    statuses = [json.loads(line[8:])[0] for line in proc.stdout.splitlines() if line.startswith("RS_WARM ")]
-    assert proc.returncode == 0 and statuses == ["ok", "ok"], \
-        f"warming the worker cache failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+def _warm(st: Stack) -> None:
+    """The workers' ccache and the cocotb model, warmed outside the Celery time limits
+    (compose_fixtures.warm_worker_cache)."""
+    warm_worker_cache(st, [icarus_case(ATTENUATOR, "good", simulator="verilator"),
+                           cocotb_case(ARBITER, simulator="verilator")])
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    client = _docker_client()
-    if client is None:
-        pytest.skip("no Docker daemon reachable")
-    command = _compose_command()
-    assert command, "Docker Compose is missing: scripts/install.sh installs it"
-    missing = [name for name in IMAGES if not client.images.list(name=name)]
-    assert not missing, f"images {missing} missing: run scripts/build_images.sh"
-    project = f"rstest{os.getpid()}"
-    try:  # the workers' cache, kept between runs (tests/compose.test.yml); Docker fills it from the image
-        client.volumes.get(TEST_CACHE_VOLUME)
-    except docker.errors.NotFound:
-        client.volumes.create(TEST_CACHE_VOLUME)
-    api_port, redis_port = _free_port(), _free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
-           "REWARD_SERVICE_PORT": str(api_port), "REWARD_SERVICE_BIND": "127.0.0.1",
-           "RS_TEST_REDIS_PORT": str(redis_port)}
-    st = Stack(url=f"http://127.0.0.1:{api_port}", redis_url=f"redis://127.0.0.1:{redis_port}/0",
-               command=[*command, "-p", project, "-f", str(REPO / "docker-compose.yml"),
-                        "-f", str(REPO / "tests" / "compose.test.yml")],
-               env=env, project=project, docker=client)
-    try:
-        st.compose("up", "-d", "--scale", "worker=2")
-        deadline, last = time.monotonic() + 180, None
-        while time.monotonic() < deadline:
-            try:
-                last = httpx.get(f"{st.url}/readyz", timeout=10)
-                if last.status_code == 200:
-                    break
-            except httpx.HTTPError as exc:
-                last = exc
-            time.sleep(1)
-        else:
-            raise AssertionError(f"stack not ready in 180 s: {getattr(last, 'text', last)}\n{st.logs()}")
-        workers = {c.attrs["Config"]["Hostname"] for c in st.containers("worker")}
-        warm_worker_ccache(st)
+    with compose_stack(tmp_path_factory.getbasetemp(), warm=_warm) as st:
         yield st
-    finally:
-        (tmp_path_factory.getbasetemp() / f"{project}.log").write_text(st.logs())
-        st.compose("down", "-v", "--remove-orphans", "-t", "10", check=False)
-        # With the Docker sandbox (docker-compose.docker-sandbox.yml) a SIGKILLed worker may leave
-        # a sim container behind (a surviving worker's reaper removes it after its deadline; the
-        # stack is gone by then): the test cleans up its own. The default stack makes none.
-        _remove_sim_objects(client, locals().get("workers", set()))
 
 
 def _curl_json(url: str, body: Path, *, content_type: str = "application/json") -> tuple[int, dict]:
@@ -208,11 +57,6 @@ def _curl_json(url: str, body: Path, *, content_type: str = "application/json") 
     assert proc.returncode == 0, proc.stderr
     text, _, code = proc.stdout.rpartition("\n")
     return int(code), json.loads(text)
-
-
-def _essence(result: dict) -> dict:
-    """What must agree between two scorings of the same inputs (not timings, logs, versions)."""
-    return {k: result.get(k) for k in ("status", "reward", "passed", "coverage", "tests", "engine", "simulator")}
 
 
 def test_curl_score_of_a_cvdp_problem_equals_the_cli(stack, shared_cache_dir, tmp_path):
@@ -237,7 +81,7 @@ def test_curl_score_of_a_cvdp_problem_equals_the_cli(stack, shared_cache_dir, tm
                                 "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}}}))
     code, got = _curl_json(f"{stack.url}/v1/score?wait=600", body)
     assert code == 200, got
-    assert _essence(got) == _essence(want)
+    assert essence(got) == essence(want)
 
     # The minimal contract shape (design files + stimulus + scope) measures the same coverage.
     body.write_text(json.dumps({
@@ -273,40 +117,6 @@ def _batch_samples() -> list:
     return reqs
 
 
-def _busy_worker(stack: Stack, redis_client) -> tuple[object, bytes] | None:
-    """A worker container running a job now and that job's marker key (markers hold
-    ``running <host> <pid>``), or None."""
-    by_host = {c.attrs["Config"]["Hostname"]: c for c in stack.containers("worker")}
-    for key in redis_client.scan_iter("reward-service:job:*"):
-        value = redis_client.get(key) if redis_client.type(key) == b"string" else None
-        if value and value.startswith(b"running "):
-            host = value.split()[1].decode()
-            if host in by_host:
-                return by_host[host], key
-    return None
-
-
-def _kill_mid_job(stack: Stack, redis_client) -> object | None:
-    """SIGKILL a worker container while it runs a job: it is frozen first (docker pause) and
-    killed only if its job is still marked running then, so the kill cannot land just after
-    the job finished (a CI run lost that race under load). Returns the container, or None
-    when no worker was busy."""
-    found = _busy_worker(stack, redis_client)
-    if found is None:
-        return None
-    victim, key = found
-    try:
-        victim.pause()
-    except docker.errors.APIError:  # it may have just gone idle or been restarted
-        return None
-    value = redis_client.get(key) or b""
-    if value.startswith(b"running ") and value.split()[1].decode() == victim.attrs["Config"]["Hostname"]:
-        victim.kill(signal="SIGKILL")
-        return victim
-    victim.unpause()
-    return None
-
-
 def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     import redis
 
@@ -320,7 +130,7 @@ def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     while victim is None and time.monotonic() < deadline:
         status = httpx.get(f"{stack.url}/v1/batches/{batch_id}", timeout=30).json()
         if status["done"] >= 3:
-            victim = _kill_mid_job(stack, rc)
+            victim = kill_mid_job(stack, rc)
         if status["state"] == "done":
             break
         time.sleep(0.2)
@@ -338,7 +148,7 @@ def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     # for that request (bubblewrap on this host vs docker in the stack).
     for i, (req, got) in enumerate(zip(reqs, body["results"])):
         want = engine.score(req).model_dump(mode="json")
-        assert _essence(got) == _essence(want), f"sample {i}: {got['status']} {got['message']}"
+        assert essence(got) == essence(want), f"sample {i}: {got['status']} {got['message']}"
     statuses = [res["status"] for res in body["results"]]
     assert statuses[-4:] == ["compile_error", "invalid_input", "invalid_input", "timeout"]
     assert statuses.count("ok") == 46
