@@ -69,7 +69,7 @@ from bench_stimulus import (  # noqa: E402  (it also puts the repo on sys.path)
     request_for,
 )
 from reward_service.settings import Settings  # noqa: E402
-from reward_service.simulators.toolchain import verilator_root, versions  # noqa: E402
+from reward_service.sandbox.toolchain import verilator_root, versions  # noqa: E402
 
 WAIT_S = 600  # ?wait= of POST /v1/score (the API's maximum)
 LOG_KB = 256  # Limits.output_kb default; the bench adds a per-request offset (see tag_request)

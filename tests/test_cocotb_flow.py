@@ -16,9 +16,10 @@ from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
 from reward_service.models import Limits
 from reward_service.sandbox import BwrapSandbox
-from reward_service.simulators import cocotb_flow
+from reward_service.simulators import cocotb_flow, get_simulator
 from reward_service.simulators.base import Job, SimRun
-from reward_service.simulators.cocotb_flow import parse_results_xml, run_cocotb
+from reward_service.simulators.cocotb_flow import parse_results_xml
+from reward_service.simulators.verilator import cocotb_build_args, cocotb_model_key
 
 CVDP = ["cvdp_copilot_fixed_arbiter_0004", "cvdp_copilot_gray_to_binary_0014"]
 SIMS = ["icarus", pytest.param("verilator", marks=pytest.mark.slow)]
@@ -43,6 +44,16 @@ def cvdp_job(root: Path, problem_id: str, cache_dir: Path) -> tuple[Job, dict]:
     assert set(design) == set(expected["rtl_files"])
     return make_job(root, design, stimulus, cocotb["hdl_toplevel"], cocotb["test_module"],
                     cache_dir), expected
+
+
+def run_cocotb(job: Job, simulator: str) -> SimRun:
+    """The cocotb flow on ``simulator`` ("icarus", "verilator"), as the engine runs it."""
+    return get_simulator(simulator).run_cocotb(job)
+
+
+def model_key(job: Job) -> str:
+    """The key of ``job``'s cached Verilator cocotb model."""
+    return cocotb_model_key(job, cocotb_build_args(job))
 
 
 def log_of(out: SimRun) -> str:
@@ -93,7 +104,7 @@ def test_verilator_cvdp_coverage_matches_expected(tmp_path, shared_cache_dir, pr
     assert out2.build_cached and not out2.build_failed, log_of(out2)
     assert out2.build.exit_code == 0
     assert code_coverage(out2, again.design_files) == expected["cocotb"]["coverage"]
-    key = cocotb_flow.model_key(again, "verilator", cocotb_flow.verilator_build_args(again))
+    key = model_key(again)
     assert (shared_cache_dir / "models" / key / expected["cocotb"]["hdl_toplevel"]).is_file()
 
 
@@ -119,7 +130,7 @@ def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
     out = run_cocotb(job, "verilator")
     tests = parse_results_xml(out.results_xml)
     assert [t.passed for t in tests] == [True], (tests, log_of(out))
-    key = cocotb_flow.model_key(job, "verilator", cocotb_flow.verilator_build_args(job))
+    key = model_key(job)
     assert sorted(p.name for p in (shared_cache_dir / "models" / key).iterdir()) == ["dut", "rs_model.json"]
 
 
@@ -250,7 +261,7 @@ def test_verilator_build_error_is_reported_and_not_cached(tmp_path, shared_cache
     out = run_cocotb(job, "verilator")
     assert out.build_failed and out.run is None and not out.build_cached
     assert "bad.sv:2" in out.build.output
-    key = cocotb_flow.model_key(job, "verilator", cocotb_flow.verilator_build_args(job))
+    key = model_key(job)
     assert not (shared_cache_dir / "models" / key).exists()
     assert not [p for p in (shared_cache_dir / "models").iterdir() if p.name.startswith("tmp-")]
 

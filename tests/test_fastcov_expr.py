@@ -24,7 +24,7 @@ from conftest import STIMULUS, cid012_rows, rtl_files
 from reward_service.fastcov.expr_ir import emit_const
 from reward_service.fastcov.instrument import instrument
 from reward_service.fastcov.unit import Unsupported
-from reward_service.simulators.toolchain import verilator_root
+from reward_service.sandbox.toolchain import verilator_root
 
 DESIGNS = Path(__file__).with_name("fastcov_designs") / "expr"
 CASES = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
@@ -142,9 +142,9 @@ def test_instrumented_constructs_compile_on_icarus(design, tmp_path):
 
 # -- agreement with Verilator, point by point (real runs) -----------------------------------------
 
-def _expr_points(result) -> dict[tuple, bool]:
+def _expr_points(scored) -> dict[tuple, bool]:
     points = {}
-    for p in result._points:
+    for p in scored.points:
         if p.metric == "expr":
             key = (p.file, p.line, p.detail, p.hier)
             points[key] = points.get(key, False) or p.covered
@@ -154,11 +154,12 @@ def _expr_points(result) -> dict[tuple, bool]:
 def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: str):
     request = {"design": {"files": files}, "stimulus": {"kind": "sv_testbench", "files": stimulus},
                "coverage": {"scope": scope, "metrics": ["expr"]}}
-    fast = engine.score({**request, "simulator": "icarus", "engine": "fast"})
-    reference = engine.score({**request, "simulator": "verilator", "engine": "verilator"})
+    fast_run = engine.scored({**request, "simulator": "icarus", "engine": "fast"})
+    reference_run = engine.scored({**request, "simulator": "verilator", "engine": "verilator"})
+    fast, reference = fast_run.result, reference_run.result
     assert fast.engine == "fast", fast.fallback
     assert fast.status == reference.status == "ok", (fast.message, reference.message)
-    return _expr_points(fast), _expr_points(reference)
+    return _expr_points(fast_run), _expr_points(reference_run)
 
 
 @pytest.mark.slow
@@ -209,7 +210,8 @@ def test_cocotb_item_covers_the_same_expr_points(engine, item_id):
 
     request = corpus_request(ROWS[item_id], runtime="cocotb-2.1")
     request["coverage"] = {"metrics": ["expr"]}
-    fast = engine.score({**request, "engine": "fast"})
-    reference = engine.score({**request, "engine": "verilator"})
+    fast_run = engine.scored({**request, "engine": "fast"})
+    reference_run = engine.scored({**request, "engine": "verilator"})
+    fast, reference = fast_run.result, reference_run.result
     assert fast.engine == "fast" and fast.status == reference.status == "ok", (fast.fallback, fast.message)
-    assert _expr_points(fast) == _expr_points(reference)
+    assert _expr_points(fast_run) == _expr_points(reference_run)

@@ -421,8 +421,8 @@ def test_cocotb_model_key_covers_build_options_and_included_files(engine, tmp_pa
     """The cached cocotb DUT model is keyed by the defines and parameters it was built with and
     by the text of design files that are only `include'd (no stale model is reused)."""
     from reward_service.models import Limits
-    from reward_service.simulators import cocotb_flow
     from reward_service.simulators.base import Job
+    from reward_service.simulators.verilator import cocotb_build_args, cocotb_model_key
 
     (tmp_path / "src" / "sub").mkdir(parents=True)
     (tmp_path / "src" / "wrap.v").write_text('`include "sub/core.v"\n')
@@ -432,7 +432,7 @@ def test_cocotb_model_key_covers_build_options_and_included_files(engine, tmp_pa
         job = Job(root=tmp_path, design_files=["wrap.v"], stimulus_files=[], limits=Limits(),
                   sandbox=engine.sandbox, cache_dir=tmp_path, toplevel="acc", include_files=["sub/core.v"],
                   **fields)
-        return cocotb_flow.model_key(job, "verilator", cocotb_flow.verilator_build_args(job))
+        return cocotb_model_key(job, cocotb_build_args(job))
 
     base = key()
     assert len({base, key(parameters={"W": "8"}), key(defines={"X": None}), key(defines={"X": "1"})}) == 4

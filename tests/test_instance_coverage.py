@@ -18,7 +18,8 @@ import pytest
 from reward_service.coverage import parse_coverage_dat
 from reward_service.coverage.instances import combine_hier, merge_instances
 from reward_service.fastcov.compare import diff_points
-from reward_service.simulators.toolchain import VERILATOR_LINT_FLAGS, host_toolchain, require_verilator
+from reward_service.sandbox.toolchain import host_toolchain, require_verilator
+from reward_service.simulators.verilator import VERILATOR_LINT_FLAGS
 from reward_service.simulators.verilator import COVERAGE_FLAGS
 
 METRICS = ["line", "branch", "toggle", "expr"]
@@ -73,16 +74,18 @@ def counts(result) -> dict[str, tuple[int, int]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("engine_name", ["verilator", "fast"])
 def test_reference_instance_does_not_count(engine, engine_name):
-    twin = engine.score(request(engine_name, reference=False))
-    both = engine.score(request(engine_name, reference=True))
+    twin_run = engine.scored(request(engine_name, reference=False))
+    twin = twin_run.result
+    both_run = engine.scored(request(engine_name, reference=True))
+    both = both_run.result
     for r in (twin, both):
         assert r.status == "ok" and r.engine == engine_name, r.message + r.log
         assert r.coverage.scope_found is True
     assert counts(both) == counts(twin)
     assert all(total > 0 for _, total in counts(twin).values())
     # The same points, hierarchy and all: the DUT's own `tb.dut.u_a`/`u_b` merged as `tb.dut.u_*`.
-    assert diff_points(both._points, twin._points, set(METRICS)).equal
-    assert {p.hier for p in both._points} == {"tb.dut", "tb.dut.u_*"}
+    assert diff_points(both_run.points, twin_run.points, set(METRICS)).equal
+    assert {p.hier for p in both_run.points} == {"tb.dut", "tb.dut.u_*"}
     # Without a named instance every instance counts, merged (the totals of one instance, the
     # reference model's hits added): the test above could fail.
     unscoped = engine.score(request(engine_name, reference=True, scope=None))
@@ -93,10 +96,12 @@ def test_reference_instance_does_not_count(engine, engine_name):
 
 @pytest.mark.slow
 def test_fast_path_agrees_with_verilator_per_instance(engine):
-    fast = engine.score(request("fast", reference=True))
-    reference = engine.score(request("verilator", reference=True))
+    fast_run = engine.scored(request("fast", reference=True))
+    fast = fast_run.result
+    reference_run = engine.scored(request("verilator", reference=True))
+    reference = reference_run.result
     assert fast.engine == "fast" and reference.engine == "verilator"
-    diff = diff_points(fast._points, reference._points, {"line", "branch", "toggle"})
+    diff = diff_points(fast_run.points, reference_run.points, {"line", "branch", "toggle"})
     assert diff.equal, diff.describe()
 
 

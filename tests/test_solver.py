@@ -19,7 +19,7 @@ from reward_service.models import ScoreRequest
 from reward_service.sandbox import BwrapSandbox, SandboxError
 from reward_service.sandbox.toolchain_probe import solver
 from reward_service.settings import Settings
-from reward_service.simulators.toolchain import host_toolchain, versions
+from reward_service.sandbox.toolchain import host_toolchain, versions
 from reward_service.simulators.verilator import check_solver
 
 DESIGNS = Path(__file__).parent / "verilator_designs"

@@ -25,7 +25,8 @@ from reward_service.models import Limits
 from reward_service.sandbox import ExecResult, SandboxError
 from reward_service.settings import Settings
 from reward_service.simulators import verilator as verilator_backend
-from reward_service.simulators.toolchain import VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, verilator_root
+from reward_service.sandbox.toolchain import verilator_root
+from reward_service.simulators.verilator import VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR
 from reward_service.simulators.verilator import (
     COVERAGE_FLAGS, check_own_build_failure, cxx_stage_failed, own_build_failure,
 )

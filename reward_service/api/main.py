@@ -21,7 +21,7 @@ from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher
 from reward_service.problems.store import ProblemStore
 from reward_service.settings import Settings, get_settings
-from reward_service.simulators.toolchain import package_version
+from reward_service.sandbox.toolchain import package_version
 
 #: Paths whose bodies may be large (many requests, a whole JSONL): ``max_bulk_body_mb``.
 BULK_PATHS = ("/v1/batches", "/v1/problems:load", "/v1/openrlhf/reward")

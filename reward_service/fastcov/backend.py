@@ -29,10 +29,9 @@ from reward_service.fastcov.instrument import (
 from reward_service.fastcov.results import FlagFileError, read_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
-from reward_service.simulators import cocotb_flow
+from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.icarus import _ELAB_ERRORS, compile_and_run, run_ending
-from reward_service.simulators.toolchain import require_iverilog
+from reward_service.simulators.icarus import IcarusSimulator, compile_and_run, compile_failed, run_ending
 
 
 @dataclass
@@ -170,7 +169,7 @@ class FastSimulator(SimulatorBackend):
         toolchain = job.sandbox.toolchain()
         compiler = require_iverilog(toolchain)
         out.build, out.run = compile_and_run(job, compiler, toolchain.vvp, outputs=(f"/work/run/{FLAG_FILE}",))
-        if out.build.limit_hit or out.build.exit_code != 0 or _ELAB_ERRORS.search(out.build.output):
+        if compile_failed(out.build):
             out.build_failed = True
             return out
         out.ended_by = run_ending(out.run)
@@ -181,7 +180,7 @@ class FastSimulator(SimulatorBackend):
 
     def run_cocotb(self, job: Job) -> FastRun:
         inst, token = self.prepare(job, "zero_init")  # cocotb tests read logic vectors
-        base = cocotb_flow.run_cocotb(job, simulator="icarus")
+        base = IcarusSimulator().run_cocotb(job)  # the cocotb flow on Icarus, instrumented DUT
         out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})
         if out.run is not None:
             out.points = _read_flags(job.run_dir, token, inst, out.notes)

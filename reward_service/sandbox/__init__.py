@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reward_service.sandbox.base import (
-    Bind, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
+    Bind, ExecResult, ExecSpec, Sandbox, SandboxError, base_env,
 )
 from reward_service.sandbox.bwrap import BwrapSandbox
+from reward_service.sandbox.toolchain import Toolchain
 
 if TYPE_CHECKING:
     from reward_service.settings import Settings

@@ -16,8 +16,10 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from reward_service.errors import RewardServiceError
 
-class ArchiveTooLarge(RuntimeError):
+
+class ArchiveTooLarge(RewardServiceError, RuntimeError):
     """The stream exceeded its byte budget (what was extracted so far stays)."""
 
 

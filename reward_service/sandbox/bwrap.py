@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 
 from reward_service.sandbox.base import (
-    SHELLS, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
+    SHELLS, ExecResult, ExecSpec, Sandbox, SandboxError, base_env,
 )
 from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, address_space_mb, nproc_prefix
 from reward_service.sandbox.output import BoundedOutput
+from reward_service.sandbox.toolchain import Toolchain, host_toolchain
 
 log = logging.getLogger(__name__)
 SANDBOX_UID = 65534
@@ -137,8 +138,6 @@ class BwrapSandbox(Sandbox):
 
     def toolchain(self) -> Toolchain:
         """The host's tools (bwrap shows them at their own paths)."""
-        from reward_service.simulators.toolchain import host_toolchain  # (simulators import us)
-
         return host_toolchain()
 
     def command(self, spec: ExecSpec) -> list[str]:

@@ -46,17 +46,18 @@ from docker.types import Mount, Ulimit
 
 from reward_service.sandbox import archive, reaper
 from reward_service.sandbox.base import (
-    SHELLS, Bind, ExecResult, ExecSpec, Sandbox, SandboxError, Toolchain, base_env,
+    SHELLS, Bind, ExecResult, ExecSpec, Sandbox, SandboxError, base_env,
 )
 from reward_service.sandbox.output import BoundedOutput
+from reward_service.sandbox.toolchain import DEFAULT_VENV, Toolchain
 
 log = logging.getLogger(__name__)
 
 SANDBOX_UID = 65534
 #: Mount targets the image owns by uid 65534 (sim_images/Dockerfile creates them).
 WRITABLE_TARGETS = ("/work", "/model", "/ccache")
-#: The cocotb 1.9 runtime's place in the image (= cocotb_runtime.DEFAULT_VENV on hosts).
-COCOTB19_VENV = "/opt/reward-service/cocotb-1.9"
+#: The cocotb 1.9 runtime's place in the image (sim_images/Dockerfile puts it at the hosts' default).
+COCOTB19_VENV = str(DEFAULT_VENV)
 #: Time allowed for creating, filling, emptying and removing a container, beyond its limit:
 #: the reaper treats a sandbox object older than its deadline (+ margin) as orphaned.
 SETUP_ALLOWANCE_S = 300.0
@@ -177,9 +178,8 @@ class DockerSandbox(Sandbox):
         if result.exit_code != 0 or line is None:
             raise SandboxError(f"cannot probe the tools of {self.image}: exit {result.exit_code}: "
                                f"{result.output[-2000:]}")
-        found = json.loads(line.partition(" ")[2])
-        return Toolchain(identity=f"docker:{image_id.removeprefix('sha256:')[:12]}",
-                         path=tuple(found.pop("path")), **found)
+        return Toolchain.from_probe(f"docker:{image_id.removeprefix('sha256:')[:12]}",
+                                    json.loads(line.partition(" ")[2]))
 
     # -- one step --------------------------------------------------------------------------------
     def run(self, spec: ExecSpec) -> ExecResult:

@@ -4,7 +4,9 @@ where the tools are and their versions as one JSON line prefixed ``RS_TOOLCHAIN 
     python toolchain_probe.py <cocotb 1.9 venv dir>
 
 Run with the image's own ``python`` (the first on its PATH: the one with cocotb 2.1). The keys
-are the fields of :class:`reward_service.sandbox.Toolchain` minus ``identity``.
+are the fields of :class:`reward_service.sandbox.toolchain.Toolchain` minus ``identity``
+(:meth:`~reward_service.sandbox.toolchain.Toolchain.from_probe`). The host's toolchain is this
+same :func:`probe`, called in-process (:func:`reward_service.sandbox.toolchain.host_toolchain`).
 """
 
 import importlib.metadata

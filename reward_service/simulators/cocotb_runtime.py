@@ -38,7 +38,7 @@ error (the ``GPI_NET`` loop above, write scheduling, ``BinaryValue`` string form
 
 The cocotb 1.9 runtime is a separate venv (``scripts/install.sh`` creates it at
 :data:`DEFAULT_VENV`; ``REWARD_SERVICE_COCOTB19_VENV`` overrides the place; the simulation image
-has it at the same default place, and the sandbox's :class:`~reward_service.sandbox.Toolchain`
+has it at the same default place, and the sandbox's :class:`~reward_service.sandbox.toolchain.Toolchain`
 says where it is) holding
 ``cocotb==1.9.*`` and ``cocotb-coverage==1.2.*``, built on the same base Python as the service
 (so the same ``libpython`` is embedded). It supports **Icarus** only: on Verilator a cocotb 1.9
@@ -58,9 +58,8 @@ import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from reward_service.sandbox.base import Toolchain
+from reward_service.sandbox.toolchain import DEFAULT_VENV, VENV_ENV, Toolchain, ToolMissing, venv_dir
 from reward_service.sandbox.toolchain_probe import STIMULUS_DISTS
-from reward_service.simulators.toolchain import DEFAULT_VENV, VENV_ENV, ToolMissing, venv_dir
 
 __all__ = ["AUTO", "COCOTB_19", "COCOTB_21", "DEFAULT_VENV", "RUNTIMES", "STIMULUS_PACKAGES", "VENV_ENV",
            "Detection", "Runtime", "detect", "resolve", "shipped", "venv_dir"]

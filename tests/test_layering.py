@@ -1,0 +1,75 @@
+"""Import layering, read from the source with ast (every import statement, late ones and
+``TYPE_CHECKING`` ones included): the sandbox layer imports nothing above it, and the simulators
+import no cocotb flow loop."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import reward_service
+
+PACKAGE = Path(reward_service.__file__).parent
+#: What the sandbox layer must not import: the layers that run on top of it.
+ABOVE_SANDBOX = ("reward_service.simulators", "reward_service.fastcov", "reward_service.scoring",
+                 "reward_service.engine")
+
+
+def imports(text: str, package: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import in ``text`` (in line order), the source of a module in ``package``:
+    ``import a.b`` gives ``a.b``; ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a
+    submodule); relative imports are resolved against ``package``."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return sorted(found)
+
+
+def offending(path: Path, forbidden: tuple[str, ...]) -> list[str]:
+    """``file:line: imports module`` for each import in ``path`` of a module under ``forbidden``."""
+    package = ".".join(path.relative_to(PACKAGE.parent).parts[:-1])
+    return [f"{path.relative_to(PACKAGE.parent)}:{line}: imports {module}"
+            for line, module in imports(path.read_text(), package)
+            if any(module == f or module.startswith(f + ".") for f in forbidden)]
+
+
+def test_the_checker_sees_every_kind_of_import():
+    """The walker finds top-level, late, ``from``-style and relative imports (so the layering
+    tests below can fail), and not a sibling whose name merely starts alike."""
+    text = ("import reward_service.engine\n"
+            "def f():\n    from reward_service.simulators import cocotb_flow\n"
+            "from ..fastcov import backend\n"
+            "from reward_service import scoring, settings\n"
+            "import reward_service.engineering\n"
+            "from . import base\n")
+    found = [(line, m) for line, m in imports(text, "reward_service.sandbox")
+             if any(m == f or m.startswith(f + ".") for f in ABOVE_SANDBOX)]
+    assert found == [(1, "reward_service.engine"), (3, "reward_service.simulators"),
+                     (3, "reward_service.simulators.cocotb_flow"), (4, "reward_service.fastcov"),
+                     (4, "reward_service.fastcov.backend"), (5, "reward_service.scoring")]
+    assert (7, "reward_service.sandbox.base") in imports(text, "reward_service.sandbox")
+
+
+def test_the_sandbox_does_not_import_upward():
+    """No module under reward_service/sandbox imports the simulators, the fast path or the
+    scoring pipeline (the sandbox runs commands; the layers above it decide which)."""
+    modules = sorted((PACKAGE / "sandbox").rglob("*.py"))
+    assert len(modules) > 5
+    bad = [line for path in modules for line in offending(path, ABOVE_SANDBOX)]
+    assert bad == []
+
+
+def test_the_cocotb_flow_does_not_import_the_simulators():
+    """The cocotb flow is driven through the simulator object it is given (its build step is
+    the simulator's own method): it imports neither simulator module, so there is no loop."""
+    flow = PACKAGE / "simulators" / "cocotb_flow.py"
+    assert offending(flow, ("reward_service.simulators.verilator", "reward_service.simulators.icarus")) == []
