@@ -8,6 +8,11 @@ points; with the proved points excluded every metric can reach 100 %). A TARGET 
 reachable" when ``max_raw`` < TARGET. Expression points are assumed coverable (an upper bound).
 
     python bench/formal_cid012.py [--json out.json] [--timeout 60] [--only ring_token]
+                                  [--corpus] [--cache-dir DIR]
+
+``--corpus``: the designs of the cocotb corpus (cvdp/cocotb_corpus.jsonl, its ``toplevel``)
+instead of cid012 (no TARGET). ``--cache-dir``: the prover's verdict cache (as the engine's
+``<cache_dir>/formal``), so a later run or test reads the verdicts instead of proving again.
 """
 
 from __future__ import annotations
@@ -34,7 +39,17 @@ def _rtl(row: dict) -> dict[str, str]:
     return {n[4:]: t for n, t in files.items() if n.startswith("src/") and n.endswith((".sv", ".v"))}
 
 
+def _corpus() -> list[dict]:
+    """Cocotb corpus items as rows of this bench: id, design files (in source order), top."""
+    with open(CASES / "cvdp" / "cocotb_corpus.jsonl", encoding="utf-8") as fh:
+        items = [json.loads(line) for line in fh if line.strip()]
+    return [{"id": i["id"], "files": {p: i["rtl"][p] for p in i["rtl_sources_order"]}, "top": i["toplevel"]}
+            for i in items]
+
+
 def _target(row: dict) -> int | None:
+    if "harness" not in row:
+        return None
     m = re.search(r"TARGET\s*=\s*(\d+)", row["harness"].get("files", row["harness"]).get("src/.env", ""))
     return int(m.group(1)) if m else None
 
@@ -46,14 +61,19 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the per-design rows here")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per yosys / ABC step")
     ap.add_argument("--only", help="substring of the problem ids to run")
+    ap.add_argument("--corpus", action="store_true", help="the cocotb corpus's designs instead of cid012")
+    ap.add_argument("--cache-dir", type=Path, help="the prover's verdict cache directory")
     args = ap.parse_args()
-    rows = [r for r in _rows() if not args.only or args.only in r["id"]]
+    rows = [r for r in (_corpus() if args.corpus else _rows()) if not args.only or args.only in r["id"]]
     out = []
     start = time.monotonic()
     print(f"{'problem':50} {'status':11} {'points':>6} {'unreach':>7} {'undec':>6} {'time s':>7} "
           f"{'max_raw':>7} {'TARGET':>6}  reason")
     for row in rows:
-        result = prove(_rtl(row), timeout_s=args.timeout)
+        if "files" in row:
+            result = prove(row["files"], row["top"], timeout_s=args.timeout, cache_dir=args.cache_dir)
+        else:
+            result = prove(_rtl(row), timeout_s=args.timeout, cache_dir=args.cache_dir)
         undecided = result.undecided
         ratios = [(n - u) / n for n, u in result.per_metric.values() if n]
         max_raw = 100 * sum(ratios) / len(ratios) if ratios else None
@@ -66,7 +86,7 @@ def main() -> int:
         out.append(item)
         raw = f"{max_raw:7.2f}" if max_raw is not None else "      -"
         print(f"{row['id'][:50]:50} {result.status:11} {result.points:6d} {item['unreachable']:7d} "
-              f"{undecided:6d} {result.seconds:7.2f} {raw} {target or '-':>6}  {result.reason[:50]}", flush=True)
+              f"{undecided:6d} {result.seconds:7.2f} {raw} {target or '-':>6}  {' '.join(result.reason.split())[:60]}", flush=True)
     total = time.monotonic() - start
     proved = [i for i in out if i["status"] == "proved"]
     print(f"\n{len(out)} designs in {total:.0f} s: {len(proved)} proved runs, "

@@ -8,9 +8,11 @@ undefined values become free inputs (``setundef -anyseq``: an ``x`` may be any v
 every register starts at 0 (``setundef -init -zero``; Verilator's zero initial state); the
 design's own outputs are dropped and the property signals exposed; ``write_aiger -zinit``.
 ABC runs ``pdr -a`` (IC3, unbounded) over all properties with a time limit per design and
-per property. Only outputs ABC reports proved are used, and only when it reports no
-undecided output (it names the disproved ones, not the proved ones): a timeout leaves every
-point of the design in the denominator.
+per property. ABC names the disproved outputs, not the proved ones, so the others count as
+proved only when its summary leaves none undecided. When it does (its time limit, or the
+per-property one), each undecided output is proved on its own sequential cone (``cone -s``),
+in groups of consecutive outputs and then one by one, under the per-property limit; outputs
+still undecided leave their points in the denominator (status ``partial``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 log = logging.getLogger(__name__)
 
 #: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
-PROVER_REVISION = "4"
+PROVER_REVISION = "5"
 
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
@@ -50,8 +52,10 @@ class ProofResult:
     proved unreachable (every enumerated point with that key); ``undecided``: points without a
     property (not modelled) or, when the run did not finish, every point; ``disproved``: points
     whose properties ABC refuted (reachable); ``points``: all points the fast path enumerates; ``status``:
-    ``proved`` (the run finished), ``unsupported`` (not modelled: all undecided),
-    ``timeout`` or ``error`` (all undecided); ``seconds``: wall time of the run."""
+    ``proved`` (every property decided), ``partial`` (some properties undecided after the
+    one-by-one runs: ``unreachable`` holds the proved points only, the others count as
+    undecided), ``unsupported`` (not modelled: all undecided), ``timeout`` (nothing decided)
+    or ``error`` (all undecided); ``seconds``: wall time of the run."""
 
     status: str
     points: int = 0
@@ -88,7 +92,8 @@ def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | Non
           cache_dir: Path | None = None) -> ProofResult:
     """Prove the coverage points of the DUT files ``design`` (name -> text) unreachable where
     they are. ``top``: the DUT's top module (default: the design's single top). Runs yosys and
-    ABC in ``sandbox`` (default: bwrap) with ``timeout_s`` for each of the two steps and
+    ABC in ``sandbox`` (default: bwrap) with ``timeout_s`` for each step (yosys, ABC over all
+    properties, and the one-by-one runs of the properties it left undecided, if any) and
     ``per_property_ms`` per property. ``cache_dir``: a directory of verdicts per design key (the
     verdict does not depend on the stimulus). Never raises for a design it cannot handle: the
     result then says ``unsupported``/``error`` with every point undecided."""
@@ -151,7 +156,10 @@ def _yosys_script(model: FormalModel) -> str:
     ])
 
 
-def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int) -> ProofResult:
+def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int,
+         at_once: bool = True) -> ProofResult:
+    """Prove ``model``'s properties. ``at_once=False`` skips the run over all outputs and goes
+    straight to the one-by-one runs (tests compare the two routes' verdicts)."""
     base = ProofResult("error", points=len(model.points), undecided=len(model.points), notes=model.notes[:50])
     if not model.properties:
         base.status, base.reason = "unsupported", "no point has a property"
@@ -159,9 +167,12 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
     work = Path(tempfile.mkdtemp(prefix="rs_formal_"))
     try:
         for name, text in model.files.items():
-            if "/" in name or name.startswith("."):
+            # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
+            # names are words of a yosys script (no blank, quote, '#' or ';')
+            if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
                 base.status, base.reason = "unsupported", f"file name {name!r}"
                 return base
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_text(text)
         (work / "model.ys").write_text(_yosys_script(model))
         res = sandbox.run(ExecSpec(argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"], workdir=work,
@@ -184,17 +195,131 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
                                        else _first_error(res.output + _read(work / "yosys.log")))
             return base
         outputs = _read_map(work / "model.map")
-        (work / "abc.cmd").write_text(
-            f"read_aiger model.aig; fold; pdr -a -T {int(timeout_s)} -H {per_property_ms}\n")
-        res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "abc.cmd"], workdir=work,
-                                   timeout_s=timeout_s + 10, memory_mb=2048, output_kb=4096))
-        if res.timed_out or res.exit_code != 0:
-            base.status, base.reason = ("timeout" if res.timed_out else "error"), "abc: " + res.output[-300:]
+        count = _aig_outputs(work / "model.aig")
+        if outputs and max(outputs) >= count:
+            base.reason = f"abc: the map names output {max(outputs)} of {count}"
             return base
+        verdicts: list[bool | None] = [None] * count
+        if at_once:
+            (work / "abc.cmd").write_text(
+                f"read_aiger model.aig; fold; pdr -a -T {int(timeout_s)} -H {per_property_ms}\n")
+            res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "abc.cmd"], workdir=work,
+                                       timeout_s=timeout_s + 10, memory_mb=2048, output_kb=4096))
+            if res.exit_code != 0 and not res.timed_out:
+                base.reason = "abc: " + res.output[-300:]
+                return base
+            verdicts, why = _all_outputs(res.output, count)
+            if why:
+                base.reason = why
+                return base
+        route = ""
+        if None in verdicts:
+            # The run over all outputs did not finish (its time limit, or ABC's own per-output
+            # limit left some undecided). Each remaining output alone: its cone is a fraction of
+            # the design, which is what makes most of them quick.
+            before = verdicts.count(None)
+            _per_output(work, sandbox, verdicts, timeout_s, per_property_ms)
+            left = verdicts.count(None)
+            route = (f"all outputs at once: {before} of {count} undecided; " if at_once else "") + \
+                f"one by one: {before - left} decided, {left} undecided"
+            if left == before:
+                base.status, base.reason = "timeout", route
+                return base
         final = json.loads(_read(work / "final.json") or "{}").get("modules", {}).get(model.top, {})
-        return _verdicts(model, outputs, res.output, base, final.get("netnames", {}))
+        result = _verdicts(model, outputs, verdicts, base, final.get("netnames", {}))
+        result.reason = route
+        return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _aig_outputs(path: Path) -> int:
+    """The number of outputs of a binary AIGER file (its header ``aig M I L O A``)."""
+    with open(path, "rb") as fh:
+        header = fh.readline().split()
+    return int(header[4])
+
+
+def _all_outputs(text: str, count: int) -> tuple[list[bool | None], str]:
+    """Per output of ``pdr -a`` over all ``count`` outputs: True proved (the bit is never 1),
+    False disproved, None undecided; and why the output cannot be read ("" when it can). A
+    run cut short by its time limit still names the outputs it disproved."""
+    failed = {int(m.group(1)) for m in _ASSERTED.finditer(text)}
+    if failed and max(failed) >= count:
+        return [], f"abc: output {max(failed)} of {count} asserted"
+    verdicts: list[bool | None] = [False if i in failed else None for i in range(count)]
+    summary = _SUMMARY.search(text)
+    if summary is None:
+        return verdicts, ""
+    total, proved, disproved, undecided = map(int, summary.groups())
+    if total != count or len(failed) != disproved or proved + disproved + undecided != total:
+        return [], f"abc: {total} of {count} outputs, {disproved} disproved, {len(failed)} named"
+    if not undecided:  # ABC names the disproved outputs only: the others are the proved ones
+        verdicts = [v is None for v in verdicts]
+    return verdicts, ""
+
+
+#: Outputs per ABC ``pdr -a`` call in the one-by-one pass (a group that leaves one undecided
+#: is re-run output by output, since ABC does not name its proved outputs).
+_GROUP = 16
+
+
+def _per_output(work: Path, sandbox: Sandbox, verdicts: list[bool | None], budget_s: float,
+                per_property_ms: int) -> None:
+    """Decide the undecided outputs (None in ``verdicts``, filled in place) on their own
+    sequential cones (``cone -s``), first in groups of consecutive undecided outputs, then the
+    rest of any group left undecided one by one; ``per_property_ms`` per output, ``budget_s``
+    for all of it. Outputs still undecided stay None."""
+    deadline = time.monotonic() + budget_s
+    for size in (_GROUP, 1):
+        runs = _undecided_runs(verdicts, size)
+        left = deadline - time.monotonic()
+        if not runs or left < 1:
+            return
+        limit = max(1, -(-size * per_property_ms // 1000))  # seconds per group, rounded up
+        lines = [f"read_aiger model.aig; cone -s -O {start} -R {n}; scleanup; fold; "
+                 f"pdr -a -T {limit} -H {per_property_ms}; echo {_MARK} {start} {n}" for start, n in runs]
+        (work / "cones.cmd").write_text("\n".join(lines) + "\n")
+        res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "cones.cmd"], workdir=work, timeout_s=left,
+                                   memory_mb=2048, output_kb=16384))
+        _read_groups(res.output, verdicts)
+
+
+def _undecided_runs(verdicts: list[bool | None], size: int) -> list[tuple[int, int]]:
+    """(first output, count) of the runs of consecutive undecided outputs, at most ``size`` each."""
+    runs: list[tuple[int, int]] = []
+    for i, v in enumerate(verdicts):
+        if v is not None:
+            continue
+        if runs and runs[-1][0] + runs[-1][1] == i and runs[-1][1] < size:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
+_MARK = "@@rs_group"
+_GROUP_END = re.compile(re.escape(_MARK) + r" (\d+) (\d+)")
+
+
+def _read_groups(text: str, verdicts: list[bool | None]) -> None:
+    """Fill in ``verdicts`` from the groups of a cones script's output: each group's lines end
+    with its marker; a group is read only when its summary agrees with its named outputs (the
+    kept output is head and tail: a group cut in the middle is left undecided)."""
+    chunk: list[str] = []
+    for line in text.splitlines():
+        end = _GROUP_END.search(line)
+        if end is None:
+            chunk.append(line)
+            continue
+        start, n = int(end.group(1)), int(end.group(2))
+        group, _ = _all_outputs("\n".join(chunk), n)
+        chunk = []
+        if len(group) != n or start + n > len(verdicts):
+            continue
+        for offset, v in enumerate(group):
+            if v is not None and verdicts[start + offset] is None:
+                verdicts[start + offset] = v
 
 
 def _read(path: Path) -> str:
@@ -244,29 +369,19 @@ def _read_map(path: Path) -> dict[int, list[tuple[str, int]]]:
     return outputs
 
 
+_NAME_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 _ASSERTED = re.compile(r"Output\s+(\d+) was (?:trivially )?asserted")
 _SUMMARY = re.compile(r"Properties:\s+All = (\d+)\. Proved = (\d+)\. Disproved = (\d+)\. Undecided = (\d+)\.")
 
 
-def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], text: str, base: ProofResult,
-              netnames: dict) -> ProofResult:
-    summary = _SUMMARY.search(text)
-    if summary is None:
-        base.reason = "abc printed no summary"
-        return base
-    total, proved, disproved, undecided = map(int, summary.groups())
-    failed = {int(m.group(1)) for m in _ASSERTED.finditer(text)}
-    if (outputs and max(outputs) >= total) or len(failed) != disproved or proved + disproved != total:
-        base.reason = f"abc: {total} outputs, {len(outputs)} mapped, {disproved} disproved, {len(failed)} named"
-        return base
-    if undecided:
-        base.status, base.reason = "timeout", f"abc: {undecided} of {total} properties undecided"
-        return base
+def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], verdicts: list[bool | None],
+              base: ProofResult, netnames: dict) -> ProofResult:
+    """The result from the outputs' verdicts (True proved, False disproved, None undecided)."""
     # a property holds when its signal bit is unreachable in every instance of its module
     # (the flattened wire is `<instance path>.<signal>`; model signal names are design-unique)
     # Each instance's wire bit: a constant in the final netlist (write_aiger names no constant
     # output) or the verdict of the output the map names it with; neither: unknown.
-    mapped = {(wire, bit): index not in failed for index, names in outputs.items() for wire, bit in names}
+    mapped = {(wire, bit): verdicts[index] for index, names in outputs.items() for wire, bit in names}
     instances: dict[tuple[str, int], list[bool | None]] = {}
     for wire, net in netnames.items():
         leaf = wire.rsplit(".", 1)[-1]
@@ -277,6 +392,7 @@ def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], tex
             instances.setdefault((leaf, bit), []).append(verdict)
     held = [bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
             for p in model.properties]
+    refuted = [any(v is False for v in instances.get((p.signal, p.bit), [])) for p in model.properties]
     # a key is unreachable only if every point with that key is (two case items on one line)
     verdict: dict[PointKey, bool] = {}
     for key, provers in model.points:
@@ -289,6 +405,13 @@ def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], tex
         entry[1] += verdict[key]
     n_unreachable = sum(u for _, u in per_metric.values())
     no_property = sum(1 for key, provers in model.points if not provers and not verdict[key])
-    return ProofResult("proved", points=len(model.points), unreachable=unreachable, undecided=no_property,
-                       disproved=len(model.points) - n_unreachable - no_property, notes=base.notes,
-                       per_metric=per_metric)
+    if None not in verdicts:  # every output decided: whatever has a property and is not proved is reachable
+        return ProofResult("proved", points=len(model.points), unreachable=unreachable, undecided=no_property,
+                           disproved=len(model.points) - n_unreachable - no_property, notes=base.notes,
+                           per_metric=per_metric)
+    # some outputs undecided: reachable only where every property that could prove it was refuted
+    disproved = sum(1 for key, provers in model.points
+                    if provers and not verdict[key] and all(refuted[i] for i in provers))
+    return ProofResult("partial", points=len(model.points), unreachable=unreachable,
+                       undecided=len(model.points) - n_unreachable - disproved, disproved=disproved,
+                       notes=base.notes, per_metric=per_metric)

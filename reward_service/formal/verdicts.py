@@ -31,7 +31,7 @@ def applicable(design: Design, stimulus: SvTestbench | CocotbStimulus, scope: st
         return None, None, "build.parameters override the DUT's parameters"
     files = {n: t for n, t in design.files.items() if hdl.is_hdl_source(n)}
     result = prove(files, design.toplevel, sandbox=sandbox, cache_dir=cache_dir)
-    if result.status != "proved":
+    if result.status not in ("proved", "partial"):  # partial: its proved points only
         return None, result, f"{result.status}: {result.reason}"
     if isinstance(stimulus, SvTestbench):
         tb = {n: t for n, t in stimulus.files.items() if hdl.is_hdl_source(n)}
