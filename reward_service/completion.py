@@ -62,6 +62,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reward_service import hdl
+from reward_service.errors import RewardServiceError
 from reward_service.models import CocotbStimulus, SvTestbench
 
 __all__ = [
@@ -108,7 +109,7 @@ _VHDL_MESSAGE = (
 )
 
 
-class ExtractionError(ValueError):
+class ExtractionError(RewardServiceError, ValueError):
     """No stimulus could be extracted from a completion; the message says why."""
 
 

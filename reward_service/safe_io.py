@@ -8,11 +8,13 @@ import os
 import stat
 from pathlib import Path
 
+from reward_service.errors import RewardServiceError
+
 #: Largest simulator output file the host reads (coverage.dat of a big design is a few MB).
 MAX_OUTPUT_BYTES = 256 << 20
 
 
-class UnsafeOutput(ValueError):
+class UnsafeOutput(RewardServiceError, ValueError):
     """An output file is a symlink, not a regular file, or larger than allowed."""
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from reward_service.api.batch_store import BatchStore, InMemoryBatchStore, RedisBatchStore
 from reward_service.dispatch.base import Dispatcher
+from reward_service.errors import RewardServiceError
 from reward_service.problems.store import InMemoryProblemStore, ProblemStore, RedisProblemStore
 from reward_service.settings import Settings
 
 
-class ConfigurationError(RuntimeError):
+class ConfigurationError(RewardServiceError, RuntimeError):
     """The settings ask for something this installation cannot provide."""
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from reward_service.coverage.points import CoveragePoint
+from reward_service.errors import RewardServiceError
 from reward_service.safe_io import read_output_text
 
 _RECORD = re.compile(r"^C '(?P<key>.*)' (?P<count>\d+)\s*$")
@@ -25,7 +26,7 @@ _LONG = {"filename": "f", "lineno": "l", "column": "n", "type": "t", "comment": 
 _TYPE_ALIASES = {"block": "line"}
 
 
-class CoverageFileError(ValueError):
+class CoverageFileError(RewardServiceError, ValueError):
     """The file is not a well-formed Verilator coverage file."""
 
 

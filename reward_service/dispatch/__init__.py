@@ -6,6 +6,7 @@
   ``workers/`` (the service).
 """
 
-from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
+from reward_service.dispatch.base import (BatchTooLarge, BrokerUnavailable, Dispatcher, JobState, JobView,
+                                          QueueFull)
 
-__all__ = ["BatchTooLarge", "Dispatcher", "JobState", "JobView", "QueueFull"]
+__all__ = ["BatchTooLarge", "BrokerUnavailable", "Dispatcher", "JobState", "JobView", "QueueFull"]

@@ -6,10 +6,11 @@ import abc
 import enum
 from dataclasses import dataclass
 
+from reward_service.errors import RewardServiceError
 from reward_service.models import ScoreRequest, ScoreResult
 
 
-class QueueFull(RuntimeError):
+class QueueFull(RewardServiceError, RuntimeError):
     """The queue holds its maximum number of pending jobs (HTTP 429); ``retry_after`` seconds."""
 
     def __init__(self, message: str, retry_after: float = 1.0) -> None:
@@ -17,7 +18,7 @@ class QueueFull(RuntimeError):
         self.retry_after = retry_after
 
 
-class BatchTooLarge(ValueError):
+class BatchTooLarge(RewardServiceError, ValueError):
     """More new jobs in one submission than the queue can ever hold (``bound``): waiting cannot
     help, so this is not :class:`QueueFull` (HTTP 413, not retried)."""
 
@@ -27,6 +28,12 @@ class BatchTooLarge(ValueError):
                          "(GET /v1/limits: batch_limit)")
         self.count = count
         self.bound = bound
+
+
+class BrokerUnavailable(RewardServiceError):
+    """The job queue (broker or result store) cannot be reached (HTTP 503, retried): raised by a
+    dispatcher in place of its client library's own errors (Redis, kombu), which the API does
+    not import."""
 
 
 class JobState(enum.StrEnum):
@@ -55,7 +62,9 @@ class Dispatcher(abc.ABC):
 
     @abc.abstractmethod
     def submit(self, request: ScoreRequest) -> str:
-        """Queue one request; returns its job id. Raises :class:`QueueFull`."""
+        """Queue one request; returns its job id. Raises :class:`QueueFull`, and
+        :class:`BrokerUnavailable` (as every method here that talks to a broker) when the job
+        queue cannot be reached."""
 
     def submit_background(self, request: ScoreRequest) -> str:
         """Queue work nobody waits for (a warm-up build) behind every scoring job, and only

@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reward_service.coverage.points import CoveragePoint
+from reward_service.errors import RewardServiceError
 from reward_service.fastcov.instrument import Instrumented
 from reward_service.fastcov.toggle import MAX_WIDTH
 from reward_service.fastcov.unit import PREFIX
 
 
-class FlagFileError(ValueError):
+class FlagFileError(RewardServiceError, ValueError):
     """The flag file holds no line of this run (the simulation never reached an ending)."""
 
 

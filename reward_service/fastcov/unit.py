@@ -19,6 +19,8 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import Token, TokenKind
 
+from reward_service.errors import RewardServiceError
+
 PREFIX = "__rs_"
 #: The flag file every instrumented module instance appends its lines to (in the run dir).
 FLAG_FILE = "rs_fastcov.txt"
@@ -26,7 +28,7 @@ FLAG_FILE = "rs_fastcov.txt"
 TOKEN_PLACEHOLDER = "__RS_FASTCOV_TOKEN__"
 
 
-class Unsupported(Exception):
+class Unsupported(RewardServiceError):
     """The design (or one construct of it) cannot be instrumented exactly; the message says
     what, and the request falls back to Verilator with it."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from reward_service.errors import RewardServiceError
 from reward_service.models import PointRecord, ScoreResult
 
 __all__ = ["render", "write", "HtmlUnavailable"]
@@ -39,7 +40,7 @@ def template(name: str) -> jinja2.Template:
     return _ENV.get_template(name)
 
 
-class HtmlUnavailable(ValueError):
+class HtmlUnavailable(RewardServiceError, ValueError):
     """The result holds no points to annotate (scored without ``report.points``)."""
 
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from reward_service.errors import RewardServiceError
 from reward_service.models import CoverageDetail, ScoreResult
 
 __all__ = ["tracefile", "LcovUnavailable"]
 
 
-class LcovUnavailable(ValueError):
+class LcovUnavailable(RewardServiceError, ValueError):
     """The result holds no points to write (it was scored without ``report.points``)."""
 
 
