@@ -23,7 +23,7 @@ import redis
 from conftest import CID012, free_port, live_server
 from reward_service.api import create_app
 from reward_service.client import RewardClient
-from reward_service.dispatch.celery import job_id_for
+from reward_service.dispatch.contract import job_id_for
 from samples import comparable
 from test_workers import Service, slow_tb
 
@@ -136,7 +136,7 @@ def test_queued_jobs_whose_messages_a_restart_lost_are_resent(tmp_path, shared_c
     """The last second of an append-only file can hold a job's ``queued`` marker but not its
     message. Simulated exactly: the queue is emptied, then Redis restarts; the reaper notices
     the restart (run_id) and resends every queued job without a message from its request copy."""
-    from workers.celery_app import QUEUE
+    from reward_service.dispatch.contract import QUEUE
 
     server = RedisProc(tmp_path, aof=True)
     server.start()

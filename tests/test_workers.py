@@ -64,11 +64,33 @@ def redis_server(tmp_path_factory):
     proc.wait(10)
 
 
+def children_of(parents: set[int]) -> set[int]:
+    """PIDs of the live processes whose parent is one of ``parents``."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) in parents:
+                out.add(int(entry))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class Worker:
     """One ``celery worker`` subprocess in its own session (so it can be killed as a whole)."""
 
     def __init__(self, name: str, env: dict[str, str], log_dir: Path, concurrency: int = 1) -> None:
-        from workers.celery_app import QUEUE
+        from reward_service.dispatch.contract import QUEUE
 
         self.name = name
         self.log = log_dir / f"{name}.log"
@@ -81,16 +103,7 @@ class Worker:
 
     def children(self) -> set[int]:
         """PIDs of the worker's pool processes."""
-        out = set()
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
-                    out.add(int(entry))
-        return out
+        return children_of({self.proc.pid})
 
     def kill(self) -> None:
         """SIGKILL the whole worker (main process and pool), like a lost machine or container."""
@@ -220,7 +233,7 @@ def wait_all(dispatcher, ids: list[str], timeout: float):
 # ---------------------------------------------------------------------------------------------
 def test_time_limits_derive_from_request_maxima_and_visibility_exceeds_hard_limit():
     from reward_service.models import Limits
-    from workers.celery_app import celery_config, time_limits
+    from reward_service.dispatch.contract import celery_config, time_limits
 
     soft, hard, vis = time_limits(Settings())
     largest = Limits.model_fields["compile_s"].metadata[-1].le + Limits.model_fields["run_s"].metadata[-1].le
@@ -236,7 +249,7 @@ def test_time_limits_derive_from_request_maxima_and_visibility_exceeds_hard_limi
 
 
 def test_wire_payload_round_trips_and_job_id_is_a_content_hash():
-    from reward_service.dispatch.celery import job_id_for, wire_payload
+    from reward_service.dispatch.contract import job_id_for, wire_payload
 
     req = icarus_case(ARBITER)
     assert "kind" not in req.stimulus.model_fields_set  # built in Python: kind is a default
@@ -251,7 +264,7 @@ def test_wire_payload_round_trips_and_job_id_is_a_content_hash():
 
 
 def test_failed_task_meta_is_a_sandbox_error_not_reward_zero():
-    from reward_service.dispatch.celery import rerunnable, result_from_meta
+    from reward_service.dispatch.contract import rerunnable, result_from_meta
 
     meta = {"status": "FAILURE", "result": {"exc_type": "TimeLimitExceeded", "exc_message": ["5490"]}}
     result = result_from_meta(meta)
@@ -344,8 +357,7 @@ def test_batch_of_mixed_samples_completes_in_order(service, engine):
 def test_redelivered_job_whose_result_exists_is_not_simulated_again(service):
     """A worker that dies after storing the result but before acknowledging gets the same
     message delivered again; re-sending the message with the same task id does exactly that."""
-    from reward_service.dispatch.celery import wire_payload
-    from workers.celery_app import QUEUE, TASK_NAME
+    from reward_service.dispatch.contract import QUEUE, TASK_NAME, wire_payload
 
     d = service.dispatcher
     req = icarus_case("cvdp_copilot_gray_to_binary_0014", seed=21)
@@ -515,13 +527,38 @@ def test_sigkilled_workers_lose_no_job_and_each_request_is_answered_once(make_se
 
 
 def test_soft_time_limit_ends_the_job_as_sandbox_error_without_retry(make_service):
-    svc = make_service(task_soft_time_limit_s=1.5, task_time_limit_s=4, visibility_timeout_s=6,
+    """Celery's soft time limit, raised inside the pool process mid-simulation, is handled by
+    the task where it is raised: the engine lets it through (``reraise``), the result says the
+    service's limit stopped the job (sandbox_error, not the sample's fault), stored by the task
+    itself before the hard limit, not retried, no "internal error" in the worker's log, and the
+    simulation it interrupted does not outlive it."""
+    from workers.tasks import soft_limit_message
+
+    svc = make_service(task_soft_time_limit_s=3, task_time_limit_s=8, visibility_timeout_s=10,
                        task_retry_backoff_s=0.1)
     d = svc.dispatcher
-    svc.start("limited")
+    worker = svc.start("limited")
+    warm = d.wait(d.submit(slow_tb(1, cycles=10)), 30)  # the toolchain probe, before the clock runs
+    assert warm.state == JobState.done and warm.result.status == "ok", svc.logs()
+    t0 = time.monotonic()
     job = d.submit(slow_tb(0, cycles=20_000_000))  # ~20 s of simulation, run_s 30
+    steps: set[int] = set()
+    while not steps and time.monotonic() - t0 < 3:  # the run step's sandbox, under the pool process
+        steps = children_of(worker.children())
+        time.sleep(0.05)
+    assert steps, svc.logs()
     view = d.wait(job, 30)
+    took = time.monotonic() - t0
     assert view.state == JobState.done, svc.logs()
     assert view.result.status == "sandbox_error" and view.result.reward is None, view.result
-    assert "soft time limit (1.5 s)" in view.result.message
-    assert d.job_stats(job)["deliveries"] == 1
+    assert view.result.message == soft_limit_message(3) + " (after 1 attempt)"
+    assert "soft time limit (3 s)" in view.result.message
+    assert took < 8, took  # the task stored it, not Celery's main process at the hard limit
+    assert d.job_stats(job) == {"deliveries": 1, "simulations": 0}
+    assert d.worker_stats().get("retries", 0) == 0
+    log = worker.log.read_text(errors="replace")
+    assert "stopped at the soft time limit (3 s)" in log and "internal error" not in log, worker.tail()
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in steps):
+        assert time.monotonic() < deadline, f"the interrupted step {steps} still runs"
+        time.sleep(0.1)

@@ -1,7 +1,8 @@
 """Celery workers of reward-service (docs/workers.md).
 
-- :mod:`workers.celery_app` holds only the Celery app and its configuration (from
-  :class:`reward_service.settings.Settings`).
+- :mod:`workers.celery_app` holds only the Celery app, built by the job contract
+  (:mod:`reward_service.dispatch.contract`: queue and task names, configuration from
+  :class:`reward_service.settings.Settings`, Redis keys, payload and result encoding).
 - :mod:`workers.tasks` holds the ``score`` task: a thin call into a per-process
   :class:`~reward_service.engine.Engine`.
 

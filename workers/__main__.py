@@ -17,8 +17,9 @@ def cores() -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from reward_service.dispatch.contract import QUEUE
     from reward_service.settings import get_settings
-    from workers.celery_app import QUEUE, app
+    from workers.celery_app import app
 
     concurrency = get_settings().worker_concurrency or cores()
     args = ["worker", f"--concurrency={concurrency}", "-O", "fair", "-Q", QUEUE, "--loglevel=INFO",

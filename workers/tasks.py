@@ -1,7 +1,7 @@
 """The score task: a thin, idempotent call into a per-process :class:`Engine`.
 
 - Idempotent by content hash: the job id is the hash of the request
-  (:func:`reward_service.dispatch.celery.job_id_for`), and the task first looks for a stored
+  (:func:`reward_service.dispatch.contract.job_id_for`), and the task first looks for a stored
   result of its own id; a redelivered job whose result exists returns it without simulating.
 - Retries only for infrastructure failures (``sandbox_error``), with exponential backoff, at
   most ``Settings.task_max_retries`` times; every other status is an answer about the sample.
@@ -12,10 +12,18 @@
 - Leased (:mod:`reward_service.dispatch.leases`): a running job's lease is renewed by a thread
   of its process; when the whole worker dies, a reaper requeues the job within seconds (not at
   the visibility timeout). A delivery of a job another live process runs is dropped (``Ignore``).
+- Celery's soft time limit (a backstop above every request's own limits,
+  :func:`reward_service.dispatch.contract.time_limits`) is handled here, where Celery raises
+  it: the job ends as a ``sandbox_error`` saying so (the service did not finish in its time, the
+  sample is not at fault), not retried (another attempt would meet the same limit).
+
+Names, keys and encodings shared with the dispatcher are the job contract's
+(:mod:`reward_service.dispatch.contract`).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
@@ -26,12 +34,13 @@ import redis
 from celery import Task
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 
-from reward_service.dispatch.celery import NOTIFY_TTL_S, JobKeys, rerunnable
+from reward_service.dispatch.contract import (TASK_NAME, JobKeys, backend_url, encode_result, notify_done,
+                                              stored_answer, time_limits)
 from reward_service.dispatch.leases import Heartbeat, Leases
 from reward_service.engine import Engine
 from reward_service.models import ScoreResult, Status
-from reward_service.settings import get_settings
-from workers.celery_app import TASK_NAME, app, backend_url, time_limits
+from reward_service.settings import Settings, get_settings
+from workers.celery_app import app
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +51,18 @@ _redis: redis.Redis | None = None
 _pid: int | None = None
 #: Lease tokens of the jobs this process runs (released in ``after_return``, once stored).
 _tokens: dict[str, str] = {}
+#: The engine re-raises Celery's soft time limit instead of logging it as an internal error of
+#: its own (its ``reraise`` parameter). An engine without that parameter turns the limit into a
+#: sandbox_error of its own, which :func:`_cut_off` recognises by the time the job ran.
+_ENGINE_OPTIONS: dict[str, Any] = (
+    {"reraise": (SoftTimeLimitExceeded,)} if "reraise" in inspect.signature(Engine).parameters else {})
 
 
 def engine() -> Engine:
     """The Engine of this worker process, created on first use (after the fork)."""
     global _engine
     if _engine is None:
-        _engine = Engine(get_settings())
+        _engine = Engine(get_settings(), **_ENGINE_OPTIONS)
     return _engine
 
 
@@ -61,10 +75,14 @@ def store() -> redis.Redis:
     return _redis
 
 
+def keys() -> JobKeys:
+    """The job keys of this worker's settings (the contract's names)."""
+    return JobKeys(get_settings().redis_prefix, app.backend.get_key_for_task)
+
+
 def leases() -> Leases:
-    """The lease keys of this worker process (on its Redis client)."""
-    settings = get_settings()
-    return Leases(store(), settings.redis_prefix, settings.lease_s, app.backend.get_key_for_task)
+    """The job leases of this worker process (on its Redis client)."""
+    return Leases(store(), keys(), get_settings().lease_s)
 
 
 class ScoreTask(Task):
@@ -79,9 +97,8 @@ class ScoreTask(Task):
             except redis.RedisError:  # the lease lapses; the reaper finds the stored result
                 log.warning("could not release the lease of job %s", task_id, exc_info=True)
         if status in ("SUCCESS", "FAILURE"):
-            key = JobKeys(get_settings().redis_prefix).done(task_id)
             try:
-                store().pipeline(transaction=False).delete(key).lpush(key, 1).expire(key, NOTIFY_TTL_S).execute()
+                notify_done(store().pipeline(transaction=False), keys(), task_id).execute()
             except redis.RedisError:  # waiters poll the result once a second anyway
                 log.warning("could not notify waiters of job %s", task_id, exc_info=True)
 
@@ -91,21 +108,21 @@ def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = 
     """Score one request (``ScoreRequest`` JSON); returns ``ScoreResult`` JSON."""
     settings = get_settings()
     job_id = self.request.id
-    keys, r = JobKeys(settings.redis_prefix), store()
+    names, r = keys(), store()
     started, started_wall = time.monotonic(), time.time()
 
     lease = leases()
     token = lease.claim(job_id)
     if token is None:  # another live process runs this job (it was sent again meanwhile)
-        r.hincrby(keys.stats, "duplicates_dropped", 1)
+        r.hincrby(names.stats, "duplicates_dropped", 1)
         log.info("job %s is running elsewhere; this delivery is dropped", job_id)
         raise Ignore()
     _tokens[job_id] = token
     with Heartbeat(lease, job_id, token):
-        return _score(self, payload, enqueued_at, settings, keys, r, lease, token, started, started_wall)
+        return _score(self, payload, enqueued_at, settings, names, r, lease, token, started, started_wall)
 
 
-def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, settings, keys: JobKeys,
+def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, settings: Settings, keys: JobKeys,
            r: redis.Redis, lease: Leases, token: str, started: float, started_wall: float) -> dict[str, Any]:
     job_id = self.request.id
     retries = self.request.retries or 0
@@ -119,17 +136,21 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
         r.hincrby(keys.stats, "redelivered", 1)
     if redelivered > MAX_REDELIVERIES:
         r.hincrby(keys.stats, "gave_up", 1)
-        return _dump(ScoreResult(status=Status.sandbox_error,
-                                 message=f"the job was delivered {deliveries} times and its worker died "
-                                         "each time; giving up"))
+        return encode_result(ScoreResult(status=Status.sandbox_error,
+                                         message=f"the job was delivered {deliveries} times and its worker died "
+                                                 "each time; giving up"))
 
+    soft, _, _ = time_limits(settings)
+    cut_off = False
     try:
         result = engine().score(payload)  # never raises for bad input or sandbox failures
-    except SoftTimeLimitExceeded:
-        result = ScoreResult(status=Status.sandbox_error, message="the worker's soft time limit was reached")
+    except SoftTimeLimitExceeded:  # raised by Celery in this process, wherever the job was
+        cut_off = True
+        result = ScoreResult(status=Status.sandbox_error)
     except Exception as exc:  # noqa: BLE001 - e.g. the engine could not be created here
         log.exception("job %s: engine unavailable", job_id)
         result = ScoreResult(status=Status.sandbox_error, message=f"engine unavailable: {type(exc).__name__}: {exc}")
+    elapsed = time.monotonic() - started
     if not result.cache.result and result.status != Status.sandbox_error:
         r.pipeline(transaction=False).incr(keys.sims(job_id)).expire(keys.sims(job_id), settings.result_expires_s) \
             .hincrby(keys.stats, "simulations", 1).execute()
@@ -137,9 +158,10 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
         result.timings["queue"] = max(0.0, (started_wall - enqueued_at) * 1000)
 
     if result.status == Status.sandbox_error:
-        soft, _, _ = time_limits(settings)
-        out_of_time = time.monotonic() - started >= soft - min(1.0, 0.05 * soft)  # cut off, not failed
-        if retries < settings.task_max_retries and not out_of_time:
+        # A sandbox_error at the soft limit was cut off there, not failed (an engine without
+        # ``reraise`` catches the limit itself): another attempt would meet the same limit.
+        cut_off = cut_off or elapsed >= soft - min(1.0, 0.05 * soft)
+        if retries < settings.task_max_retries and not cut_off:
             r.hincrby(keys.stats, "retries", 1)
             log.warning("job %s: %s; retry %d of %d", job_id, result.message, retries + 1, settings.task_max_retries)
             countdown = settings.task_retry_backoff_s * 2 ** retries
@@ -147,10 +169,19 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
             _tokens.pop(job_id, None)
             raise self.retry(countdown=countdown, max_retries=settings.task_max_retries)
         r.hincrby(keys.stats, "gave_up", 1)
-        if out_of_time:
-            result.message = f"the job reached the worker's soft time limit ({soft:g} s): {result.message}"
+        if cut_off:
+            log.warning("job %s: stopped at the soft time limit (%g s) after %.1f s", job_id, soft, elapsed)
+            result.message = soft_limit_message(soft, result.message)
         result.message = f"{result.message} (after {retries + 1} attempt{'s' if retries else ''})"
-    return _dump(result)
+    return encode_result(result)
+
+
+def soft_limit_message(soft_s: float, reported: str = "") -> str:
+    """The message of a job stopped at the worker's soft time limit (``soft_s`` seconds) and
+    ``reported``, what the engine said about it, if anything."""
+    message = (f"the job reached the worker's soft time limit ({soft_s:g} s) and was stopped: a limit of the "
+               "service, above the request's own limits, so not an answer about the sample; not retried")
+    return f"{message} ({reported})" if reported else message
 
 
 def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend) -> tuple[dict | None, int]:
@@ -164,12 +195,5 @@ def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend) -> tuple[dict | 
         .set(keys.marker(job_id), f"running {socket.gethostname()} {os.getpid()}", ex=ttl)
         .execute()
     )
-    if raw is not None:
-        meta = backend.decode(raw)
-        if meta.get("status") == "SUCCESS" and not rerunnable(meta):
-            return meta["result"], int(deliveries)
-    return None, int(deliveries)
-
-
-def _dump(result: ScoreResult) -> dict[str, Any]:
-    return result.model_dump(mode="json")
+    answer = stored_answer(backend.decode(raw)) if raw is not None else None
+    return answer, int(deliveries)

@@ -13,7 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reward_service.dispatch.base import BatchTooLarge, QueueFull
+from reward_service.dispatch.base import BatchTooLarge, BrokerUnavailable, QueueFull
+from reward_service.errors import RewardServiceError
 from reward_service.problems.store import ProblemStoreError
 
 log = logging.getLogger("reward_service.api")
@@ -22,7 +23,7 @@ log = logging.getLogger("reward_service.api")
 UNAUTHORIZED = "missing or invalid API key: send `Authorization: Bearer <key>`"
 
 
-class BodyTooLarge(StarletteHTTPException):
+class BodyTooLarge(RewardServiceError, StarletteHTTPException):
     """Raised while reading a body past its limit (413). An HTTPException so that FastAPI's
     body parsing passes it through instead of turning it into a 400."""
 
@@ -30,7 +31,7 @@ class BodyTooLarge(StarletteHTTPException):
         super().__init__(413, f"request body larger than {_size(limit)} (the limit of this endpoint)")
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(RewardServiceError, RuntimeError):
     """A backend the API needs (batch store) cannot answer (503)."""
 
 
@@ -105,18 +106,11 @@ def install(app: FastAPI) -> None:
         log.error("store unavailable: %s", exc)
         return error(503, "a backing store is unavailable, retry later", headers={"Retry-After": "5"})
 
-    # The broker (service mode): Redis or kombu connection errors from the Celery dispatcher
-    # are an outage (503 + Retry-After), not an internal error. Imported only when installed.
-    for module, name in (("redis", "RedisError"), ("kombu.exceptions", "OperationalError")):
-        try:
-            exc_type = getattr(__import__(module, fromlist=[name]), name)
-        except ImportError:
-            continue
-
-        @app.exception_handler(exc_type)
-        async def _broker(request: Request, exc: Exception) -> JSONResponse:
-            log.error("broker unavailable: %s", exc)
-            return error(503, "the job queue is unavailable, retry later", headers={"Retry-After": "5"})
+    @app.exception_handler(BrokerUnavailable)
+    async def _broker(request: Request, exc: BrokerUnavailable) -> JSONResponse:
+        # an outage (the dispatcher translated its broker's errors), not an internal error
+        log.error("broker unavailable: %s", exc)
+        return error(503, "the job queue is unavailable, retry later", headers={"Retry-After": "5"})
 
 
 def internal_error(method: str, path: str, exc: BaseException) -> JSONResponse:

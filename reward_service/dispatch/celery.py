@@ -6,19 +6,10 @@ same completion twice in a GRPO group) returns the same id and queues nothing wh
 queued, running or done. A job whose result is a ``sandbox_error`` (or whose task failed) is
 run again when it is submitted again.
 
-Redis keys (``<prefix>`` is ``Settings.redis_prefix``), next to Celery's own
-``celery-task-meta-<id>`` result:
-
-- ``<prefix>job:<id>`` — ``queued`` or ``running <host> <pid>`` while the job is not done;
-- ``<prefix>job:<id>:deliveries`` / ``:sims`` — how often a worker started the task and how
-  often it really simulated (not answered from a stored result);
-- ``<prefix>job:<id>:done`` — a one-element list the worker pushes when the result is stored;
-  waiters block on it (``BLMOVE`` onto itself, so every waiter wakes);
-- ``<prefix>job:<id>:request`` — a copy of the request while the job is not done (a job whose
-  worker died is sent again from it);
-- ``<prefix>job:<id>:lease``, ``<prefix>leases``, ``<prefix>job:<id>:requeues`` — the job
-  leases (:mod:`reward_service.dispatch.leases`);
-- ``<prefix>workers:stats`` — counters (simulations, idempotent hits, retries, ...).
+What the dispatcher and the workers share (names, configuration, Redis keys, payload and result
+encoding) is :mod:`reward_service.dispatch.contract`; this module does not import the workers.
+Redis and kombu errors leave every public method as
+:class:`~reward_service.dispatch.base.BrokerUnavailable`.
 
 Waiting reads Redis directly with redis-py (thread-safe connection pool) instead of
 ``AsyncResult.get``, whose shared result-consumer pub/sub has a history of thread-safety bugs
@@ -37,101 +28,21 @@ from typing import Any
 import redis
 from celery.backends.redis import RedisBackend
 
-from reward_service.cache import ENGINE_REVISION, content_hash
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
+from reward_service.dispatch.contract import (BACKGROUND_PRIORITY, QUEUE, QUEUE_LISTS, SCORE_PRIORITY, TASK_NAME,
+                                              UNACKED_KEY, JobKeys, backend_url, broker_url, encode_result,
+                                              job_id_for, make_app, message_id, notify_done, rerunnable,
+                                              result_from_meta, translating_broker_errors, wire_payload)
 from reward_service.dispatch.leases import Leases, Reaper
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.settings import Settings, get_settings
-from workers.celery_app import QUEUE, TASK_NAME, backend_url, broker_url, make_app
 
 log = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{64}$")
-#: Celery states after which a job is done (its result is final). Not REVOKED: nothing here
-#: revokes jobs; Celery stores it for a job it cancelled when the broker connection was lost
-#: (``worker_cancel_long_running_tasks_on_connection_loss``, e.g. a Redis restart), and such a
-#: job runs again (its lease lapses and it is requeued, or its message is redelivered).
-READY_STATES = ("SUCCESS", "FAILURE")
-#: The unacknowledged-messages hash of kombu's Redis transport (delivered, not yet acked).
-UNACKED_KEY = "unacked"
-#: kombu's Redis transport emulates priorities with one list per step (``<queue>\x06\x16<step>``,
-#: steps 0, 3, 6, 9; 0 = the queue itself) and pops them in step order: step 0 first.
-PRIORITY_SEP, PRIORITY_STEPS = "\x06\x16", (0, 3, 6, 9)
-QUEUE_LISTS = tuple(QUEUE if step == 0 else f"{QUEUE}{PRIORITY_SEP}{step}" for step in PRIORITY_STEPS)
-#: Priority of scoring jobs (first) and of background jobs such as warm-up builds (last).
-SCORE_PRIORITY, BACKGROUND_PRIORITY = 0, 9
 #: Longest single block on the notification list; then the result key is read again
 #: (covers results stored by a worker's main process, e.g. after a hard time limit).
 _POLL_S = 1.0
-#: How long the "result stored" notification stays for late waiters (they read the result first).
-NOTIFY_TTL_S = 300
-
-
-class JobKeys:
-    """Names of the Redis keys the dispatcher and the workers share for one job."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.stats = f"{prefix}workers:stats"
-
-    def marker(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}"
-
-    def deliveries(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:deliveries"
-
-    def sims(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:sims"
-
-    def done(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:done"
-
-
-def wire_payload(request: ScoreRequest) -> dict[str, Any]:
-    """The request as the task receives it (JSON). Unset fields are left out so that a
-    ``problem_id`` request keeps its "which fields were given" meaning; the stimulus ``kind``
-    (the union's discriminator) is always kept."""
-    payload = request.model_dump(mode="json", exclude_unset=True)
-    payload.setdefault("stimulus", {})["kind"] = request.stimulus.kind
-    return payload
-
-
-def job_id_for(request: ScoreRequest) -> str:
-    """Content hash of everything the result depends on as sent: the full request (all
-    defaults filled in) or, for a ``problem_id`` request, the wire payload."""
-    body = wire_payload(request) if request.problem_id is not None else request.model_dump(mode="json")
-    return content_hash({"rev": ENGINE_REVISION, "request": body})
-
-
-def result_from_meta(meta: dict[str, Any] | None) -> ScoreResult | None:
-    """The final :class:`ScoreResult` in a Celery result meta, or None while the job is not
-    done. A failed task (hard time limit, worker bug) is a ``sandbox_error``: it is
-    never the model's fault."""
-    if not meta or meta.get("status") not in READY_STATES:
-        return None
-    status, value = meta["status"], meta.get("result")
-    if status == "SUCCESS":
-        try:
-            return ScoreResult.model_validate(value)
-        except Exception as exc:  # noqa: BLE001 - a malformed stored result is our failure
-            return ScoreResult(status=Status.sandbox_error,
-                               message=f"worker returned an unreadable result: {type(exc).__name__}")
-    if isinstance(value, dict) and "exc_type" in value:
-        what = f"{value.get('exc_type')}: {value.get('exc_message')}"
-    else:
-        what = str(value)[:300]
-    return ScoreResult(status=Status.sandbox_error, message=f"the worker task failed: {what}")
-
-
-def rerunnable(meta: dict[str, Any] | None) -> bool:
-    """Whether a stored outcome may be replaced by a new run: a failed task, or a
-    ``sandbox_error`` result (an infrastructure failure, not an answer about the sample)."""
-    if not meta:
-        return False
-    if meta.get("status") in ("FAILURE", "REVOKED"):
-        return True
-    value = meta.get("result")
-    return meta.get("status") == "SUCCESS" and isinstance(value, dict) and value.get("status") == "sandbox_error"
 
 
 class ClientRedisBackend(RedisBackend):
@@ -160,30 +71,33 @@ class CeleryDispatcher(Dispatcher):
         self.settings = settings or get_settings()
         self.app = make_app(self.settings, main="reward_service-client", set_as_current=False)
         self.app.conf.result_backend = _client_backend_url(backend_url(self.settings))
-        self.keys = JobKeys(self.settings.redis_prefix)
+        backend = self.app.backend  # pure helpers only (key names, decoding): safe across threads
+        self._meta_key = backend.get_key_for_task
+        self._decode = backend.decode
+        self.keys = JobKeys(self.settings.redis_prefix, self._meta_key)
         self.max_queue = max_queue or self.settings.celery_max_queue
         self.ttl = self.settings.result_expires_s
         opts = {"socket_timeout": 30, "socket_connect_timeout": 5, "health_check_interval": 30}
         self.results = redis.Redis.from_url(backend_url(self.settings), **opts)
         same = broker_url(self.settings) == backend_url(self.settings)
         self.broker = self.results if same else redis.Redis.from_url(broker_url(self.settings), **opts)
-        backend = self.app.backend  # pure helpers only (key names, decoding): safe across threads
-        self._meta_key = backend.get_key_for_task
-        self._decode = backend.decode
         self._submit_lock = threading.Lock()
         self._rerun_claim = self.results.register_script(_RERUN_CLAIM)
-        self.leases = Leases(self.results, self.settings.redis_prefix, self.settings.lease_s, self._meta_key)
+        self.leases = Leases(self.results, self.keys, self.settings.lease_s)
         self._reaper = Reaper(self._maintain).start() if reaper else None
 
     # -- submitting -------------------------------------------------------------------------
+    @translating_broker_errors
     def submit(self, request: ScoreRequest) -> str:
         return self.submit_many([request])[0]
 
+    @translating_broker_errors
     def submit_background(self, request: ScoreRequest) -> str:
         """Queue at the lowest priority (workers take it only when no scoring job waits), and
         only while the queue is under half its bound: the other half stays for scoring."""
         return self._submit([request], BACKGROUND_PRIORITY, self.max_queue // 2)[0]
 
+    @translating_broker_errors
     def submit_many(self, requests: list[ScoreRequest]) -> list[str]:
         return self._submit(requests, SCORE_PRIORITY, self.max_queue)
 
@@ -226,7 +140,7 @@ class CeleryDispatcher(Dispatcher):
         kept while the job is not done (a lapsed lease or a lost job is sent again from it)."""
         pipe = self.results.pipeline(transaction=False)
         for job_id in rerun + fresh:
-            pipe.set(self.leases.request(job_id), json.dumps(payloads[job_id]), ex=self.ttl)
+            pipe.set(self.keys.request(job_id), json.dumps(payloads[job_id]), ex=self.ttl)
         for job_id in rerun:
             self._rerun_claim(keys=[self._meta_key(job_id), self.keys.marker(job_id), self.keys.deliveries(job_id),
                                     self.keys.sims(job_id), self.keys.done(job_id)],
@@ -252,6 +166,7 @@ class CeleryDispatcher(Dispatcher):
             raise
 
     # -- leases ------------------------------------------------------------------------------
+    @translating_broker_errors
     def reconcile_after_restart(self) -> list[str]:
         """When Redis restarted since the last call (its ``run_id`` changed), resend the jobs
         marked queued whose message the restart lost (the last second of an append-only file),
@@ -260,19 +175,19 @@ class CeleryDispatcher(Dispatcher):
         previous, self._run_id = getattr(self, "_run_id", None), run_id
         if previous is None or previous == run_id:
             return []
-        if not self.results.set(f"{self.keys.prefix}reconcile:{run_id}", 1, nx=True, ex=300):
+        if not self.results.set(self.keys.reconcile(run_id), 1, nx=True, ex=300):
             return []
         present: set[str] = set()
         for name in QUEUE_LISTS:
             for raw in self.broker.lrange(name, 0, -1):
-                present.add(_message_id(raw))
+                present.add(message_id(raw))
         for raw in self.broker.hvals(UNACKED_KEY):
             try:
-                present.add(_message_id(json.dumps(json.loads(raw)[0])))
+                present.add(message_id(json.dumps(json.loads(raw)[0])))
             except (ValueError, IndexError, TypeError):
                 continue
         resent = []
-        prefix = f"{self.keys.prefix}job:"
+        prefix = self.keys.jobs
         for key in self.results.scan_iter(match=f"{prefix}*", count=1000):
             job_id = key.decode()[len(prefix):]
             if not _JOB_ID.match(job_id) or job_id in present or self.results.get(key) != b"queued":
@@ -288,6 +203,7 @@ class CeleryDispatcher(Dispatcher):
         self.reap_lapsed()
         self.reconcile_after_restart()
 
+    @translating_broker_errors
     def reap_lapsed(self) -> list[str]:
         """Requeue the jobs whose lease lapsed (their worker died), each by exactly one reaper;
         a job requeued more than ``Settings.lease_max_requeues`` times (or whose request copy
@@ -312,13 +228,14 @@ class CeleryDispatcher(Dispatcher):
             self.results.hincrby(self.keys.stats, "lease_requeues", 1)
         return handled
 
+    @translating_broker_errors
     def resend(self, job_id: str) -> bool:
         """Send a job again from its request copy when Redis lost both its marker and its
         result (a restart that lost the last writes); claimed with SET NX on the marker, so
         concurrent callers send it once. True when the job is (now) queued."""
         if not _JOB_ID.match(job_id or ""):
             return False
-        raw = self.results.get(self.leases.request(job_id))
+        raw = self.results.get(self.keys.request(job_id))
         if raw is None:
             return False
         if self.results.set(self.keys.marker(job_id), "queued", ex=self.ttl, nx=True):
@@ -327,14 +244,15 @@ class CeleryDispatcher(Dispatcher):
             self.results.hincrby(self.keys.stats, "resent_lost", 1)
         return True
 
+    @translating_broker_errors
     def finish(self, job_id: str, result: ScoreResult) -> None:
         """Store ``result`` as the job's final result (as a worker would) and wake its waiters."""
-        self.app.backend.store_result(job_id, result.model_dump(mode="json"), "SUCCESS")
-        done = self.keys.done(job_id)
-        self.results.pipeline(transaction=False).delete(done).lpush(done, 1).expire(done, NOTIFY_TTL_S) \
-            .delete(self.keys.marker(job_id), self.leases.request(job_id)).execute()
+        self.app.backend.store_result(job_id, encode_result(result), "SUCCESS")
+        notify_done(self.results.pipeline(transaction=False), self.keys, job_id) \
+            .delete(self.keys.marker(job_id), self.keys.request(job_id)).execute()
 
     # -- looking up -------------------------------------------------------------------------
+    @translating_broker_errors
     def get(self, job_id: str) -> JobView | None:
         if not _JOB_ID.match(job_id or ""):
             return None
@@ -350,6 +268,7 @@ class CeleryDispatcher(Dispatcher):
         running = marker.startswith(b"running")
         return JobView(job_id, JobState.running if running else JobState.queued)
 
+    @translating_broker_errors
     def wait(self, job_id: str, timeout: float) -> JobView | None:
         deadline = time.monotonic() + max(0.0, timeout)
         done_key = self.keys.done(job_id)
@@ -368,6 +287,7 @@ class CeleryDispatcher(Dispatcher):
                     return view
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
+    @translating_broker_errors
     def queue_depth(self) -> int:
         """Jobs waiting in the queue plus jobs delivered to a worker and not yet acknowledged
         (running, or reserved for a retry)."""
@@ -406,11 +326,13 @@ class CeleryDispatcher(Dispatcher):
         return checks
 
     # -- bookkeeping ------------------------------------------------------------------------
+    @translating_broker_errors
     def job_stats(self, job_id: str) -> dict[str, int]:
         """How often the job was delivered to a worker and how often it was really simulated."""
         deliveries, sims = self.results.mget([self.keys.deliveries(job_id), self.keys.sims(job_id)])
         return {"deliveries": int(deliveries or 0), "simulations": int(sims or 0)}
 
+    @translating_broker_errors
     def worker_stats(self) -> dict[str, int]:
         """Counters the workers keep: simulations, idempotent_hits, retries, gave_up, redelivered."""
         return {k.decode(): int(v) for k, v in self.results.hgetall(self.keys.stats).items()}
@@ -433,14 +355,6 @@ redis.call('SET', KEYS[2], 'queued', 'EX', ARGV[2])
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 return 1
 """
-
-
-def _message_id(raw: bytes | str) -> str:
-    """The task id of a kombu message as stored in a queue list (JSON; Celery protocol 2)."""
-    try:
-        return str(json.loads(raw).get("headers", {}).get("id", ""))
-    except (ValueError, AttributeError):
-        return ""
 
 
 def _retry_after(depth: int) -> float:

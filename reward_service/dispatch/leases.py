@@ -2,18 +2,19 @@
 acknowledgements: without leases such a job waits for the visibility timeout, ~97 minutes).
 
 - A worker process that starts a job **claims its lease** (:meth:`Leases.claim`):
-  ``<prefix>job:<id>:lease`` = ``<host> <pid> <nonce>`` with a TTL of ``Settings.lease_s``
-  (a few seconds), and adds the id to ``<prefix>leases`` (the jobs being run). A thread of that
+  (:meth:`~reward_service.dispatch.contract.JobKeys.lease`) = ``<host> <pid> <nonce>`` with a
+  TTL of ``Settings.lease_s`` (a few seconds), and adds the id to
+  :attr:`~reward_service.dispatch.contract.JobKeys.running` (the jobs being run). A thread of that
   process **renews** the lease every ``lease_s / 4`` while the job runs (:class:`Heartbeat`);
   the lease is **released** once the result is stored.
 - A delivery of a job whose lease is held by a live process is a duplicate (the same job sent
   again while it runs): it is dropped. A lease of a process of this host that no longer exists
   (a pool process killed and its job requeued at once by Celery) is taken over at once.
 - The **reaper** (:meth:`Leases.reap`, every second: :class:`Reaper` threads run it in every
-  worker's main process and in every API process) finds ids in ``<prefix>leases`` whose lease
+  worker's main process and in every API process) finds ids in the running set whose lease
   lapsed; one Lua call removes the id from the set, so exactly one reaper requeues each lapsed
-  lease, and counts the requeue (``<prefix>job:<id>:requeues``). The job is sent again with its
-  own content-addressed id (a copy of the first message, kept at ``<prefix>job:<id>:request``
+  lease, and counts the requeue (``JobKeys.requeues``). The job is sent again with its
+  own content-addressed id (a copy of the first message, kept at ``JobKeys.request``
   while the job is not done): a job that finished meanwhile is answered from its stored result.
 - After ``Settings.lease_max_requeues`` requeues (a job that kills its worker each time), the
   reaper stores a ``sandbox_error`` result naming the reason instead of requeueing.
@@ -34,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import redis
+
+from reward_service.dispatch.contract import READY_STATES, JobKeys
 
 log = logging.getLogger(__name__)
 
@@ -76,21 +79,21 @@ redis.call('SET', KEYS[1], 'parked ' .. ARGV[1], 'PX', ARGV[2])
 return 1
 """
 #: KEYS: lease, running set, result meta, requeues; ARGV: job id, requeues TTL s.
-#: -1: the job has its final result (SUCCESS/FAILURE: only forgotten; a RETRY meta, a job
-#: between attempts, and a REVOKED one, a job Celery cancelled on a lost broker connection, are
-#: no result); 0: someone else took it or the lease is live; n > 0: this caller requeues it,
-#: for the n-th time.
+#: -1: the job has its final result (a state of READY_STATES: only forgotten; a RETRY meta, a
+#: job between attempts, and a REVOKED one, a job Celery cancelled on a lost broker connection,
+#: are no result); 0: someone else took it or the lease is live; n > 0: this caller requeues
+#: it, for the n-th time.
 _REAP = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('SREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 local meta = redis.call('GET', KEYS[3])
-if meta and (string.find(meta, '"status": *"SUCCESS"') or string.find(meta, '"status": *"FAILURE"')) then
+if meta and (%s) then
   return -1
 end
 local n = redis.call('INCR', KEYS[4])
 redis.call('EXPIRE', KEYS[4], ARGV[2])
 return n
-"""
+""" % " or ".join(f"string.find(meta, '\"status\": *\"{state}\"')" for state in READY_STATES)
 
 
 @dataclass
@@ -103,12 +106,11 @@ class Lapsed:
 
 
 class Leases:
-    """The lease keys of one Redis prefix (``client``: the result-backend Redis)."""
+    """The leases of the jobs under ``keys`` (``client``: the result-backend Redis; ``lease_s``:
+    a lease's TTL in seconds)."""
 
-    def __init__(self, client: redis.Redis, prefix: str, lease_s: float, meta_key: Callable[[str], str]) -> None:
-        self.client, self.prefix, self.lease_s = client, prefix, lease_s
-        self.running = f"{prefix}leases"
-        self._meta_key = meta_key
+    def __init__(self, client: redis.Redis, keys: JobKeys, lease_s: float) -> None:
+        self.client, self.keys, self.lease_s = client, keys, lease_s
         self._claim = client.register_script(_CLAIM)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
@@ -119,59 +121,51 @@ class Leases:
     def ttl_ms(self) -> int:
         return max(100, int(self.lease_s * 1000))
 
-    def lease(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:lease"
-
-    def request(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:request"
-
-    def requeues(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}:requeues"
-
     # -- the worker's side ------------------------------------------------------------------
     def claim(self, job_id: str) -> str | None:
         """Take the job's lease for this process; returns its token, or None when a live
         process holds it (this delivery is a duplicate). A lease of a dead process of this host
         is taken over (compare-and-set on the token read)."""
         token = f"{socket.gethostname()} {os.getpid()} {uuid.uuid4().hex[:12]}"
-        current = self.client.get(self.lease(job_id))
+        current = self.client.get(self.keys.lease(job_id))
         replaceable = current.decode() if current is not None and _dead_here(current.decode()) else ""
-        ok = self._claim(keys=[self.lease(job_id), self.running],
+        ok = self._claim(keys=[self.keys.lease(job_id), self.keys.running],
                          args=[token, self.ttl_ms, job_id, replaceable])
         return token if ok else None
 
     def renew(self, job_id: str, token: str) -> bool:
         """Extend our lease by ``lease_s`` (taking it back when it lapsed and nobody took it);
         False when another process holds it now (the job was requeued and runs there)."""
-        return bool(self._renew(keys=[self.lease(job_id), self.running], args=[token, self.ttl_ms, job_id]))
+        return bool(self._renew(keys=[self.keys.lease(job_id), self.keys.running], args=[token, self.ttl_ms, job_id]))
 
     def release(self, job_id: str, token: str, finished: bool) -> None:
         """Drop our lease once the result is stored (``finished``: also the request copy)."""
-        self._release(keys=[self.lease(job_id), self.running, self.request(job_id)],
+        self._release(keys=[self.keys.lease(job_id), self.keys.running, self.keys.request(job_id)],
                       args=[token, job_id, "1" if finished else "0"])
 
     def park(self, job_id: str, token: str, seconds: float) -> None:
         """Between attempts (a retry due in ``seconds``): keep the lease without renewals, for
         ``seconds + lease_s``; the retry's delivery takes it, a lapse requeues the job."""
-        self._park(keys=[self.lease(job_id)], args=[token, int((seconds + self.lease_s) * 1000)])
+        self._park(keys=[self.keys.lease(job_id)], args=[token, int((seconds + self.lease_s) * 1000)])
 
     # -- the reaper's side ------------------------------------------------------------------
     def reap(self, requeues_ttl_s: int) -> list[Lapsed]:
         """Claim every job whose lease lapsed (each claimed by exactly one caller)."""
-        ids = [i.decode() for i in self.client.smembers(self.running)]
+        ids = [i.decode() for i in self.client.smembers(self.keys.running)]
         if not ids:
             return []
         alive = self.client.pipeline(transaction=False)
         for job_id in ids:
-            alive.exists(self.lease(job_id))
+            alive.exists(self.keys.lease(job_id))
         lapsed = []
         for job_id, live in zip(ids, alive.execute()):
             if live:
                 continue
-            n = self._reap(keys=[self.lease(job_id), self.running, self._meta_key(job_id), self.requeues(job_id)],
-                           args=[job_id, requeues_ttl_s])
+            keys = [self.keys.lease(job_id), self.keys.running, self.keys.meta_key(job_id),
+                    self.keys.requeues(job_id)]
+            n = self._reap(keys=keys, args=[job_id, requeues_ttl_s])
             if n > 0:
-                raw = self.client.get(self.request(job_id))
+                raw = self.client.get(self.keys.request(job_id))
                 lapsed.append(Lapsed(job_id, int(n), json.loads(raw) if raw is not None else None))
         return lapsed
 
