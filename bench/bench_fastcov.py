@@ -78,8 +78,8 @@ def new_testbench(request: dict) -> dict:
 
 def timed(engine: Engine, request: dict):
     start = time.perf_counter()
-    result = engine.score(request)
-    return time.perf_counter() - start, result
+    scored = engine.scored(request)  # the result and its points
+    return time.perf_counter() - start, scored
 
 
 def main() -> int:
@@ -107,8 +107,9 @@ def main() -> int:
         fresh = new_testbench(request)
         row["warm_s"], warm = timed(warm_engine, {**fresh, "engine": "verilator"})
         row["fast_s"], fast = timed(fast_engine, {**fresh, "engine": "fast"})
+        diff = diff_points(fast.points, warm.points, set(metrics))
+        fast, warm = fast.result, warm.result
         row["fast_sim_ms"] = fast.timings.get("simulate")
-        diff = diff_points(fast._points, warm._points, set(metrics))
         row["ok"] = warm.status == "ok" and fast.status == "ok" and fast.engine == "fast"
         row["points_equal"] = diff.equal
         if not row["ok"]:

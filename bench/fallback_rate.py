@@ -93,7 +93,8 @@ def attempt(engine, request: dict, full: bool = False) -> dict:
         except Exception as exc:  # noqa: BLE001 - reported as the row's status
             return {"engine": None, "status": "invalid_input", "fallback": None, "message": str(exc)[:300],
                     "tests": None, "seconds": round(time.perf_counter() - t0, 2)}
-        result, fallback = routing.attempt(engine, prepared, {})
+        scored, fallback = routing.attempt(prepared, {}, engine.simulate, engine.settings)
+        result = scored.result if scored is not None else None
         engine_name = "fast" if result is not None else "verilator"
     return {"engine": engine_name, "fallback": fallback,
             "status": result.status.value if result is not None else None,

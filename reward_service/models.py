@@ -10,9 +10,11 @@ from __future__ import annotations
 import enum
 import posixpath
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from reward_service.scoring.choice import choose_engine
 
 #: Metric keys. The code metrics are Verilator's coverage point types (the ``t`` key of a
 #: ``coverage.dat`` record, see the Verilator manual, "Coverage Analysis"); ``functional`` counts
@@ -324,6 +326,69 @@ class ScoreRequest(_Strict):
         return self
 
 
+#: Problem ids: letters, digits and ``_ . - :`` (CVDP ids such as ``cvdp_copilot_Attenuator_0011``).
+PROBLEM_ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,200}$"
+
+
+class ProblemSpec(BaseModel):
+    """A registered problem (``POST /v1/problems``). Requests naming its ``id`` get its design,
+    coverage spec (scope = ``dut_instance``, ``metrics``, ``targets``), simulator, limits and
+    reward shaping; fields given in the request override them
+    (:func:`reward_service.problems.resolve.resolve_request`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=PROBLEM_ID_PATTERN)
+    design: Design = Field(description="RTL files and the DUT module (design.toplevel)")
+    dut_instance: str | None = Field(None, description="DUT instance name the testbench must use (coverage scope)")
+    metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    targets: list[Target] = Field(default_factory=list)
+    simulator: Simulator = Simulator.verilator
+    engine: Literal["verilator", "fast", "auto"] | None = Field(
+        None, description="code-coverage engine of its samples (unset: `simulator` decides; CVDP problems: auto)")
+    limits: Limits = Field(default_factory=Limits)
+    reward: RewardSpec = Field(default_factory=RewardSpec)
+    exclude_unreachable: bool | None = Field(
+        None, description="coverage.exclude_unreachable of its samples (docs/formal.md; CVDP problems: true)")
+    # metadata (CVDP rows bring them; informational for clients)
+    difficulty: str | None = None
+    prompt: str | None = None
+    context: dict[str, str] = Field(default_factory=dict)
+    testbench_path: str | None = None
+
+    @property
+    def toplevel(self) -> str | None:
+        return self.design.toplevel
+
+    @classmethod
+    def from_cvdp(cls, problem: Any) -> "ProblemSpec":
+        """The spec of a CVDP cid012 problem (a :class:`reward_service.problems.cvdp.Problem`:
+        its ``spec()``)."""
+        spec: ProblemSpec = problem.spec()
+        return spec
+
+    def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str, **overrides: Any) -> ScoreRequest:
+        """A :class:`ScoreRequest` scoring ``stimulus`` (a raw completion text is wrapped in
+        :class:`Completion`) on this problem; ``overrides`` replace top-level fields of the
+        request (e.g. ``reward=RewardSpec(shaping="ratio")``, ``seed=3``). Without an ``engine``
+        override the problem's engine applies on Verilator only
+        (:func:`~reward_service.scoring.choice.choose_engine`). Raises
+        ``pydantic.ValidationError`` for invalid overrides."""
+        if isinstance(stimulus, str):
+            stimulus = Completion(text=stimulus)
+        fields: dict[str, Any] = {
+            "design": self.design, "stimulus": stimulus, "simulator": self.simulator, "engine": self.engine,
+            "coverage": CoverageSpec(scope=self.dut_instance, metrics=list(self.metrics), targets=list(self.targets),
+                                     exclude_unreachable=self.exclude_unreachable),
+            "limits": self.limits, "reward": self.reward,
+        }
+        fields.update(overrides)
+        if "engine" not in overrides:
+            fields["engine"] = choose_engine(Simulator(fields["simulator"]), given=False,
+                                             problem_engine=self.engine).engine
+        return ScoreRequest(**fields)
+
+
 class MetricCoverage(BaseModel):
     """Coverage of one metric: ``covered`` of ``total`` points; ``ratio`` in [0, 1].
     ``available`` is False (with ``reason``) when the simulator cannot measure the metric:
@@ -442,6 +507,3 @@ class ScoreResult(BaseModel):
     detail: CoverageDetail | None = Field(
         None, description="every coverage point of the DUT with its hit count, and the DUT sources; "
                           "only when the request asked (report.points), for lcov/HTML reports")
-    #: The coverage points behind ``coverage`` (engine-internal: shadow checks and agreement
-    #: tests diff them; not serialized).
-    _points: list = PrivateAttr(default_factory=list)

@@ -63,12 +63,14 @@ def _request(problem_id: str, tb_text: str, tb_file: str, engine: str) -> dict:
 
 
 def _score_both(engine, problem_id: str, tb_text: str, tb_file: str):
-    fast = engine.score(_request(problem_id, tb_text, tb_file, "fast"))
-    reference = engine.score(_request(problem_id, tb_text, tb_file, "verilator"))
+    """The fast and the Verilator :class:`~reward_service.scoring.Scored` runs of a testbench."""
+    fast_run = engine.scored(_request(problem_id, tb_text, tb_file, "fast"))
+    reference_run = engine.scored(_request(problem_id, tb_text, tb_file, "verilator"))
+    fast, reference = fast_run.result, reference_run.result
     assert reference.status == "ok" and reference.engine == "verilator", reference.message
     assert fast.status == "ok", fast.message + fast.log[-2000:]
     assert fast.engine == "fast" and fast.fallback is None, fast.fallback
-    return fast, reference
+    return fast_run, reference_run
 
 
 @pytest.mark.slow
@@ -77,12 +79,13 @@ def test_fast_path_equals_verilator(engine, problem_id, tb):
     expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
     tb_file = expected["testbenches"][tb]["file"]
     text = (STIMULUS / problem_id / tb_file).read_text()
-    fast, reference = _score_both(engine, problem_id, text, tb_file)
+    fast_run, reference_run = _score_both(engine, problem_id, text, tb_file)
+    fast, reference = fast_run.result, reference_run.result
     # Verilator's own numbers are the ones recorded in expected.json
     want = expected["testbenches"][tb]["coverage"]
     assert {m: (c.covered, c.total) for m, c in reference.coverage.metrics.items()} == \
         {m: (want[m]["covered"], want[m]["total"]) for m in METRICS}
-    diff = diff_points(fast._points, reference._points, set(METRICS))
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     if not uses_random(text):
         assert diff.equal, diff.describe(20)
         assert fast.coverage == reference.coverage and fast.uncovered == reference.uncovered
@@ -91,10 +94,10 @@ def test_fast_path_equals_verilator(engine, problem_id, tb):
     # $random policy: the same points exist, coverage within 2 percentage points per metric ...
     assert {k for k, _ in diff.only_fast} == {k for k, _ in diff.only_reference}, diff.describe(20)
     for metric in METRICS:
-        assert ratio_gap(fast._points, reference._points, metric) <= 2.0, (metric, diff.describe(10))
+        assert ratio_gap(fast_run.points, reference_run.points, metric) <= 2.0, (metric, diff.describe(10))
     # ... and every difference comes from the random sequences: with one fixed sequence, equal
-    fixed_fast, fixed_reference = _score_both(engine, problem_id, derandomize(text), tb_file)
-    fixed = diff_points(fixed_fast._points, fixed_reference._points, set(METRICS))
+    fixed_fast_run, fixed_reference_run = _score_both(engine, problem_id, derandomize(text), tb_file)
+    fixed = diff_points(fixed_fast_run.points, fixed_reference_run.points, set(METRICS))
     assert fixed.equal, fixed.describe(20)
 
 
@@ -134,11 +137,13 @@ def test_cocotb_fast_path_equals_verilator(engine, item_id):
 
     request = corpus_request(ROWS[item_id], runtime="cocotb-2.1")
     request["coverage"] = {"metrics": METRICS}
-    fast = engine.score({**request, "engine": "fast"})
-    reference = engine.score({**request, "engine": "verilator"})
+    fast_run = engine.scored({**request, "engine": "fast"})
+    fast = fast_run.result
+    reference_run = engine.scored({**request, "engine": "verilator"})
+    reference = reference_run.result
     assert reference.status == "ok" and reference.engine == "verilator", outcome(reference)
     assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, outcome(fast)
     assert [(t.name, t.passed) for t in fast.tests] == [(t.name, t.passed) for t in reference.tests]
     assert all(t.passed for t in fast.tests), outcome(fast)
-    diff = diff_points(fast._points, reference._points, set(METRICS))
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe(20)

@@ -39,14 +39,16 @@ def test_suite_is_complete():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_construct_agrees_with_verilator(engine, name):
-    reference = engine.score(request(name, "verilator"))
+    reference_run = engine.scored(request(name, "verilator"))
+    reference = reference_run.result
     assert reference.status == "ok" and reference.engine == "verilator", reference.message + reference.log[-2000:]
-    fast = engine.score(request(name, "fast"))
+    fast_run = engine.scored(request(name, "fast"))
+    fast = fast_run.result
     if name in FALLBACK:
         assert fast.engine == "verilator" and fast.fallback.startswith(FALLBACK[name]), fast.fallback
         return
     assert fast.status == "ok" and fast.engine == "fast", f"{fast.fallback} {fast.message} {fast.log[-2000:]}"
     assert fast.ended_by == reference.ended_by
-    diff = diff_points(fast._points, reference._points, set(METRICS))
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe(30)
-    assert any(not p.covered for p in reference._points)  # some point is uncovered: the check can fail
+    assert any(not p.covered for p in reference_run.points)  # some point is uncovered: the check can fail

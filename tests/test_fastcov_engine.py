@@ -81,12 +81,14 @@ def request(ending: str = "finish", tag: str = "base", **extra) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("ending", ["finish", "stop", "fatal", "no_events"])
 def test_every_ending_writes_the_flags(engine, ending):
-    fast = engine.score(request(ending, engine="fast"))
+    fast_run = engine.scored(request(ending, engine="fast"))
+    fast = fast_run.result
     assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, fast.message + fast.log
     assert fast.ended_by == ending
-    reference = engine.score(request(ending, engine="verilator"))  # rs_main.cpp writes on each ending
+    reference_run = engine.scored(request(ending, engine="verilator"))  # rs_main.cpp writes on each ending
+    reference = reference_run.result
     assert reference.status == "ok" and reference.ended_by == ending, reference.message
-    diff = diff_points(fast._points, reference._points, set(METRICS))
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe()
 
 

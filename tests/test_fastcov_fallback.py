@@ -67,12 +67,14 @@ def test_an_unpacked_array_output_port_stays_on_the_fast_path(engine):
     request = {"design": {"files": {"regs.sv": REGS}, "toplevel": "regs"},
                "stimulus": {"kind": "cocotb", "test_module": "test_regs", "files": {"test_regs.py": TEST_REGS}},
                "coverage": {"metrics": METRICS}}
-    fast = engine.score({**request, "engine": "fast"})
-    reference = engine.score({**request, "engine": "verilator"})
+    fast_run = engine.scored({**request, "engine": "fast"})
+    fast = fast_run.result
+    reference_run = engine.scored({**request, "engine": "verilator"})
+    reference = reference_run.result
     assert reference.status == "ok" and reference.engine == "verilator", reference.message + reference.log[-2000:]
     assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, fast.fallback
     assert [(t.name, t.passed) for t in fast.tests] == [("writes", True)] == [(t.name, t.passed) for t in reference.tests]
-    diff = diff_points(fast._points, reference._points, set(METRICS))
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe(20)
 
 
@@ -182,13 +184,15 @@ def test_break_and_continue_in_the_testbench_stay_on_the_fast_path(engine):
     """The testbench's break/continue become ``disable`` of named blocks on the fast path: same
     behaviour (the testbench's own output equals Verilator's run) and the same points."""
     request = _request(JUMPS_TB)
-    fast = engine.score(request)
-    reference = engine.score({**request, "engine": "verilator"})
+    fast_run = engine.scored(request)
+    fast = fast_run.result
+    reference_run = engine.scored({**request, "engine": "verilator"})
+    reference = reference_run.result
     assert reference.status == "ok", reference.message
     assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, fast.fallback
     said = [line.strip() for line in reference.log.splitlines() if line.strip().startswith("n=")]
     assert len(said) == 2 and said == [line.strip() for line in fast.log.splitlines() if line.strip().startswith("n=")]
-    diff = diff_points(fast._points, reference._points, {"line", "branch", "toggle"})
+    diff = diff_points(fast_run.points, reference_run.points, {"line", "branch", "toggle"})
     assert diff.equal, diff.describe(20)
 
 

@@ -123,21 +123,22 @@ METRICS = ["line", "branch", "toggle", "expr"]
 
 def _both(engine, design: dict[str, str], testbench: dict[str, str], scope: str = "dut"):
     """The sample scored with engine=fast and engine=verilator (scope ``scope``, all four code
-    metrics); Verilator's result must be ok."""
+    metrics), as :class:`~reward_service.scoring.Scored` runs; Verilator's result must be ok."""
     request = {"design": {"files": design}, "coverage": {"scope": scope, "metrics": METRICS},
                "stimulus": {"kind": "sv_testbench", "files": testbench}}
-    fast = engine.score({**request, "engine": "fast"})
-    reference = engine.score({**request, "engine": "verilator"})
-    assert reference.status == "ok" and reference.engine == "verilator", reference.message
+    fast = engine.scored({**request, "engine": "fast"})
+    reference = engine.scored({**request, "engine": "verilator"})
+    assert reference.result.status == "ok" and reference.result.engine == "verilator", reference.result.message
     return fast, reference
 
 
-def _assert_fast_equals(fast, reference) -> None:
+def _assert_fast_equals(fast_run, reference_run) -> None:
     from reward_service.fastcov.compare import diff_points
 
+    fast, reference = fast_run.result, reference_run.result
     assert fast.status == "ok", fast.message + fast.log[-2000:]
     assert fast.engine == "fast" and fast.fallback is None, fast.fallback
-    diff = diff_points(fast._points, reference._points, set(METRICS))
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe(20)
     assert fast.coverage == reference.coverage and fast.uncovered == reference.uncovered
 
@@ -152,13 +153,13 @@ def test_overridden_parameters_are_measured_on_the_fast_path(engine):
     points equal Verilator's, which differ from the default values' (Verilator's totals, here
     recorded from its run, show the override matters)."""
     fast, reference = _both(engine, {"cnt.sv": DUT}, tb(**OVERRIDING))
-    got = _totals(reference)
+    got = _totals(reference.result)
     assert got["expr"] == (33, 34) and got["toggle"] == (48, 48) and got["line"] == (6, 6), got
     _assert_fast_equals(fast, reference)
 
     own, own_reference = _both(engine, {"cnt.sv": DUT}, tb())
     _assert_fast_equals(own, own_reference)
-    assert _totals(own)["expr"][1] != 34  # the defaults enumerate other expression points
+    assert _totals(own.result)["expr"][1] != 34  # the defaults enumerate other expression points
 
 
 # A baud-tick style DUT: a divider from two parameters, a width from $clog2, a parameter as a
@@ -254,7 +255,8 @@ def test_two_value_sets_with_other_expression_points_fall_back(engine):
         "  always #5", "  logic t2; logic [3:0] y2; logic [1:0] s2;\n"
         "  tick #(.MODE(0)) other (.clk(clk), .rst(rst), .en(en), .sel(sel), .tick_o(t2), .y(y2), .s(s2));\n"
         "  always #5")}
-    fast, reference = _both(engine, {"tick.sv": TICK}, testbench)
+    fast_run, reference_run = _both(engine, {"tick.sv": TICK}, testbench)
+    fast, reference = fast_run.result, reference_run.result
     assert fast.engine == "verilator", fast.engine
     assert fast.fallback.startswith("the fast path could not instrument the design under the testbench's "
                                     "parameter values: "), fast.fallback

@@ -26,14 +26,14 @@ def proofs():
 def _score(engine, pid: str, tb: str, engine_name: str = "fast"):
     expected = json.loads((STIMULUS / pid / "expected.json").read_text())
     tb_file = expected["testbenches"][tb]["file"]
-    result = engine.score({
+    scored = engine.scored({
         "design": {"files": rtl_files(cid012_rows()[pid])},
         "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / pid / tb_file).read_text()}},
         "simulator": "verilator", "engine": engine_name,  # fast: Verilator's points on Icarus
         "coverage": {"scope": expected["dut_instance"]},
     })
-    assert result.status == "ok", result.message
-    return result, expected
+    assert scored.result.status == "ok", scored.result.message
+    return scored, expected
 
 
 def test_model_of_a_fully_decoded_case():
@@ -89,8 +89,9 @@ def test_no_covered_point_is_proved_unreachable(engine, proofs, pid):
     assert proof.status in ("proved", "unsupported", "timeout"), proof.reason
     dead = set(proof.unreachable)
     for tb in ("weak", "good", "best"):
-        result, _ = _score(engine, pid, tb)
-        code = [p for p in result._points if p.metric in ("line", "branch", "toggle", "expr")]
+        scored, _ = _score(engine, pid, tb)
+        result = scored.result
+        code = [p for p in scored.points if p.metric in ("line", "branch", "toggle", "expr")]
         # the points are the run's own (a result served from the cache carries none)
         assert len(code) == sum(m.total for m in result.coverage.metrics.values()) > 0
         covered = {key_of(p) for p in code if p.covered}
@@ -103,9 +104,10 @@ def test_ring_token_meets_target_with_proved_exclusions(engine, proofs):
     pid = "cvdp_copilot_ring_token_0004"
     proof = proofs[pid]
     assert proof.status == "proved" and proof.unreachable, proof.reason
-    result, expected = _score(engine, pid, "best")
+    scored, expected = _score(engine, pid, "best")
+    result = scored.result
     assert round(100 * result.coverage.overall, 2) == expected["testbenches"]["best"]["overall_percent"] < 100
-    report = reachable_report(result._points, proof.unreachable, list(result.coverage.metrics))
+    report = reachable_report(scored.points, proof.unreachable, list(result.coverage.metrics))
     assert report.overall * 100 >= expected["target_percent"]
 
 
@@ -117,21 +119,22 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
     one recomputed from the run's points without it, and `passed` follows the option."""
     pid = "cvdp_copilot_ring_token_0004"
     expected = json.loads((STIMULUS / pid / "expected.json").read_text())
-    result = engine.score({
+    scored = engine.scored({
         "design": {"files": rtl_files(cid012_rows()[pid])},
         "stimulus": {"kind": "sv_testbench", "files": {"best.sv": (STIMULUS / pid / "best.sv").read_text()}},
         "simulator": "verilator", "engine": "fast",
         "coverage": {"scope": expected["dut_instance"], "exclude_unreachable": exclude,
                      "targets": [{"metric": "overall", "percent": expected["target_percent"]}]},
     })
+    result = scored.result
     assert result.status == "ok", result.message
     dead = set(proofs[pid].unreachable)
     assert round(100 * result.coverage.overall, 2) == expected["testbenches"]["best"]["overall_percent"]
-    want = reachable_report(result._points, dead, list(result.coverage.metrics))
+    want = reachable_report(scored.points, dead, list(result.coverage.metrics))
     assert result.coverage.overall_reachable == pytest.approx(want.overall)
     assert result.coverage.overall_reachable * 100 >= expected["target_percent"]
     for metric, entry in result.coverage.metrics.items():
-        assert entry.unreachable == sum(1 for p in result._points if p.metric == metric and key_of(p) in dead)
+        assert entry.unreachable == sum(1 for p in scored.points if p.metric == metric and key_of(p) in dead)
     assert sum(m.unreachable for m in result.coverage.metrics.values()) == len(dead) > 0
     assert result.passed is exclude
     listed = {(u.file, u.line, u.metric, u.detail) for u in result.uncovered}

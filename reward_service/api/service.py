@@ -16,9 +16,10 @@ from reward_service.api.telemetry import Metrics
 from reward_service.api.batch_store import BatchRecord
 from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
 from reward_service.models import (
-    CocotbStimulus, Completion, CoverageSpec, Design, ScoreRequest, ScoreResult, Simulator, Status,
+    CocotbStimulus, Completion, CoverageSpec, Design, ProblemSpec, ScoreRequest, ScoreResult, Simulator, Status,
 )
-from reward_service.problems.store import ProblemSpec, ProblemStore, resolve_request
+from reward_service.problems.resolve import resolve_request
+from reward_service.problems.store import ProblemStore
 from reward_service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,9 @@ def check_design(design: Design, settings: Settings) -> None:
 
 
 def resolve(request: ScoreRequest, problems: ProblemStore, where: str = "") -> ScoreRequest:
-    """The request with its problem resolved (404 for an unknown problem_id)."""
+    """The request with its problem resolved by the one rule the CLI and rescore use too
+    (:func:`~reward_service.problems.resolve.resolve_request`); 404 for an unknown problem_id,
+    422 when the request's fields do not combine with the problem."""
     if request.problem_id is None:
         return request
     problem = problems.get(request.problem_id)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from reward_service.client._transport import Call, parse_json
 from reward_service.client.errors import InfrastructureFailure, InvalidRequest, RewardServiceError, ScoreTimeout
 from reward_service.models import ScoreRequest, ScoreResult, Status
-from reward_service.problems.store import ProblemSpec
+from reward_service.models import ProblemSpec
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

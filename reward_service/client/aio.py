@@ -17,7 +17,7 @@ from reward_service.client._transport import (
 )
 from reward_service.client.errors import RewardServiceError
 from reward_service.models import ScoreRequest, ScoreResult
-from reward_service.problems.store import ProblemSpec
+from reward_service.models import ProblemSpec
 
 T = TypeVar("T")
 

@@ -20,7 +20,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import filelock
 from pyslang import ast
@@ -30,6 +29,11 @@ from reward_service.fastcov.backend import FastSimulator, all_metrics, design_ke
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.instrument import parse
 from reward_service.fastcov.unit import Unsupported
+from reward_service.models import Design, ScoreRequest
+from reward_service.scoring.choice import FALLBACK
+from reward_service.scoring.types import Prepared, Simulate
+from reward_service.settings import Settings
+from reward_service.simulators import get_simulator
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +68,14 @@ def decision_key(design_files: dict[str, str], toplevel: str | None) -> str:
     return design_key({**design_files, "\0meta": json.dumps(meta)})
 
 
-def decide(engine: Any, design: Any) -> Decision:
-    """The cached decision for ``design`` (a :class:`~reward_service.models.Design`), making it
-    (instrumentation and a self-check of every metric the fast path measures, on ``engine``)
-    when none is cached. Thread and process safe."""
+def decide(design: Design, run: Simulate, settings: Settings) -> Decision:
+    """The cached decision for ``design``, making it (instrumentation and a self-check of every
+    metric the fast path measures, simulated by ``run``) when none is cached; decisions live
+    under ``settings.cache_dir`` and ``settings.fastcov_self_check`` can skip the self-check.
+    Thread and process safe."""
     metrics = all_metrics()
     key = decision_key(design.files, design.toplevel)
-    folder = Path(engine.settings.cache_dir) / "fastcov" / "decisions"
+    folder = Path(settings.cache_dir) / "fastcov" / "decisions"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{key}.json"
     cached = _load(path)
@@ -80,7 +85,7 @@ def decide(engine: Any, design: Any) -> Decision:
         cached = _load(path)
         if cached is not None:
             return cached
-        decision = _decide(engine, design, metrics, key)
+        decision = _decide(design, metrics, key, run, settings)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".decision-")
         with os.fdopen(fd, "w") as fh:
             json.dump(asdict(decision), fh)
@@ -96,35 +101,35 @@ def _load(path: Path) -> Decision | None:
         return None
 
 
-def _decide(engine: Any, design: Any, metrics: tuple[str, ...], key: str) -> Decision:
+def _decide(design: Design, metrics: tuple[str, ...], key: str, run: Simulate, settings: Settings) -> Decision:
     now = time.time()
     try:
         instrumented(dict(design.files), metrics)
         tb = self_check_testbench(dict(design.files), design.toplevel)
     except Unsupported as exc:
         return Decision("verilator", f"not instrumentable: {exc}", key, now)
-    if not engine.settings.fastcov_self_check:
+    if not settings.fastcov_self_check:
         return Decision("fast", "instruments (self-check disabled by settings)", key, now)
-    from reward_service.simulators.verilator import VerilatorSimulator
-
-    request = {"design": design.model_dump(), "engine": "verilator",
+    request = ScoreRequest.model_validate({"design": design.model_dump(), "engine": "verilator",
                "stimulus": {"kind": "sv_testbench", "files": {"rs_selfcheck_tb.sv": tb}, "top": SELF_CHECK_TOP},
                "coverage": {"scope": SELF_CHECK_INSTANCE, "metrics": list(metrics)},
-               "limits": {"run_s": 60, "compile_s": 600}}
-    from reward_service.models import ScoreRequest
-    prepared = engine.prepare(ScoreRequest.model_validate(request))
-    fast = engine._simulate(prepared, {}, simulator=FastSimulator(metrics))
-    reference = engine._simulate(prepared, {}, simulator=VerilatorSimulator())
+               "limits": {"run_s": 60, "compile_s": 600}})
+    # the generated testbench names its top and instantiates the DUT as the scope: prepared as is
+    assert request.design is not None and request.stimulus.kind == "sv_testbench"
+    prepared = Prepared(request=request, design=request.design, stimulus=request.stimulus)
+    fast_run = run(prepared, {}, FastSimulator(metrics))
+    reference_run = run(prepared, {}, get_simulator(FALLBACK))
+    fast, reference = fast_run.result, reference_run.result
     if reference.status != "ok":
         return Decision("verilator", f"self-check: Verilator run {reference.status.value}: {reference.message[:200]}", key, now)
     if fast.status != "ok":
         return Decision("verilator", f"self-check: fast-path run {fast.status.value}: {fast.message[:200]}", key, now)
-    diff = diff_points(fast._points, reference._points, set(metrics) - {"functional"})
+    diff = diff_points(fast_run.points, reference_run.points, set(metrics) - {"functional"})
     if not diff.equal:
         return Decision("verilator", f"self-check: {len(diff.only_fast) + len(diff.only_reference)} point(s) "
                                      f"differ from Verilator ({diff.describe(2)})", key, now)
-    return Decision("fast", f"self-check agreed with Verilator on {len(reference._points)} points", key, now,
-                    points=len(reference._points))
+    return Decision("fast", f"self-check agreed with Verilator on {len(reference_run.points)} points", key, now,
+                    points=len(reference_run.points))
 
 
 def self_check_testbench(files: dict[str, str], toplevel: str | None = None) -> str:

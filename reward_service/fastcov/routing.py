@@ -1,5 +1,9 @@
 """Scoring with ``engine=fast``/``auto``: the fast path, its fallback to Verilator, the shadow
-check (called by :meth:`reward_service.engine.Engine._score_with_engine`).
+check (called by :meth:`reward_service.scoring.engine.Engine._score_with_engine`).
+
+The engine hands this module a prepared request and a run callable
+(:data:`~reward_service.scoring.types.Simulate`, bound to its sandbox and settings): the fast
+path runs samples through it and never reaches into the engine.
 
 Fallback (the result's ``fallback`` says why, ``engine`` is then ``verilator``): a requested
 metric the fast path does not measure, a design it cannot instrument (also under the parameter
@@ -23,8 +27,6 @@ import re
 import logging
 import random
 import time
-from typing import Any
-
 from reward_service import hdl
 from reward_service.fastcov.backend import (
     FastSimulator, ParameterContext, all_metrics, build_unsupported, instrumented,
@@ -32,6 +34,10 @@ from reward_service.fastcov.backend import (
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import ScoreResult, ShadowCheck, Status
+from reward_service.scoring.choice import FALLBACK
+from reward_service.scoring.types import Prepared, Scored, Simulate
+from reward_service.settings import Settings
+from reward_service.simulators import get_simulator
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +49,12 @@ _TOOL_PREFIX = re.compile(r"^\w+ rejected the design or stimulus: ")
 _ERROR_FILE = re.compile(r"([\w./-]+\.(?:sv|v|svh|vh|sva)):\d+")
 
 
-def unsupported(prepared: Any) -> str | None:
+def unsupported(prepared: Prepared) -> str | None:
     """Why the fast path cannot score this request at all, or None."""
     return plan(prepared)[1]
 
 
-def plan(prepared: Any) -> tuple[ParameterContext | None, str | None]:
+def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
     """``(context, None)`` when the fast path can score the request (``context``: the SV
     testbench's parameter values for the DUT, when not the DUT's own, to instrument under),
     ``(None, reason)`` when it cannot."""
@@ -96,20 +102,21 @@ def plan(prepared: Any) -> tuple[ParameterContext | None, str | None]:
     return context, None
 
 
-def simulate(engine: Any, prepared: Any, timings: dict[str, float]) -> ScoreResult:
-    """Score ``prepared`` on the fast path, or on Verilator with the reason in ``fallback``."""
-    from reward_service.simulators.verilator import VerilatorSimulator
+def simulate(prepared: Prepared, timings: dict[str, float], run: Simulate, settings: Settings) -> Scored:
+    """Score ``prepared`` on the fast path, or on Verilator (:data:`~reward_service.scoring.choice.FALLBACK`)
+    with the reason in ``fallback``; ``run`` simulates (the engine's), ``timings`` collects the
+    stages (ms), ``settings`` gives the shadow rate and the ``auto`` decisions' cache."""
+    scored, fallback = attempt(prepared, timings, run, settings)
+    if scored is not None:
+        return scored
+    scored = run(prepared, timings, get_simulator(FALLBACK))
+    scored.result.fallback = fallback
+    return scored
 
-    result, fallback = attempt(engine, prepared, timings)
-    if result is not None:
-        return result
-    result = engine._simulate(prepared, timings, simulator=VerilatorSimulator())
-    result.fallback = fallback
-    return result
 
-
-def attempt(engine: Any, prepared: Any, timings: dict[str, float]) -> tuple[ScoreResult | None, str | None]:
-    """The fast path's own part of :func:`simulate`: ``(result, None)`` when the fast path
+def attempt(prepared: Prepared, timings: dict[str, float], run: Simulate,
+            settings: Settings) -> tuple[Scored | None, str | None]:
+    """The fast path's own part of :func:`simulate`: ``(scored, None)`` when the fast path
     scored the sample (shadow check included), ``(None, reason)`` when it goes to Verilator
     (the reason becomes the result's ``fallback``). Nothing runs on Verilator here
     (``bench/fallback_rate.py`` measures the fallback rate with it)."""
@@ -121,7 +128,7 @@ def attempt(engine: Any, prepared: Any, timings: dict[str, float]) -> tuple[Scor
         from reward_service.fastcov.choice import decide
 
         t0 = time.perf_counter()
-        decision = decide(engine, prepared.design)
+        decision = decide(prepared.design, run, settings)
         # the design's self-check (a fast and a Verilator run) when not decided before: its own stage
         timings["auto_check"] = (time.perf_counter() - t0) * 1000
         if not decision.fast:
@@ -130,22 +137,23 @@ def attempt(engine: Any, prepared: Any, timings: dict[str, float]) -> tuple[Scor
         return None, fallback
     fast = FastSimulator(tuple(request.coverage.metrics), context)
     t0 = time.perf_counter()
-    result = engine._simulate(prepared, dict(timings), simulator=fast)
+    scored = run(prepared, dict(timings), fast)
+    result = scored.result
     # A cocotb run that ran no test (import error, no test defined) fails alike on Verilator.
     reason = None if result.ended_by == "no_tests" else _FALLBACK_STATUSES.get(result.status)
     if reason is None:
-        if result.status == Status.ok and random.random() < engine.settings.fastcov_shadow_rate:
+        if result.status == Status.ok and random.random() < settings.fastcov_shadow_rate:
             t1 = time.perf_counter()
-            result.shadow = shadow_check(engine, prepared, result)
+            result.shadow = shadow_check(prepared, scored, run)
             result.timings["shadow"] = (time.perf_counter() - t1) * 1000
-        return result, None
-    fault = whose_fault(engine, prepared, result)
+        return scored, None
+    fault = whose_fault(prepared, result, run)
     # the failed fast run and the plain Icarus run that told whose fault: before Verilator's stages
     timings["fast_attempt"] = (time.perf_counter() - t0) * 1000
     return None, fault
 
 
-def _connected_array_ports(prepared: Any) -> list[tuple[str, str]]:
+def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
     """The design's unpacked-array ports that a run would connect: all of them, except those
     of a cocotb toplevel (cocotb reads the toplevel's own signals, no port between)."""
     files = {n: t for n, t in prepared.design.files.items()
@@ -168,16 +176,14 @@ def ours(what: str, reason: str) -> str:
     return f"the fast path could not instrument {what}: {reason}{SCORED_ON_VERILATOR}"
 
 
-def whose_fault(engine: Any, prepared: Any, fast: ScoreResult) -> str:
+def whose_fault(prepared: Prepared, fast: ScoreResult, run: Simulate) -> str:
     """The fallback message of a sample the fast path could not compile or run (``fast``:
     its compile_error / runtime_error result), saying whose fault it is. The design and
     testbench as written are run on plain Icarus: when they fail the same way there, it is the
     user's source (or a limit of Icarus): "Icarus rejects the testbench: <error>"; when only
     the instrumented build fails, it is ours: "the fast path could not instrument the
-    design: ...". Both end with " — scored on Verilator"."""
-    from reward_service.simulators.icarus import IcarusSimulator
-
-    plain = engine._simulate(prepared, {}, simulator=IcarusSimulator())
+    design: ...". Both end with " — scored on Verilator". ``run`` simulates."""
+    plain = run(prepared, {}, get_simulator("icarus")).result
     # the fast run's own error text: the rewrites keep line numbers, and its hints name the engine
     error = _TOOL_PREFIX.sub("", fast.message)[:300]
     if plain.status == fast.status or (fast.status == Status.runtime_error and plain.status == Status.compile_error):
@@ -190,7 +196,7 @@ def whose_fault(engine: Any, prepared: Any, fast: ScoreResult) -> str:
     return ours(_where(prepared, error, "the design"), reason)
 
 
-def _where(prepared: Any, error: str, default: str = "the testbench") -> str:
+def _where(prepared: Prepared, error: str, default: str = "the testbench") -> str:
     """``the design`` or ``the testbench``: whose file the error names."""
     found = _ERROR_FILE.search(error)
     if found is None:
@@ -199,15 +205,15 @@ def _where(prepared: Any, error: str, default: str = "the testbench") -> str:
     return "the design" if name in prepared.design.files else "the testbench"
 
 
-def shadow_check(engine: Any, prepared: Any, fast: ScoreResult) -> ShadowCheck:
-    """Score the sample on Verilator too and diff the points of the metrics both measure."""
-    from reward_service.simulators.verilator import VerilatorSimulator
-
-    reference = engine._simulate(prepared, {}, simulator=VerilatorSimulator())
+def shadow_check(prepared: Prepared, fast: Scored, run: Simulate) -> ShadowCheck:
+    """Score the sample on Verilator too (``run``) and diff the points of the metrics both
+    measure with ``fast``'s (the fast path's scored run)."""
+    scored = run(prepared, {}, get_simulator(FALLBACK))
+    reference = scored.result
     if reference.status != Status.ok:
         return ShadowCheck(agreed=False, message=f"Verilator run {reference.status.value}: {reference.message[:200]}")
     metrics = set(prepared.request.coverage.metrics) & set(all_metrics())
-    diff = diff_points(fast._points, reference._points, metrics)
+    diff = diff_points(fast.points, scored.points, metrics)
     check = ShadowCheck(agreed=diff.equal, differences=len(diff.only_fast) + len(diff.only_reference),
                         metrics=diff.per_metric(), message=diff.describe(3) or None)
     if not diff.equal:

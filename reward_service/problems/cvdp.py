@@ -22,8 +22,8 @@ Where each :class:`Problem` field comes from:
   last resort the prompt's "instantiated as `uut`" / "Name the instance ... as `uut`" text;
 * ``target_percent``: ``TARGET`` of ``src/.env`` (the original harness passes when the DUT
   instance's overall average coverage is >= TARGET);
-* ``engine``: ``settings.cvdp_engine``, by default ``auto`` (the fast path for designs whose
-  self-check agrees with Verilator);
+* ``engine``: :func:`~reward_service.scoring.choice.cvdp_engine` (``settings.cvdp_engine``), by
+  default ``auto`` (the fast path for designs whose self-check agrees with Verilator);
 * ``testbench_path``: the single key of ``output.context`` (non-agentic) or ``patch`` (agentic);
 * ``prompt``: ``input.prompt`` or ``prompt``; ``context``: ``input.context`` or ``context``
   (spec documents, partial testbenches); ``difficulty``: the second category.
@@ -48,13 +48,14 @@ from reward_service.models import (
     DEFAULT_METRICS,
     CocotbStimulus,
     Completion,
-    CoverageSpec,
     Design,
+    ProblemSpec,
     ScoreRequest,
     Simulator,
     SvTestbench,
     Target,
 )
+from reward_service.scoring.choice import cvdp_engine
 
 __all__ = [
     "Problem",
@@ -172,35 +173,26 @@ class Problem(BaseModel):
         """The DUT module name."""
         return self.design.toplevel
 
-    def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str, **overrides: Any) -> ScoreRequest:
-        """A :class:`ScoreRequest` scoring ``stimulus`` on this problem.
+    def spec(self) -> ProblemSpec:
+        """This problem as the API registers it: one ``overall >= target_percent`` target and
+        ``exclude_unreachable=True`` (TARGETs were calibrated on a commercial flow; points
+        proved unreachable are excluded from the judged figure, where CVDP's own grading did
+        not; docs/formal.md)."""
+        return ProblemSpec(
+            id=self.id, design=self.design, dut_instance=self.dut_instance, metrics=list(self.metrics),
+            targets=[Target(metric="overall", percent=self.target_percent)], simulator=self.simulator,
+            engine=self.engine, exclude_unreachable=True, difficulty=self.difficulty, prompt=self.prompt,
+            context=dict(self.context), testbench_path=self.testbench_path,
+        )
 
-        ``stimulus`` may be a raw completion text (wrapped in :class:`Completion`). The request
-        carries the design, ``coverage`` (scope = ``dut_instance``, ``metrics``, one
-        ``overall >= target_percent`` target) and ``simulator``; ``overrides`` replace any
-        top-level field of :class:`ScoreRequest` (e.g. ``reward=RewardSpec(shaping="ratio")``,
-        ``seed=3``). Raises ``pydantic.ValidationError`` for invalid overrides.
-        """
-        if isinstance(stimulus, str):
-            stimulus = Completion(text=stimulus)
-        fields: dict[str, Any] = {
-            "design": self.design,
-            "stimulus": stimulus,
-            "simulator": self.simulator,
-            "engine": self.engine,
-            "coverage": CoverageSpec(
-                scope=self.dut_instance,
-                metrics=list(self.metrics),
-                targets=[Target(metric="overall", percent=self.target_percent)],
-                # TARGETs were calibrated on a commercial flow; points proved unreachable are
-                # excluded from the judged figure (CVDP's own grading did not; docs/formal.md)
-                exclude_unreachable=True,
-            ),
-        }
-        fields.update(overrides)
-        if "engine" not in overrides and Simulator(fields["simulator"]) != Simulator.verilator:
-            fields["engine"] = None  # the problem's engine replaces the Verilator path only
-        return ScoreRequest(**fields)
+    def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str, **overrides: Any) -> ScoreRequest:
+        """A :class:`ScoreRequest` scoring ``stimulus`` on this problem (its :meth:`spec`'s
+        :meth:`~reward_service.models.ProblemSpec.request`: design, ``coverage`` with scope =
+        ``dut_instance``, ``metrics`` and one ``overall >= target_percent`` target, simulator,
+        engine); ``overrides`` replace any top-level field (e.g.
+        ``reward=RewardSpec(shaping="ratio")``, ``seed=3``). Raises ``pydantic.ValidationError``
+        for invalid overrides."""
+        return self.spec().request(stimulus, **overrides)
 
 
 def _harness_files(row: dict[str, Any]) -> dict[str, str]:
@@ -265,15 +257,8 @@ def problem_from_row(row: dict[str, Any]) -> Problem:
         testbench_path=testbench_path,
         prompt=prompt,
         context={k: v for k, v in context.items() if isinstance(v, str)} if isinstance(context, dict) else {},
-        engine=_default_engine(),
+        engine=cvdp_engine(),
     )
-
-
-def _default_engine() -> str | None:
-    """The engine of loaded CVDP problems: ``settings.cvdp_engine`` (default ``auto``)."""
-    from reward_service.settings import get_settings
-
-    return get_settings().cvdp_engine
 
 
 def _rows(lines: Iterable[str], source: str) -> dict[str, Problem]:

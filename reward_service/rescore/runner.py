@@ -31,7 +31,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.errors import RewardServiceError
+from reward_service.models import Completion, ScoreRequest, ScoreResult, Status
+from reward_service.problems.resolve import resolve_request
 from reward_service.rescore.store import (
     ResultStore, Sample, SampleKey, is_final, problem_digest, result_record,
 )
@@ -43,7 +45,7 @@ log = logging.getLogger("reward_service.rescore")
 Scorer = Callable[[ScoreRequest], ScoreResult]
 
 
-class ServiceDown(RuntimeError):
+class ServiceDown(RewardServiceError, RuntimeError):
     """The scoring service cannot be reached (after the client's retries): the run stops."""
 
 
@@ -150,8 +152,12 @@ class _RateColumn(ProgressColumn):
 
 
 def _request(problems: Mapping[str, Any], sample: Sample) -> ScoreRequest | ScoreResult:
+    """The full request of a sample, resolved as the API and the CLI resolve a ``problem_id``
+    request (:func:`~reward_service.problems.resolve.resolve_request`), or the
+    ``invalid_input`` result of a completion that cannot form one."""
     try:
-        return problems[sample.problem_id].request(sample.completion)
+        given = ScoreRequest(problem_id=sample.problem_id, stimulus=Completion(text=sample.completion))
+        return resolve_request(given, problems[sample.problem_id])
     except ValidationError as exc:  # the completion cannot even form a request
         return ScoreResult(status=Status.invalid_input, reward=0.0,
                            message=f"invalid request: {exc.errors()[0]['msg']}")

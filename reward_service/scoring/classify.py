@@ -1,0 +1,81 @@
+"""Classify: the status and message of a simulation run (the sample's fault, a limit, or ok
+with notes), from the sandbox result and what the simulator reported."""
+
+from __future__ import annotations
+
+import re
+
+from reward_service.models import Status, TestOutcome
+from reward_service.sandbox import ExecResult
+from reward_service.simulators.base import SimRun
+
+
+def classify(run: SimRun, runres: ExecResult, sim_name: str, has_cov: bool, tests: list[TestOutcome],
+             run_s: float) -> tuple[Status, str]:
+    """The status and message of a simulation that built: resource limits, timeout, no test
+    run, crash without coverage, runtime error, signal, else ``ok`` with notes on how it ended
+    (``$stop``/``$fatal``, failed cocotb tests, error lines in the log). ``runres``: the run
+    step's sandbox result; ``has_cov``: code coverage data exists; ``run_s``: the run-time
+    limit in seconds."""
+    if runres.output_flood:
+        return Status.resource_limit, f"output flood: more than {runres.output_bytes // (1 << 20)} MiB written to stdout/stderr"
+    if runres.oom:
+        return Status.resource_limit, "memory limit exceeded (the simulation was killed)"
+    if runres.pids_exhausted:
+        return Status.resource_limit, "process limit exceeded (fork bomb?)"
+    if runres.timed_out or run.ended_by == "timeout":
+        hint = "" if tests else " (does the testbench end with $finish?)"
+        return Status.timeout, (f"the simulation hit its {run_s:g} s run-time limit{hint}; coverage "
+                                "up to the kill is reported for information")
+    if _file_too_large(runres):
+        return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
+    if run.not_run is not None:  # a cocotb run that ran no test: nothing the stimulus did is measured
+        return run.not_run
+    if sim_name in ("verilator", "fast") and not has_cov and run.results_xml is None:
+        return Status.runtime_error, f"the simulation crashed without coverage data (exit {runres.exit_code}): {first_error(runres.output)}"
+    if run.ended_by == "error":
+        return Status.runtime_error, (f"simulator runtime error: {first_error(runres.output)} "
+                                      "(coverage up to the error is reported for information)")
+    if runres.exit_code is not None and runres.exit_code < 0:
+        return Status.runtime_error, f"the simulation was killed by signal {-runres.exit_code}"
+    ended = {"stop": "ended by $stop", "fatal": "ended by $fatal",
+             "no_events": "ended with no events left (no $finish)",
+             "sim_ended_early": "the HDL ended the simulation while the cocotb test was running"}
+    notes = [ended.get(run.ended_by or "", "")]
+    failed = [t for t in tests if not t.passed]
+    if failed:
+        notes.append(f"{len(failed)} of {len(tests)} cocotb tests failed")
+    errors = _error_lines(runres.output)
+    if errors:
+        notes.append(f"the log reports {len(errors)} error line(s), first: {errors[0]}")
+    return Status.ok, "; ".join(n for n in notes if n)
+
+
+def _file_too_large(runres: ExecResult) -> bool:
+    return runres.exit_code in (-25, 153) or "File size limit exceeded" in runres.output
+
+
+def first_error(log_text: str) -> str:
+    """The first error line of a tool's log (at most 500 characters), else its last line."""
+    for line in log_text.splitlines():
+        low = line.lower()
+        if "%error" in low or ": error" in low or "syntax error" in low or low.startswith("error"):
+            return line.strip()[:500]
+    lines = [l for l in log_text.splitlines() if l.strip()]
+    return lines[-1].strip()[:500] if lines else "(no output)"
+
+
+_ERROR_LINE = re.compile(r"^(?:\[\d+\] )?(?:%Error|%Fatal|ERROR:|FATAL:|VCD Error|Error:)", re.M)
+
+
+def _error_lines(log_text: str, limit: int = 20) -> list[str]:
+    """Error lines of a simulation log (Icarus ``ERROR:``/``VCD Error``, Verilator ``%Error``)."""
+    out = []
+    for m in _ERROR_LINE.finditer(log_text):
+        end = log_text.find("\n", m.start())
+        line = log_text[m.start(): end if end >= 0 else None].strip()
+        if "Verilog $stop" not in line:  # Verilator's note on an ordinary $stop ending
+            out.append(line[:300])
+        if len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,154 @@
+"""The scoring engine: prepare -> (result cache) -> run -> measure -> classify -> finish.
+
+Plain Python with no web or queue code inside, so it runs the same in the CLI, a worker and
+tests. :meth:`Engine.score` never raises for bad input: every outcome is a :class:`ScoreResult`
+with its status (``sandbox_error`` for infrastructure failures, ``reward=None``); only the
+exceptions the caller names in ``reraise`` (its runtime's time limit) leave it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from reward_service.cache import ResultCache, request_key
+from reward_service.completion import ExtractionError
+from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
+from reward_service.scoring import run
+from reward_service.scoring.choice import choose_engine
+from reward_service.scoring.finish import finish, name_block, validation_message
+from reward_service.scoring.prepare import prepare
+from reward_service.scoring.types import InvalidInput, Prepared, Scored
+from reward_service.settings import Settings, get_settings
+from reward_service.simulators import get_simulator
+from reward_service.simulators.base import SimulatorBackend
+from reward_service.sandbox.toolchain import ToolMissing, versions
+
+log = logging.getLogger(__name__)
+
+
+#: Outcomes that depend on the machine (load, infrastructure), not only on the inputs.
+_NOT_CACHED = {Status.sandbox_error, Status.timeout, Status.resource_limit}
+
+
+class Engine:
+    """Scores :class:`ScoreRequest` s. ``problems`` maps problem ids to problems
+    (:class:`~reward_service.models.ProblemSpec` or CVDP
+    :class:`~reward_service.problems.cvdp.Problem`). ``reraise``: exception classes the
+    catch-all lets through instead of reporting them as an internal error (a worker's time
+    limit, e.g. Celery's ``SoftTimeLimitExceeded``, handled where it is raised)."""
+
+    def __init__(self, settings: Settings | None = None, sandbox: Sandbox | None = None,
+                 problems: Mapping[str, Any] | None = None,
+                 reraise: tuple[type[BaseException], ...] = ()) -> None:
+        self.settings = settings or get_settings()
+        self.sandbox = sandbox or get_sandbox(self.settings.sandbox, self.settings)
+        self.problems = dict(problems or {})
+        self.reraise = tuple(reraise)
+        self.results = ResultCache(self.settings.cache_dir / "results") if self.settings.result_cache else None
+
+    # -- public -----------------------------------------------------------------------------
+    def score(self, request: ScoreRequest | Mapping[str, Any]) -> ScoreResult:
+        """Score one sample. Bad input -> ``invalid_input``; infrastructure failure ->
+        ``sandbox_error`` (reward None); never raises for either (only ``reraise``'s classes)."""
+        return self.scored(request).result
+
+    def scored(self, request: ScoreRequest | Mapping[str, Any]) -> Scored:
+        """:meth:`score` with the coverage points behind the result (none for a result served
+        from the result cache or refused before simulating)."""
+        start = time.perf_counter()
+        try:
+            if not isinstance(request, ScoreRequest):
+                request = ScoreRequest.model_validate(request)
+            prepared = self.prepare(request)
+        except ValidationError as exc:
+            return Scored(self._finish(ScoreResult(status=Status.invalid_input, message=validation_message(exc)),
+                                       None, start))
+        except (InvalidInput, ExtractionError) as exc:
+            return Scored(self._finish(ScoreResult(status=Status.invalid_input, message=str(exc),
+                                                   stimulus_block=getattr(exc, "stimulus_block", None)),
+                                       request if isinstance(request, ScoreRequest) else None, start))
+        timings = {"prepare": (time.perf_counter() - start) * 1000}
+        scored = Scored(ScoreResult(status=Status.sandbox_error))
+        try:
+            t0 = time.perf_counter()
+            tool_versions = versions(self.sandbox)  # probed once per process (seconds), then cached
+            timings["toolchain"] = (time.perf_counter() - t0) * 1000
+            key = request_key(prepared.request, prepared.design, prepared.stimulus, tool_versions)
+            cached = self.results.get(key) if self.results is not None else None
+            if cached is not None:
+                cached.cache.result = True
+                cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
+                return Scored(name_block(cached, prepared.extraction))
+            scored = self._score_with_engine(prepared, timings)
+            result = scored.result
+            if prepared.request.report.points:  # asked for: lcov/HTML reports (reward_service.reports)
+                from reward_service.reports.detail import coverage_detail
+
+                result.detail = coverage_detail(
+                    scored.points, prepared.design.files,
+                    [m for m, c in result.coverage.metrics.items() if c.available])
+        except self.reraise:
+            raise
+        except (SandboxError, ToolMissing, OSError) as exc:
+            log.exception("sandbox failure")
+            scored = Scored(ScoreResult(status=Status.sandbox_error, message=f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # a bug of ours must not look like the model's fault
+            log.exception("internal error while scoring")
+            scored = Scored(ScoreResult(status=Status.sandbox_error, message=f"internal error: {type(exc).__name__}"))
+        result = self._finish(scored.result, prepared.request, start)
+        if self.results is not None and result.status not in _NOT_CACHED:
+            self.results.put(key, result)
+        # after the cache: another completion holding the same code keeps its own block name
+        return Scored(name_block(result, prepared.extraction), scored.points)
+
+    def prepare(self, request: ScoreRequest) -> Prepared:
+        """Resolve problem id (:attr:`problems`), completion text and the testbench top; check
+        the inputs (:func:`reward_service.scoring.prepare.prepare`). Raises
+        :class:`InvalidInput`, ``ExtractionError`` or ``pydantic.ValidationError``."""
+        return prepare(request, self.problems)
+
+    def simulate(self, prepared: Prepared, timings: dict[str, float],
+                 simulator: SimulatorBackend | None = None) -> Scored:
+        """Simulate and measure ``prepared`` with ``simulator`` (None: the request's) in this
+        engine's sandbox (:func:`reward_service.scoring.run.simulate`; a
+        :data:`~reward_service.scoring.types.Simulate`)."""
+        return run.simulate(prepared, timings, simulator, self.sandbox, self.settings)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
+        """The request's engine choice (:func:`~reward_service.scoring.choice.choose_engine`):
+        the fast path with its fallback (docs/fastcov.md), else the chosen simulator."""
+        request = prepared.request
+        choice = choose_engine(request.simulator, request.engine)
+        if choice.fast_path:
+            t0 = time.perf_counter()
+            from reward_service.fastcov import routing
+
+            loaded = (time.perf_counter() - t0) * 1000
+            if loaded > 1:  # the first fast sample of a process imports pyslang (~0.3 s)
+                timings["fast_import"] = loaded
+            return routing.simulate(prepared, timings, self.simulate, self.settings)
+        return self.simulate(prepared, timings, get_simulator(choice.path))
+
+    def _finish(self, result: ScoreResult, request: ScoreRequest | None, start: float) -> ScoreResult:
+        return finish(result, request, start, self.sandbox)
+
+
+_DEFAULT: Engine | None = None
+
+
+def score(request: ScoreRequest | Mapping[str, Any], problems: Mapping[str, Any] | None = None) -> ScoreResult:
+    """Score one request with a process-wide default :class:`Engine` (``problems`` are added to
+    its problems)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Engine()
+    if problems:
+        _DEFAULT.problems.update(problems)
+    return _DEFAULT.score(request)

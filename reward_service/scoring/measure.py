@@ -1,0 +1,159 @@
+"""Measure: turn a simulator run into a result and its coverage points: build failures, the
+DUT instance's points, per-metric summary, proved-unreachable points, targets, status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reward_service import hdl
+from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
+from reward_service.coverage.instances import in_scope, instance_names, merge_instances
+from reward_service.coverage.points import CoveragePoint
+from reward_service.coverage.verilator_dat import CoverageFileError
+from reward_service.models import (
+    CocotbStimulus, CoverageReport, ScoreResult, Status, SvTestbench, UncoveredPoint,
+)
+from reward_service.reward import targets_met
+from reward_service.safe_io import UnsafeOutput
+from reward_service.sandbox import Sandbox
+from reward_service.scoring.classify import classify, first_error
+from reward_service.scoring.types import Prepared, Scored
+from reward_service.simulators.base import SimRun, SimulatorBackend
+
+
+def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbox: Sandbox,
+            cache_dir: Path) -> Scored:
+    """The result of ``run`` (``simulator``'s run of ``prepared``) with the points behind it:
+    the build's failure, or the DUT instance's coverage (``coverage.dat``, the fast path's flags,
+    cocotb-coverage bins) summarised per metric, the points proved unreachable (``sandbox`` runs
+    the prover, its verdicts cached under ``cache_dir/formal``), the targets judged, and the
+    status (:func:`~reward_service.scoring.classify.classify`)."""
+    request = prepared.request
+    spec = request.coverage
+    if run.build_failed:
+        build = run.build
+        assert build is not None
+        if build.timed_out:
+            return Scored(ScoreResult(status=Status.timeout, log=build.output,
+                                      message=f"build exceeded its {request.limits.compile_s:g} s limit"))
+        if build.oom or build.pids_exhausted:
+            return Scored(ScoreResult(status=Status.resource_limit, log=build.output,
+                                      message=f"build hit a resource limit ({build.limit_hit})"))
+        message = f"{simulator.name} rejected the design or stimulus: {first_error(build.output)}"
+        groups = _covergroups(prepared.stimulus)
+        if groups and simulator.name in ("icarus", "fast"):  # both compile with Icarus
+            use = "--engine verilator / engine" if simulator.name == "fast" else "--simulator verilator / simulator"
+            message = (f"{simulator.name} rejected the design or stimulus: Icarus Verilog 11 does not "
+                       f"support covergroups, and the testbench declares {groups} (use {use}=verilator, "
+                       f"where they compile but are not measured); first error: {first_error(build.output)}")
+        return Scored(ScoreResult(status=Status.compile_error, log=build.output, message=message))
+    runres = run.run
+    assert runres is not None
+    points: list[CoveragePoint] = []
+    notes: list[str] = list(run.notes)
+    if run.coverage_dat is not None:
+        try:
+            points = parse_coverage_dat(run.coverage_dat, set(prepared.design.files))
+        except (CoverageFileError, UnsafeOutput, OSError) as exc:
+            notes.append(str(exc))
+    fast_points = getattr(run, "points", None)  # the fast path's flags (fastcov.backend)
+    if fast_points is not None:
+        points = list(fast_points)
+    for path in run.functional:
+        try:
+            points.extend(parse_functional_yaml(path))
+        except (ValueError, OSError) as exc:  # UnsafeOutput is a ValueError
+            notes.append(f"functional coverage export unreadable: {exc}")
+    tests = run.tests
+    unavailable = simulator.unavailable(list(spec.metrics), spec.fsm)
+    if "functional" in spec.metrics and not run.functional:
+        unavailable["functional"] = _no_functional_reason(prepared.stimulus)
+    has_code_coverage = run.coverage_dat is not None or fast_points is not None
+    # The DUT instance's own coverage: code points come per instance (Verilator records the
+    # instance in `h`); only the DUT instance's hierarchy counts when the request names it
+    # (a cocotb toplevel is the DUT as a whole), merged as Verilator merges instances.
+    scope_found, dut_scope = None, None
+    if spec.scope and has_code_coverage and isinstance(prepared.stimulus, SvTestbench):
+        dut_scope = f"{prepared.stimulus.top}.{spec.scope}"
+        dut_hiers = {p.hier for p in points if p.identity}
+        scope_found = any(in_scope(h, dut_scope) for h in dut_hiers)
+        if dut_hiers and not scope_found:
+            report, _ = summarise(merge_instances(points), list(spec.metrics), unavailable, spec.weights)
+            report.scope, report.scope_found = spec.scope, False
+            found = instance_names(dut_hiers, prepared.stimulus.top)
+            return Scored(ScoreResult(
+                status=Status.invalid_input, coverage=report, log=runres.output,
+                message=f"the DUT is not instantiated as `{spec.scope}` under `{prepared.stimulus.top}` "
+                        f"(found: {', '.join(found)})"))
+    points = merge_instances(points, dut_scope)
+    report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
+    report.scope, report.scope_found = spec.scope, scope_found
+    judged = report  # what the targets are judged on
+    if spec.exclude_unreachable is not None and has_code_coverage:
+        judged, uncovered, note = _reachable(prepared, points, report, unavailable, uncovered,
+                                                   sandbox, cache_dir)
+        if note:
+            notes.append(note)
+    log_text = runres.output
+    status, message = classify(run, runres, simulator.name, has_code_coverage, tests,
+                                     request.limits.run_s)
+    if status == Status.ok and report.overall is None and unavailable:
+        # the metrics' own reasons say what would measure them (never "use Verilator" to a
+        # Verilator user: a covergroup or a missing bin export is not fixed by a simulator)
+        reasons = "; ".join(dict.fromkeys(unavailable.values()))
+        notes.append(f"none of the requested metrics ({', '.join(spec.metrics)}) can be measured "
+                     f"with {simulator.name}, so the sample yields no coverage (reward "
+                     f"{'0' if request.reward.shaping == 'chorus' else 'failure value'}): {reasons}")
+    if notes:
+        message = "; ".join([message, *notes]) if message else "; ".join(notes)
+    result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
+                         tests=tests, log=log_text, ended_by=run.ended_by)
+    result.passed = status == Status.ok and targets_met(judged, spec.targets)
+    return Scored(result, points)
+
+
+def _reachable(prepared: Prepared, points: list[CoveragePoint], report: CoverageReport,
+               unavailable: dict[str, str], uncovered: list[UncoveredPoint], sandbox: Sandbox,
+               cache_dir: Path) -> tuple[CoverageReport, list[UncoveredPoint], str]:
+    """The report targets are judged on, the uncovered points and a note, with the points
+    proved unreachable (docs/formal.md) counted in ``report`` and, when the request's
+    ``exclude_unreachable`` is True, left out of the judged figure and of ``uncovered``."""
+    from reward_service.formal.exclude import annotate
+    from reward_service.formal.verdicts import applicable
+
+    request, spec = prepared.request, prepared.request.coverage
+    dead, _, why = applicable(prepared.design, prepared.stimulus, spec.scope, request.build.parameters,
+                              sandbox, cache_dir / "formal")
+    if dead is None:
+        return report, uncovered, f"no point excluded as unreachable ({why})"
+    reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
+    if spec.exclude_unreachable:
+        return reach, reach_uncovered, ""
+    return report, uncovered, ""
+
+
+#: Why ``functional`` has no points when the SV stimulus declares covergroups. Measured
+#: (tests/test_covergroups.py): Verilator 5.48 compiles a covergroup with COVERIGN warnings
+#: ("Ignoring unsupported: covergroup"), writes no record of it to coverage.dat and
+#: get_coverage() returns 0.00; Icarus 11 rejects the syntax. Only cocotb-coverage bins count.
+COVERGROUPS_UNMEASURED = "covergroups are not measured by Verilator 5.48"
+_NO_BINS = "the stimulus exported no cocotb-coverage bins"
+_FUNCTIONAL_HOW = ("functional coverage counts the bins of cocotb-coverage coverpoints and crosses "
+                   "that a cocotb test exports (docs/coverage.md)")
+
+
+def _covergroups(stimulus: SvTestbench | CocotbStimulus) -> str:
+    """The covergroups the stimulus's HDL files declare, as ``cg, cg2 (tb.sv)``; "" if none."""
+    found = [f"{', '.join(names)} ({name})" for name, text in stimulus.files.items()
+             if name.lower().endswith(hdl.HDL_SUFFIXES) and (names := hdl.covergroups(text))]
+    return "; ".join(found)
+
+
+def _no_functional_reason(stimulus: SvTestbench | CocotbStimulus) -> str:
+    """Why a requested ``functional`` metric has no points: the stimulus's covergroups are not
+    measured (named), or it exported no cocotb-coverage bins."""
+    groups = _covergroups(stimulus)
+    if groups:
+        return (f"{COVERGROUPS_UNMEASURED} (it ignores them with a COVERIGN warning; the testbench "
+                f"declares {groups}) and Icarus 11 cannot compile them; {_FUNCTIONAL_HOW}")
+    return f"{_NO_BINS}; {_FUNCTIONAL_HOW}"

@@ -1,0 +1,157 @@
+"""Prepare: resolve a request's problem and completion text to concrete files, check them, and
+find the testbench top (the first stage of :mod:`reward_service.scoring`).
+
+Everything here raises :class:`~reward_service.scoring.types.InvalidInput` (or
+:class:`~reward_service.completion.ExtractionError`, or ``pydantic.ValidationError`` when a
+problem and the request's fields do not combine) for input that cannot be simulated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from reward_service import hdl
+from reward_service.completion import extract
+from reward_service.models import CocotbStimulus, Completion, Design, ScoreRequest, SvTestbench
+from reward_service.problems.resolve import resolve_request
+from reward_service.scoring.choice import choose_engine
+from reward_service.scoring.types import InvalidInput, Prepared
+
+
+def prepare(request: ScoreRequest, problems: Mapping[str, Any]) -> Prepared:
+    """Resolve problem id (``problems`` maps ids to problems, see
+    :func:`~reward_service.problems.resolve.resolve_request`), completion text and the testbench
+    top; check the inputs. Raises :class:`InvalidInput`, ``ExtractionError`` or
+    ``pydantic.ValidationError``."""
+    if request.problem_id is not None:
+        problem = problems.get(request.problem_id)
+        if problem is None:
+            raise InvalidInput(f"unknown problem_id {request.problem_id!r}")
+        request = resolve_request(request, problem)
+    design = request.design
+    assert design is not None
+    design_modules = {m for text in design.files.values() for m in hdl.module_names(text)}
+    stimulus, extraction = request.stimulus, None
+    if isinstance(stimulus, Completion):
+        extraction = extract(stimulus.text, toplevel=design.toplevel, design_modules=design_modules)
+        stimulus = extraction.stimulus
+    try:
+        prepared = check(request, design, stimulus, design_modules)
+    except InvalidInput as exc:
+        if extraction is None:
+            raise
+        named = InvalidInput(f"{exc} (scored {extraction.description})")
+        named.stimulus_block = extraction.description
+        raise named from exc
+    prepared.extraction = extraction
+    return prepared
+
+
+def check(request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus,
+          design_modules: set[str]) -> Prepared:
+    """Check a resolved request's files and find the testbench top (:func:`prepare`'s second
+    half). Raises :class:`InvalidInput`."""
+    _check_sources(design.files, "design")
+    _check_sources(stimulus.files, "stimulus")
+    _check_layout(list(design.files) + list(stimulus.files))
+    _screen_stimulus(stimulus)
+    dirs = hdl.search_dirs([*design.files, *stimulus.files], request.build.include_dirs)
+    for name, macros in hdl.design_macros_set_by(dict(stimulus.files), dict(design.files), dirs).items():
+        # the included design file is preprocessed after the stimulus's text: its macros would
+        # change the DUT (a width, say) and so its coverage
+        raise InvalidInput(f"the stimulus `includes design file {name!r} and sets macro(s) "
+                           f"{', '.join(macros)} that it reads, which would change the DUT; set "
+                           "design macros with build.defines (CLI --define) instead")
+    if isinstance(stimulus, SvTestbench):
+        stim_texts = [t for n, t in stimulus.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)]
+        top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
+        if top is None:
+            raise InvalidInput("the testbench declares no top module (a module that nothing instantiates)")
+        if not any(top in hdl.module_names(t) for t in stim_texts):
+            raise InvalidInput(f"testbench top module {top!r} is not declared in the stimulus files")
+        stimulus = stimulus.model_copy(update={"top": top})
+        scope = request.coverage.scope
+        if scope and not any(hdl.instantiates(t, None, scope) for t in stim_texts):
+            found = sorted({i for t in stim_texts for m in design_modules for i in hdl.instance_names(t, m)})
+            hint = f" (found instance(s): {', '.join(found)})" if found else " (no DUT instance found)"
+            raise InvalidInput(f"the testbench must instantiate the DUT as `{scope}`{hint}")
+    else:
+        toplevel = stimulus.toplevel or design.toplevel
+        if not toplevel:
+            raise InvalidInput("cocotb stimulus needs a HDL toplevel (stimulus.toplevel or design.toplevel)")
+        if toplevel not in design_modules:
+            raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
+        on_icarus = choose_engine(request.simulator.value, request.engine).on_icarus
+        if stimulus.runtime == "cocotb-1.9" and not on_icarus:
+            raise InvalidInput("the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
+                               "(CLI --simulator icarus) or engine=fast (--engine fast), or "
+                               "stimulus.runtime cocotb-2.1")
+        if f"{stimulus.test_module}.py" not in stimulus.files:
+            raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
+        stimulus = stimulus.model_copy(update={"toplevel": toplevel})
+    return Prepared(request=request, design=design, stimulus=stimulus)
+
+
+def _check_layout(names: list[str]) -> None:
+    """All files go into one source dir: no two may share a name, and no name may be a
+    directory of another (``a.sv`` and ``a.sv/tb.sv``)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InvalidInput(f"two files are named {name!r} (design and stimulus share one directory)")
+        seen.add(name)
+    dirs = {str(parent) for name in names for parent in PurePosixPath(name).parents if str(parent) != "."}
+    both = sorted(dirs & seen)
+    if both:
+        raise InvalidInput(f"{both[0]!r} is both a file and a directory of other files")
+
+
+#: Names the simulation's own outputs take in its cwd (Verilator's rs_main, cocotb, the fast
+#: path): a data file may not stand there before the run.
+_RESERVED_RUN_NAMES = ("coverage.dat", "results.xml")
+
+
+def _check_sources(files: Mapping[str, str], what: str) -> None:
+    """Each file is HDL, cocotb Python or a data file (hdl.DATA_SUFFIXES, text, copied into the
+    simulation's cwd and never compiled). Raises :class:`InvalidInput`."""
+    for name, text in files.items():
+        if hdl.is_data_file(name):
+            if name in _RESERVED_RUN_NAMES or name.startswith("rs_"):
+                raise InvalidInput(f"{what} data file {name!r}: the name is one of the simulation's own "
+                                   "outputs in its run dir (rename it or put it in a folder)")
+            continue  # an empty data file is a valid (empty) input
+        if hdl.is_vhdl(name, text):
+            raise InvalidInput(f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported")
+        if not text.strip():
+            raise InvalidInput(f"{what} file {name!r} is empty")
+        if not name.lower().endswith(hdl.HDL_SUFFIXES + (".py",)):
+            raise InvalidInput(f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh, "
+                               f".py, or a data file: {' '.join(hdl.DATA_SUFFIXES)})")
+
+
+#: SV constructs that run host code inside the simulator process (Verilator's inline C++ and
+#: DPI imports of libc): with them a testbench could forge its own coverage record and exit.
+#: Matched on comment- and string-stripped text, where a DPI import reads `import ""`.
+_SV_HOST_CODE = re.compile(r"\$c(?:pure)?\d*\s*\(|\b(?:import|export)\s+\"\"")
+#: cocotb code that touches the scorer's own outputs or leaves the simulator abruptly.
+_COCOTB_TAMPER = re.compile(r"coverage\.dat|rs_fcov|rs_end|results\.xml|\bctypes\b|\bos\._exit\b|/proc/self")
+
+
+def _screen_stimulus(stimulus: SvTestbench | CocotbStimulus) -> None:
+    """Refuse stimulus that could tamper with its own coverage measurement (reward hacking).
+    Raises :class:`InvalidInput` naming the construct."""
+    for name, text in stimulus.files.items():
+        if isinstance(stimulus, SvTestbench) or not name.endswith(".py"):
+            m = _SV_HOST_CODE.search(hdl.strip_comments(text))
+            if m:
+                what = "a DPI import" if m.group(0).startswith(("import", "export")) else f"`{m.group(0)}`"
+                raise InvalidInput(f"{name}: {what} runs host code inside the simulator (Verilator $c / "
+                                   "DPI); stimulus may not use it, it could forge coverage")
+        else:
+            m = _COCOTB_TAMPER.search(text)
+            if m:
+                raise InvalidInput(f"{name}: the test refers to `{m.group(0)}`, which touches the scorer's "
+                                   "own outputs or ends the simulator abruptly; refused (it could forge coverage)")

@@ -1,0 +1,104 @@
+"""Run: write a prepared request's files into a fresh work dir, build and simulate them with a
+simulator backend in the sandbox, and measure the run (:mod:`.measure`)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from reward_service import hdl
+from reward_service.models import SvTestbench
+from reward_service.sandbox import Sandbox
+from reward_service.scoring.measure import measure
+from reward_service.scoring.types import Prepared, Scored
+from reward_service.settings import Settings
+from reward_service.simulators import get_simulator
+from reward_service.simulators.base import Job, SimulatorBackend
+
+
+def simulate(prepared: Prepared, timings: dict[str, float], simulator: SimulatorBackend | None,
+             sandbox: Sandbox, settings: Settings) -> Scored:
+    """Simulate ``prepared`` with ``simulator`` (None: the request's) in a fresh work dir under
+    ``settings.work_root`` and measure the run. ``timings`` gets the build, run, simulate and
+    measure stages (ms) and becomes the result's ``timings``. Raises ``SandboxError``,
+    ``ToolMissing`` or ``OSError`` for infrastructure failures (never for the sample's)."""
+    request, stimulus = prepared.request, prepared.stimulus
+    simulator = simulator or get_simulator(request.simulator.value)
+    root = Path(tempfile.mkdtemp(prefix="rs-", dir=settings.work_root))
+    try:
+        src = root / "src"
+        files = {**prepared.design.files, **stimulus.files}
+        for name, text in files.items():
+            path = src / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        # Only compilation units go to the compiler: headers and `include'd files are
+        # compiled where they are included (docs/coverage.md, "Files and folders").
+        build = request.build
+        dirs = hdl.search_dirs(list(files), build.include_dirs)
+        included = hdl.included_files(files, dirs)
+        data = [n for n in files if hdl.is_data_file(n)]
+        job = Job(
+            root=root, design_files=hdl.compilation_units(list(prepared.design.files), included),
+            stimulus_files=hdl.compilation_units(list(stimulus.files), included)
+            if isinstance(stimulus, SvTestbench) else [n for n in stimulus.files if not hdl.is_data_file(n)],
+            include_files=[n for n in files if n.lower().endswith(hdl.HDL_SUFFIXES)
+                           and (n in included or n.lower().endswith(hdl.HEADER_SUFFIXES))],
+            data_files=data, include_dirs=dirs, defines=dict(build.defines),
+            parameters=dict(build.parameters), plusargs=list(build.plusargs),
+            limits=request.limits, sandbox=sandbox, cache_dir=settings.cache_dir,
+            seed=request.seed, fsm=request.coverage.fsm, build_jobs=settings.build_jobs,
+            top=getattr(stimulus, "top", None), toplevel=getattr(stimulus, "toplevel", None),
+            test_module=getattr(stimulus, "test_module", None),
+            cocotb_runtime=getattr(stimulus, "runtime", "auto"),
+            cocotb_env=dict(getattr(stimulus, "env", {})),
+        )
+        t0 = time.perf_counter()
+        if isinstance(stimulus, SvTestbench):
+            run = simulator.run_sv(job)
+        else:
+            run = simulator.run_cocotb(job)
+        if run.run is not None:
+            run.notes.extend(_missing_data_notes(files, run.run.output))
+        if run.build is not None:
+            timings["build"] = run.build.duration_ms
+        if run.run is not None:
+            timings["run"] = run.run.duration_ms
+        timings["simulate"] = (time.perf_counter() - t0) * 1000
+        t1 = time.perf_counter()
+        scored = measure(prepared, simulator, run, sandbox, settings.cache_dir)
+        timings["measure"] = (time.perf_counter() - t1) * 1000
+        result = scored.result
+        result.timings = timings
+        result.cache.build = run.build_cached
+        result.engine = simulator.name
+        return scored
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+#: A data file the simulation did not find: Verilator's warning, Icarus's error.
+_MISSING_DATA = re.compile(r"^%Warning: (\S+):0: \$readmem file not found|"
+                           r"\$readmem[hb]: Unable to open (\S+) for reading", re.M)
+
+
+def _missing_data_notes(files: Mapping[str, str], log_text: str) -> list[str]:
+    """Notes for the result message naming the data files the simulation could not open:
+    those the simulators reported (``$readmem*``) and the literal ``$readmem*``/``$fopen(.., "r")``
+    names of HDL files that are not among ``files`` (a failed ``$fopen`` prints nothing)."""
+    missing = [a or b for a, b in _MISSING_DATA.findall(log_text)]
+    for name, text in files.items():
+        if name.lower().endswith(hdl.HDL_SUFFIXES):
+            missing += [f for f in hdl.files_read(text)
+                        if not f.startswith("/") and posixpath.normpath(f) not in files]
+    missing = list(dict.fromkeys(missing))
+    if not missing:
+        return []
+    return [f"data file(s) not found: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} "
+            "(the simulation reads them relative to the source root; give them with the design or "
+            "stimulus files, e.g. --testbench data.hex)"]
