@@ -20,6 +20,7 @@ import abc
 import threading
 from pydantic import ValidationError
 
+from reward_service.errors import RewardServiceError
 from reward_service.models import PROBLEM_ID_PATTERN, ProblemSpec
 from reward_service.problems.resolve import resolve_request
 from reward_service.redis_backed import RedisBacked
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class ProblemStoreError(RuntimeError):
+class ProblemStoreError(RewardServiceError, RuntimeError):
     """The problem store cannot answer (backend down, corrupt entry)."""
 
 
