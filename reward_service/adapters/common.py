@@ -28,8 +28,7 @@ from typing import Any
 
 from reward_service.client import AsyncRewardClient, RewardClient
 from reward_service.diversity import group_rewards
-from reward_service.models import ScoreResult, Status
-from reward_service.problems.store import PROBLEM_ID_PATTERN
+from reward_service.models import PROBLEM_ID_PATTERN, ScoreResult, Status
 
 URL_ENV = "REWARD_SERVICE_URL"
 KEY_ENV = "REWARD_SERVICE_API_KEY"
