@@ -1,5 +1,5 @@
 """Prove coverage points unreachable: the formal model (:mod:`.model`) through yosys and its
-bundled ABC (``pdr``), in the sandbox, one run per design (issue 14; docs/formal.md).
+bundled ABC (``pdr``), in the sandbox, one run per design (docs/formal.md).
 
 Flow: ``read_verilog -formal -sv``; ``prep -flatten``; a JSON netlist is checked (one clock
 edge for all flip-flops, no latches other than the model's flags, no memories, no

