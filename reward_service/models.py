@@ -1,6 +1,7 @@
-"""Wire schema of reward-service (pydantic v2), frozen by the scoring-engine issue.
+"""Wire schema of reward-service (pydantic v2): requests, results, registered problems.
 
-The same models are used by the engine, the CLI (``--json``), the HTTP API and the client.
+The same models are used by the engine, the CLI (``--json``), the HTTP API and the client; the
+client installs without the server, so this module needs pydantic only.
 Field names follow the vocabulary of ``DESIGN.md``: DUT, testbench, stimulus, toplevel,
 coverage point, metric, target, completion.
 """
@@ -24,7 +25,7 @@ CODE_METRICS: tuple[str, ...] = ("line", "branch", "toggle", "expr", "user", "fs
 ALL_METRICS: tuple[str, ...] = CODE_METRICS + ("functional",)
 #: Default metrics: the open-source counterpart of the commercial "Overall Average" (block,
 #: branch, toggle, expression). See docs/coverage.md for the known differences.
-DEFAULT_METRICS: tuple[str, ...] = ("line", "branch", "toggle", "expr")
+DEFAULT_METRICS: tuple[Metric, ...] = ("line", "branch", "toggle", "expr")
 
 MAX_FILE_NAME = 255
 
