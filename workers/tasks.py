@@ -23,7 +23,6 @@ Names, keys and encodings shared with the dispatcher are the job contract's
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import socket
@@ -51,18 +50,15 @@ _redis: redis.Redis | None = None
 _pid: int | None = None
 #: Lease tokens of the jobs this process runs (released in ``after_return``, once stored).
 _tokens: dict[str, str] = {}
-#: The engine re-raises Celery's soft time limit instead of logging it as an internal error of
-#: its own (its ``reraise`` parameter). An engine without that parameter turns the limit into a
-#: sandbox_error of its own, which :func:`_cut_off` recognises by the time the job ran.
-_ENGINE_OPTIONS: dict[str, Any] = (
-    {"reraise": (SoftTimeLimitExceeded,)} if "reraise" in inspect.signature(Engine).parameters else {})
 
 
 def engine() -> Engine:
-    """The Engine of this worker process, created on first use (after the fork)."""
+    """The Engine of this worker process, created on first use (after the fork). It lets
+    Celery's soft time limit through (``reraise``) instead of reporting it as an internal error
+    of its own: the task handles it."""
     global _engine
     if _engine is None:
-        _engine = Engine(get_settings(), **_ENGINE_OPTIONS)
+        _engine = Engine(get_settings(), reraise=(SoftTimeLimitExceeded,))
     return _engine
 
 
@@ -158,8 +154,8 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
         result.timings["queue"] = max(0.0, (started_wall - enqueued_at) * 1000)
 
     if result.status == Status.sandbox_error:
-        # A sandbox_error at the soft limit was cut off there, not failed (an engine without
-        # ``reraise`` catches the limit itself): another attempt would meet the same limit.
+        # A sandbox_error at the soft limit was cut off there, not failed (a layer under the
+        # engine may have turned the limit into its own error): another attempt would meet it too.
         cut_off = cut_off or elapsed >= soft - min(1.0, 0.05 * soft)
         if retries < settings.task_max_retries and not cut_off:
             r.hincrby(keys.stats, "retries", 1)
