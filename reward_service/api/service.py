@@ -75,7 +75,7 @@ def resolve(request: ScoreRequest, problems: ProblemStore, where: str = "") -> S
     try:
         return resolve_request(request, problem)
     except ValidationError as exc:
-        detail, _ = describe_validation(list(exc.errors()))
+        detail, _ = describe_validation([dict(e) for e in exc.errors()])
         raise HTTPException(422, f"{where}the request does not combine with problem "
                                  f"{request.problem_id!r}: {detail}") from exc
 
@@ -111,7 +111,7 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
     for n, (job_id, view) in enumerate(zip(batch.job_ids, views)):
         if view is None and dispatcher.resend(job_id):
             views[n] = JobView(job_id, JobState.queued)
-    results = []
+    results: list[ScoreResult | None] = []
     for job_id, view in zip(batch.job_ids, views):
         if view is None:  # the dispatcher forgot the job: say so instead of "queued" forever
             results.append(ScoreResult(status=Status.sandbox_error, message=(

@@ -212,7 +212,7 @@ def shadow_check(prepared: Prepared, fast: Scored, run: Simulate) -> ShadowCheck
     reference = scored.result
     if reference.status != Status.ok:
         return ShadowCheck(agreed=False, message=f"Verilator run {reference.status.value}: {reference.message[:200]}")
-    metrics = set(prepared.request.coverage.metrics) & set(all_metrics())
+    metrics = set(all_metrics()) & set(prepared.request.coverage.metrics)
     diff = diff_points(fast.points, scored.points, metrics)
     check = ShadowCheck(agreed=diff.equal, differences=len(diff.only_fast) + len(diff.only_reference),
                         metrics=diff.per_metric(), message=diff.describe(3) or None)

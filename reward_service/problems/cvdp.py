@@ -49,6 +49,7 @@ from reward_service.models import (
     CocotbStimulus,
     Completion,
     Design,
+    Metric,
     ProblemSpec,
     ScoreRequest,
     Simulator,
@@ -159,7 +160,7 @@ class Problem(BaseModel):
     design: Design = Field(description="RTL files (harness src/ without the prefix) and the DUT module")
     dut_instance: str = Field(description="instance name of the DUT the testbench must use (coverage scope)")
     target_percent: float = Field(ge=0, le=100, description="TARGET of src/.env")
-    metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     testbench_path: str = Field(description="where the original harness expects the testbench")
     prompt: str
     context: dict[str, str] = Field(default_factory=dict, description="files given with the prompt")
@@ -199,7 +200,8 @@ def _harness_files(row: dict[str, Any]) -> dict[str, str]:
     harness = row.get("harness")
     if not isinstance(harness, dict):
         raise ValueError("row has no `harness` object")
-    files = harness.get("files") if isinstance(harness.get("files"), dict) else harness
+    files = harness.get("files")
+    files = files if isinstance(files, dict) else harness
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise ValueError("harness files must map path strings to text")
     return files

@@ -32,7 +32,8 @@ def classify(run: SimRun, runres: ExecResult, sim_name: str, has_cov: bool, test
     if run.not_run is not None:  # a cocotb run that ran no test: nothing the stimulus did is measured
         return run.not_run
     if sim_name in ("verilator", "fast") and not has_cov and run.results_xml is None:
-        return Status.runtime_error, f"the simulation crashed without coverage data (exit {runres.exit_code}): {first_error(runres.output)}"
+        return Status.runtime_error, (f"the simulation crashed without coverage data (exit {runres.exit_code}): "
+                                      f"{first_error(runres.output)}")
     if run.ended_by == "error":
         return Status.runtime_error, (f"simulator runtime error: {first_error(runres.output)} "
                                       "(coverage up to the error is reported for information)")
@@ -61,7 +62,7 @@ def first_error(log_text: str) -> str:
         low = line.lower()
         if "%error" in low or ": error" in low or "syntax error" in low or low.startswith("error"):
             return line.strip()[:500]
-    lines = [l for l in log_text.splitlines() if l.strip()]
+    lines = [line for line in log_text.splitlines() if line.strip()]
     return lines[-1].strip()[:500] if lines else "(no output)"
 
 

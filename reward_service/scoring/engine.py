@@ -19,6 +19,7 @@ from reward_service.cache import ResultCache, request_key
 from reward_service.completion import ExtractionError
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
+from reward_service.sandbox.toolchain import ToolMissing, versions
 from reward_service.scoring import run
 from reward_service.scoring.choice import choose_engine
 from reward_service.scoring.finish import finish, name_block, validation_message
@@ -27,7 +28,6 @@ from reward_service.scoring.types import InvalidInput, Prepared, Scored
 from reward_service.settings import Settings, get_settings
 from reward_service.simulators import get_simulator
 from reward_service.simulators.base import SimulatorBackend
-from reward_service.sandbox.toolchain import ToolMissing, versions
 
 log = logging.getLogger(__name__)
 

@@ -74,16 +74,18 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
     # (a cocotb toplevel is the DUT as a whole), merged as Verilator merges instances.
     scope_found, dut_scope = None, None
     if spec.scope and has_code_coverage and isinstance(prepared.stimulus, SvTestbench):
-        dut_scope = f"{prepared.stimulus.top}.{spec.scope}"
+        top = prepared.stimulus.top
+        assert top is not None  # prepare() found the testbench top
+        dut_scope = f"{top}.{spec.scope}"
         dut_hiers = {p.hier for p in points if p.identity}
         scope_found = any(in_scope(h, dut_scope) for h in dut_hiers)
         if dut_hiers and not scope_found:
             report, _ = summarise(merge_instances(points), list(spec.metrics), unavailable, spec.weights)
             report.scope, report.scope_found = spec.scope, False
-            found = instance_names(dut_hiers, prepared.stimulus.top)
+            found = instance_names(dut_hiers, top)
             return Scored(ScoreResult(
                 status=Status.invalid_input, coverage=report, log=runres.output,
-                message=f"the DUT is not instantiated as `{spec.scope}` under `{prepared.stimulus.top}` "
+                message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` "
                         f"(found: {', '.join(found)})"))
     points = merge_instances(points, dut_scope)
     report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
