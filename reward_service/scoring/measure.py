@@ -56,7 +56,7 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
             points = parse_coverage_dat(run.coverage_dat, set(prepared.design.files))
         except (CoverageFileError, UnsafeOutput, OSError) as exc:
             notes.append(str(exc))
-    fast_points = getattr(run, "points", None)  # the fast path's flags (fastcov.backend)
+    fast_points = run.points  # the fast path's flags (fastcov.backend)
     if fast_points is not None:
         points = list(fast_points)
     for path in run.functional:

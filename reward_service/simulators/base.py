@@ -8,6 +8,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reward_service.coverage.points import CoveragePoint
 from reward_service.models import Limits, Status, TestOutcome
 from reward_service.sandbox import ExecResult, Sandbox
 
@@ -94,6 +95,9 @@ class SimRun:
     #: (status, message) when a cocotb run ran no test (import error, no test defined, every
     #: test skipped, no results.xml): the result is that failure whatever coverage exists.
     not_run: tuple[Status, str] | None = None
+    #: Code-coverage points the backend read itself (the fast path's flags); None: the points
+    #: are those of ``coverage_dat``, if any.
+    points: list[CoveragePoint] | None = None
 
 
 class SimulatorBackend(abc.ABC):
