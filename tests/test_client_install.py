@@ -12,6 +12,7 @@ checkout.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -20,8 +21,10 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+from filelock import FileLock
 
 from conftest import REPO, live_server
 from reward_service.api import create_app
@@ -29,6 +32,9 @@ from reward_service.client import RewardClient
 from reward_service.models import ScoreResult
 from reward_service.settings import Settings
 from test_api import counter_request
+
+#: one xdist worker builds and uses the venv (--dist loadgroup, pyproject addopts)
+pytestmark = pytest.mark.xdist_group("client_install")
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 CLIENT_REQUIREMENTS = sorted(PYPROJECT["dependencies"] + PYPROJECT["optional-dependencies"]["client"])
@@ -89,6 +95,14 @@ def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group()).lower()
 
 
+def _has_setuptools(major: int) -> bool:
+    """Whether this interpreter has setuptools >= ``major`` (pyproject's build requirement)."""
+    try:
+        return int(importlib.metadata.version("setuptools").split(".")[0]) >= major
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 def _run(*argv: str | Path, **kw) -> subprocess.CompletedProcess:
     out = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, **kw)
     assert out.returncode == 0, f"{argv}: rc {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
@@ -96,29 +110,34 @@ def _run(*argv: str | Path, **kw) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def client_python(tmp_path_factory) -> Path:
+def client_python(tmp_path_factory) -> Iterator[Path]:
     """The python of a venv holding this checkout's package with only its client dependencies."""
     cache = Path(os.environ.get("REWARD_SERVICE_TEST_CACHE") or Path.home() / ".cache" / "reward-service-test")
     venv = cache / "client-venv"
     stamp = json.dumps({"python": sys.version, "requirements": CLIENT_REQUIREMENTS})
     python = venv / "bin" / "python"
-    if not python.exists() or not (venv / "rs-stamp.json").exists() or (venv / "rs-stamp.json").read_text() != stamp:
-        shutil.rmtree(venv, ignore_errors=True)
-        _run(sys.executable, "-m", "venv", venv)
-        (venv / "rs-stamp.json").write_text(stamp)
-    # a wheel built from a copy of the checkout (an in-tree build leaves build/ in the shared tree)
-    src, wheels = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheels")
-    for f in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / f, src / f)
-    for d in ("reward_service", "workers"):
-        shutil.copytree(REPO / d, src / d, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, src)
-    (wheel,) = wheels.glob("reward_service-*.whl")
-    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    _run(*pip, "--no-deps", "--force-reinstall", wheel)
-    _run(*pip, f"{wheel}[client]")  # the client's dependencies (already there after the first run)
-    _run(python, "-m", "pip", "check")
-    return python
+    cache.mkdir(parents=True, exist_ok=True)
+    # another run on this machine may share the cache
+    with FileLock(cache / "client-venv.lock", timeout=600):
+        if not python.exists() or not (venv / "rs-stamp.json").exists() or (venv / "rs-stamp.json").read_text() != stamp:
+            shutil.rmtree(venv, ignore_errors=True)
+            _run(sys.executable, "-m", "venv", venv)
+            (venv / "rs-stamp.json").write_text(stamp)
+        # a wheel built from a copy of the checkout (an in-tree build leaves build/ in the shared tree)
+        src, wheels = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheels")
+        for f in ("pyproject.toml", "README.md"):
+            shutil.copy(REPO / f, src / f)
+        for d in ("reward_service", "workers"):
+            shutil.copytree(REPO / d, src / d, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        # this interpreter's setuptools builds it offline; without one, pip fetches pyproject's
+        isolation = ["--no-build-isolation"] if _has_setuptools(68) else []
+        _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", wheels, src)
+        (wheel,) = wheels.glob("reward_service-*.whl")
+        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run(*pip, "--no-deps", "--force-reinstall", wheel)
+        _run(*pip, f"{wheel}[client]")  # the client's dependencies (already there after the first run)
+        _run(python, "-m", "pip", "check")
+        yield python
 
 
 def test_client_install_has_no_server_package(client_python):
