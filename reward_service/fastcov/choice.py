@@ -29,7 +29,7 @@ from reward_service.fastcov.backend import FastSimulator, all_metrics, design_ke
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.instrument import parse
 from reward_service.fastcov.unit import Unsupported
-from reward_service.models import Design, ScoreRequest
+from reward_service.models import Design, ScoreRequest, SvTestbench
 from reward_service.scoring.choice import FALLBACK
 from reward_service.scoring.types import Prepared, Simulate
 from reward_service.settings import Settings
@@ -110,13 +110,13 @@ def _decide(design: Design, metrics: tuple[str, ...], key: str, run: Simulate, s
         return Decision("verilator", f"not instrumentable: {exc}", key, now)
     if not settings.fastcov_self_check:
         return Decision("fast", "instruments (self-check disabled by settings)", key, now)
-    request = ScoreRequest.model_validate({"design": design.model_dump(), "engine": "verilator",
-               "stimulus": {"kind": "sv_testbench", "files": {"rs_selfcheck_tb.sv": tb}, "top": SELF_CHECK_TOP},
-               "coverage": {"scope": SELF_CHECK_INSTANCE, "metrics": list(metrics)},
-               "limits": {"run_s": 60, "compile_s": 600}})
+    stimulus = SvTestbench(files={"rs_selfcheck_tb.sv": tb}, top=SELF_CHECK_TOP)
+    request = ScoreRequest.model_validate({
+        "design": design.model_dump(), "engine": "verilator", "stimulus": stimulus.model_dump(),
+        "coverage": {"scope": SELF_CHECK_INSTANCE, "metrics": list(metrics)},
+        "limits": {"run_s": 60, "compile_s": 600}})
     # the generated testbench names its top and instantiates the DUT as the scope: prepared as is
-    assert request.design is not None and request.stimulus.kind == "sv_testbench"
-    prepared = Prepared(request=request, design=request.design, stimulus=request.stimulus)
+    prepared = Prepared(request=request, design=design, stimulus=stimulus)
     fast_run = run(prepared, {}, FastSimulator(metrics))
     reference_run = run(prepared, {}, get_simulator(FALLBACK))
     fast, reference = fast_run.result, reference_run.result
