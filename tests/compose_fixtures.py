@@ -84,8 +84,9 @@ class Stack:
         hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker", all=True)}
         return [f"{kind} {ident[:12]}" for kind, ident in sim_objects(self.docker, hosts)]
 
-    def logs(self) -> str:
-        return self.compose("logs", "--no-color", "--tail", "300", check=False).stdout
+    def logs(self, *services: str, tail: int = 300) -> str:
+        """The last ``tail`` lines of each service's log (all services unless named)."""
+        return self.compose("logs", "--no-color", "--tail", str(tail), *services, check=False).stdout
 
     def wait_ready(self, timeout: float = 180) -> httpx.Response:
         """Poll ``/readyz`` until it answers 200; AssertionError with the last answer and the

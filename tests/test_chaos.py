@@ -166,7 +166,7 @@ def _print_report():
         for name, row in _REPORT.items():
             print(f"  {name:28s} {row['samples']:7d} {row['correct']:7d} {row['missing']:7d} "
                   f"{row.get('duplicated', 0):8d} {row.get('redelivered', 0):8d} {row['seconds']:7.1f} "
-                  f"{row.get('extra_s', 0.0):+7.1f} {row.get('ready_s', 0.0):7.1f}  {row.get('client', '')}")
+                  f"{row.get('extra_s', 0.0):+7.1f} {row.get('ready_after_fault_s', 0.0):7.1f}  {row.get('client', '')}")
         print(json.dumps(_REPORT))
 
 
@@ -258,6 +258,19 @@ FAULTS: dict[str, Callable[[Stack, Run], Callable[[], None]]] = {
 }
 
 
+def _ready_within(st: Stack, timeout: float) -> float | None:
+    """Seconds until ``/readyz`` answers 200 (polled twice a second), None after ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if httpx.get(f"{st.url}/readyz", timeout=10).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return None
+
+
 def _project_objects(st: Stack) -> tuple[list[str], set[str]]:
     """The project's containers ("name status") and the volumes they mount or Compose made."""
     containers = st.docker.containers.list(all=True, filters={"label": f"com.docker.compose.project={st.project}"})
@@ -317,39 +330,33 @@ def test_a_batch_survives(chaos_stack, reference, baseline, fault):
     assert run.thread.is_alive() and run.done < BATCH, "the batch ended before the fault"
     injected_at = run.done
     restore = FAULTS[fault](st, run)
+    # /readyz from the end of the fault (Redis back, the API restarted, the worker reconnected)
+    ready_after_fault = _ready_within(st, READY_S)
     run.join(reference.seconds + GRACE_S + 600)
-    finished = time.monotonic()
+    # ... and once the batch is done, before the killed or stopped worker is back
+    ready_at_end = _ready_within(st, READY_S)
     restore()
-
-    # /readyz healthy afterwards (counted from the end of the batch)
-    ready_s = None
-    while time.monotonic() - finished < READY_S:
-        try:
-            if httpx.get(f"{st.url}/readyz", timeout=10).status_code == 200:
-                ready_s = time.monotonic() - finished
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
+    ready_restored = _ready_within(st, READY_S)
 
     results = run.results or []
     correct = sum(essence(got) == essence(want) for got, want in zip(results, reference.results))
     jobs = counters.read()
     _REPORT[fault] = {
-        "samples": BATCH, "correct": correct, "missing": BATCH - len(results), **jobs, "injected_at": injected_at, "seconds": round(run.seconds, 1),
-        "extra_s": round(run.seconds - reference.seconds, 1),
-        "ready_s": round(ready_s, 1) if ready_s is not None else -1.0,
+        "samples": BATCH, "correct": correct, "missing": BATCH - len(results), **jobs,
+        "injected_at": injected_at, "seconds": round(run.seconds, 1), "extra_s": round(run.seconds - reference.seconds, 1),
+        "ready_after_fault_s": -1.0 if ready_after_fault is None else round(ready_after_fault, 1),
+        "ready_at_end": ready_at_end is not None,
         "client": f"{len(run.warnings)} warnings" + (f", e.g. {run.warnings[0][:120]}" if run.warnings else ""),
     }
-    assert run.error is None and len(results) == BATCH, f"{fault}: {run.error!r}\n{st.logs()[-6000:]}"
+    assert run.error is None and len(results) == BATCH, f"{fault}: {run.error!r}\n{st.logs('api', tail=80)[-8000:]}"
     for i, (got, want) in enumerate(zip(results, reference.results)):
         assert essence(got) == essence(want), f"{fault}: sample {i}: {got.status} {got.message} != {want.status}"
     # each sample was a job of its own and really simulated (none answered from an earlier run)
     assert jobs["jobs"] == jobs["simulated"] == BATCH, f"{fault}: {jobs}"
     assert run.seconds <= reference.seconds + GRACE_S, \
         f"{fault}: {run.seconds:.1f} s, fault-free {reference.seconds:.1f} s + {GRACE_S:g} s"
-    assert ready_s is not None, f"{fault}: /readyz not 200 within {READY_S:g} s: " \
-                                f"{httpx.get(f'{st.url}/readyz', timeout=30).text}"
+    assert None not in (ready_after_fault, ready_at_end, ready_restored), \
+        f"{fault}: /readyz not 200 within {READY_S:g} s: {httpx.get(f'{st.url}/readyz', timeout=30).text}"
     names, volumes = _project_objects(st)
     assert names == baseline[0], f"{fault}: containers {names} (before: {baseline[0]})"
     assert volumes == baseline[1], f"{fault}: volumes {sorted(volumes - baseline[1])} appeared"
