@@ -259,30 +259,35 @@ def _all_outputs(text: str, count: int) -> tuple[list[bool | None], str]:
     return verdicts, ""
 
 
-#: Outputs per ABC ``pdr -a`` call in the one-by-one pass (a group that leaves one undecided
-#: is re-run output by output, since ABC does not name its proved outputs).
+#: Outputs per ABC ``pdr -a`` call in the first one-by-one pass. ABC does not name the proved
+#: outputs of a group it leaves partly undecided, so such a group's undecided outputs are
+#: run again one by one, when its summary says some of them were proved.
 _GROUP = 16
 
 
 def _per_output(work: Path, sandbox: Sandbox, verdicts: list[bool | None], budget_s: float,
                 per_property_ms: int) -> None:
     """Decide the undecided outputs (None in ``verdicts``, filled in place) on their own
-    sequential cones (``cone -s``), first in groups of consecutive undecided outputs, then the
-    rest of any group left undecided one by one; ``per_property_ms`` per output, ``budget_s``
-    for all of it. Outputs still undecided stay None."""
+    sequential cones (``cone -s``): groups of up to :data:`_GROUP` consecutive undecided
+    outputs, then one by one the outputs of the groups that proved some but left some
+    undecided; ``per_property_ms`` per output, ``budget_s`` for all of it. Outputs still
+    undecided stay None."""
     deadline = time.monotonic() + budget_s
+    runs = _undecided_runs(verdicts, _GROUP)
     for size in (_GROUP, 1):
-        runs = _undecided_runs(verdicts, size)
         left = deadline - time.monotonic()
         if not runs or left < 1:
             return
         limit = max(1, -(-size * per_property_ms // 1000))  # seconds per group, rounded up
-        lines = [f"read_aiger model.aig; cone -s -O {start} -R {n}; scleanup; fold; "
-                 f"pdr -a -T {limit} -H {per_property_ms}; echo {_MARK} {start} {n}" for start, n in runs]
+        # the model is read once (backup); each group works on a copy (restore)
+        lines = ["read_aiger model.aig; backup"] + [
+            f"restore; cone -s -O {start} -R {n}; scleanup; fold; pdr -a -T {limit} -H {per_property_ms}; "
+            f"echo {_MARK} {start} {n}" for start, n in runs]
         (work / "cones.cmd").write_text("\n".join(lines) + "\n")
         res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "cones.cmd"], workdir=work, timeout_s=left,
                                    memory_mb=2048, output_kb=16384))
-        _read_groups(res.output, verdicts)
+        retry = _read_groups(res.output, verdicts)
+        runs = [(i, 1) for i in retry if verdicts[i] is None]
 
 
 def _undecided_runs(verdicts: list[bool | None], size: int) -> list[tuple[int, int]]:
@@ -302,24 +307,30 @@ _MARK = "@@rs_group"
 _GROUP_END = re.compile(re.escape(_MARK) + r" (\d+) (\d+)")
 
 
-def _read_groups(text: str, verdicts: list[bool | None]) -> None:
+def _read_groups(text: str, verdicts: list[bool | None]) -> list[int]:
     """Fill in ``verdicts`` from the groups of a cones script's output: each group's lines end
     with its marker; a group is read only when its summary agrees with its named outputs (the
-    kept output is head and tail: a group cut in the middle is left undecided)."""
+    kept output is head and tail: a group cut in the middle is left undecided). Returns the
+    outputs worth a run of their own: the undecided ones of groups that proved some."""
     chunk: list[str] = []
+    retry: list[int] = []
     for line in text.splitlines():
         end = _GROUP_END.search(line)
         if end is None:
             chunk.append(line)
             continue
         start, n = int(end.group(1)), int(end.group(2))
-        group, _ = _all_outputs("\n".join(chunk), n)
-        chunk = []
+        body, chunk = "\n".join(chunk), []
+        group, _ = _all_outputs(body, n)
         if len(group) != n or start + n > len(verdicts):
             continue
         for offset, v in enumerate(group):
             if v is not None and verdicts[start + offset] is None:
                 verdicts[start + offset] = v
+        summary = _SUMMARY.search(body)
+        if summary and int(summary.group(2)) and int(summary.group(4)):
+            retry.extend(start + offset for offset, v in enumerate(group) if v is None)
+    return retry
 
 
 def _read(path: Path) -> str:
