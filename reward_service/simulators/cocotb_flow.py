@@ -175,7 +175,7 @@ def sources(job: Job) -> list[str]:
     found = [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
     headers = design_headers(job)
     if headers:
-        included = set()
+        included: set[str] = set()
         for name in [*found, *headers]:
             try:
                 text = (job.src / name).read_text(encoding="utf-8", errors="replace")
@@ -197,6 +197,13 @@ def include_dirs(job: Job) -> list[str]:
     # Not ``src`` itself: it is the build's cwd already, and Verilator would then name the
     # files it finds there by absolute path in coverage.dat (it searches -I dirs first).
     return sorted(posixpath.join(SRC, d) for d in dirs if d)
+
+
+def hdl_toplevel(job: Job) -> str:
+    """The cocotb HDL toplevel (``job.toplevel``); raises ValueError when the job names none."""
+    if not job.toplevel:
+        raise ValueError("cocotb stimulus needs the HDL toplevel (job.toplevel)")
+    return job.toplevel
 
 
 def _read_status(path: Path) -> dict:
@@ -289,8 +296,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator) -> SimRun:
     names no toplevel or test module, :class:`~reward_service.sandbox.toolchain.ToolMissing`
     when the cocotb runtime cannot run, :class:`~reward_service.sandbox.SandboxError` for
     failures of the sandbox."""
-    if not job.toplevel:
-        raise ValueError("cocotb stimulus needs the HDL toplevel (job.toplevel)")
+    hdl_toplevel(job)
     test_module = job.test_module or next(
         (Path(f).stem for f in job.stimulus_files if f.endswith(".py")), None)
     if not test_module:

