@@ -8,6 +8,7 @@ import ast
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,24 @@ def test_kombu_errors_are_translated_too():
     with pytest.raises(KeyError):  # anything else passes through untouched
         with broker_errors():
             raise KeyError("not a broker error")
+
+
+def test_the_reaper_logs_an_unreachable_redis_in_one_line(caplog):
+    """While Redis is away the reaper of every API process and worker fails each second: one
+    warning line naming the outage, not a traceback per round."""
+    import logging
+
+    from reward_service.dispatch.celery import CeleryDispatcher
+
+    with caplog.at_level(logging.WARNING, logger="reward_service.dispatch.leases"):
+        d = CeleryDispatcher(Settings(broker_url=DEAD), reaper=True)
+        try:
+            deadline = time.monotonic() + 10
+            while not caplog.records and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            d.close()
+    assert caplog.records, "the reaper ran no round"
+    record = caplog.records[0]
+    assert record.getMessage().startswith("lease reaper round failed: the job queue (Redis) is unavailable")
+    assert record.exc_info is None

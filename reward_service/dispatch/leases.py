@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import redis
 
+from reward_service.dispatch.base import BrokerUnavailable
 from reward_service.dispatch.contract import READY_STATES, JobKeys
 
 log = logging.getLogger(__name__)
@@ -238,5 +239,7 @@ class Reaper:
         while not self._stop.wait(self.interval_s):
             try:
                 self.reap_once()
-            except Exception:  # noqa: BLE001 - Redis away, a bad record: try again next round
+            except BrokerUnavailable as exc:  # Redis away: one line per round, not a traceback
+                log.warning("lease reaper round failed: %s", exc)
+            except Exception:  # noqa: BLE001 - a bad record: try again next round
                 log.warning("lease reaper round failed", exc_info=True)
