@@ -1,6 +1,6 @@
 """Import layering, read from the source with ast (every import statement, late ones and
-``TYPE_CHECKING`` ones included): the sandbox layer imports nothing above it, and the simulators
-import no cocotb flow loop."""
+``TYPE_CHECKING`` ones included): the sandbox layer imports nothing above it, the simulators
+nothing above them, and the cocotb flow neither simulator module (no import loop)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,15 @@ def test_the_sandbox_does_not_import_upward():
     modules = sorted((PACKAGE / "sandbox").rglob("*.py"))
     assert len(modules) > 5
     bad = [line for path in modules for line in offending(path, ABOVE_SANDBOX)]
+    assert bad == []
+
+
+def test_the_simulators_do_not_import_upward():
+    """The simulators run a job in the sandbox; the fast path (which instruments the DUT and
+    runs it through them) and scoring sit above them."""
+    modules = sorted((PACKAGE / "simulators").rglob("*.py"))
+    bad = [line for path in modules
+           for line in offending(path, ("reward_service.fastcov", "reward_service.scoring", "reward_service.engine"))]
     assert bad == []
 
 

@@ -180,7 +180,7 @@ class FastSimulator(SimulatorBackend):
 
     def run_cocotb(self, job: Job) -> FastRun:
         inst, token = self.prepare(job, "zero_init")  # cocotb tests read logic vectors
-        base = IcarusSimulator().run_cocotb(job)  # the cocotb flow on Icarus, instrumented DUT
+        base = IcarusSimulator().run_cocotb(job, outputs=(f"/work/{FLAG_FILE}",))  # /work: the run dir
         out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})
         if out.run is not None:
             out.points = _read_flags(job.run_dir, token, inst, out.notes)

@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Protocol
 
 from reward_service import hdl
-from reward_service.fastcov.unit import FLAG_FILE
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec
@@ -97,10 +96,9 @@ FCOV = "rs_fcov.yml"
 STATUS = "rs_status.json"
 BUILD_STATUS = "rs_build_status.json"
 DISCOVERY = "rs_discovery.json"
-#: What the host reads of a run dir after the test step.
-#: What a run step leaves for the engine (the Docker sandbox copies back only these); the fast
-#: path's flag file is among them when the DUT is instrumented (reward_service.fastcov).
-RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat", FLAG_FILE))
+#: What a run step leaves for the engine (the Docker sandbox copies back only these and the
+#: caller's ``outputs``, e.g. the fast path's flag file).
+RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,10 +287,12 @@ def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict
     return "exit"
 
 
-def run_cocotb(job: Job, simulator: CocotbSimulator) -> SimRun:
+def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = ()) -> SimRun:
     """Build the DUT (``job.toplevel``) with ``simulator``'s :meth:`~CocotbSimulator.build_cocotb`
-    and run the cocotb test module ``job.test_module`` against it in a fresh run dir. Returns
-    what the steps produced; the caller turns it into a result. Raises ValueError when the job
+    and run the cocotb test module ``job.test_module`` against it in a fresh run dir (``/work``
+    in the test step); ``outputs`` are further sandbox paths the caller reads after the run
+    (besides :data:`RUN_OUTPUTS`). Returns what the steps produced; the caller turns it into a
+    result. Raises ValueError when the job
     names no toplevel or test module, :class:`~reward_service.sandbox.toolchain.ToolMissing`
     when the cocotb runtime cannot run, :class:`~reward_service.sandbox.SandboxError` for
     failures of the sandbox."""
@@ -340,7 +340,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator) -> SimRun:
         binds=binds,
         timeout_s=job.limits.run_s, memory_mb=job.limits.memory_mb,
         processes=job.limits.processes, file_mb=job.limits.file_mb,
-        output_kb=job.limits.output_kb, outputs=RUN_OUTPUTS))
+        output_kb=job.limits.output_kb, outputs=(*RUN_OUTPUTS, *outputs)))
 
     out.results_xml = output_file(run / RESULTS)
     coverage = simulator.cocotb_coverage_file

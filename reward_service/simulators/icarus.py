@@ -73,8 +73,9 @@ class IcarusSimulator(SimulatorBackend):
             out.ended_by = run_ending(out.run)
         return out
 
-    def run_cocotb(self, job: Job) -> SimRun:
-        return cocotb_flow.run_cocotb(job, self)
+    def run_cocotb(self, job: Job, outputs: tuple[str, ...] = ()) -> SimRun:
+        """The cocotb flow on Icarus (:func:`.cocotb_flow.run_cocotb`; ``outputs`` as there)."""
+        return cocotb_flow.run_cocotb(job, self, outputs)
 
     def build_cocotb(self, job: Job, tools: Path, out: SimRun) -> Path | None:
         """Compile ``job``'s DUT into a fresh ``<root>/obj`` (``sim.vvp``) with cocotb's runner
