@@ -143,3 +143,43 @@ def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path):
     run = sandbox.run(ExecSpec(argv=["sh", "-c", f"echo 'bwrap: execvp {hidden}: No such file'; exit 1"],
                                workdir=tmp_path / "w2", timeout_s=30))
     assert run.exit_code == 1
+
+
+class _Interrupt(Exception):
+    """What a caller's time limit raised from a signal handler looks like to the sandbox."""
+
+
+@pytest.mark.parametrize("use_cgroups", [
+    False, pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="needs cgroup v1 as root"))])
+def test_an_exception_raised_into_a_step_kills_it(tmp_path, use_cgroups):
+    # Celery's soft time limit arrives as an exception from a signal handler in the middle of
+    # the step's wait loop; the step (here a 37 s sleep) must not outlive it.
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    def raise_interrupt(signum, frame):
+        raise _Interrupt()
+
+    before = signal.signal(signal.SIGALRM, raise_interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(_Interrupt):
+            BwrapSandbox(use_cgroups=use_cgroups).run(
+                ExecSpec(argv=["/bin/sleep", "37"], workdir=tmp_path, timeout_s=60))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert time.monotonic() - start < 10
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmd[:2] == [b"/bin/sleep", b"37"] and state != "Z":
+            left.append(pid)
+    assert left == []

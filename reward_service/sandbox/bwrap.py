@@ -11,6 +11,7 @@ killing bwrap (``--die-with-parent``) and then the cgroup leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -198,6 +199,7 @@ class BwrapSandbox(Sandbox):
         start = time.monotonic()
         timed_out = flood = False
         args_fd = None
+        proc: subprocess.Popen | None = None
         try:
             try:
                 # bwrap stays the step's pid 1, whose /proc/1/cmdline and /proc/1/environ the step
@@ -261,6 +263,15 @@ class BwrapSandbox(Sandbox):
             proc.stdout.close()
             oom = cgroup.oom() if cgroup else watch.oom
             pids = cgroup.pids_exhausted() if cgroup else watch.pids_exhausted
+        except BaseException:
+            # An exception raised into this frame (a caller's time limit from a signal handler,
+            # as Celery's soft limit is; KeyboardInterrupt) must not leave the step running:
+            # without a cgroup nothing else would stop it before its own timeout.
+            if proc is not None and proc.poll() is None:
+                _kill_tree(proc)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1.0)
+            raise
         finally:
             if cgroup is not None:
                 cgroup.remove()
