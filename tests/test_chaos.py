@@ -43,7 +43,7 @@ FAULT_AT = BATCH // 4
 #: How long the stack may take to answer /readyz 200 again once the batch is done.
 READY_S = 60.0
 
-pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("compose-chaos"),
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"),
               pytest.mark.timeout(900)]
 
 

@@ -29,8 +29,9 @@ from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 REPO = Path(__file__).resolve().parents[1]
 ATTENUATOR = "cvdp_copilot_Attenuator_0011"
 
-# One stack per test session: every test of this module runs on the same xdist worker
-# (--dist loadgroup, pyproject addopts).
+# One stack per module; this module, tests/test_chaos.py and tests/test_soak.py share an xdist
+# group (--dist loadgroup, pyproject addopts), so they run one after the other on one xdist
+# worker and only one stack is up at a time.
 # The first test's budget includes bringing the stack up and warming the workers' cache (two cold
 # Verilator builds in a worker: minutes on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest.mark.timeout(1800)]
