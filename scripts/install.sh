@@ -45,7 +45,7 @@ PYTHON="${PYTHON:-python3}"
 # released verl with its dependencies (a separate run: one resolver run with this project's pins
 # backtracks for ever: kombu[redis] pins packaging 26.3, verl's tensordict -> pyvers asks <26; pip says so,
 # harmlessly, verl imports and runs with 26.3). For the trainer tests (docs/trainers.md); REWARD_SERVICE_SKIP_TRAINERS=1 skips both.
-EXTRAS="server,test,stimulus"
+EXTRAS="server,test,lint,stimulus"
 if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then EXTRAS="$EXTRAS,trl"; fi
 "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
 if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then
