@@ -12,7 +12,8 @@ import pytest
 from conftest import STIMULUS, cid012_rows, rtl_files
 from reward_service.formal.exclude import key_of, reachable_report
 from reward_service.formal.model import build_model
-from reward_service.formal.prover import prove
+from reward_service.formal.prover import _run, prove
+from reward_service.sandbox import get_sandbox
 
 PROBLEMS = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
 
@@ -81,6 +82,62 @@ def test_verdicts_are_cached_per_design_and_limits(tmp_path):
     hurried = prove({"c.v": rtl}, cache_dir=tmp_path, timeout_s=0.001)  # other limits, other key
     assert hurried.status == "timeout" and len(list(tmp_path.glob("*.json"))) == 2
     assert prove({"c.v": rtl}, cache_dir=tmp_path, timeout_s=0.001) == hurried
+
+@pytest.mark.parametrize("pid", ["cvdp_copilot_ring_token_0004", "cvdp_copilot_binary_to_BCD_0030",
+                                 "cvdp_copilot_hamming_code_tx_and_rx_0037"])
+def test_one_by_one_route_gives_the_run_over_all_outputs_verdicts(pid):
+    """The route taken when ABC's run over all properties leaves some undecided (each output on
+    its own sequential cone) gives the same verdicts as that run on the designs where it
+    finishes: the issue's three, whose 1, 25 and 22 proved points are the feasibility study's."""
+    files = rtl_files(cid012_rows()[pid])
+    whole = prove(files)
+    assert whole.status == "proved" and whole.reason == "", whole.reason
+    cones = _run(build_model(files), get_sandbox("bwrap"), 30.0, 2000, at_once=False)
+    assert cones.status == "proved", cones.reason
+    assert cones.reason == f"one by one: {len(build_model(files).properties)} decided, 0 undecided"
+    assert (cones.unreachable, cones.disproved, cones.undecided, cones.per_metric) == \
+        (whole.unreachable, whole.disproved, whole.undecided, whole.per_metric)
+    assert sum(u for _, u in whole.per_metric.values()) == {"cvdp_copilot_ring_token_0004": 1,
+                                                            "cvdp_copilot_binary_to_BCD_0030": 25,
+                                                            "cvdp_copilot_hamming_code_tx_and_rx_0037": 22}[pid]
+
+
+def test_a_signal_with_two_drivers_is_not_modelled():
+    """A signal written by a clocked block (reset) and a combinational one: simulators let the
+    last write win, yosys keeps both drivers and the AIG one of them, under which the pulse
+    was 'proved' never to rise (the cocotb corpus's word_change_detector_0015 covers it)."""
+    rtl = """module p(input clk, input reset, input b, output reg pulse);
+  reg d;
+  always @(posedge clk or posedge reset)
+    if (reset) begin d <= 1'b0; pulse <= 1'b0; end
+    else d <= b;
+  always @(*) pulse = (b != d);
+endmodule
+"""
+    result = prove({"p.v": rtl})
+    assert result.status == "unsupported" and not result.unreachable
+    assert result.reason == "1 signal bits have several drivers (pulse)", result.reason
+
+
+def test_partial_verdicts_keep_only_decided_outputs(tmp_path):
+    """Reading the one-by-one pass's groups: an output is proved only where its group's summary
+    leaves nothing undecided (ABC names the disproved outputs only); a group that proved some
+    and left some undecided is run again output by output; a group whose named outputs
+    disagree with its summary (its lines cut from the kept output) decides nothing."""
+    from reward_service.formal.prover import _read_groups
+
+    verdicts = [None] * 4
+    text = ("Output 1 was asserted in frame 3 (3) (solved 1 out of 2 outputs).\n"
+            "Properties:  All = 2. Proved = 1. Disproved = 1. Undecided = 0.   Time = 0.1 sec\n"
+            "@@rs_group 0 2\n"
+            "Properties:  All = 2. Proved = 1. Disproved = 0. Undecided = 1.   Time = 2.0 sec\n"
+            "@@rs_group 2 2\n")
+    assert _read_groups(text, verdicts) == [2, 3]  # proved one of two, which is unknown: one by one
+    assert verdicts == [True, False, None, None]
+    verdicts = [None] * 2
+    assert _read_groups("Properties:  All = 2. Proved = 1. Disproved = 1. Undecided = 0.\n@@rs_group 0 2\n",
+                        verdicts) == [] and verdicts == [None, None]
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pid", PROBLEMS)

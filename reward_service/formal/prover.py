@@ -3,7 +3,7 @@ bundled ABC (``pdr``), in the sandbox, one run per design (docs/formal.md).
 
 Flow: ``read_verilog -formal -sv``; ``prep -flatten``; a JSON netlist is checked (one clock
 edge for all flip-flops, no latches other than the model's flags, no memories, no
-set/reset flip-flops: anything else makes every point undecided); ``async2sync; dffunmap``;
+set/reset flip-flops, no signal with several drivers: anything else makes every point undecided); ``async2sync; dffunmap``;
 undefined values become free inputs (``setundef -anyseq``: an ``x`` may be any value) and
 every register starts at 0 (``setundef -init -zero``; Verilator's zero initial state); the
 design's own outputs are dropped and the property signals exposed; ``write_aiger -zinit``.
@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 log = logging.getLogger(__name__)
 
 #: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
-PROVER_REVISION = "5"
+PROVER_REVISION = "6"
 
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
@@ -365,6 +366,19 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
             clocks.add((clk, cell["parameters"].get("CLK_POLARITY")))
     if len(clocks) > 1:
         return f"{len(clocks)} clock edges (one clock edge only)"
+    # A signal written by a clocked and a combinational block (or two cells): yosys keeps both
+    # drivers and the AIG one of them, where a simulator lets the last write win.
+    drivers = Counter(b for port in module.get("ports", {}).values() if port["direction"] == "input"
+                      for b in port["bits"] if isinstance(b, int))
+    for cell in module.get("cells", {}).values():
+        directions = cell.get("port_directions", {})
+        drivers.update(b for port, bits in cell["connections"].items() if directions.get(port) == "output"
+                       for b in bits if isinstance(b, int))
+    several = [b for b, n in drivers.items() if n > 1]
+    if several:
+        names = sorted({name for name, net in module.get("netnames", {}).items()
+                        if set(net["bits"]) & set(several) and not name.rsplit(".", 1)[-1].startswith(FLAG_PREFIX)})
+        return f"{len(several)} signal bits have several drivers ({', '.join(names[:3])})"
     return None
 
 
