@@ -1,8 +1,9 @@
 """Run the unreachability prover (reward_service.formal) over every cid012 design (issue 14).
 
 Per design: points the fast path enumerates (line, branch, toggle; expr is not modelled),
-points proved unreachable, undecided (no property, or the run did not finish), status, wall
-time, and the TARGET against the best overall any stimulus could reach on these metrics with
+points proved unreachable, undecided (no property, a property still undecided after the
+one-by-one runs, or the run did not finish), status (``partial``: some properties undecided),
+wall time, and the TARGET against the best overall any stimulus could reach on these metrics with
 and without the proved points (``max_raw``: mean over the metrics of (points - unreachable) /
 points; with the proved points excluded every metric can reach 100 %). A TARGET "becomes
 reachable" when ``max_raw`` < TARGET. Expression points are assumed coverable (an upper bound).
