@@ -21,7 +21,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +47,7 @@ def docker_client():
         client = docker.from_env(timeout=120)
         client.ping()
         return client
-    except Exception:  # noqa: BLE001 - no daemon: the caller skips
+    except Exception:  # no daemon (or no SDK): the caller skips
         return None
 
 
@@ -73,15 +72,16 @@ class Stack:
             raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return proc
 
-    def containers(self, service: str, all: bool = False):  # noqa: A002 - docker-py's word
-        """The project's containers of ``service`` (running ones unless ``all``), by name."""
-        found = self.docker.containers.list(all=all, filters={"label": [
+    def containers(self, service: str, stopped: bool = False):
+        """The project's containers of ``service`` (running ones, and stopped ones with
+        ``stopped``), sorted by name."""
+        found = self.docker.containers.list(all=stopped, filters={"label": [
             f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]})
         return sorted(found, key=lambda c: c.name)
 
     def sim_leftovers(self) -> list[str]:
         """Sim containers (running or not) and per-step volumes made by this stack's workers."""
-        hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker", all=True)}
+        hosts = {c.attrs["Config"]["Hostname"] for c in self.containers("worker", stopped=True)}
         return [f"{kind} {ident[:12]}" for kind, ident in sim_objects(self.docker, hosts)]
 
     def logs(self, *services: str, tail: int = 300) -> str:
@@ -200,7 +200,7 @@ def compose_stack(log_dir: Path, *, overrides: Sequence[Path] = (), workers: int
             warm(st)
         yield st
     finally:
-        hosts |= {c.attrs["Config"]["Hostname"] for c in st.containers("worker", all=True)}
+        hosts |= {c.attrs["Config"]["Hostname"] for c in st.containers("worker", stopped=True)}
         log_dir.mkdir(parents=True, exist_ok=True)
         (log_dir / f"{project}.log").write_text(st.logs())
         st.compose("down", "-v", "--remove-orphans", "-t", "10", check=False)

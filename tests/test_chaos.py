@@ -25,12 +25,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from compose_fixtures import Stack, busy_worker, compose_stack, essence, kill_mid_job
 from conftest import STIMULUS
+from samples import ARBITER, problems
+
 from reward_service.client import RewardClient
 from reward_service.models import ScoreRequest, SvTestbench
-from samples import ARBITER, problems
 
 REPO = Path(__file__).resolve().parents[1]
 CHAOS_OVERRIDE = REPO / "tests" / "compose.chaos.yml"
@@ -83,7 +83,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     thread: threading.Thread | None = None
 
-    def start(self) -> "Run":
+    def start(self) -> Run:
         handler = _Collect(self.warnings)
 
         def body() -> None:
@@ -94,7 +94,7 @@ class Run:
                 # max_retries 8: about a minute of backoff, beyond an API restart or a paused Redis
                 with RewardClient(self.url, timeout=60, max_retries=8) as client:
                     self.results = client.score_batch(self.requests, timeout=900, on_progress=self._progress)
-            except BaseException as exc:  # noqa: BLE001 - reported by the test
+            except BaseException as exc:  # the test reports it
                 self.error = exc
             finally:
                 self.seconds = time.monotonic() - started

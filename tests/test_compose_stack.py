@@ -21,9 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from conftest import CID012, STIMULUS, cid012_rows, rtl_files
 from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, warm_worker_cache
+from conftest import CID012, STIMULUS, cid012_rows, rtl_files
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]

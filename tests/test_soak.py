@@ -26,9 +26,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from compose_fixtures import Stack, compose_stack, essence
 from conftest import CID012, STIMULUS, free_port
+
 from reward_service.client import RewardClient
 
 REPO = Path(__file__).resolve().parents[1]
