@@ -1,4 +1,4 @@
-"""Chaos suite on the compose stack (issue 11, "Chaos suite in CI"; docs/chaos.md).
+"""Chaos suite on the compose stack: no RL step stalled, lost or answered wrongly (docs/chaos.md).
 
 One stack (docker-compose.yml + tests/compose.test.yml + tests/compose.chaos.yml: two worker
 containers of one process each, the Celery limits at their deployed defaults, so only the
@@ -36,11 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 CHAOS_OVERRIDE = REPO / "tests" / "compose.chaos.yml"
 CASES = sorted(d.name for d in STIMULUS.iterdir() if (d / "good.sv").is_file())
 BATCH = 48
-#: Completion may take this much longer than the fault-free run (issue 11's bound).
+#: Completion under a fault may take this much longer than the fault-free run.
 GRACE_S = 60.0
 #: The fault is injected once this many samples are done.
 FAULT_AT = BATCH // 4
-#: How long the stack may take to answer /readyz 200 again once the batch is done.
+#: How long /readyz may take to answer 200 after a fault, at the batch's end, and with the worker back.
 READY_S = 60.0
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"),
@@ -160,7 +160,7 @@ _REPORT: dict[str, dict] = {}
 def _print_report():
     yield
     if _REPORT:
-        print("\nchaos suite (issue 11):")
+        print("\nchaos suite:")
         print(f"  {'fault':28s} {'samples':>7s} {'correct':>7s} {'missing':>7s} {'dup.sims':>8s} "
               f"{'redeliv.':>8s} {'seconds':>7s} {'vs ref':>7s} {'ready s':>7s}  client")
         for name, row in _REPORT.items():

@@ -1,4 +1,4 @@
-"""Soak (issue 11, "Soak"; docs/chaos.md): one RL step of 2048 samples at CodeV-R1 scale through
+"""Soak (docs/chaos.md): one RL step of 2048 samples at CodeV-R1 scale through
 the compose stack and through the embedded server (``reward-service serve`` without a broker),
 each with the project's client.
 
