@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
+
 from reward_service.formal.exclude import key_of, reachable_report
 from reward_service.formal.model import build_model
 from reward_service.formal.prover import _run, prove

@@ -20,10 +20,10 @@ the engine caches them), so a second run only simulates.
 from __future__ import annotations
 
 import pytest
+from test_cocotb_corpus import ROWS, outcome, request
 
 from reward_service.formal.exclude import key_of
 from reward_service.formal.prover import prove
-from test_cocotb_corpus import ROWS, outcome, request
 
 CODE = ("line", "branch", "toggle", "expr")
 

@@ -235,5 +235,5 @@ def _strip(text: str, modules: list[tuple[str, list[str]]]) -> str:
         segment = parts[2 * index]
         for stmt in statements:
             segment = segment.replace(stmt, " " * len(stmt))
-        parts[2 * index] = _FLAG_NAME.sub(lambda m: f"{FLAG_PREFIX}{tag}{m.group(1)}", segment)
+        parts[2 * index] = _FLAG_NAME.sub(lambda m, tag=tag: f"{FLAG_PREFIX}{tag}{m.group(1)}", segment)
     return "".join(parts)

@@ -127,7 +127,7 @@ def _prove(design: dict[str, str], top: str | None, sandbox: Sandbox | None, tim
         model = build_model(design, top)
     except Unsupported as exc:
         return ProofResult("unsupported", reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - a parser failure leaves the points undecided
+    except Exception as exc:  # a parser failure leaves the points undecided
         return ProofResult("unsupported", reason=f"model: {exc}")
     result = _run(model, sandbox or get_sandbox("bwrap"), timeout_s, per_property_ms)
     result.seconds = round(time.monotonic() - start, 3)
@@ -192,7 +192,7 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
             return base
         if res.exit_code != 0 or not (work / "model.aig").exists():
             base.status = "unsupported"
-            base.reason = "yosys: " + (f"crashed (signal {-res.exit_code})" if (res.exit_code or 0) < 0
+            base.reason = "yosys: " + (f"crashed (signal {-(res.exit_code or 0)})" if (res.exit_code or 0) < 0
                                        else _first_error(res.output + _read(work / "yosys.log")))
             return base
         outputs = _read_map(work / "model.map")
@@ -413,8 +413,8 @@ def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], ver
         if not leaf.startswith(FLAG_PREFIX):
             continue
         for bit, value in enumerate(net["bits"]):
-            verdict = (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
-            instances.setdefault((leaf, bit), []).append(verdict)
+            known = (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
+            instances.setdefault((leaf, bit), []).append(known)
     held = [bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
             for p in model.properties]
     refuted = [any(v is False for v in instances.get((p.signal, p.bit), [])) for p in model.properties]

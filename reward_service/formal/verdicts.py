@@ -52,7 +52,7 @@ def _model_top(files: dict[str, str]) -> str | None:
     from reward_service.formal.model import build_model
     try:
         return build_model(files).top
-    except Exception:  # noqa: BLE001 - no top: no exclusion
+    except Exception:  # no top: no exclusion
         return None
 
 
