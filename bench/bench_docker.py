@@ -38,13 +38,20 @@ from pathlib import Path
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stimulus import (  # noqa: E402  (it also puts the repo on sys.path)
-    DEFAULT_CASES, Case, bare_icarus, bare_verilator, console, load_cases, request_for,
+from bench_stimulus import (
+    DEFAULT_CASES,
+    Case,
+    bare_icarus,
+    bare_verilator,
+    console,
+    load_cases,
+    request_for,
 )
-from reward_service.engine import Engine  # noqa: E402
-from reward_service.sandbox import BwrapSandbox, ExecSpec  # noqa: E402
-from reward_service.sandbox.docker import DockerSandbox  # noqa: E402
-from reward_service.settings import Settings  # noqa: E402
+
+from reward_service.engine import Engine
+from reward_service.sandbox import BwrapSandbox, ExecSpec
+from reward_service.sandbox.docker import DockerSandbox
+from reward_service.settings import Settings
 
 PREFIX = "reward-service-bench"  # its own ccache volume (kept: later runs start warm)
 
@@ -62,8 +69,11 @@ def step_bench(reps: int, image: str) -> list[dict]:
     rows = []
     for label, argv, files in [
         ("true", ["true"], False),
-        ("1 MiB in, 1 KiB out", ["python3", "-c", "open('/work/out.txt', 'w').write(open('/work/in.bin', 'rb')"
-                                                  ".read(1024).hex()[:1024])"], True),
+        (
+            "1 MiB in, 1 KiB out",
+            ["python3", "-c", "open('/work/out.txt', 'w').write(open('/work/in.bin', 'rb').read(1024).hex()[:1024])"],
+            True,
+        ),
     ]:
         times: dict[str, list[float]] = {"bare": [], "bwrap": [], "docker": []}
         for _ in range(reps):
@@ -86,10 +96,15 @@ def step_bench(reps: int, image: str) -> list[dict]:
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
         med = {k: median(v) for k, v in times.items()}
-        rows.append({"step": label, **{f"{k}_ms": round(v, 1) for k, v in med.items()},
-                     "docker_minus_bwrap_ms": round(med["docker"] - med["bwrap"], 1),
-                     "docker_over_bwrap": round(med["docker"] / med["bwrap"], 2),
-                     "docker_over_bare": round(med["docker"] / med["bare"], 2)})
+        rows.append(
+            {
+                "step": label,
+                **{f"{k}_ms": round(v, 1) for k, v in med.items()},
+                "docker_minus_bwrap_ms": round(med["docker"] - med["bwrap"], 1),
+                "docker_over_bwrap": round(med["docker"] / med["bwrap"], 2),
+                "docker_over_bare": round(med["docker"] / med["bare"], 2),
+            }
+        )
     return rows
 
 
@@ -99,32 +114,53 @@ def cocotb_request(case: Case, cases_dir: Path, simulator: str, args) -> dict | 
     cocotb = json.loads((cases_dir / case.problem / "expected.json").read_text()).get("cocotb")
     if not cocotb:
         return None
-    return {"design": {"files": case.design, "toplevel": cocotb["hdl_toplevel"]},
-            "stimulus": {"kind": "cocotb", "test_module": cocotb["test_module"],
-                         "files": {cocotb["file"]: (cases_dir / case.problem / cocotb["file"]).read_text()}},
-            "simulator": simulator, "limits": {"compile_s": args.build_timeout, "run_s": args.run_timeout}}
+    return {
+        "design": {"files": case.design, "toplevel": cocotb["hdl_toplevel"]},
+        "stimulus": {
+            "kind": "cocotb",
+            "test_module": cocotb["test_module"],
+            "files": {cocotb["file"]: (cases_dir / case.problem / cocotb["file"]).read_text()},
+        },
+        "simulator": simulator,
+        "limits": {"compile_s": args.build_timeout, "run_s": args.run_timeout},
+    }
 
 
 def outcome(result) -> tuple:
-    return (result.status.value, tuple(sorted((m, c.covered, c.total) for m, c in result.coverage.metrics.items())),
-            tuple((t.name, t.passed) for t in result.tests))
+    return (
+        result.status.value,
+        tuple(sorted((m, c.covered, c.total) for m, c in result.coverage.metrics.items())),
+        tuple((t.name, t.passed) for t in result.tests),
+    )
 
 
 def sample_bench(cases: list[Case], sims: list[str], args, base: Path) -> list[dict]:
     cache = base / "cache"
-    engines = {name: Engine(Settings(cache_dir=cache, result_cache=False, sandbox=name,
-                                     sim_image=args.image, docker_volume_prefix=PREFIX))
-               for name in ("bwrap", "docker")}
+    engines = {
+        name: Engine(
+            Settings(
+                cache_dir=cache, result_cache=False, sandbox=name, sim_image=args.image, docker_volume_prefix=PREFIX
+            )
+        )
+        for name in ("bwrap", "docker")
+    }
     ccache = base / "bare-ccache"
     jobs = []
     for case in cases:
         for sim in sims:
-            jobs.append((f"{case.short}/{case.tb} sv {sim}", case, sim, request_for(case, sim, args.build_timeout,
-                                                                                   args.run_timeout)))
+            jobs.append(
+                (
+                    f"{case.short}/{case.tb} sv {sim}",
+                    case,
+                    sim,
+                    request_for(case, sim, args.build_timeout, args.run_timeout),
+                )
+            )
             if args.cocotb and (req := cocotb_request(case, args.cases, sim, args)) is not None:
                 jobs.append((f"{case.short} cocotb {sim}", None, sim, req))
     rows = []
     for label, case, sim, request in jobs:
+
         def bare() -> float | None:
             if case is None:
                 return None
@@ -144,8 +180,10 @@ def sample_bench(cases: list[Case], sims: list[str], args, base: Path) -> list[d
         bare()
         first = {name: engine(name)[1] for name in engines}
         if outcome(first["docker"]) != outcome(first["bwrap"]):
-            raise SystemExit(f"{label}: docker and bwrap differ: {outcome(first['docker'])} vs "
-                             f"{outcome(first['bwrap'])}: {first['docker'].message}")
+            raise SystemExit(
+                f"{label}: docker and bwrap differ: {outcome(first['docker'])} vs "
+                f"{outcome(first['bwrap'])}: {first['docker'].message}"
+            )
         times: dict[str, list[float]] = {"bare": [], "bwrap": [], "docker": []}
         steps: dict[str, list[dict]] = {"bwrap": [], "docker": []}
         for _ in range(args.reps):
@@ -157,14 +195,20 @@ def sample_bench(cases: list[Case], sims: list[str], args, base: Path) -> list[d
                 times[name].append(seconds)
                 steps[name].append(result.timings)
         med = {k: median(v) if v else None for k, v in times.items()}
-        row = {"sample": label, "status": first["docker"].status.value,
-               **{f"{k}_s": None if v is None else round(v, 3) for k, v in med.items()},
-               "docker_minus_bwrap_s": round(med["docker"] - med["bwrap"], 3),
-               "docker_over_bwrap": round(med["docker"] / med["bwrap"], 2),
-               "docker_over_bare": None if med["bare"] is None else round(med["docker"] / med["bare"], 2),
-               "bwrap_over_bare": None if med["bare"] is None else round(med["bwrap"] / med["bare"], 2),
-               **{f"{name}_{stage}_ms": round(median([t.get(stage, 0) for t in steps[name]]))
-                  for name in steps for stage in ("build", "run")}}
+        row = {
+            "sample": label,
+            "status": first["docker"].status.value,
+            **{f"{k}_s": None if v is None else round(v, 3) for k, v in med.items()},
+            "docker_minus_bwrap_s": round(med["docker"] - med["bwrap"], 3),
+            "docker_over_bwrap": round(med["docker"] / med["bwrap"], 2),
+            "docker_over_bare": None if med["bare"] is None else round(med["docker"] / med["bare"], 2),
+            "bwrap_over_bare": None if med["bare"] is None else round(med["bwrap"] / med["bare"], 2),
+            **{
+                f"{name}_{stage}_ms": round(median([t.get(stage, 0) for t in steps[name]]))
+                for name in steps
+                for stage in ("build", "run")
+            },
+        }
         rows.append(row)
         console.print(f"{label}: bare {row['bare_s']} s, bwrap {row['bwrap_s']} s, docker {row['docker_s']} s")
     return rows
@@ -182,12 +226,17 @@ def print_table(title: str, rows: list[dict], columns: list[tuple[str, str]]) ->
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="bench_docker.py", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        prog="bench_docker.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--steps", type=int, default=10, help="repetitions of each per-step measurement (0: skip)")
-    p.add_argument("--problems", default="Attenuator_0011,fixed_arbiter_0004",
-                   help="comma-separated stimulus problems (id without cvdp_copilot_; fixed_arbiter_0004 and "
-                        "gray_to_binary_0014 have cocotb tests); empty: skip the per-sample part")
+    p.add_argument(
+        "--problems",
+        default="Attenuator_0011,fixed_arbiter_0004",
+        help="comma-separated stimulus problems (id without cvdp_copilot_; fixed_arbiter_0004 and "
+        "gray_to_binary_0014 have cocotb tests); empty: skip the per-sample part",
+    )
     p.add_argument("--tb", default="good", help="SV testbench of each problem (weak/good/best)")
     p.add_argument("--simulator", choices=("verilator", "icarus", "both"), default="both")
     p.add_argument("--no-cocotb", dest="cocotb", action="store_false", help="leave out the cocotb samples")
@@ -208,15 +257,27 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "docker_cpus": Settings().docker_cpus}
     if args.steps:
         out["steps"] = step_bench(args.steps, args.image)
-        print_table("per step (median ms)", out["steps"], [
-            ("step", "step"), ("bare_ms", "bare"), ("bwrap_ms", "bwrap"), ("docker_ms", "docker"),
-            ("docker_minus_bwrap_ms", "docker − bwrap"), ("docker_over_bwrap", "docker/bwrap"),
-            ("docker_over_bare", "docker/bare")])
+        print_table(
+            "per step (median ms)",
+            out["steps"],
+            [
+                ("step", "step"),
+                ("bare_ms", "bare"),
+                ("bwrap_ms", "bwrap"),
+                ("docker_ms", "docker"),
+                ("docker_minus_bwrap_ms", "docker − bwrap"),
+                ("docker_over_bwrap", "docker/bwrap"),
+                ("docker_over_bare", "docker/bare"),
+            ],
+        )
     if args.problems:
         sims = ["verilator", "icarus"] if args.simulator == "both" else [args.simulator]
         wanted = [p.strip().removeprefix("cvdp_copilot_") for p in args.problems.split(",")]
-        cases = [c for c in load_cases(args.cases, args.cases.parent / "cvdp" / "cid012.jsonl", None, [args.tb])
-                 if c.short in wanted]
+        cases = [
+            c
+            for c in load_cases(args.cases, args.cases.parent / "cvdp" / "cid012.jsonl", None, [args.tb])
+            if c.short in wanted
+        ]
         if len(cases) != len(wanted):
             raise SystemExit(f"unknown problem(s) in {args.problems!r}")
         base = Path(tempfile.mkdtemp(prefix="rs-bench-docker-"))
@@ -225,18 +286,30 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(base, ignore_errors=True)
         out["samples"] = rows
-        print_table("per sample (median s, warm caches)", rows, [
-            ("sample", "sample"), ("status", "status"), ("bare_s", "bare"), ("bwrap_s", "bwrap"),
-            ("docker_s", "docker"), ("docker_minus_bwrap_s", "docker − bwrap"),
-            ("docker_over_bwrap", "docker/bwrap"), ("docker_over_bare", "docker/bare"),
-            ("bwrap_over_bare", "bwrap/bare")])
+        print_table(
+            "per sample (median s, warm caches)",
+            rows,
+            [
+                ("sample", "sample"),
+                ("status", "status"),
+                ("bare_s", "bare"),
+                ("bwrap_s", "bwrap"),
+                ("docker_s", "docker"),
+                ("docker_minus_bwrap_s", "docker − bwrap"),
+                ("docker_over_bwrap", "docker/bwrap"),
+                ("docker_over_bare", "docker/bare"),
+                ("bwrap_over_bare", "bwrap/bare"),
+            ],
+        )
         added = [r["docker_minus_bwrap_s"] for r in rows]
         out["summary"] = {
             "median_docker_minus_bwrap_s": round(median(added), 3),
             "docker_over_bwrap_total": round(sum(r["docker_s"] for r in rows) / sum(r["bwrap_s"] for r in rows), 2),
         }
-        console.print(f"Docker adds {out['summary']['median_docker_minus_bwrap_s']} s per sample (median); "
-                      f"sum docker / sum bwrap = {out['summary']['docker_over_bwrap_total']}")
+        console.print(
+            f"Docker adds {out['summary']['median_docker_minus_bwrap_s']} s per sample (median); "
+            f"sum docker / sum bwrap = {out['summary']['docker_over_bwrap_total']}"
+        )
     out["loadavg_end"] = os.getloadavg()
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -61,9 +61,17 @@ def load_cases(problems: int | None, tbs: list[str]) -> list[tuple[str, str, dic
         rtl = {k[4:]: v for k, v in files.items() if k.startswith("src/") and k.endswith((".sv", ".v"))}
         for tb in tbs:
             tb_file = expected["testbenches"][tb]["file"]
-            out.append((d.name, tb, {"design": {"files": rtl}, "coverage": {"scope": expected["dut_instance"]},
-                                     "stimulus": {"kind": "sv_testbench",
-                                                  "files": {tb_file: (d / tb_file).read_text()}}}))
+            out.append(
+                (
+                    d.name,
+                    tb,
+                    {
+                        "design": {"files": rtl},
+                        "coverage": {"scope": expected["dut_instance"]},
+                        "stimulus": {"kind": "sv_testbench", "files": {tb_file: (d / tb_file).read_text()}},
+                    },
+                )
+            )
     return out
 
 
@@ -72,7 +80,7 @@ def new_testbench(request: dict) -> dict:
     before its last ``endmodule``): a new sample, as every sample of an RL step is."""
     name, text = next(iter(request["stimulus"]["files"].items()))
     at = text.rindex("endmodule")
-    text = f"{text[:at]}  initial if (1'b0) $display(\"rs-bench {uuid.uuid4().hex}\");\n{text[at:]}"
+    text = f'{text[:at]}  initial if (1\'b0) $display("rs-bench {uuid.uuid4().hex}");\n{text[at:]}'
     return {**request, "stimulus": {**request["stimulus"], "files": {name: text}}}
 
 
@@ -116,26 +124,41 @@ def main() -> int:
             failures += 1
             row["note"] = f"{fast.status.value}/{fast.engine}: {fast.fallback or fast.message}"[:200]
         samples.append(row)
-        console.print(f"{problem.removeprefix('cvdp_copilot_')} {tb}: "
-                      + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k.endswith("_s"))
-                      + ("" if row["ok"] else f"  FAILED {row.get('note')}"), highlight=False)
+        console.print(
+            f"{problem.removeprefix('cvdp_copilot_')} {tb}: "
+            + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k.endswith("_s"))
+            + ("" if row["ok"] else f"  FAILED {row.get('note')}"),
+            highlight=False,
+        )
 
     table = Table(title="seconds per sample (wall clock, sandbox included)")
     for col in ("sample", "cold VL", "warm VL", "fast", "warm/fast", "cold/fast", "points equal"):
         table.add_column(col, justify="left" if col == "sample" else "right")
     for r in samples:
-        table.add_row(f"{r['problem'].removeprefix('cvdp_copilot_')} {r['tb']}",
-                      f"{r['cold_s']:.2f}" if "cold_s" in r else "-", f"{r['warm_s']:.2f}", f"{r['fast_s']:.3f}",
-                      f"{r['warm_s'] / r['fast_s']:.0f}x",
-                      f"{r['cold_s'] / r['fast_s']:.0f}x" if "cold_s" in r else "-", str(r["points_equal"]))
+        table.add_row(
+            f"{r['problem'].removeprefix('cvdp_copilot_')} {r['tb']}",
+            f"{r['cold_s']:.2f}" if "cold_s" in r else "-",
+            f"{r['warm_s']:.2f}",
+            f"{r['fast_s']:.3f}",
+            f"{r['warm_s'] / r['fast_s']:.0f}x",
+            f"{r['cold_s'] / r['fast_s']:.0f}x" if "cold_s" in r else "-",
+            str(r["points_equal"]),
+        )
     console.print(table)
     med = {k: statistics.median(r[k] for r in samples) for k in ("cold_s", "warm_s", "fast_s") if k in samples[0]}
     console.print("medians: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in med.items()))
-    console.print(f"median ratio warm Verilator / fast: {statistics.median(r['warm_s'] / r['fast_s'] for r in samples):.0f}x"
-                  + (f"; cold Verilator / fast: {statistics.median(r['cold_s'] / r['fast_s'] for r in samples):.0f}x"
-                     if "cold_s" in med else ""))
-    console.print(f"fast path: median {med['fast_s'] * 1000:.0f} ms per sample (aim <= 100 ms); "
-                  f"bar >= 20x warm Verilator: {'met' if med['warm_s'] / med['fast_s'] >= 20 else 'NOT met'}")
+    console.print(
+        f"median ratio warm Verilator / fast: {statistics.median(r['warm_s'] / r['fast_s'] for r in samples):.0f}x"
+        + (
+            f"; cold Verilator / fast: {statistics.median(r['cold_s'] / r['fast_s'] for r in samples):.0f}x"
+            if "cold_s" in med
+            else ""
+        )
+    )
+    console.print(
+        f"fast path: median {med['fast_s'] * 1000:.0f} ms per sample (aim <= 100 ms); "
+        f"bar >= 20x warm Verilator: {'met' if med['warm_s'] / med['fast_s'] >= 20 else 'NOT met'}"
+    )
     if args.json:
         args.json.write_text(json.dumps({"samples": samples, "medians": med}, indent=1))
     return 1 if failures else 0

@@ -53,23 +53,33 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stimulus, also when imported
-from bench_stimulus import (  # noqa: E402  (it also puts the repo on sys.path)
-    DEFAULT_CASES, REPO, TESTBENCHES, Case, bare_icarus, bare_verilator, ccache_stats, ccache_zero, console, load_cases,
+from bench_stimulus import (
+    DEFAULT_CASES,
+    REPO,
+    TESTBENCHES,
+    Case,
+    bare_icarus,
+    bare_verilator,
+    ccache_stats,
+    ccache_zero,
+    console,
+    load_cases,
     request_for,
 )
-from reward_service.settings import Settings  # noqa: E402
-from reward_service.sandbox.toolchain import verilator_root, versions  # noqa: E402
+
+from reward_service.sandbox.toolchain import verilator_root, versions
+from reward_service.settings import Settings
 
 WAIT_S = 600  # ?wait= of POST /v1/score (the API's maximum)
 LOG_KB = 256  # Limits.output_kb default; the bench adds a per-request offset (see tag_request)
@@ -116,8 +126,7 @@ def check_result(case: Case, simulator: str, result: dict | None) -> str:
     for metric, want in case.expected["coverage"].items():
         got = metrics.get(metric) or {}
         if (got.get("covered"), got.get("total")) != (want["covered"], want["total"]):
-            return (f"{metric} {got.get('covered')}/{got.get('total')} != expected "
-                    f"{want['covered']}/{want['total']}")
+            return f"{metric} {got.get('covered')}/{got.get('total')} != expected {want['covered']}/{want['total']}"
     overall = cov.get("overall")
     percent = None if overall is None else round(100 * overall, 2)
     if percent != case.expected["overall_percent"]:
@@ -140,8 +149,15 @@ def free_port() -> int:
 def start(name: str, argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """A subprocess in its own session (stopped as a whole), output into ``log``."""
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     STARTED.append((name, proc))
     return proc
 
@@ -173,8 +189,7 @@ def stop_all() -> None:
         cmd, env, log = COMPOSE.pop()
         with open(log, "w") as fh:
             subprocess.run([*cmd, "logs", "--no-color"], env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
-        subprocess.run([*cmd, "down", "-v", "--remove-orphans", "-t", "30"], env=env, cwd=REPO,
-                       capture_output=True)
+        subprocess.run([*cmd, "down", "-v", "--remove-orphans", "-t", "30"], env=env, cwd=REPO, capture_output=True)
 
 
 def tail(log: Path, n: int = 30) -> str:
@@ -187,9 +202,14 @@ def tail(log: Path, n: int = 30) -> str:
 def service_env(cache_dir: Path, broker: str | None) -> dict[str, str]:
     """This environment without REWARD_SERVICE_*/CELERY_* settings, plus the bench's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REWARD_SERVICE_", "CELERY_"))}
-    env.update({"REWARD_SERVICE_CACHE_DIR": str(cache_dir), "REWARD_SERVICE_RESULT_CACHE": "false",
-                "REWARD_SERVICE_BUILD_JOBS": str(Settings().build_jobs),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    env.update(
+        {
+            "REWARD_SERVICE_CACHE_DIR": str(cache_dir),
+            "REWARD_SERVICE_RESULT_CACHE": "false",
+            "REWARD_SERVICE_BUILD_JOBS": str(Settings().build_jobs),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+    )
     if broker:
         env["REWARD_SERVICE_BROKER_URL"] = broker
     return env
@@ -200,13 +220,29 @@ def start_api(env: dict[str, str], logs: Path, name: str) -> str:
     port; waits for ``/readyz``. Returns the base URL."""
     port = free_port()
     log = logs / f"{name}.log"
-    proc = start(name, [sys.executable, "-m", "reward_service", "serve", "--host", "127.0.0.1",
-                        "--port", str(port), "--log-level", "warning"], env, log)
+    proc = start(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env,
+        log,
+    )
     return wait_ready(f"http://127.0.0.1:{port}", name, log, alive=lambda: proc.poll() is None)
 
 
-def wait_ready(url: str, name: str, log: Path | None, alive: Callable[[], bool] = lambda: True,
-               timeout: float = 90.0) -> str:
+def wait_ready(
+    url: str, name: str, log: Path | None, alive: Callable[[], bool] = lambda: True, timeout: float = 90.0
+) -> str:
     """Poll ``url``/readyz until 200; RuntimeError with the log tail if the service dies or
     is not ready within ``timeout`` seconds. Returns ``url``."""
     deadline = time.monotonic() + timeout
@@ -251,11 +287,19 @@ def start_compose(logs: Path, workers: int, cache_volume: str | None = None) -> 
         worker["volumes"] = ["bench-cache:/var/cache/reward-service"]
         volumes = {"volumes": {"bench-cache": {"external": True, "name": cache_volume}}}
     override.write_text(json.dumps({"services": {"worker": worker}, **volumes}))  # JSON is YAML
-    cmd = [*compose_command(), "-p", f"rsbench{os.getpid()}", "-f", str(REPO / "docker-compose.yml"),
-           "-f", str(override)]
+    cmd = [
+        *compose_command(),
+        "-p",
+        f"rsbench{os.getpid()}",
+        "-f",
+        str(REPO / "docker-compose.yml"),
+        "-f",
+        str(override),
+    ]
     COMPOSE.append((cmd, env, logs / "compose.log"))
-    up = subprocess.run([*cmd, "up", "-d", "--scale", f"worker={workers}"], env=env, cwd=REPO,
-                        capture_output=True, text=True)
+    up = subprocess.run(
+        [*cmd, "up", "-d", "--scale", f"worker={workers}"], env=env, cwd=REPO, capture_output=True, text=True
+    )
     if up.returncode != 0:
         raise RuntimeError(f"compose up failed:\n{up.stderr[-2000:]}")
     return wait_ready(f"http://127.0.0.1:{port}", "compose stack", None, timeout=180)
@@ -267,9 +311,26 @@ def start_redis(logs: Path) -> str:
     port = free_port()
     data = logs / "redis"
     data.mkdir()
-    proc = start("redis-server", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                  "--appendonly", "no", "--daemonize", "no", "--dir", str(data)],
-                 dict(os.environ), logs / "redis.log")
+    proc = start(
+        "redis-server",
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(data),
+        ],
+        dict(os.environ),
+        logs / "redis.log",
+    )
     client = redis.Redis(port=port)
     for _ in range(200):
         if proc.poll() is not None:
@@ -303,8 +364,16 @@ class Pass:
         return len(self.latencies_s) if self.kind != "batch" else len(self.engine_ms)
 
 
-def bare_pass(label: str, samples: list[Case], simulator: str, root: Path, ccache_dir: Path, args,
-              concurrency: int, advance: Callable[[], None]) -> Pass:
+def bare_pass(
+    label: str,
+    samples: list[Case],
+    simulator: str,
+    root: Path,
+    ccache_dir: Path,
+    args,
+    concurrency: int,
+    advance: Callable[[], None],
+) -> Pass:
     """The bare commands of bench_stimulus for every sample, ``concurrency`` at a time, each in a
     fresh dir (Verilator: sharing ``ccache_dir``)."""
     root.mkdir(parents=True)
@@ -313,8 +382,7 @@ def bare_pass(label: str, samples: list[Case], simulator: str, root: Path, ccach
 
     def one(i: int) -> None:
         case, d = samples[i], root / f"{i:03d}"
-        step = (bare_verilator(case, d, ccache_dir, args) if simulator == "verilator"
-                else bare_icarus(case, d, args))
+        step = bare_verilator(case, d, ccache_dir, args) if simulator == "verilator" else bare_icarus(case, d, args)
         times[i] = step.seconds
         bad = step.note if not step.ok else ""
         if simulator == "verilator" and not step.detail.get("coverage_dat"):
@@ -353,8 +421,16 @@ def _score_one(client: httpx.Client, url: str, request: dict) -> tuple[dict | No
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def score_pass(label: str, client: httpx.Client, url: str, samples: list[Case], requests: list[dict],
-               simulator: str, concurrency: int, advance: Callable[[], None]) -> Pass:
+def score_pass(
+    label: str,
+    client: httpx.Client,
+    url: str,
+    samples: list[Case],
+    requests: list[dict],
+    simulator: str,
+    concurrency: int,
+    advance: Callable[[], None],
+) -> Pass:
     out = Pass(label, "score", concurrency)
     lat: list[float | None] = [None] * len(samples)
     eng: list[float | None] = [None] * len(samples)
@@ -384,8 +460,16 @@ def score_pass(label: str, client: httpx.Client, url: str, samples: list[Case], 
     return out
 
 
-def batch_pass(label: str, client: httpx.Client, url: str, samples: list[Case], requests: list[dict],
-               simulator: str, concurrency: int, progress_to: Callable[[int], None]) -> Pass:
+def batch_pass(
+    label: str,
+    client: httpx.Client,
+    url: str,
+    samples: list[Case],
+    requests: list[dict],
+    simulator: str,
+    concurrency: int,
+    progress_to: Callable[[int], None],
+) -> Pass:
     """One POST /v1/batches of all requests (wait 0), then GET /v1/batches/{id}?wait=2 until done
     (the long poll answers as soon as the last job is done)."""
     out = Pass(label, "batch", concurrency)
@@ -411,8 +495,11 @@ def batch_pass(label: str, client: httpx.Client, url: str, samples: list[Case], 
         if result is not None and (result.get("timings") or {}).get("total") is not None:
             out.engine_ms.append(result["timings"]["total"])
         # expected.json holds seed 0's coverage; other seeds are checked against the other mode (compare)
-        bad = check_result(case, simulator, result) if request.get("seed", 0) == 0 else \
-            ("" if (result or {}).get("status") == "ok" else f"status {(result or {}).get('status')}")
+        bad = (
+            check_result(case, simulator, result)
+            if request.get("seed", 0) == 0
+            else ("" if (result or {}).get("status") == "ok" else f"status {(result or {}).get('status')}")
+        )
         if bad:
             out.failures.append(f"{case.short} {case.tb}: {bad}")
     if len(results) != len(samples):
@@ -445,21 +532,28 @@ def summarise(passes: list[Pass], n: int) -> list[dict]:
         tp = n / p.wall_s if p.wall_s > 0 else None
         p50, p90 = (None, None) if p.kind == "batch" else (pct(p.latencies_s, 0.5), pct(p.latencies_s, 0.9))
         service = p.kind != "bare"
-        rows.append({
-            "mode": p.label, "kind": p.kind, "samples": n, "concurrency": p.concurrency,
-            "wall_s": round(p.wall_s, 3),
-            "p50_ms": None if p50 is None else round(1000 * p50, 1),
-            "p90_ms": None if p90 is None else round(1000 * p90, 1),
-            "engine_p50_ms": round(pct(p.engine_ms, 0.5), 1) if p.engine_ms else None,
-            "throughput_per_s": None if tp is None else round(tp, 3),
-            "added_ms_per_sample": (round(1000 * p.concurrency * (p.wall_s - ref.wall_s) / n, 1)
-                                    if service and ref else None),
-            "added_p50_ms": (round(1000 * (p50 - ref_p50), 1)
-                             if service and p50 is not None and ref_p50 is not None else None),
-            "throughput_ratio": None if tp is None or not ref_tp else round(tp / ref_tp, 3),
-            "ok": not p.failures and (p.kind == "batch" or len(p.latencies_s) == n),
-            "failures": p.failures,
-        })
+        rows.append(
+            {
+                "mode": p.label,
+                "kind": p.kind,
+                "samples": n,
+                "concurrency": p.concurrency,
+                "wall_s": round(p.wall_s, 3),
+                "p50_ms": None if p50 is None else round(1000 * p50, 1),
+                "p90_ms": None if p90 is None else round(1000 * p90, 1),
+                "engine_p50_ms": round(pct(p.engine_ms, 0.5), 1) if p.engine_ms else None,
+                "throughput_per_s": None if tp is None else round(tp, 3),
+                "added_ms_per_sample": (
+                    round(1000 * p.concurrency * (p.wall_s - ref.wall_s) / n, 1) if service and ref else None
+                ),
+                "added_p50_ms": (
+                    round(1000 * (p50 - ref_p50), 1) if service and p50 is not None and ref_p50 is not None else None
+                ),
+                "throughput_ratio": None if tp is None or not ref_tp else round(tp / ref_tp, 3),
+                "ok": not p.failures and (p.kind == "batch" or len(p.latencies_s) == n),
+                "failures": p.failures,
+            }
+        )
     return rows
 
 
@@ -469,20 +563,42 @@ def _f(value: float | None, fmt: str, suffix: str = "") -> str:
 
 def print_report(rows: list[dict], title: str) -> None:
     table = Table(title=title)
-    for col in ("mode", "C", "wall s", "p50 ms", "p90 ms", "engine p50 ms", "samples/s",
-                "+ms/sample", "+p50 ms", "× bare par", "ok"):
+    for col in (
+        "mode",
+        "C",
+        "wall s",
+        "p50 ms",
+        "p90 ms",
+        "engine p50 ms",
+        "samples/s",
+        "+ms/sample",
+        "+p50 ms",
+        "× bare par",
+        "ok",
+    ):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for r in rows:
-        table.add_row(r["mode"], str(r["concurrency"]), _f(r["wall_s"], ".2f"), _f(r["p50_ms"], ".0f"),
-                      _f(r["p90_ms"], ".0f"), _f(r["engine_p50_ms"], ".0f"), _f(r["throughput_per_s"], ".2f"),
-                      _f(r["added_ms_per_sample"], "+.0f"), _f(r["added_p50_ms"], "+.0f"),
-                      _f(r["throughput_ratio"], ".2f", "×"), "yes" if r["ok"] else "[red]NO[/red]")
+        table.add_row(
+            r["mode"],
+            str(r["concurrency"]),
+            _f(r["wall_s"], ".2f"),
+            _f(r["p50_ms"], ".0f"),
+            _f(r["p90_ms"], ".0f"),
+            _f(r["engine_p50_ms"], ".0f"),
+            _f(r["throughput_per_s"], ".2f"),
+            _f(r["added_ms_per_sample"], "+.0f"),
+            _f(r["added_p50_ms"], "+.0f"),
+            _f(r["throughput_ratio"], ".2f", "×"),
+            "yes" if r["ok"] else "[red]NO[/red]",
+        )
     console.print(table)
     for r in rows:
         for f in r["failures"][:10]:
             console.print(f"  [red]{r['mode']}[/red]: {f}")
-    console.print("  +ms/sample = C × (wall − bare parallel wall) / N; +p50 = p50 latency − bare parallel p50; "
-                  "× bare par = throughput / bare parallel throughput; engine p50 = ScoreResult.timings.total")
+    console.print(
+        "  +ms/sample = C × (wall − bare parallel wall) / N; +p50 = p50 latency − bare parallel p50; "
+        "× bare par = throughput / bare parallel throughput; engine p50 = ScoreResult.timings.total"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -509,8 +625,9 @@ def compare_requests(cases: list[Case], seeds: int, args, tag_base: int) -> list
     return out
 
 
-def single_pass(label: str, client: httpx.Client, url: str, case: Case, request: dict, out: Pass,
-                engines: list[str | None]) -> None:
+def single_pass(
+    label: str, client: httpx.Client, url: str, case: Case, request: dict, out: Pass, engines: list[str | None]
+) -> None:
     """One request alone (nothing queued beside it): its latency, appended to ``out``."""
     t = time.perf_counter()
     result, error = _score_one(client, url, request)
@@ -520,8 +637,13 @@ def single_pass(label: str, client: httpx.Client, url: str, case: Case, request:
     out.timings.append((result or {}).get("timings") or {})
     if result is not None and (result.get("timings") or {}).get("total") is not None:
         out.engine_ms.append(result["timings"]["total"])
-    bad = error or (check_result(case, "verilator", result) if request.get("seed", 0) == 0 else
-                    "" if (result or {}).get("status") == "ok" else f"status {(result or {}).get('status')}")
+    bad = error or (
+        check_result(case, "verilator", result)
+        if request.get("seed", 0) == 0
+        else ""
+        if (result or {}).get("status") == "ok"
+        else f"status {(result or {}).get('status')}"
+    )
     if bad:
         out.failures.append(f"{label} {case.short} {case.tb}: {bad}")
 
@@ -538,8 +660,10 @@ def compare_summary(runs: dict[str, ModeRun], n: int) -> dict[str, Any]:
     # Every sample (all seeds) must get the same status and coverage from both modes.
     differ = [i for i, (a, b) in enumerate(zip(emb.batch.outcomes, com.batch.outcomes)) if a != b]
     return {
-        "samples": n, "fast_path_samples": len(fast),
-        "embedded_batch_s": round(emb.batch.wall_s, 2), "compose_batch_s": round(com.batch.wall_s, 2),
+        "samples": n,
+        "fast_path_samples": len(fast),
+        "embedded_batch_s": round(emb.batch.wall_s, 2),
+        "compose_batch_s": round(com.batch.wall_s, 2),
         "embedded_throughput_per_s": tp["embedded"] and round(tp["embedded"], 2),
         "compose_throughput_per_s": tp["compose"] and round(tp["compose"], 2),
         "throughput_ratio": round(tp["compose"] / tp["embedded"], 3) if tp["compose"] and tp["embedded"] else None,
@@ -551,8 +675,9 @@ def compare_summary(runs: dict[str, ModeRun], n: int) -> dict[str, Any]:
         "embedded_engine_p50_ms": round(pct(emb.single.engine_ms, 0.5), 1) if emb.single.engine_ms else None,
         "compose_engine_p50_ms": round(pct(com.single.engine_ms, 0.5), 1) if com.single.engine_ms else None,
         "results_differ": differ,
-        "ok": not differ and len(emb.batch.outcomes) == len(com.batch.outcomes) == n
-              and not any(r.batch.failures or r.single.failures for r in runs.values()),
+        "ok": not differ
+        and len(emb.batch.outcomes) == len(com.batch.outcomes) == n
+        and not any(r.batch.failures or r.single.failures for r in runs.values()),
         "failures": {m: (r.batch.failures + r.single.failures)[:10] for m, r in runs.items()},
     }
 
@@ -562,17 +687,26 @@ def print_compare(summary: dict[str, Any]) -> None:
     for col in ("mode", "batch s", "samples/s", "single p50 ms", "engine p50 ms"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for m in ("embedded", "compose"):
-        table.add_row(m, _f(summary[f"{m}_batch_s"], ".2f"), _f(summary[f"{m}_throughput_per_s"], ".2f"),
-                      _f(summary[f"{m}_single_p50_ms"], ".0f"), _f(summary[f"{m}_engine_p50_ms"], ".0f"))
+        table.add_row(
+            m,
+            _f(summary[f"{m}_batch_s"], ".2f"),
+            _f(summary[f"{m}_throughput_per_s"], ".2f"),
+            _f(summary[f"{m}_single_p50_ms"], ".0f"),
+            _f(summary[f"{m}_engine_p50_ms"], ".0f"),
+        )
     console.print(table)
     console.print(f"  throughput compose / embedded = {_f(summary['throughput_ratio'], '.3f')} (target ≥ 0.8)")
-    console.print(f"  per-sample overhead compose − embedded, fast-path samples ({summary['fast_path_samples']}): "
-                  f"median {_f(summary['overhead_fast_p50_ms'], '+.1f', ' ms')} (target ≤ 30 ms), "
-                  f"p90 {_f(summary['overhead_fast_p90_ms'], '+.1f', ' ms')}; all samples median "
-                  f"{_f(summary['overhead_all_p50_ms'], '+.1f', ' ms')}")
-    console.print(f"  status and coverage equal in both modes: {summary['samples'] - len(summary['results_differ'])}"
-                  f"/{summary['samples']} samples" + (f" [red](differ: {summary['results_differ'][:10]})[/red]"
-                                                     if summary["results_differ"] else ""))
+    console.print(
+        f"  per-sample overhead compose − embedded, fast-path samples ({summary['fast_path_samples']}): "
+        f"median {_f(summary['overhead_fast_p50_ms'], '+.1f', ' ms')} (target ≤ 30 ms), "
+        f"p90 {_f(summary['overhead_fast_p90_ms'], '+.1f', ' ms')}; all samples median "
+        f"{_f(summary['overhead_all_p50_ms'], '+.1f', ' ms')}"
+    )
+    console.print(
+        f"  status and coverage equal in both modes: {summary['samples'] - len(summary['results_differ'])}"
+        f"/{summary['samples']} samples"
+        + (f" [red](differ: {summary['results_differ'][:10]})[/red]" if summary["results_differ"] else "")
+    )
     for mode, failures in summary["failures"].items():
         for f in failures:
             console.print(f"  [red]{mode}[/red]: {f}")
@@ -585,34 +719,66 @@ def run_compare(args, cases: list[Case], base: Path, logs: Path, meta: dict[str,
     samples = [c for _ in range(args.seeds) for c in cases]
     n = len(samples)
     modes = ("embedded", "compose")
-    reqs = {m: [compare_requests(cases, args.seeds, args, (k * (args.warmup + 2) + w) * n)
-                for w in range(args.warmup + 2)] for k, m in enumerate(modes)}
+    reqs = {
+        m: [compare_requests(cases, args.seeds, args, (k * (args.warmup + 2) + w) * n) for w in range(args.warmup + 2)]
+        for k, m in enumerate(modes)
+    }
     console.print("starting the embedded service and the compose stack")
-    urls = {"embedded": start_api(service_env(base / "service-cache", None), logs, "api-embedded"),
-            "compose": start_compose(logs, args.compose_workers, cache_volume=args.compose_cache_volume)}
+    urls = {
+        "embedded": start_api(service_env(base / "service-cache", None), logs, "api-embedded"),
+        "compose": start_compose(logs, args.compose_workers, cache_volume=args.compose_cache_volume),
+    }
     meta.update({f"{m}_url": u for m, u in urls.items()})
     runs: dict[str, ModeRun] = {}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress, \
-            httpx.Client(timeout=httpx.Timeout(WAIT_S + 60, connect=10),
-                         limits=httpx.Limits(max_connections=args.concurrency + 4)) as client:
+    with (
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress,
+        httpx.Client(
+            timeout=httpx.Timeout(WAIT_S + 60, connect=10), limits=httpx.Limits(max_connections=args.concurrency + 4)
+        ) as client,
+    ):
+
         def phase(what: str) -> tuple[Callable[[], None], Callable[[int], None]]:
             task = progress.add_task(what, total=n)
             return (lambda: progress.advance(task)), (lambda done: progress.update(task, completed=done))
 
         for mode in modes:
             for w in range(args.warmup):
-                warm = batch_pass(f"{mode} warm-up", client, urls[mode], samples, reqs[mode][w], "verilator",
-                                  args.concurrency, phase(f"{mode}: warm-up batch {w + 1} (untimed)")[1])
+                warm = batch_pass(
+                    f"{mode} warm-up",
+                    client,
+                    urls[mode],
+                    samples,
+                    reqs[mode][w],
+                    "verilator",
+                    args.concurrency,
+                    phase(f"{mode}: warm-up batch {w + 1} (untimed)")[1],
+                )
                 if warm.failures:
                     console.print(f"[yellow]{mode} warm-up: {'; '.join(warm.failures[:5])}[/yellow]")
         batches = {}
         for mode in modes:
-            batches[mode] = batch_pass(f"{mode} batch", client, urls[mode], samples, reqs[mode][-2], "verilator",
-                                       args.concurrency, phase(f"{mode}: POST /v1/batches")[1])
+            batches[mode] = batch_pass(
+                f"{mode} batch",
+                client,
+                urls[mode],
+                samples,
+                reqs[mode][-2],
+                "verilator",
+                args.concurrency,
+                phase(f"{mode}: POST /v1/batches")[1],
+            )
             b = batches[mode]
-            progress.console.print(f"{mode} batch: {b.wall_s:.2f} s, {n / b.wall_s:.2f} samples/s"
-                                   + (f"  [red]{len(b.failures)} failed[/red]" if b.failures else ""))
+            progress.console.print(
+                f"{mode} batch: {b.wall_s:.2f} s, {n / b.wall_s:.2f} samples/s"
+                + (f"  [red]{len(b.failures)} failed[/red]" if b.failures else "")
+            )
         singles = {m: Pass(f"{m} single", "score", 1) for m in modes}
         engines: dict[str, list[str | None]] = {m: [] for m in modes}
         advance = phase("one request at a time, embedded and compose in turn")[0]
@@ -627,13 +793,27 @@ def run_compare(args, cases: list[Case], base: Path, logs: Path, meta: dict[str,
     print_compare(summary)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "meta": meta, "summary": summary,
-            "samples": [f"{c.problem}/{c.tb}" for c in samples],
-            "runs": {m: {"batch_wall_s": r.batch.wall_s, "batch_timings_ms": r.batch.timings,
-                         "single_latencies_s": r.single.latencies_s, "single_timings_ms": r.single.timings,
-                         "engines": r.engines} for m, r in runs.items()},
-        }, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "summary": summary,
+                    "samples": [f"{c.problem}/{c.tb}" for c in samples],
+                    "runs": {
+                        m: {
+                            "batch_wall_s": r.batch.wall_s,
+                            "batch_timings_ms": r.batch.timings,
+                            "single_latencies_s": r.single.latencies_s,
+                            "single_timings_ms": r.single.timings,
+                            "engines": r.engines,
+                        }
+                        for m, r in runs.items()
+                    },
+                },
+                indent=1,
+                default=str,
+            )
+        )
         console.print(f"wrote {args.json}")
     return 0 if summary["ok"] else 1
 
@@ -643,46 +823,92 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="bench_service.py",
         description="Latency and throughput of the HTTP service (embedded pool and/or Celery workers) against "
-                    "the bare simulator commands, on N samples of the stimulus cases, in one run. Starts "
-                    "(and stops) its own service, redis-server and workers on free 127.0.0.1 ports, with a "
-                    "temporary cache dir and the result cache off.",
+        "the bare simulator commands, on N samples of the stimulus cases, in one run. Starts "
+        "(and stops) its own service, redis-server and workers on free 127.0.0.1 ports, with a "
+        "temporary cache dir and the result cache off.",
         epilog="Rows: bare sequential / bare parallel (the bench_stimulus.py commands, Verilator with a warm "
-               "ccache), <mode> score (N POST /v1/score?wait=600 from C threads), <mode> batch (one POST "
-               "/v1/batches of all N). Every mode runs --warmup untimed passes first. Exit status 0 when every "
-               "result is ok (Verilator: coverage as in expected.json), 1 otherwise, 2 usage/setup error. "
-               "See bench/README.md.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--mode", choices=("embedded", "celery", "compose", "both", "all", "compare"), default="both",
-                   help="which service modes to measure (bare is always measured, except by compare); both = "
-                        "embedded + celery, all = embedded + celery + compose (the docker-compose.yml stack); "
-                        "compare = embedded vs compose on every case x --seeds seeds, engine auto (no bare rows)")
+        "ccache), <mode> score (N POST /v1/score?wait=600 from C threads), <mode> batch (one POST "
+        "/v1/batches of all N). Every mode runs --warmup untimed passes first. Exit status 0 when every "
+        "result is ok (Verilator: coverage as in expected.json), 1 otherwise, 2 usage/setup error. "
+        "See bench/README.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--mode",
+        choices=("embedded", "celery", "compose", "both", "all", "compare"),
+        default="both",
+        help="which service modes to measure (bare is always measured, except by compare); both = "
+        "embedded + celery, all = embedded + celery + compose (the docker-compose.yml stack); "
+        "compare = embedded vs compose on every case x --seeds seeds, engine auto (no bare rows)",
+    )
     p.add_argument("--seeds", type=int, default=4, metavar="S", help="compare mode: seeds per case and testbench")
-    p.add_argument("--compose-cache-volume", default=None, metavar="VOLUME",
-                   help="compose modes: a named volume kept between runs for the workers' cache (ccache, "
-                        "built models, self-checks; created if missing) instead of the stack's own")
-    p.add_argument("--compose-workers", type=int, default=1, metavar="W",
-                   help="compose mode: worker containers (each runs one process per core)")
-    p.add_argument("--samples", type=int, default=12, metavar="N",
-                   help="samples to score: each problem's weak testbench, then good, then best (cycled past 24)")
-    p.add_argument("--concurrency", type=int, default=cores(), metavar="C",
-                   help="client threads, and parallel bare processes (the default is the number of cores)")
+    p.add_argument(
+        "--compose-cache-volume",
+        default=None,
+        metavar="VOLUME",
+        help="compose modes: a named volume kept between runs for the workers' cache (ccache, "
+        "built models, self-checks; created if missing) instead of the stack's own",
+    )
+    p.add_argument(
+        "--compose-workers",
+        type=int,
+        default=1,
+        metavar="W",
+        help="compose mode: worker containers (each runs one process per core)",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=12,
+        metavar="N",
+        help="samples to score: each problem's weak testbench, then good, then best (cycled past 24)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=cores(),
+        metavar="C",
+        help="client threads, and parallel bare processes (the default is the number of cores)",
+    )
     p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write all results as JSON")
-    p.add_argument("--warmup", type=int, default=2, metavar="K",
-                   help="untimed passes of the N samples before each mode's timed ones (bare: C parallel; "
-                        "services: one batch each)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        metavar="K",
+        help="untimed passes of the N samples before each mode's timed ones (bare: C parallel; "
+        "services: one batch each)",
+    )
     p.add_argument("--tb", default=",".join(TESTBENCHES), help="comma-separated testbenches to draw from")
-    p.add_argument("--cases", type=Path, default=DEFAULT_CASES,
-                   help="the stimulus cases dir (<problem>/expected.json + testbenches)")
-    p.add_argument("--cid012", type=Path, default=None,
-                   help="CVDP cid012 jsonl holding the RTL (default: <cases>/../cvdp/cid012.jsonl)")
-    p.add_argument("--build-timeout", type=float, default=600.0,
-                   help="seconds per bare build (also the requests' limits.compile_s)")
-    p.add_argument("--run-timeout", type=float, default=60.0,
-                   help="seconds per bare run (also the requests' limits.run_s)")
-    p.add_argument("--bare-build-jobs", default="engine", metavar="J",
-                   help="parallel C++ jobs of a bare Verilator build, as in bench_stimulus.py: 'engine' "
-                        "(Settings.build_jobs, what the service uses), 'default' or a number")
+    p.add_argument(
+        "--cases",
+        type=Path,
+        default=DEFAULT_CASES,
+        help="the stimulus cases dir (<problem>/expected.json + testbenches)",
+    )
+    p.add_argument(
+        "--cid012",
+        type=Path,
+        default=None,
+        help="CVDP cid012 jsonl holding the RTL (default: <cases>/../cvdp/cid012.jsonl)",
+    )
+    p.add_argument(
+        "--build-timeout",
+        type=float,
+        default=600.0,
+        help="seconds per bare build (also the requests' limits.compile_s)",
+    )
+    p.add_argument(
+        "--run-timeout", type=float, default=60.0, help="seconds per bare run (also the requests' limits.run_s)"
+    )
+    p.add_argument(
+        "--bare-build-jobs",
+        default="engine",
+        metavar="J",
+        help="parallel C++ jobs of a bare Verilator build, as in bench_stimulus.py: 'engine' "
+        "(Settings.build_jobs, what the service uses), 'default' or a number",
+    )
     p.add_argument("--work-dir", type=Path, default=None, help="where to put the temporary dir")
     p.add_argument("--keep", action="store_true", help="keep the temporary dir (service logs, bare dirs)")
     args = p.parse_args(argv)
@@ -695,8 +921,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    modes = {"both": ["embedded", "celery"], "all": ["embedded", "celery", "compose"],
-             "compare": ["embedded", "compose"]}.get(args.mode, [args.mode])
+    modes = {
+        "both": ["embedded", "celery"],
+        "all": ["embedded", "celery", "compose"],
+        "compare": ["embedded", "compose"],
+    }.get(args.mode, [args.mode])
     sim = args.simulator
     cid012 = args.cid012 or args.cases.parent / "cvdp" / "cid012.jsonl"
     tbs = [t.strip() for t in args.tb.split(",") if t.strip()]
@@ -706,8 +935,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     samples = pick_samples(cases, args.samples, tbs)
     n, conc = len(samples), args.concurrency
-    needed = ["bwrap", "ccache"] + (["iverilog", "vvp"] if sim == "icarus" else []) \
+    needed = (
+        ["bwrap", "ccache"]
+        + (["iverilog", "vvp"] if sim == "icarus" else [])
         + (["redis-server"] if "celery" in modes else [])
+    )
     missing = [t for t in needed if not shutil.which(t)]
     if missing:
         console.print(f"[red]not on PATH: {', '.join(missing)}[/red]")
@@ -721,22 +953,33 @@ def main(argv: list[str] | None = None) -> int:
 
     tool_versions = versions()
     if sim == "verilator":  # binaries into the page cache (untimed)
-        subprocess.run([str(verilator_root() / "bin" / "verilator"), "--version"], capture_output=True,
-                       env={**os.environ, "VERILATOR_ROOT": str(verilator_root())})
+        subprocess.run(
+            [str(verilator_root() / "bin" / "verilator"), "--version"],
+            capture_output=True,
+            env={**os.environ, "VERILATOR_ROOT": str(verilator_root())},
+        )
     base = Path(tempfile.mkdtemp(prefix="rs-bench-service-", dir=args.work_dir))
     logs = base / "logs"
     logs.mkdir()
     meta: dict[str, Any] = {
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(), "cores": cores(),
-        "loadavg_start": os.getloadavg(), "versions": tool_versions,
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cores": cores(),
+        "loadavg_start": os.getloadavg(),
+        "versions": tool_versions,
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "samples": [f"{c.problem}/{c.tb}" for c in samples], "work_dir": str(base),
-        "engine_build_jobs": Settings().build_jobs, "celery_worker_concurrency": cores(),
+        "samples": [f"{c.problem}/{c.tb}" for c in samples],
+        "work_dir": str(base),
+        "engine_build_jobs": Settings().build_jobs,
+        "celery_worker_concurrency": cores(),
     }
     if args.mode == "compare":
-        console.print(f"{len(cases)} cases × {args.seeds} seeds, engine auto, embedded vs compose, concurrency {conc} "
-                      f"({cores()} cores, load {meta['loadavg_start'][0]:.2f}); work dir {base}")
+        console.print(
+            f"{len(cases)} cases × {args.seeds} seeds, engine auto, embedded vs compose, concurrency {conc} "
+            f"({cores()} cores, load {meta['loadavg_start'][0]:.2f}); work dir {base}"
+        )
         try:
             return run_compare(args, cases, base, logs, meta)
         except RuntimeError as exc:
@@ -748,14 +991,22 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"kept {base}")
             else:
                 shutil.rmtree(base, ignore_errors=True)
-    console.print(f"{n} samples × {sim}, modes bare + {', '.join(modes)}, concurrency {conc} "
-                  f"({cores()} cores, load {meta['loadavg_start'][0]:.2f}); work dir {base}")
+    console.print(
+        f"{n} samples × {sim}, modes bare + {', '.join(modes)}, concurrency {conc} "
+        f"({cores()} cores, load {meta['loadavg_start'][0]:.2f}); work dir {base}"
+    )
 
     passes: list[Pass] = []
     started = time.perf_counter()
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as progress:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
 
             def phase(what: str) -> tuple[Callable[[], None], Callable[[int], None]]:
                 task = progress.add_task(what, total=n)
@@ -765,30 +1016,46 @@ def main(argv: list[str] | None = None) -> int:
                 passes.append(p)
                 tp = n / p.wall_s if p.wall_s > 0 else 0.0
                 lat = "" if p.kind == "batch" else f", p50 {1000 * (pct(p.latencies_s, 0.5) or 0):.0f} ms"
-                progress.console.print(f"{p.label}: {p.wall_s:.2f} s, {tp:.2f} samples/s{lat}"
-                                       + (f"  [red]{len(p.failures)} failed[/red]" if p.failures else ""))
+                progress.console.print(
+                    f"{p.label}: {p.wall_s:.2f} s, {tp:.2f} samples/s{lat}"
+                    + (f"  [red]{len(p.failures)} failed[/red]" if p.failures else "")
+                )
 
             # bare: untimed warm-up (fills the ccache for Verilator), then sequential and parallel
             cc = base / "bare-ccache"
             cc.mkdir()
             for w in range(args.warmup):
-                warm = bare_pass("bare warm-up", samples, sim, base / f"bare-warmup{w}", cc, args, conc,
-                                 phase(f"bare warm-up {w + 1} (untimed)")[0])
+                warm = bare_pass(
+                    "bare warm-up",
+                    samples,
+                    sim,
+                    base / f"bare-warmup{w}",
+                    cc,
+                    args,
+                    conc,
+                    phase(f"bare warm-up {w + 1} (untimed)")[0],
+                )
                 if warm.failures:
                     console.print(f"[yellow]bare warm-up: {'; '.join(warm.failures[:5])}[/yellow]")
             ccache_zero(cc)
-            keep(bare_pass("bare sequential", samples, sim, base / "bare-seq", cc, args, 1,
-                           phase("bare sequential")[0]))
-            keep(bare_pass("bare parallel", samples, sim, base / "bare-par", cc, args, conc,
-                           phase(f"bare parallel ×{conc}")[0]))
+            keep(
+                bare_pass("bare sequential", samples, sim, base / "bare-seq", cc, args, 1, phase("bare sequential")[0])
+            )
+            keep(
+                bare_pass(
+                    "bare parallel", samples, sim, base / "bare-par", cc, args, conc, phase(f"bare parallel ×{conc}")[0]
+                )
+            )
             if sim == "verilator":  # the timed builds only (zeroed after the warm-up)
                 meta["bare_ccache_timed"] = ccache_stats(cc)
 
             # services: one cache dir for all modes (as workers of one machine share it)
             cache_dir = base / "service-cache"
             for mode in modes:
-                reqs = [[tag_request(c, sim, args, k * n + i) for i, c in enumerate(samples)]
-                        for k in range(args.warmup + 2)]  # warm-ups, score, batch: all distinct
+                reqs = [
+                    [tag_request(c, sim, args, k * n + i) for i, c in enumerate(samples)]
+                    for k in range(args.warmup + 2)
+                ]  # warm-ups, score, batch: all distinct
                 progress.console.print(f"starting the {mode} service")
                 if mode == "embedded":
                     url = start_api(service_env(cache_dir, None), logs, "api-embedded")
@@ -797,23 +1064,54 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     broker = start_redis(logs)
                     env = service_env(cache_dir, broker)
-                    start("workers", [sys.executable, "-m", "workers", "--loglevel=INFO"], env,
-                          logs / "workers.log")
+                    start("workers", [sys.executable, "-m", "workers", "--loglevel=INFO"], env, logs / "workers.log")
                     url = start_api(env, logs, "api-celery")
                 meta[f"{mode}_url"] = url
-                with httpx.Client(timeout=httpx.Timeout(WAIT_S + 60, connect=10),
-                                  limits=httpx.Limits(max_connections=conc + 4)) as client:
+                with httpx.Client(
+                    timeout=httpx.Timeout(WAIT_S + 60, connect=10), limits=httpx.Limits(max_connections=conc + 4)
+                ) as client:
                     for w in range(args.warmup):
-                        warm = batch_pass(f"{mode} warm-up", client, url, samples, reqs[w], sim, conc,
-                                          phase(f"{mode}: warm-up batch {w + 1} (untimed)")[1])
+                        warm = batch_pass(
+                            f"{mode} warm-up",
+                            client,
+                            url,
+                            samples,
+                            reqs[w],
+                            sim,
+                            conc,
+                            phase(f"{mode}: warm-up batch {w + 1} (untimed)")[1],
+                        )
                         if warm.failures:
                             console.print(f"[yellow]{mode} warm-up: {'; '.join(warm.failures[:5])}[/yellow]")
-                    keep(score_pass(f"{mode} score", client, url, samples, reqs[-2], sim, conc,
-                                    phase(f"{mode}: POST /v1/score ×{conc} threads")[0]))
-                    keep(batch_pass(f"{mode} batch", client, url, samples, reqs[-1], sim, conc,
-                                    phase(f"{mode}: POST /v1/batches")[1]))
-                    meta[f"{mode}_results_total"] = [line for line in client.get(f"{url}/metrics").text.splitlines()
-                                                     if line.startswith("reward_service_results_total")]
+                    keep(
+                        score_pass(
+                            f"{mode} score",
+                            client,
+                            url,
+                            samples,
+                            reqs[-2],
+                            sim,
+                            conc,
+                            phase(f"{mode}: POST /v1/score ×{conc} threads")[0],
+                        )
+                    )
+                    keep(
+                        batch_pass(
+                            f"{mode} batch",
+                            client,
+                            url,
+                            samples,
+                            reqs[-1],
+                            sim,
+                            conc,
+                            phase(f"{mode}: POST /v1/batches")[1],
+                        )
+                    )
+                    meta[f"{mode}_results_total"] = [
+                        line
+                        for line in client.get(f"{url}/metrics").text.splitlines()
+                        if line.startswith("reward_service_results_total")
+                    ]
                 stop_all()  # this mode's API, workers, redis
     except RuntimeError as exc:
         console.print(f"[red]{exc}[/red]")
@@ -829,16 +1127,33 @@ def main(argv: list[str] | None = None) -> int:
     meta["elapsed_s"] = round(time.perf_counter() - started, 1)
     rows = summarise(passes, n)
     print_report(rows, f"{sim}, {n} samples, concurrency {conc} ({cores()} cores)")
-    console.print(f"elapsed {meta['elapsed_s']} s; load average start {meta['loadavg_start'][0]:.2f}, "
-                  f"end {meta['loadavg_end'][0]:.2f}")
+    console.print(
+        f"elapsed {meta['elapsed_s']} s; load average start {meta['loadavg_start'][0]:.2f}, "
+        f"end {meta['loadavg_end'][0]:.2f}"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "meta": meta, "rows": rows,
-            "passes": [{"mode": p.label, "wall_s": p.wall_s, "latencies_s": p.latencies_s,
-                        "engine_ms": p.engine_ms, "timings_ms": p.timings,
-                        "failures": p.failures} for p in passes],
-        }, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "rows": rows,
+                    "passes": [
+                        {
+                            "mode": p.label,
+                            "wall_s": p.wall_s,
+                            "latencies_s": p.latencies_s,
+                            "engine_ms": p.engine_ms,
+                            "timings_ms": p.timings,
+                            "failures": p.failures,
+                        }
+                        for p in passes
+                    ],
+                },
+                indent=1,
+                default=str,
+            )
+        )
         console.print(f"wrote {args.json}")
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,16 +45,28 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from reward_service import hdl  # noqa: E402
 from reward_service.engine import Engine  # noqa: E402
-from reward_service.settings import Settings  # noqa: E402
 from reward_service.sandbox.toolchain import verilator_root, versions  # noqa: E402
+from reward_service.settings import Settings  # noqa: E402
 
 DEFAULT_CASES = Path(os.environ.get("REWARD_SERVICE_CASES", REPO.parent / "shared" / "cases")) / "stimulus"
 TESTBENCHES = ("weak", "good", "best")
 
 #: The bare Verilator command (the engine's flags, with Verilator's own --binary main).
-VERILATOR_FLAGS = ["--binary", "--timing", "--coverage-line", "--coverage-toggle", "--coverage-expr",
-                   "--coverage-user", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20",
-                   "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
+VERILATOR_FLAGS = [
+    "--binary",
+    "--timing",
+    "--coverage-line",
+    "--coverage-toggle",
+    "--coverage-expr",
+    "--coverage-user",
+    "-Wno-fatal",
+    "-Wno-lint",
+    "-Wno-style",
+    "-CFLAGS",
+    "-std=c++20",
+    "-MAKEFLAGS",
+    "CFG_CXXFLAGS_PCH_I=-include",
+]
 
 console = Console(width=None if sys.stdout.isatty() else 150)
 
@@ -111,8 +122,19 @@ def load_cases(cases: Path, cid012: Path, problems: int | None, tbs: list[str]) 
             top = hdl.choose_top([text], design_modules)  # the top the engine picks
             if top is None:
                 raise SystemExit(f"{d.name}/{spec['file']}: no testbench top module")
-            out.append(Case(d.name, tb, design, spec["file"], text, top, expected["dut_instance"],
-                            expected["target_percent"], spec))
+            out.append(
+                Case(
+                    d.name,
+                    tb,
+                    design,
+                    spec["file"],
+                    text,
+                    top,
+                    expected["dut_instance"],
+                    expected["target_percent"],
+                    spec,
+                )
+            )
     return out
 
 
@@ -144,8 +166,11 @@ class CpuMeter:
         self.group: Path | None = None
         self.origin: Path | None = None
         try:
-            current = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                           if "cpuacct" in line.split(":", 2)[1].split(","))
+            current = next(
+                line.split(":", 2)[2]
+                for line in Path("/proc/self/cgroup").read_text().splitlines()
+                if "cpuacct" in line.split(":", 2)[1].split(",")
+            )
             self.origin = self.ROOT / current.lstrip("/")
             group = self.origin / f"rs-bench-{os.getpid()}"
             group.mkdir()
@@ -209,8 +234,15 @@ def run_cmd(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> 
     """Run argv (own process group, stdin /dev/null); kill the group on timeout.
     Returns (exit code or None on timeout, output tail, seconds)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
         rc: int | None = proc.returncode
@@ -237,8 +269,13 @@ def _layout(case: Case, root: Path) -> Path:
 
 def ccache_stats(ccache_dir: Path) -> dict[str, int]:
     try:
-        text = subprocess.run(["ccache", "--print-stats"], env={**os.environ, "CCACHE_DIR": str(ccache_dir)},
-                              capture_output=True, text=True, timeout=30).stdout
+        text = subprocess.run(
+            ["ccache", "--print-stats"],
+            env={**os.environ, "CCACHE_DIR": str(ccache_dir)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     stats = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
@@ -248,17 +285,25 @@ def ccache_stats(ccache_dir: Path) -> dict[str, int]:
 
 def ccache_zero(ccache_dir: Path) -> None:
     if ccache_dir.exists():
-        subprocess.run(["ccache", "-z"], env={**os.environ, "CCACHE_DIR": str(ccache_dir)},
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["ccache", "-z"], env={**os.environ, "CCACHE_DIR": str(ccache_dir)}, capture_output=True, timeout=30
+        )
 
 
 def bare_verilator(case: Case, root: Path, ccache_dir: Path, args) -> Step:
     """``verilator --binary ...`` then the binary, from a fresh dir, through ccache."""
     src = _layout(case, root)
     vroot = verilator_root()
-    env = {**os.environ, "VERILATOR_ROOT": str(vroot), "OBJCACHE": "ccache", "CCACHE_DIR": str(ccache_dir),
-           # as the engine's build step (paths under the work dir are hashed relative to it)
-           "CCACHE_BASEDIR": str(root), "CCACHE_NOHASHDIR": "1", "CCACHE_MAXSIZE": "5G"}
+    env = {
+        **os.environ,
+        "VERILATOR_ROOT": str(vroot),
+        "OBJCACHE": "ccache",
+        "CCACHE_DIR": str(ccache_dir),
+        # as the engine's build step (paths under the work dir are hashed relative to it)
+        "CCACHE_BASEDIR": str(root),
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_MAXSIZE": "5G",
+    }
     argv = [str(vroot / "bin" / "verilator"), *VERILATOR_FLAGS]
     if args.bare_build_jobs != "default":
         jobs = Settings().build_jobs if args.bare_build_jobs == "engine" else int(args.bare_build_jobs)
@@ -268,16 +313,25 @@ def bare_verilator(case: Case, root: Path, ccache_dir: Path, args) -> Step:
     rc, out, build_s = run_cmd(argv, src, env, args.build_timeout)
     binary = root / "obj" / f"V{case.top}"
     if rc != 0 or not binary.exists():
-        return Step(build_s, _delta(cpu0), ok=False,
-                    note="build timeout" if rc is None else f"build failed (exit {rc})",
-                    detail={"build_s": build_s, "log": out})
+        return Step(
+            build_s,
+            _delta(cpu0),
+            ok=False,
+            note="build timeout" if rc is None else f"build failed (exit {rc})",
+            detail={"build_s": build_s, "log": out},
+        )
     rc2, out2, run_s = run_cmd([str(binary)], root / "run", env, args.run_timeout)
     cov = (root / "run" / "coverage.dat").exists()
     note = "run timeout" if rc2 is None else ("" if rc2 == 0 else f"run exit {rc2}")
     if not cov:
         note = (note + "; " if note else "") + "no coverage.dat"
-    return Step(build_s + run_s, _delta(cpu0), ok=rc2 is not None,
-                note=note, detail={"build_s": build_s, "run_s": run_s, "exit": rc2, "coverage_dat": cov})
+    return Step(
+        build_s + run_s,
+        _delta(cpu0),
+        ok=rc2 is not None,
+        note=note,
+        detail={"build_s": build_s, "run_s": run_s, "exit": rc2, "coverage_dat": cov},
+    )
 
 
 def bare_icarus(case: Case, root: Path, args) -> Step:
@@ -286,16 +340,25 @@ def bare_icarus(case: Case, root: Path, args) -> Step:
     vvp = root / "x.vvp"
     env = dict(os.environ)
     cpu0 = _cpu()
-    rc, out, build_s = run_cmd(["iverilog", "-g2012", "-o", str(vvp), "-s", case.top, *case.design, case.tb_file],
-                               src, env, args.build_timeout)
+    rc, out, build_s = run_cmd(
+        ["iverilog", "-g2012", "-o", str(vvp), "-s", case.top, *case.design, case.tb_file], src, env, args.build_timeout
+    )
     if rc != 0 or not vvp.exists():
-        return Step(build_s, _delta(cpu0), ok=False,
-                    note="build timeout" if rc is None else f"iverilog failed (exit {rc})",
-                    detail={"build_s": build_s, "log": out})
+        return Step(
+            build_s,
+            _delta(cpu0),
+            ok=False,
+            note="build timeout" if rc is None else f"iverilog failed (exit {rc})",
+            detail={"build_s": build_s, "log": out},
+        )
     rc2, out2, run_s = run_cmd(["vvp", "-n", str(vvp)], root / "run", env, args.run_timeout)
-    return Step(build_s + run_s, _delta(cpu0), ok=rc2 is not None,
-                note="run timeout" if rc2 is None else ("" if rc2 == 0 else f"vvp exit {rc2}"),
-                detail={"build_s": build_s, "run_s": run_s, "exit": rc2})
+    return Step(
+        build_s + run_s,
+        _delta(cpu0),
+        ok=rc2 is not None,
+        note="run timeout" if rc2 is None else ("" if rc2 == 0 else f"vvp exit {rc2}"),
+        detail={"build_s": build_s, "run_s": run_s, "exit": rc2},
+    )
 
 
 def engine_step(engine_factory, request: dict) -> Step:
@@ -305,11 +368,19 @@ def engine_step(engine_factory, request: dict) -> Step:
     result = engine.score(request)
     seconds = time.perf_counter() - t0
     overall = result.coverage.overall
-    return Step(seconds, _delta(cpu0), ok=result.status.value == "ok",
-                note="" if result.status.value == "ok" else f"{result.status.value}: {result.message[:120]}",
-                detail={"status": result.status.value, "timings_ms": result.timings,
-                        "overall_percent": None if overall is None else round(100 * overall, 2),
-                        "cache_result": result.cache.result, "engine": engine})
+    return Step(
+        seconds,
+        _delta(cpu0),
+        ok=result.status.value == "ok",
+        note="" if result.status.value == "ok" else f"{result.status.value}: {result.message[:120]}",
+        detail={
+            "status": result.status.value,
+            "timings_ms": result.timings,
+            "overall_percent": None if overall is None else round(100 * overall, 2),
+            "cache_result": result.cache.result,
+            "engine": engine,
+        },
+    )
 
 
 def run_sample(case: Case, simulator: str, base: Path, args, bare_first: bool, phase) -> dict:
@@ -340,7 +411,8 @@ def run_sample(case: Case, simulator: str, base: Path, args, bare_first: bool, p
         work.mkdir()
         phase("engine cold")
         res["engine_cold"] = engine_step(
-            lambda: Engine(Settings(cache_dir=cache, work_root=work, result_cache=False)), request)
+            lambda: Engine(Settings(cache_dir=cache, work_root=work, result_cache=False)), request
+        )
         same = res["engine_cold"].detail.pop("engine")
         ccache_zero(cache / "ccache")
         phase("engine warm")
@@ -358,7 +430,7 @@ def run_sample(case: Case, simulator: str, base: Path, args, bare_first: bool, p
             hit.ok, hit.note = False, "second identical request was not a result-cache hit"
         res["engine_fill"], res["engine_hit"] = fill, hit
 
-    for part in ((bare, engine) if bare_first else (engine, bare)):
+    for part in (bare, engine) if bare_first else (engine, bare):
         part()
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
@@ -375,7 +447,10 @@ def run_sample(case: Case, simulator: str, base: Path, args, bare_first: bool, p
     if not consistent:
         notes.append("engine result differs from expected.json")
     return {
-        "problem": case.problem, "tb": case.tb, "simulator": simulator, "top": case.top,
+        "problem": case.problem,
+        "tb": case.tb,
+        "simulator": simulator,
+        "top": case.top,
         "order": "bare,engine" if bare_first else "engine,bare",
         **{f"{k}_s": round(s.seconds, 4) for k, s in res.items()},
         **{f"{k}_cpu_s": None if s.cpu is None else round(s.cpu, 3) for k, s in res.items()},
@@ -391,9 +466,15 @@ def run_sample(case: Case, simulator: str, base: Path, args, bare_first: bool, p
 
 # --------------------------------------------------------------------------------------------
 # reporting
-COLUMNS = [("bare_cold_s", "bare cold"), ("bare_warm_s", "bare warm"), ("engine_cold_s", "engine cold"),
-           ("engine_warm_s", "engine warm"), ("engine_hit_s", "rc hit"),
-           ("ratio_cold", "ratio cold"), ("ratio_warm", "ratio warm")]
+COLUMNS = [
+    ("bare_cold_s", "bare cold"),
+    ("bare_warm_s", "bare warm"),
+    ("engine_cold_s", "engine cold"),
+    ("engine_warm_s", "engine warm"),
+    ("engine_hit_s", "rc hit"),
+    ("ratio_cold", "ratio cold"),
+    ("ratio_warm", "ratio warm"),
+]
 
 
 def _fmt(key: str, value: float | None) -> str:
@@ -411,12 +492,17 @@ def summarise(samples: list[dict]) -> dict:
     for sim in dict.fromkeys(s["simulator"] for s in samples):
         rows = [s for s in samples if s["simulator"] == sim]
         cols = {}
-        for key, _ in COLUMNS + [(k, k) for k in ("bare_cold_cpu_s", "bare_warm_cpu_s",
-                                                   "engine_cold_cpu_s", "engine_warm_cpu_s")]:
+        for key, _ in COLUMNS + [
+            (k, k) for k in ("bare_cold_cpu_s", "bare_warm_cpu_s", "engine_cold_cpu_s", "engine_warm_cpu_s")
+        ]:
             vals = [r[key] for r in rows if r.get(key) is not None]
             if vals:
-                cols[key] = {"median": statistics.median(vals), "mean": statistics.fmean(vals),
-                             "min": min(vals), "max": max(vals)}
+                cols[key] = {
+                    "median": statistics.median(vals),
+                    "mean": statistics.fmean(vals),
+                    "min": min(vals),
+                    "max": max(vals),
+                }
 
         def total(key: str) -> float | None:
             vals = [r.get(key) for r in rows]
@@ -434,8 +520,12 @@ def summarise(samples: list[dict]) -> dict:
             "overhead_cold_s_median": statistics.median(r["engine_cold_s"] - r["bare_cold_s"] for r in rows),
             "overhead_warm_s_median": statistics.median(r["engine_warm_s"] - r["bare_warm_s"] for r in rows),
         }
-        out[sim] = {"samples": len(rows), "all_ok": all(r["ok"] for r in rows), "columns": cols,
-                    "overall_ratio": overall}
+        out[sim] = {
+            "samples": len(rows),
+            "all_ok": all(r["ok"] for r in rows),
+            "columns": cols,
+            "overall_ratio": overall,
+        }
     return out
 
 
@@ -448,9 +538,12 @@ def print_report(samples: list[dict], summary: dict) -> None:
             table.add_column(title, justify="right")
         table.add_column("ok")
         for r in (s for s in samples if s["simulator"] == sim):
-            table.add_row(r["problem"].removeprefix("cvdp_copilot_"), r["tb"],
-                          *[_fmt(k, r.get(k)) for k, _ in COLUMNS],
-                          "yes" if r["ok"] else "[red]NO[/red]")
+            table.add_row(
+                r["problem"].removeprefix("cvdp_copilot_"),
+                r["tb"],
+                *[_fmt(k, r.get(k)) for k, _ in COLUMNS],
+                "yes" if r["ok"] else "[red]NO[/red]",
+            )
         console.print(table)
         bad = [(r["problem"], r["tb"], r["notes"]) for r in samples if r["simulator"] == sim and r["notes"]]
         for p, tb, notes in bad:
@@ -465,11 +558,16 @@ def print_report(samples: list[dict], summary: dict) -> None:
             tab.add_row(stat, *[_fmt(k, s["columns"].get(k, {}).get(stat)) for k, _ in COLUMNS])
         console.print(tab)
         o = s["overall_ratio"]
-        cpu = (f"; CPU time (user+sys) engine/bare: cold {o['cold_cpu']:.2f}×, warm {o['warm_cpu']:.2f}×"
-               if o["cold_cpu"] and o["warm_cpu"] else "")
-        console.print(f"  overall engine/bare (sum of times): cold {o['cold']:.2f}×, warm {o['warm']:.2f}×{cpu}; "
-                      f"median added seconds: cold {o['overhead_cold_s_median']:+.2f}, "
-                      f"warm {o['overhead_warm_s_median']:+.2f}\n")
+        cpu = (
+            f"; CPU time (user+sys) engine/bare: cold {o['cold_cpu']:.2f}×, warm {o['warm_cpu']:.2f}×"
+            if o["cold_cpu"] and o["warm_cpu"]
+            else ""
+        )
+        console.print(
+            f"  overall engine/bare (sum of times): cold {o['cold']:.2f}×, warm {o['warm']:.2f}×{cpu}; "
+            f"median added seconds: cold {o['overhead_cold_s_median']:+.2f}, "
+            f"warm {o['overhead_warm_s_median']:+.2f}\n"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,35 +575,58 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="bench_stimulus.py",
         description="Time the engine (bwrap sandbox + reward-service) against the bare simulator commands "
-                    "on the stimulus cases (problems x weak/good/best testbenches), cold and warm, in one run, "
-                    "and report the engine/bare ratios.",
+        "on the stimulus cases (problems x weak/good/best testbenches), cold and warm, in one run, "
+        "and report the engine/bare ratios.",
         epilog="Columns: bare cold/warm = the simulator commands run directly (Verilator: fresh vs. reused "
-               "ccache dir; Icarus: first vs. second run); engine cold/warm = Engine.score with a fresh cache "
-               "dir vs. a second identical request (ccache warm), result cache off; rc hit = a result-cache "
-               "hit; ratio = engine/bare. See bench/README.md.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--problems", type=int, default=None, metavar="N",
-                   help="only the first N problems (sorted by id); default: all")
+        "ccache dir; Icarus: first vs. second run); engine cold/warm = Engine.score with a fresh cache "
+        "dir vs. a second identical request (ccache warm), result cache off; rc hit = a result-cache "
+        "hit; ratio = engine/bare. See bench/README.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--problems", type=int, default=None, metavar="N", help="only the first N problems (sorted by id); default: all"
+    )
     p.add_argument("--tb", default=",".join(TESTBENCHES), help="comma-separated testbenches to run")
     p.add_argument("--simulator", choices=("verilator", "icarus", "both"), default="verilator")
-    p.add_argument("--cases", type=Path, default=DEFAULT_CASES,
-                   help="the stimulus cases dir (<problem>/expected.json + testbenches)")
-    p.add_argument("--cid012", type=Path, default=None,
-                   help="CVDP cid012 jsonl holding the RTL (default: <cases>/../cvdp/cid012.jsonl)")
+    p.add_argument(
+        "--cases",
+        type=Path,
+        default=DEFAULT_CASES,
+        help="the stimulus cases dir (<problem>/expected.json + testbenches)",
+    )
+    p.add_argument(
+        "--cid012",
+        type=Path,
+        default=None,
+        help="CVDP cid012 jsonl holding the RTL (default: <cases>/../cvdp/cid012.jsonl)",
+    )
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write all results as JSON")
-    p.add_argument("--build-timeout", type=float, default=600.0,
-                   help="seconds per bare build (also the engine's limits.compile_s)")
-    p.add_argument("--run-timeout", type=float, default=60.0,
-                   help="seconds per bare simulation run (also the engine's limits.run_s)")
-    p.add_argument("--bare-build-jobs", default="engine", metavar="J",
-                   help="parallel C++ jobs of the bare Verilator build: 'engine' adds --build-jobs "
-                        "<Settings.build_jobs> (what the engine passes, so both compile with the same "
-                        "parallelism), 'default' leaves the flag out (Verilator then runs make -j 1), "
-                        "or a number")
+    p.add_argument(
+        "--build-timeout", type=float, default=600.0, help="seconds per bare build (also the engine's limits.compile_s)"
+    )
+    p.add_argument(
+        "--run-timeout",
+        type=float,
+        default=60.0,
+        help="seconds per bare simulation run (also the engine's limits.run_s)",
+    )
+    p.add_argument(
+        "--bare-build-jobs",
+        default="engine",
+        metavar="J",
+        help="parallel C++ jobs of the bare Verilator build: 'engine' adds --build-jobs "
+        "<Settings.build_jobs> (what the engine passes, so both compile with the same "
+        "parallelism), 'default' leaves the flag out (Verilator then runs make -j 1), "
+        "or a number",
+    )
     p.add_argument("--work-dir", type=Path, default=None, help="where to put the temporary dirs")
     p.add_argument("--keep", action="store_true", help="keep the per-sample dirs (obj dirs, ccache, logs)")
-    p.add_argument("--order", choices=("alternate", "bare-first", "engine-first"), default="alternate",
-                   help="which of bare/engine runs first within a sample (alternate cancels drift)")
+    p.add_argument(
+        "--order",
+        choices=("alternate", "bare-first", "engine-first"),
+        default="alternate",
+        help="which of bare/engine runs first within a sample (alternate cancels drift)",
+    )
     return p.parse_args(argv)
 
 
@@ -525,11 +646,15 @@ def main(argv: list[str] | None = None) -> int:
 
     # Untimed warm-up: tool versions (cached by the engine), binaries into the page cache.
     tool_versions = versions()
-    subprocess.run([str(verilator_root() / "bin" / "verilator"), "--version"], capture_output=True,
-                   env={**os.environ, "VERILATOR_ROOT": str(verilator_root())})
+    subprocess.run(
+        [str(verilator_root() / "bin" / "verilator"), "--version"],
+        capture_output=True,
+        env={**os.environ, "VERILATOR_ROOT": str(verilator_root())},
+    )
     if args.bare_build_jobs not in ("engine", "default") and not args.bare_build_jobs.isdigit():
         console.print("[red]--bare-build-jobs must be 'engine', 'default' or a number[/red]")
         return 2
+
     def _terminate(signum, frame):  # SIGTERM/SIGHUP: clean up like Ctrl-C
         raise KeyboardInterrupt
 
@@ -540,25 +665,53 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="rs-bench-", dir=args.work_dir))
     meta = {
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
-        "loadavg_start": os.getloadavg(), "versions": tool_versions, "args": vars(args) | {
-            "cases": str(args.cases), "cid012": str(cid012), "json": str(args.json) if args.json else None,
-            "work_dir": str(base)},
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "versions": tool_versions,
+        "args": vars(args)
+        | {
+            "cases": str(args.cases),
+            "cid012": str(cid012),
+            "json": str(args.json) if args.json else None,
+            "work_dir": str(base),
+        },
         "engine_build_jobs": Settings().build_jobs,
         "bare_build_jobs": args.bare_build_jobs,
         "cpu_accounting": "cgroup v1 cpuacct" if CPU.group is not None else None,
         "bare_verilator_cmd": ["verilator", *VERILATOR_FLAGS, "--top-module", "<tb top>", "<rtl>", "<tb>"],
-        "bare_icarus_cmd": ["iverilog", "-g2012", "-o", "x.vvp", "-s", "<tb top>", "<rtl>", "<tb>",
-                            "&&", "vvp", "-n", "x.vvp"],
+        "bare_icarus_cmd": [
+            "iverilog",
+            "-g2012",
+            "-o",
+            "x.vvp",
+            "-s",
+            "<tb top>",
+            "<rtl>",
+            "<tb>",
+            "&&",
+            "vvp",
+            "-n",
+            "x.vvp",
+        ],
     }
-    console.print(f"{len(cases)} testbenches × {', '.join(sims)} ({os.cpu_count()} CPUs, "
-                  f"load {meta['loadavg_start'][0]:.2f}); work dir {base}")
+    console.print(
+        f"{len(cases)} testbenches × {', '.join(sims)} ({os.cpu_count()} CPUs, "
+        f"load {meta['loadavg_start'][0]:.2f}); work dir {base}"
+    )
 
     samples: list[dict] = []
     started = time.perf_counter()
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as progress:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
             task = progress.add_task("starting", total=len(cases) * len(sims))
             index = dict.fromkeys(sims, 0)  # alternation counted per simulator
             for case in cases:
@@ -568,8 +721,9 @@ def main(argv: list[str] | None = None) -> int:
                     def phase(what: str, label: str = label) -> None:
                         progress.update(task, description=f"{label}: {what}")
 
-                    bare_first = {"alternate": index[sim] % 2 == 0, "bare-first": True,
-                                  "engine-first": False}[args.order]
+                    bare_first = {"alternate": index[sim] % 2 == 0, "bare-first": True, "engine-first": False}[
+                        args.order
+                    ]
                     sample = run_sample(case, sim, base, args, bare_first, phase)
                     samples.append(sample)
                     index[sim] += 1
@@ -577,7 +731,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{label}: bare {sample['bare_cold_s']:.2f}/{sample['bare_warm_s']:.2f} s, "
                         f"engine {sample['engine_cold_s']:.2f}/{sample['engine_warm_s']:.2f} s "
                         f"(cold/warm), ratio {sample['ratio_cold']:.2f}×/{sample['ratio_warm']:.2f}×"
-                        + ("" if sample["ok"] else "  [red]" + "; ".join(sample["notes"]) + "[/red]"))
+                        + ("" if sample["ok"] else "  [red]" + "; ".join(sample["notes"]) + "[/red]")
+                    )
                     progress.advance(task)
     finally:
         if not args.keep:
@@ -588,12 +743,13 @@ def main(argv: list[str] | None = None) -> int:
     meta["elapsed_s"] = round(time.perf_counter() - started, 1)
     summary = summarise(samples)
     print_report(samples, summary)
-    console.print(f"elapsed {meta['elapsed_s']} s; load average start {meta['loadavg_start'][0]:.2f}, "
-                  f"end {meta['loadavg_end'][0]:.2f}")
+    console.print(
+        f"elapsed {meta['elapsed_s']} s; load average start {meta['loadavg_start'][0]:.2f}, "
+        f"end {meta['loadavg_end'][0]:.2f}"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "summary": summary, "samples": samples}, indent=1,
-                                        default=str))
+        args.json.write_text(json.dumps({"meta": meta, "summary": summary, "samples": samples}, indent=1, default=str))
         console.print(f"wrote {args.json}")
     return 0 if all(s["ok"] for s in samples) else 1
 

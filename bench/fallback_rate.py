@@ -43,18 +43,33 @@ def stimulus_requests(cases: Path, cid012: Path) -> list[tuple[str, dict]]:
         files = rows[d.name]["harness"].get("files", rows[d.name]["harness"])
         rtl = {k[4:]: v for k, v in files.items() if k.startswith("src/") and k.endswith((".sv", ".v"))}
         for tb, info in expected["testbenches"].items():
-            out.append((f"{d.name}/{info['file']}", {
-                "design": {"files": rtl},
-                "stimulus": {"kind": "sv_testbench", "files": {info["file"]: (d / info["file"]).read_text()}},
-                "coverage": {"scope": expected["dut_instance"]},
-                "engine": "fast"}))
+            out.append(
+                (
+                    f"{d.name}/{info['file']}",
+                    {
+                        "design": {"files": rtl},
+                        "stimulus": {"kind": "sv_testbench", "files": {info["file"]: (d / info["file"]).read_text()}},
+                        "coverage": {"scope": expected["dut_instance"]},
+                        "engine": "fast",
+                    },
+                )
+            )
         cocotb = expected.get("cocotb")
         if cocotb:
-            out.append((f"{d.name}/{cocotb['file']}", {
-                "design": {"files": rtl, "toplevel": cocotb["hdl_toplevel"]},
-                "stimulus": {"kind": "cocotb", "test_module": cocotb["test_module"],
-                             "files": {cocotb["file"]: (d / cocotb["file"]).read_text()}},
-                "engine": "fast"}))
+            out.append(
+                (
+                    f"{d.name}/{cocotb['file']}",
+                    {
+                        "design": {"files": rtl, "toplevel": cocotb["hdl_toplevel"]},
+                        "stimulus": {
+                            "kind": "cocotb",
+                            "test_module": cocotb["test_module"],
+                            "files": {cocotb["file"]: (d / cocotb["file"]).read_text()},
+                        },
+                        "engine": "fast",
+                    },
+                )
+            )
     return out
 
 
@@ -66,12 +81,25 @@ def corpus_requests(corpus: Path, step: int) -> list[tuple[str, dict]]:
         rows = sorted(map(json.loads, fh), key=lambda r: r["id"])
     out = []
     for row in rows[::step]:
-        out.append((f"corpus/{row['id']}", {
-            "design": {"files": {p: row["rtl"][p] for p in row["rtl_sources_order"]}, "toplevel": row["toplevel"]},
-            "stimulus": {"kind": "cocotb", "test_module": row["test_modules"][0], "runtime": "auto",
-                         "files": {posixpath.basename(p): t for p, t in row["tests"].items()}},
-            "limits": {"run_s": 120, "compile_s": 300},
-            "engine": "fast"}))
+        out.append(
+            (
+                f"corpus/{row['id']}",
+                {
+                    "design": {
+                        "files": {p: row["rtl"][p] for p in row["rtl_sources_order"]},
+                        "toplevel": row["toplevel"],
+                    },
+                    "stimulus": {
+                        "kind": "cocotb",
+                        "test_module": row["test_modules"][0],
+                        "runtime": "auto",
+                        "files": {posixpath.basename(p): t for p, t in row["tests"].items()},
+                    },
+                    "limits": {"run_s": 120, "compile_s": 300},
+                    "engine": "fast",
+                },
+            )
+        )
     return out
 
 
@@ -90,17 +118,26 @@ def attempt(engine, request: dict, full: bool = False) -> dict:
 
         try:
             prepared = engine.prepare(ScoreRequest.model_validate(request))
-        except Exception as exc:  # noqa: BLE001 - reported as the row's status
-            return {"engine": None, "status": "invalid_input", "fallback": None, "message": str(exc)[:300],
-                    "tests": None, "seconds": round(time.perf_counter() - t0, 2)}
+        except Exception as exc:
+            return {
+                "engine": None,
+                "status": "invalid_input",
+                "fallback": None,
+                "message": str(exc)[:300],
+                "tests": None,
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
         scored, fallback = routing.attempt(prepared, {}, engine.simulate, engine.settings)
         result = scored.result if scored is not None else None
         engine_name = "fast" if result is not None else "verilator"
-    return {"engine": engine_name, "fallback": fallback,
-            "status": result.status.value if result is not None else None,
-            "message": result.message[:300] if result is not None else "",
-            "tests": len(result.tests) if result is not None and request["stimulus"]["kind"] == "cocotb" else None,
-            "seconds": round(time.perf_counter() - t0, 2)}
+    return {
+        "engine": engine_name,
+        "fallback": fallback,
+        "status": result.status.value if result is not None else None,
+        "message": result.message[:300] if result is not None else "",
+        "tests": len(result.tests) if result is not None and request["stimulus"]["kind"] == "cocotb" else None,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="only names containing this text")
     parser.add_argument("--max-rate", type=float, default=5.0, help="target fallback rate, percent")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--full", action="store_true",
-                        help="score with Engine.score (a fallback is then also run on Verilator)")
+    parser.add_argument(
+        "--full", action="store_true", help="score with Engine.score (a fallback is then also run on Verilator)"
+    )
     args = parser.parse_args(argv)
     cid012 = args.cid012 or args.cases.parent / "cvdp" / "cid012.jsonl"
     corpus = args.corpus or args.cases.parent / "cvdp" / "cocotb_corpus.jsonl"
@@ -128,19 +166,27 @@ def main(argv: list[str] | None = None) -> int:
     for name, request in samples:
         row = rows[name] = attempt(engine, request, args.full)
         tests = "" if row["tests"] is None else f" ({row['tests']} tests)"
-        print(f"{row['engine'] or '-':9} {row['status'] or '-':14} {row['seconds']:7.2f}s {name}{tests}"
-              + (f"\n          fallback: {row['fallback']}" if row["fallback"] else "")
-              + (f"\n          message: {row['message']}" if row["engine"] is None else ""), flush=True)
+        print(
+            f"{row['engine'] or '-':9} {row['status'] or '-':14} {row['seconds']:7.2f}s {name}{tests}"
+            + (f"\n          fallback: {row['fallback']}" if row["fallback"] else "")
+            + (f"\n          message: {row['message']}" if row["engine"] is None else ""),
+            flush=True,
+        )
     counted = [r for r in rows.values() if r["engine"] is not None]
     fell = [n for n, r in rows.items() if r["engine"] == "verilator"]
     rate = 100.0 * len(fell) / len(counted) if counted else 0.0
-    print(f"\n{len(fell)} of {len(counted)} testbenches fall back to Verilator: {rate:.1f} % "
-          f"(target <= {args.max_rate:g} %)")
+    print(
+        f"\n{len(fell)} of {len(counted)} testbenches fall back to Verilator: {rate:.1f} % "
+        f"(target <= {args.max_rate:g} %)"
+    )
     for name in fell:
         print(f"  {name}: {rows[name]['fallback']}")
     if args.json:
-        args.json.write_text(json.dumps({"rate_percent": rate, "fallbacks": len(fell), "testbenches": len(counted),
-                                         "rows": rows}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"rate_percent": rate, "fallbacks": len(fell), "testbenches": len(counted), "rows": rows}, indent=1
+            )
+        )
     return 0 if rate <= args.max_rate else 1
 
 

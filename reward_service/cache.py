@@ -27,15 +27,19 @@ def content_hash(obj: object) -> str:
 def request_key(request: ScoreRequest, design: Design, stimulus, tool_versions: dict[str, str]) -> str:
     """The key of everything that determines a result: resolved design and stimulus files,
     simulator, coverage spec, reward spec, limits, seed, tool versions, engine revision."""
-    return content_hash({
-        "rev": ENGINE_REVISION,
-        "design": design.model_dump(mode="json"),
-        "stimulus": stimulus.model_dump(mode="json"),
-        # `report` only when it asks for points: keys of requests without it stay as before
-        "request": request.model_dump(mode="json", exclude={"design", "stimulus", "problem_id"}
-                                      | (set() if request.report.points else {"report"})),
-        "versions": tool_versions,
-    })
+    return content_hash(
+        {
+            "rev": ENGINE_REVISION,
+            "design": design.model_dump(mode="json"),
+            "stimulus": stimulus.model_dump(mode="json"),
+            # `report` only when it asks for points: keys of requests without it stay as before
+            "request": request.model_dump(
+                mode="json",
+                exclude={"design", "stimulus", "problem_id"} | (set() if request.report.points else {"report"}),
+            ),
+            "versions": tool_versions,
+        }
+    )
 
 
 class ResultCache:

@@ -9,7 +9,7 @@ import enum
 import posixpath
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -30,9 +30,12 @@ class EngineChoice(str, enum.Enum):
     fast = "fast"
     auto = "auto"
 
+
 app = typer.Typer(
     help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
 console = make_console()
 err = make_console(stderr=True)
@@ -41,6 +44,7 @@ err = make_console(stderr=True)
 def _flag(*names: str, help: str) -> typer.models.OptionInfo:
     """A boolean option shown as a bare flag in --help (typer 0.2x prints ``<bool>`` after it)."""
     return typer.Option(*names, help=help, metavar="")
+
 
 #: Process exit codes of `score`: 0 ok, 1 the sample failed (compile/runtime/timeout/limits/
 #: invalid input), 2 usage error (typer), 3 infrastructure failure (sandbox_error).
@@ -66,8 +70,10 @@ def _request_name(path: Path) -> str:
             return path.name
     name = posixpath.normpath(path.as_posix())
     if name == ".." or name.startswith("../"):
-        raise typer.BadParameter(f"{path}: the path leaves the current directory; run from the folder "
-                                 "that holds the design and testbench (files keep their paths relative to it)")
+        raise typer.BadParameter(
+            f"{path}: the path leaves the current directory; run from the folder "
+            "that holds the design and testbench (files keep their paths relative to it)"
+        )
     return name
 
 
@@ -86,8 +92,10 @@ def _files(paths: list[Path], base_names: bool = False) -> dict[str, str]:
             try:
                 out[name] = p.read_bytes().decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise typer.BadParameter(f"{p}: data files are text (the request carries files as "
-                                         f"UTF-8 text; binary data is not supported): {exc.reason}") from exc
+                raise typer.BadParameter(
+                    f"{p}: data files are text (the request carries files as "
+                    f"UTF-8 text; binary data is not supported): {exc.reason}"
+                ) from exc
             except OSError as exc:
                 raise typer.BadParameter(f"cannot read {p}: {exc.strerror}") from exc
         else:
@@ -95,8 +103,7 @@ def _files(paths: list[Path], base_names: bool = False) -> dict[str, str]:
     return out
 
 
-def _build_options(defines: list[str], params: list[str], plusargs: list[str],
-                   include_dirs: list[Path]) -> dict:
+def _build_options(defines: list[str], params: list[str], plusargs: list[str], include_dirs: list[Path]) -> dict:
     """The request's ``build`` object from the CLI options (``NAME[=VAL]``, ``NAME=VAL``, ``ARG``,
     dirs); a malformed one is a usage error (exit 2) with the validator's reason."""
     from pydantic import ValidationError
@@ -127,33 +134,106 @@ def _build_options(defines: list[str], params: list[str], plusargs: list[str],
 @app.command()
 def score(
     design: Annotated[list[Path], typer.Option("--design", "-d", help="DUT source file (repeat for several)")] = [],
-    testbench: Annotated[list[Path], typer.Option("--testbench", "-t", help="SystemVerilog testbench file (repeat)")] = [],
-    cocotb: Annotated[list[Path], typer.Option("--cocotb", help="cocotb test module .py (the first is the test module; repeat for helpers)")] = [],
-    completion: Annotated[Optional[Path], typer.Option("--completion", "-c", help="raw LLM completion; the stimulus is extracted from its code blocks")] = None,
-    problems: Annotated[Optional[Path], typer.Option("--problems", help="CVDP cid012 JSONL holding the problem")] = None,
-    problem_id: Annotated[Optional[str], typer.Option("--problem-id", help="problem id in --problems")] = None,
-    dut_instance: Annotated[Optional[str], typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")] = None,
-    toplevel: Annotated[Optional[str], typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
-    top: Annotated[Optional[str], typer.Option("--top", help="testbench top module (default: the uninstantiated one)")] = None,
-    simulator: Annotated[Optional[Simulator], typer.Option("--simulator", "-s", help="verilator (code coverage) or icarus (test outcomes and functional coverage only) [default: verilator; a problem's own]")] = None,
-    engine_choice: Annotated[Optional[EngineChoice], typer.Option("--engine", help="code-coverage engine: verilator, fast (Icarus + instrumented DUT, Verilator-equal points; falls back to Verilator) or auto (docs/fastcov.md) [default: verilator; CVDP problems: auto]")] = None,
-    metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr")] = [],
-    target: Annotated[Optional[float], typer.Option("--target", min=0, max=100, help="overall coverage target in percent (e.g. 90)")] = None,
-    shaping: Annotated[Optional[Shaping], typer.Option("--shaping", help="reward shaping (docs/coverage.md) [default: chorus]")] = None,
-    run_s: Annotated[Optional[float], typer.Option("--run-s", help="simulation wall-clock limit, seconds [default: 30]")] = None,
-    compile_s: Annotated[Optional[float], typer.Option("--compile-s", help="build wall-clock limit, seconds [default: 120]")] = None,
+    testbench: Annotated[
+        list[Path], typer.Option("--testbench", "-t", help="SystemVerilog testbench file (repeat)")
+    ] = [],
+    cocotb: Annotated[
+        list[Path],
+        typer.Option("--cocotb", help="cocotb test module .py (the first is the test module; repeat for helpers)"),
+    ] = [],
+    completion: Annotated[
+        Path | None,
+        typer.Option("--completion", "-c", help="raw LLM completion; the stimulus is extracted from its code blocks"),
+    ] = None,
+    problems: Annotated[Path | None, typer.Option("--problems", help="CVDP cid012 JSONL holding the problem")] = None,
+    problem_id: Annotated[str | None, typer.Option("--problem-id", help="problem id in --problems")] = None,
+    dut_instance: Annotated[
+        str | None, typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")
+    ] = None,
+    toplevel: Annotated[str | None, typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
+    top: Annotated[
+        str | None, typer.Option("--top", help="testbench top module (default: the uninstantiated one)")
+    ] = None,
+    simulator: Annotated[
+        Simulator | None,
+        typer.Option(
+            "--simulator",
+            "-s",
+            help="verilator (code coverage) or icarus (test outcomes and functional coverage only) [default: verilator; a problem's own]",
+        ),
+    ] = None,
+    engine_choice: Annotated[
+        EngineChoice | None,
+        typer.Option(
+            "--engine",
+            help="code-coverage engine: verilator, fast (Icarus + instrumented DUT, Verilator-equal points; falls back to Verilator) or auto (docs/fastcov.md) [default: verilator; CVDP problems: auto]",
+        ),
+    ] = None,
+    metric: Annotated[
+        list[str], typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr")
+    ] = [],
+    target: Annotated[
+        float | None, typer.Option("--target", min=0, max=100, help="overall coverage target in percent (e.g. 90)")
+    ] = None,
+    shaping: Annotated[
+        Shaping | None, typer.Option("--shaping", help="reward shaping (docs/coverage.md) [default: chorus]")
+    ] = None,
+    run_s: Annotated[
+        float | None, typer.Option("--run-s", help="simulation wall-clock limit, seconds [default: 30]")
+    ] = None,
+    compile_s: Annotated[
+        float | None, typer.Option("--compile-s", help="build wall-clock limit, seconds [default: 120]")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="simulation seed")] = 0,
     json_out: Annotated[bool, _flag("--json", help="print the ScoreResult as JSON")] = False,
     no_cache: Annotated[bool, _flag("--no-cache", help="do not reuse a cached result")] = False,
     show_uncovered: Annotated[int, typer.Option("--uncovered", help="uncovered points to list (human output)")] = 10,
-    show_log: Annotated[bool, _flag("--log", help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)")] = False,
-    feedback: Annotated[bool, _flag("--feedback", help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)")] = False,
-    define: Annotated[list[str], typer.Option("--define", "-D", help="preprocessor macro NAME or NAME=VALUE (repeat)")] = [],
-    param: Annotated[list[str], typer.Option("--param", "-P", help="top-level parameter override NAME=VALUE of the testbench top (cocotb: the toplevel) (repeat)")] = [],
-    plusarg: Annotated[list[str], typer.Option("--plusarg", help="runtime plusarg ARG or ARG=VALUE, passed as +ARG (repeat)")] = [],
-    include_dir: Annotated[list[Path], typer.Option("--include-dir", "-I", help="extra `include dir (the files' folders are searched anyway) (repeat)")] = [],
-    lcov: Annotated[Optional[Path], typer.Option("--lcov", help="write an lcov tracefile (lines, branches per DUT file; genhtml FILE) (docs/reports.md)")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="write an HTML report (DUT source annotated per line and metric) as DIR/index.html")] = None,
+    show_log: Annotated[
+        bool,
+        _flag(
+            "--log",
+            help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)",
+        ),
+    ] = False,
+    feedback: Annotated[
+        bool,
+        _flag(
+            "--feedback",
+            help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)",
+        ),
+    ] = False,
+    define: Annotated[
+        list[str], typer.Option("--define", "-D", help="preprocessor macro NAME or NAME=VALUE (repeat)")
+    ] = [],
+    param: Annotated[
+        list[str],
+        typer.Option(
+            "--param",
+            "-P",
+            help="top-level parameter override NAME=VALUE of the testbench top (cocotb: the toplevel) (repeat)",
+        ),
+    ] = [],
+    plusarg: Annotated[
+        list[str], typer.Option("--plusarg", help="runtime plusarg ARG or ARG=VALUE, passed as +ARG (repeat)")
+    ] = [],
+    include_dir: Annotated[
+        list[Path],
+        typer.Option(
+            "--include-dir", "-I", help="extra `include dir (the files' folders are searched anyway) (repeat)"
+        ),
+    ] = [],
+    lcov: Annotated[
+        Path | None,
+        typer.Option(
+            "--lcov", help="write an lcov tracefile (lines, branches per DUT file; genhtml FILE) (docs/reports.md)"
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="write an HTML report (DUT source annotated per line and metric) as DIR/index.html"
+        ),
+    ] = None,
 ) -> None:
     """Score one stimulus against a design (files) or a CVDP problem (--problems/--problem-id).
 
@@ -182,7 +262,12 @@ def score(
     elif cocotb:
         if not toplevel and not problem_id:
             raise typer.BadParameter("--cocotb needs --toplevel (the DUT module the test drives)")
-        stimulus = {"kind": "cocotb", "files": _files(cocotb, base_names=True), "test_module": cocotb[0].stem, "toplevel": toplevel}
+        stimulus = {
+            "kind": "cocotb",
+            "files": _files(cocotb, base_names=True),
+            "test_module": cocotb[0].stem,
+            "toplevel": toplevel,
+        }
     else:
         stimulus = {"kind": "completion", "text": _read(completion)}
 
@@ -195,7 +280,9 @@ def score(
     request: dict = {"stimulus": stimulus, "seed": seed}
     if problem_id:
         if problem_id not in problem_set:
-            raise typer.BadParameter(f"problem {problem_id!r} is not in {problems} (see `reward-service problems --problems {problems}`)")
+            raise typer.BadParameter(
+                f"problem {problem_id!r} is not in {problems} (see `reward-service problems --problems {problems}`)"
+            )
         request["problem_id"] = problem_id
     else:
         request["design"] = {"files": _files(design), "toplevel": toplevel}
@@ -249,8 +336,12 @@ def score(
         problem = problem_set.get(problem_id) if problem_id else None
         sources = problem.design.files if problem else request["design"]["files"]
         text = feedback_text(result, sources=sources, target_percent=problem.target_percent if problem else target)
-        (err if json_out else console).print(f"{text}\n\n{annotated_source(sources, result.uncovered)}".rstrip(),
-                                             markup=False, highlight=False, soft_wrap=True)
+        (err if json_out else console).print(
+            f"{text}\n\n{annotated_source(sources, result.uncovered)}".rstrip(),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.status == Status.sandbox_error:
         raise typer.Exit(EXIT_INFRA)
     if result.status != Status.ok:
@@ -264,13 +355,20 @@ def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, ou
     from reward_service.reports.lcov import tracefile
 
     if result.detail is None:
-        out.print(f"no coverage points to report ({result.status.value}): --lcov/--html not written",
-                  highlight=False, markup=False)
+        out.print(
+            f"no coverage points to report ({result.status.value}): --lcov/--html not written",
+            highlight=False,
+            markup=False,
+        )
         return
     if lcov:
         lcov.parent.mkdir(parents=True, exist_ok=True)
         lcov.write_text(tracefile(result), encoding="utf-8")
-        out.print(f"lcov: {lcov} (genhtml --branch-coverage {lcov} -o DIR, run where the DUT files are)", highlight=False, markup=False)
+        out.print(
+            f"lcov: {lcov} (genhtml --branch-coverage {lcov} -o DIR, run where the DUT files are)",
+            highlight=False,
+            markup=False,
+        )
     if html:
         page = html_report.write(result, html)
         out.print(f"html: {page}", highlight=False, markup=False)
@@ -295,8 +393,10 @@ def _print_log(log: str, out: Console) -> None:
 
 def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool, show_log: bool = False) -> None:
     colour = "green" if result.status == Status.ok else "red"
-    console.print(f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""),
-                  highlight=False)
+    console.print(
+        f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""),
+        highlight=False,
+    )
     reasons: dict[str, list[str]] = {}
     if result.coverage.metrics:
         # the heading as a line of its own: a table title wraps at the (narrow) table's width
@@ -336,7 +436,9 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
     if result.fallback:
         console.print(f"fast path not used: {result.fallback}", markup=False, highlight=False)
     if result.uncovered and show_uncovered:
-        console.print(f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):")
+        console.print(
+            f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):"
+        )
         for p in result.uncovered[:show_uncovered]:
             console.print(f"  {p.file}:{p.line} {p.metric} {p.detail}", markup=False, highlight=False)
     if show_log:
@@ -381,15 +483,25 @@ def list_problems(
         raise typer.BadParameter(f"--problems: {exc}") from exc
     if json_out:
         for p in loaded.values():
-            sys.stdout.write(p.model_dump_json(include={"id", "difficulty", "agentic", "dut_instance",
-                                                        "target_percent", "testbench_path"}) + "\n")
+            sys.stdout.write(
+                p.model_dump_json(
+                    include={"id", "difficulty", "agentic", "dut_instance", "target_percent", "testbench_path"}
+                )
+                + "\n"
+            )
         return
     table = Table(title=f"{len(loaded)} problems in {problems}")
     for col in ("id", "difficulty", "agentic", "DUT module", "instance", "target %"):
         table.add_column(col, overflow="fold", no_wrap=col == "id")
     for p in loaded.values():
-        table.add_row(p.id, p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "",
-                      p.dut_instance, f"{p.target_percent:g}")
+        table.add_row(
+            p.id,
+            p.difficulty or "",
+            "yes" if p.agentic else "",
+            p.design.toplevel or "",
+            p.dut_instance,
+            f"{p.target_percent:g}",
+        )
     console.print(table)
 
 
@@ -397,10 +509,15 @@ def list_problems(
 def serve(
     host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port")] = 8000,
-    workers: Annotated[Optional[int], typer.Option(
-        "--workers", min=1,
-        help="embedded mode: parallel simulations (default: one per core); with a broker "
-             "(REWARD_SERVICE_BROKER_URL): API processes (default: 1)")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="embedded mode: parallel simulations (default: one per core); with a broker "
+            "(REWARD_SERVICE_BROKER_URL): API processes (default: 1)",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level")] = "info",
 ) -> None:
     """Run the HTTP API (OpenAPI at /docs; see docs/api.md).
@@ -417,8 +534,14 @@ def serve(
 
     settings = get_settings()
     if settings.broker_url:
-        uvicorn.run("reward_service.api.main:create_app", factory=True, host=host, port=port,
-                    workers=workers or 1, log_level=log_level)
+        uvicorn.run(
+            "reward_service.api.main:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers or 1,
+            log_level=log_level,
+        )
         return
     from reward_service.api import create_app
 

@@ -137,8 +137,10 @@ class Extraction:
         used: block 2 restates the DUT (module dut)``."""
         text = f"{self.block}: {self.role}"
         if self.dropped:
-            text += (f"; its copy of the design's module {', '.join(self.dropped)} is left out "
-                     "(the design's own is simulated)")
+            text += (
+                f"; its copy of the design's module {', '.join(self.dropped)} is left out "
+                "(the design's own is simulated)"
+            )
         if self.skipped:
             text += "; not used: " + ", ".join(self.skipped)
         return text
@@ -162,10 +164,10 @@ def _strip_think(text: str) -> str:
     text = _THINK_BLOCK.sub("", text)
     close = list(_THINK_CLOSE.finditer(text))
     if close:  # "</think>" whose "<think>" was part of the prompt template
-        text = text[close[-1].end():]
+        text = text[close[-1].end() :]
     opened = _THINK_OPEN.search(text)
     if opened:  # reasoning cut off: no answer after it
-        text = text[:opened.start()]
+        text = text[: opened.start()]
     return text
 
 
@@ -238,7 +240,8 @@ _TESTBENCH, _OTHER, _RESTATES_DUT = 2, 1, 0
 #: A declaration statement of a module's ports/parameters/nets (nothing that runs).
 _DECLARATION = re.compile(
     r"^(?:input|output|inout|ref|parameter|localparam|wire|reg|logic|bit|integer|int|tri|var|"
-    r"signed|unsigned|typedef|timeunit|timeprecision)\b")
+    r"signed|unsigned|typedef|timeunit|timeprecision)\b"
+)
 _MODULE_BODY = re.compile(r"\b(?:macro)?module\s+([A-Za-z_][\w$]*)(.*?)\bendmodule\b", re.S)
 
 
@@ -253,7 +256,7 @@ def _is_stub(body: str) -> bool:
         if ch == ";" and depth <= 0:
             break
         i += 1
-    statements = [s.strip() for s in body[i + 1:].split(";")]
+    statements = [s.strip() for s in body[i + 1 :].split(";")]
     return all(not s or _DECLARATION.match(s) for s in statements)
 
 
@@ -330,7 +333,7 @@ def _bare_verilog(text: str, design_modules: frozenset[str] | None = None) -> st
             end = _ENDMODULE.search(text, own[-1].end())
             if end is not None:
                 headers = [h for h in headers if own[0].start() <= h.start() <= own[-1].start()]
-                text = text[:end.end()] + text[end.end():].split("\n", 1)[0]
+                text = text[: end.end()] + text[end.end() :].split("\n", 1)[0]
     if not headers:
         return None
     m = headers[0]
@@ -351,7 +354,7 @@ def _bare_verilog(text: str, design_modules: frozenset[str] | None = None) -> st
         if lines[j].strip():
             start = j
         j -= 1
-    return "".join(lines[start:last + 1])
+    return "".join(lines[start : last + 1])
 
 
 def _result(kind: str, code: str, toplevel: str | None) -> SvTestbench | CocotbStimulus:
@@ -360,12 +363,10 @@ def _result(kind: str, code: str, toplevel: str | None) -> SvTestbench | CocotbS
     code = _normalize(code)
     if kind == "verilog":
         return SvTestbench(files={SV_FILE_NAME: code})
-    return CocotbStimulus(files={COCOTB_FILE_NAME: code}, test_module=COCOTB_TEST_MODULE,
-                          toplevel=toplevel)
+    return CocotbStimulus(files={COCOTB_FILE_NAME: code}, test_module=COCOTB_TEST_MODULE, toplevel=toplevel)
 
 
-def extract(text: str, *, toplevel: str | None = None,
-            design_modules: Iterable[str] | None = None) -> Extraction:
+def extract(text: str, *, toplevel: str | None = None, design_modules: Iterable[str] | None = None) -> Extraction:
     """Extract the stimulus from a completion's text and say which part was used (see the
     module docstring for the rules).
 
@@ -406,9 +407,13 @@ def extract(text: str, *, toplevel: str | None = None,
             if role == _RESTATES_DUT and known and why.startswith("restates"):
                 raise ExtractionError(
                     f"no code block holds a testbench: {label} {why}, and no block declares a module "
-                    "of its own that instantiates the DUT (or a cocotb test)")
-            skipped = tuple(f"block {b.index} {w}" if w.startswith(("restates", "an empty")) else
-                            f"block {b.index} ({w})" for r, w, b, _ in candidates if b is not chosen)
+                    "of its own that instantiates the DUT (or a cocotb test)"
+                )
+            skipped = tuple(
+                f"block {b.index} {w}" if w.startswith(("restates", "an empty")) else f"block {b.index} ({w})"
+                for r, w, b, _ in candidates
+                if b is not chosen
+            )
             code, dropped = _drop_design_copies(chosen.code, known) if kind == "verilog" else (chosen.code, ())
             return Extraction(_result(kind, code, toplevel), label, why, skipped[:5], dropped)
         if any(b.lang in _VHDL_LANGS or _VHDL_TEXT.search(b.code) for b in blocks if b.closed):
@@ -416,12 +421,14 @@ def extract(text: str, *, toplevel: str | None = None,
         if any(not b.closed and b.lang not in _VHDL_LANGS for b in blocks):
             raise ExtractionError(
                 "the last code block is not closed (completion truncated?) and no complete code "
-                "block holds a Verilog module (module ... endmodule) or a cocotb test (@cocotb.test)")
+                "block holds a Verilog module (module ... endmodule) or a cocotb test (@cocotb.test)"
+            )
         if any(b.lang in _VHDL_LANGS or _VHDL_TEXT.search(b.code) for b in blocks):
             raise ExtractionError(_VHDL_MESSAGE)
         raise ExtractionError(
             f"none of the {len(blocks)} code block(s) holds a Verilog module (module ... endmodule) "
-            "or a cocotb test (@cocotb.test)")
+            "or a cocotb test (@cocotb.test)"
+        )
 
     code = _bare_verilog(body, known)
     if code is not None:
@@ -439,10 +446,12 @@ def extract(text: str, *, toplevel: str | None = None,
     where = " after the <think> section" if had_think else ""
     raise ExtractionError(
         f"no code found{where}: the completion has no fenced code block and no bare Verilog module "
-        "(module ... endmodule) or cocotb test (@cocotb.test)")
+        "(module ... endmodule) or cocotb test (@cocotb.test)"
+    )
 
 
-def extract_stimulus(text: str, *, toplevel: str | None = None,
-                     design_modules: Iterable[str] | None = None) -> SvTestbench | CocotbStimulus:
+def extract_stimulus(
+    text: str, *, toplevel: str | None = None, design_modules: Iterable[str] | None = None
+) -> SvTestbench | CocotbStimulus:
     """The stimulus of :func:`extract` (same parameters and errors), without its origin."""
     return extract(text, toplevel=toplevel, design_modules=design_modules).stimulus

@@ -69,7 +69,10 @@ def group_diversity(results: list[ScoreResult]) -> tuple[list[float] | None, str
         return out, None
     totals = {_points(results[i])[0] for i in measured}
     if len(totals) != 1:
-        return None, "the samples of the group have different numbers of coverage points (different designs or metrics?)"
+        return (
+            None,
+            "the samples of the group have different numbers of coverage points (different designs or metrics?)",
+        )
     total = totals.pop()
     uncovered: dict[int, set[tuple]] = {}
     unlisted: set[int] = set()  # proved-unreachable points a result leaves out of its list
@@ -83,7 +86,10 @@ def group_diversity(results: list[ScoreResult]) -> tuple[list[float] | None, str
         elif len(keys) == t - c - u:
             unlisted.add(u)
         else:
-            return None, "a result lists only part of its uncovered points (too many to list), so the points it covers are unknown"
+            return (
+                None,
+                "a result lists only part of its uncovered points (too many to list), so the points it covers are unknown",
+            )
         uncovered[i] = keys
     if len(unlisted) != 1:
         return None, "the samples of the group disagree on which points were proved unreachable"

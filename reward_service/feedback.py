@@ -86,9 +86,13 @@ class _Line:
             out.append(f"never executed ({', '.join(self.code['line'])})")
         if "branch" in self.code:
             out.append(f"branch never taken ({', '.join(self.code['branch'])})")
-        for metric, label in (("expr", "condition never seen"), ("user", "cover never hit"),
-                              ("fsm_state", "FSM state never reached"), ("fsm_arc", "FSM transition never taken"),
-                              ("functional", "bin never hit")):
+        for metric, label in (
+            ("expr", "condition never seen"),
+            ("user", "cover never hit"),
+            ("fsm_state", "FSM state never reached"),
+            ("fsm_arc", "FSM transition never taken"),
+            ("functional", "bin never hit"),
+        ):
             if metric in self.code:
                 out.append(f"{label}: {'; '.join(self.code[metric])}")
         for metric in sorted(set(self.code) - {"line", "branch", "expr", "user", "fsm_state", "fsm_arc", "functional"}):
@@ -133,15 +137,20 @@ def _source_line(sources: Mapping[str, str] | None, file: str, line: int) -> str
     if line > len(text):
         return None
     code = " ".join(text[line - 1].split("//")[0].split()) or " ".join(text[line - 1].split())
-    return code if len(code) <= _SOURCE_CHARS else code[:_SOURCE_CHARS - 3] + "..."
+    return code if len(code) <= _SOURCE_CHARS else code[: _SOURCE_CHARS - 3] + "..."
 
 
 def _pct(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{100 * ratio:.1f}%"
 
 
-def feedback_text(result: ScoreResult, *, sources: Mapping[str, str] | None = None, max_chars: int = 1500,
-                  target_percent: float | None = None) -> str:
+def feedback_text(
+    result: ScoreResult,
+    *,
+    sources: Mapping[str, str] | None = None,
+    max_chars: int = 1500,
+    target_percent: float | None = None,
+) -> str:
     """Concise next-turn feedback for ``result`` (at most ``max_chars`` characters).
 
     ``sources`` (DUT file name -> text, e.g. ``problem.design.files``) adds the source text of
@@ -156,8 +165,9 @@ def feedback_text(result: ScoreResult, *, sources: Mapping[str, str] | None = No
             text = f"The scoring service failed (infrastructure error, not the testbench's fault): {reason}"
         return text[:max_chars]
     cov = result.coverage
-    metrics = ", ".join(f"{name} {m.covered}/{m.total}" if m.available else f"{name} unavailable"
-                        for name, m in cov.metrics.items())
+    metrics = ", ".join(
+        f"{name} {m.covered}/{m.total}" if m.available else f"{name} unavailable" for name, m in cov.metrics.items()
+    )
     scope = f" (instance `{cov.scope}`)" if cov.scope else ""
     header = f"Coverage of the DUT{scope}: {_pct(cov.overall)} overall — {metrics}."
     if target_percent is not None:
@@ -188,8 +198,9 @@ def feedback_text(result: ScoreResult, *, sources: Mapping[str, str] | None = No
     return "\n".join(out)[:max_chars]
 
 
-def annotated_source(sources: Mapping[str, str], uncovered: Sequence[UncoveredPoint], *, context: int = 1,
-                     max_lines: int = 120) -> str:
+def annotated_source(
+    sources: Mapping[str, str], uncovered: Sequence[UncoveredPoint], *, context: int = 1, max_lines: int = 120
+) -> str:
     """The DUT source with uncovered lines marked: ``>>`` before the line number and what is
     missing after the code (``// uncovered: ...``), ``context`` lines around each, ``...`` for
     skipped stretches, at most ``max_lines`` lines in all. Files are taken in ``sources``
@@ -206,8 +217,14 @@ def annotated_source(sources: Mapping[str, str], uncovered: Sequence[UncoveredPo
             continue
         lines = text.splitlines()
         width = len(str(len(lines)))
-        keep = sorted({n for m in marks if 1 <= m <= len(lines)
-                       for n in range(max(1, m - context), min(len(lines), m + context) + 1)})
+        keep = sorted(
+            {
+                n
+                for m in marks
+                if 1 <= m <= len(lines)
+                for n in range(max(1, m - context), min(len(lines), m + context) + 1)
+            }
+        )
         if not keep:
             continue
         out.append(f"== {name} ==")

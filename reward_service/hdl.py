@@ -63,7 +63,9 @@ def instantiates(text: str, module: str | None, instance: str) -> bool:
     ``module [#(...)] instance (`` allowing parameter overrides and arrays."""
     clean = strip_comments(text)
     mod = re.escape(module) if module else r"[A-Za-z_]\w*"
-    pattern = rf"\b{mod}\s*(?:#\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*)?\b{re.escape(instance)}\s*(?:\[[^\]]*\]\s*)*\("
+    pattern = (
+        rf"\b{mod}\s*(?:#\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*)?\b{re.escape(instance)}\s*(?:\[[^\]]*\]\s*)*\("
+    )
     return re.search(pattern, clean) is not None
 
 
@@ -88,8 +90,28 @@ def covergroups(text: str) -> list[str]:
 #: Data files read by the simulation (``$readmemh``, ``$fscanf``, ...): copied beside the
 #: sources and into the simulation's cwd, never compiled. A list, not "any other suffix": a file
 #: in the cocotb run dir is on Python's import path, so e.g. ``.pyc``/``.pth``/``.so`` stay out.
-DATA_SUFFIXES = (".hex", ".mem", ".dat", ".txt", ".bin", ".csv", ".tsv", ".coe", ".mif", ".vec",
-                 ".tv", ".in", ".out", ".ref", ".golden", ".data", ".init", ".json", ".yaml", ".yml")
+DATA_SUFFIXES = (
+    ".hex",
+    ".mem",
+    ".dat",
+    ".txt",
+    ".bin",
+    ".csv",
+    ".tsv",
+    ".coe",
+    ".mif",
+    ".vec",
+    ".tv",
+    ".in",
+    ".out",
+    ".ref",
+    ".golden",
+    ".data",
+    ".init",
+    ".json",
+    ".yaml",
+    ".yml",
+)
 _INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"\n]+)"', re.M)
 #: ``$readmemh("f", ...)``/``$readmemb`` and ``$fopen("f", "r...")`` with a literal file name.
 _READMEM = re.compile(r'\$readmem[hb]\s*\(\s*"([^"\n]+)"')
@@ -157,8 +179,11 @@ def compilation_units(names: list[str], included: set[str]) -> list[str]:
     """The HDL files of ``names`` the compiler gets on its command line, in order: not a header
     (:data:`HEADER_SUFFIXES`), not a data file, and not ``include`` d by another file (it is
     compiled where it is included; compiled alone too it would declare everything twice)."""
-    return [n for n in names if n.lower().endswith(HDL_SUFFIXES)
-            and not n.lower().endswith(HEADER_SUFFIXES) and n not in included]
+    return [
+        n
+        for n in names
+        if n.lower().endswith(HDL_SUFFIXES) and not n.lower().endswith(HEADER_SUFFIXES) and n not in included
+    ]
 
 
 def files_read(text: str) -> list[str]:
@@ -180,8 +205,12 @@ def design_macros_set_by(stimulus: dict[str, str], design: dict[str, str], dirs:
     change the DUT). Both dicts map file name -> text; ``dirs`` as :func:`search_dirs`. Textual:
     a macro set under any condition, or after the include, counts too."""
     names = set(stimulus) | set(design)
-    set_by_stimulus = {m for n, t in stimulus.items() if n.lower().endswith(HDL_SUFFIXES)
-                       for m in _MACRO_SET.findall(strip_comments_only(t))}
+    set_by_stimulus = {
+        m
+        for n, t in stimulus.items()
+        if n.lower().endswith(HDL_SUFFIXES)
+        for m in _MACRO_SET.findall(strip_comments_only(t))
+    }
     out: dict[str, list[str]] = {}
     for name, text in stimulus.items():
         if not name.lower().endswith(HDL_SUFFIXES):
@@ -191,8 +220,7 @@ def design_macros_set_by(stimulus: dict[str, str], design: dict[str, str], dirs:
             if hit not in design:
                 continue
             code = strip_comments_only(design[hit])
-            read = [m for m in sorted(set_by_stimulus)
-                    if re.search(rf"`(?:ifn?def|elsif)\s+{m}\b|`{m}\b", code)]
+            read = [m for m in sorted(set_by_stimulus) if re.search(rf"`(?:ifn?def|elsif)\s+{m}\b|`{m}\b", code)]
             if read:
                 out[hit] = read
     return out

@@ -17,13 +17,14 @@ __all__ = ["verdict_lines"]
 #: engineers print ``PASS``/``FAIL``/``TEST PASSED``); other words only in verdict phrases, so a
 #: ``passes=3`` or ``error_count`` counter is not one.
 _VERDICT = re.compile(
-    r"%Error|%Fatal"                                            # Verilator: $error, $fatal, assertions
-    r"|^\s*(?:\[\d+\]\s*)?(?:ERROR|FATAL)\b"                    # Icarus: $error/$fatal; tb's own ERROR lines
+    r"%Error|%Fatal"  # Verilator: $error, $fatal, assertions
+    r"|^\s*(?:\[\d+\]\s*)?(?:ERROR|FATAL)\b"  # Icarus: $error/$fatal; tb's own ERROR lines
     r"|\b(?:PASS(?:ED)?|FAIL(?:ED|URE|S)?)\b"
     r"|(?i:\bmismatch(?:es)?\b|\berror:|\berrors?\s*[:=]\s*\d|\b\d+\s+(?:errors?|failures?)\b"
     r"|\b(?:tests?|design|simulation|checks?|testbench)\s+(?:has\s+|have\s+)?(?:passed|failed)\b"
     r"|\bassertion\s+failed\b|\bassert(?:ion)?\s+error\b)",
-    re.M)
+    re.M,
+)
 #: Simulator notes that look like verdicts but only say how the run ended.
 _NOT_VERDICT = re.compile(r"Verilog \$stop|Verilog \$finish|^\s*Aborting\.\.\.")
 _NUMBER = re.compile(r"\d+")

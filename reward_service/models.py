@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import posixpath
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -110,8 +110,23 @@ class SvTestbench(_HasFiles):
     top: str | None = None
 
 
-_RESERVED_ENV = ("PATH", "HOME", "TMPDIR", "LD_", "PYTHON", "COCOTB", "GPI", "PYGPI", "LIBPYTHON",
-                 "VIRTUAL_ENV", "VERILATOR", "RS_", "TOPLEVEL", "MODULE", "TESTCASE")
+_RESERVED_ENV = (
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LD_",
+    "PYTHON",
+    "COCOTB",
+    "GPI",
+    "PYGPI",
+    "LIBPYTHON",
+    "VIRTUAL_ENV",
+    "VERILATOR",
+    "RS_",
+    "TOPLEVEL",
+    "MODULE",
+    "TESTCASE",
+)
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
@@ -132,12 +147,16 @@ class CocotbStimulus(_HasFiles):
     test_module: str = Field(description="module name, e.g. 'test_dut' for test_dut.py")
     toplevel: str | None = Field(None, description="HDL toplevel (the DUT module); defaults to design.toplevel")
     env: dict[str, str] = Field(
-        default_factory=dict, max_length=64,
+        default_factory=dict,
+        max_length=64,
         description="extra environment variables for the test (e.g. a test-selection knob the "
-                    "test reads with os.getenv); names that steer Python, cocotb or the loader are refused")
+        "test reads with os.getenv); names that steer Python, cocotb or the loader are refused",
+    )
     runtime: Literal["auto", "cocotb-2.1", "cocotb-1.9"] = Field(
-        "auto", description="cocotb runtime: 'auto' picks cocotb 1.9 when the test uses 1.x-only "
-                            "idioms (cocotb.runner, BinaryValue, TestFailure, .integer, units=), else 2.1")
+        "auto",
+        description="cocotb runtime: 'auto' picks cocotb 1.9 when the test uses 1.x-only "
+        "idioms (cocotb.runner, BinaryValue, TestFailure, .integer, units=), else 2.1",
+    )
 
     @field_validator("env")
     @classmethod
@@ -153,14 +172,15 @@ class Completion(_Strict):
     text: str
 
 
-Stimulus = Annotated[Union[SvTestbench, CocotbStimulus, Completion], Field(discriminator="kind")]
+Stimulus = Annotated[SvTestbench | CocotbStimulus | Completion, Field(discriminator="kind")]
 
 
 class Target(_Strict):
     """Pass criterion: ``100 * ratio(metric) >= percent`` (unrounded)."""
 
-    metric: Literal["overall", "line", "branch", "toggle", "expr", "user", "fsm_state", "fsm_arc",
-                    "functional"] = "overall"
+    metric: Literal["overall", "line", "branch", "toggle", "expr", "user", "fsm_state", "fsm_arc", "functional"] = (
+        "overall"
+    )
     percent: float = Field(ge=0, le=100)
 
 
@@ -172,14 +192,17 @@ class CoverageSpec(_Strict):
     metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     targets: list[Target] = Field(default_factory=list)
     weights: dict[str, float] | None = Field(
-        None, description="optional metric weights for `overall` (default: unweighted mean)")
+        None, description="optional metric weights for `overall` (default: unweighted mean)"
+    )
     fsm: bool = Field(False, description="also build with Verilator FSM coverage (crashes on some RTL)")
     exclude_unreachable: bool | None = Field(
-        None, description="points proved unreachable (yosys + ABC, docs/formal.md): None = not proved; "
-                          "False = proved and reported (`unreachable`, `overall_reachable`), targets judged "
-                          "on the raw figure; True = targets judged on the figure without the proved points "
-                          "and `uncovered` never lists one. CVDP problems default to True (CVDP's own "
-                          "grading did not exclude points)")
+        None,
+        description="points proved unreachable (yosys + ABC, docs/formal.md): None = not proved; "
+        "False = proved and reported (`unreachable`, `overall_reachable`), targets judged "
+        "on the raw figure; True = targets judged on the figure without the proved points "
+        "and `uncovered` never lists one. CVDP problems default to True (CVDP's own "
+        "grading did not exclude points)",
+    )
 
 
 class RewardSpec(_Strict):
@@ -222,8 +245,10 @@ def _check_identifier(name: str, what: str) -> str:
 
 def _check_value(name: str, value: str, what: str) -> str:
     if not _VALUE.fullmatch(value) or "\\" in value:
-        raise ValueError(f"{what} {name}: the value must be 1..256 printable characters without "
-                         f"whitespace, backslash, backtick or $: {value!r}")
+        raise ValueError(
+            f"{what} {name}: the value must be 1..256 printable characters without "
+            f"whitespace, backslash, backtick or $: {value!r}"
+        )
     return value
 
 
@@ -271,11 +296,14 @@ class BuildOptions(_Strict):
         for arg in plusargs:
             arg = arg[1:] if arg.startswith("+") else arg
             if not _PLUSARG.fullmatch(arg) or "\\" in arg:
-                raise ValueError(f"a plusarg is a name, optionally =value or +value, printable, no "
-                                 f"whitespace or backslash, at most 256 characters: {arg!r}")
+                raise ValueError(
+                    f"a plusarg is a name, optionally =value or +value, printable, no "
+                    f"whitespace or backslash, at most 256 characters: {arg!r}"
+                )
             if arg.lower().startswith("verilator"):
-                raise ValueError(f"plusarg {arg!r} is reserved: +verilator+ options steer the "
-                                 "simulator itself (seed, coverage file)")
+                raise ValueError(
+                    f"plusarg {arg!r} is reserved: +verilator+ options steer the simulator itself (seed, coverage file)"
+                )
             out.append(arg)
         return out
 
@@ -309,19 +337,24 @@ class ScoreRequest(_Strict):
     reward: RewardSpec = Field(default_factory=RewardSpec)
     limits: Limits = Field(default_factory=Limits)
     seed: int = Field(0, ge=0, lt=2**31, description="simulation seed (Verilator +verilator+seed+, cocotb seed)")
-    build: BuildOptions = Field(default_factory=BuildOptions,
-                                description="defines, top-level parameters, plusargs, include dirs")
+    build: BuildOptions = Field(
+        default_factory=BuildOptions, description="defines, top-level parameters, plusargs, include dirs"
+    )
     engine: Literal["verilator", "fast", "auto"] | None = Field(
-        None, description="code-coverage engine: 'verilator' (the reference), 'fast' (Icarus with an "
-                          "instrumented DUT, Verilator-equal points, falls back to Verilator when it cannot "
-                          "run the sample), 'auto' (fast when the design passed its self-check against "
-                          "Verilator, decided once per design); unset: `simulator` decides (docs/fastcov.md)")
-    report: ReportOptions = Field(default_factory=ReportOptions,
-                                  description="report.points: the result carries every coverage point and "
-                                              "the DUT sources (`detail`), for lcov/HTML reports")
+        None,
+        description="code-coverage engine: 'verilator' (the reference), 'fast' (Icarus with an "
+        "instrumented DUT, Verilator-equal points, falls back to Verilator when it cannot "
+        "run the sample), 'auto' (fast when the design passed its self-check against "
+        "Verilator, decided once per design); unset: `simulator` decides (docs/fastcov.md)",
+    )
+    report: ReportOptions = Field(
+        default_factory=ReportOptions,
+        description="report.points: the result carries every coverage point and "
+        "the DUT sources (`detail`), for lcov/HTML reports",
+    )
 
     @model_validator(mode="after")
-    def _design_or_problem(self) -> "ScoreRequest":
+    def _design_or_problem(self) -> ScoreRequest:
         if (self.design is None) == (self.problem_id is None):
             raise ValueError("give exactly one of `design` or `problem_id`")
         return self
@@ -346,11 +379,13 @@ class ProblemSpec(BaseModel):
     targets: list[Target] = Field(default_factory=list)
     simulator: Simulator = Simulator.verilator
     engine: Literal["verilator", "fast", "auto"] | None = Field(
-        None, description="code-coverage engine of its samples (unset: `simulator` decides; CVDP problems: auto)")
+        None, description="code-coverage engine of its samples (unset: `simulator` decides; CVDP problems: auto)"
+    )
     limits: Limits = Field(default_factory=Limits)
     reward: RewardSpec = Field(default_factory=RewardSpec)
     exclude_unreachable: bool | None = Field(
-        None, description="coverage.exclude_unreachable of its samples (docs/formal.md; CVDP problems: true)")
+        None, description="coverage.exclude_unreachable of its samples (docs/formal.md; CVDP problems: true)"
+    )
     # metadata (CVDP rows bring them; informational for clients)
     difficulty: str | None = None
     prompt: str | None = None
@@ -362,7 +397,7 @@ class ProblemSpec(BaseModel):
         return self.design.toplevel
 
     @classmethod
-    def from_cvdp(cls, problem: Any) -> "ProblemSpec":
+    def from_cvdp(cls, problem: Any) -> ProblemSpec:
         """The spec of a CVDP cid012 problem (a :class:`reward_service.problems.cvdp.Problem`:
         its ``spec()``)."""
         spec: ProblemSpec = problem.spec()
@@ -378,15 +413,24 @@ class ProblemSpec(BaseModel):
         if isinstance(stimulus, str):
             stimulus = Completion(text=stimulus)
         fields: dict[str, Any] = {
-            "design": self.design, "stimulus": stimulus, "simulator": self.simulator, "engine": self.engine,
-            "coverage": CoverageSpec(scope=self.dut_instance, metrics=list(self.metrics), targets=list(self.targets),
-                                     exclude_unreachable=self.exclude_unreachable),
-            "limits": self.limits, "reward": self.reward,
+            "design": self.design,
+            "stimulus": stimulus,
+            "simulator": self.simulator,
+            "engine": self.engine,
+            "coverage": CoverageSpec(
+                scope=self.dut_instance,
+                metrics=list(self.metrics),
+                targets=list(self.targets),
+                exclude_unreachable=self.exclude_unreachable,
+            ),
+            "limits": self.limits,
+            "reward": self.reward,
         }
         fields.update(overrides)
         if "engine" not in overrides:
-            fields["engine"] = choose_engine(Simulator(fields["simulator"]), given=False,
-                                             problem_engine=self.engine).engine
+            fields["engine"] = choose_engine(
+                Simulator(fields["simulator"]), given=False, problem_engine=self.engine
+            ).engine
         return ScoreRequest(**fields)
 
 
@@ -400,8 +444,11 @@ class MetricCoverage(BaseModel):
     ratio: float | None = None
     available: bool = True
     reason: str | None = None
-    unreachable: int = Field(0, description="points of `total` proved unreachable (coverage.exclude_unreachable "
-                                            "set; docs/formal.md); they stay in `total` and `ratio`")
+    unreachable: int = Field(
+        0,
+        description="points of `total` proved unreachable (coverage.exclude_unreachable "
+        "set; docs/formal.md); they stay in `total` and `ratio`",
+    )
 
 
 class CoverageReport(BaseModel):
@@ -413,8 +460,10 @@ class CoverageReport(BaseModel):
     scope: str | None = None
     scope_found: bool | None = None
     overall_reachable: float | None = Field(
-        None, description="`overall` with the points proved unreachable left out of every metric (None: "
-                          "not proved, coverage.exclude_unreachable unset or the proof does not apply)")
+        None,
+        description="`overall` with the points proved unreachable left out of every metric (None: "
+        "not proved, coverage.exclude_unreachable unset or the proof does not apply)",
+    )
 
 
 class UncoveredPoint(BaseModel):
@@ -494,17 +543,23 @@ class ScoreResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict, description="milliseconds per stage")
     cache: CacheInfo = Field(default_factory=CacheInfo)
     versions: dict[str, str] = Field(default_factory=dict)
-    engine: str | None = Field(None, description="what measured it: verilator, icarus, or fast (Icarus "
-                                                 "with the instrumented DUT)")
+    engine: str | None = Field(
+        None, description="what measured it: verilator, icarus, or fast (Icarus with the instrumented DUT)"
+    )
     ended_by: str | None = Field(None, description="finish, stop, fatal, timeout, killed, exit, ...")
-    fallback: str | None = Field(None, description="why a requested fast/auto engine was not used "
-                                                   "(the sample was scored by Verilator instead)")
+    fallback: str | None = Field(
+        None, description="why a requested fast/auto engine was not used (the sample was scored by Verilator instead)"
+    )
     shadow: ShadowCheck | None = Field(None, description="the shadow check of this fast-path sample, if sampled")
     stimulus_block: str | None = Field(
-        None, description="for a completion: the part of its text that was scored and why, e.g. "
-                          "'code block 2 of 3 (```systemverilog, 45 lines): the testbench (module tb; "
-                          "instantiates dut); not used: block 3 restates the DUT (module dut)' "
-                          "(reward_service.completion); None for stimulus given as files")
+        None,
+        description="for a completion: the part of its text that was scored and why, e.g. "
+        "'code block 2 of 3 (```systemverilog, 45 lines): the testbench (module tb; "
+        "instantiates dut); not used: block 3 restates the DUT (module dut)' "
+        "(reward_service.completion); None for stimulus given as files",
+    )
     detail: CoverageDetail | None = Field(
-        None, description="every coverage point of the DUT with its hit count, and the DUT sources; "
-                          "only when the request asked (report.points), for lcov/HTML reports")
+        None,
+        description="every coverage point of the DUT with its hit count, and the DUT sources; "
+        "only when the request asked (report.points), for lcov/HTML reports",
+    )

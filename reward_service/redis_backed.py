@@ -33,7 +33,7 @@ class RedisBacked:
             raise self.error(f"{self.what} (Redis) unavailable: {exc}") from exc
 
     def ping(self) -> str:
-        """"ok", or why Redis does not answer."""
+        """ "ok", or why Redis does not answer."""
         try:
             self._call(self.client.ping)
         except self.error as exc:
@@ -43,5 +43,5 @@ class RedisBacked:
     def close(self) -> None:
         try:
             self.client.close()
-        except Exception:  # noqa: BLE001 - closing is best effort
+        except Exception:
             pass

@@ -10,8 +10,8 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -64,8 +64,7 @@ def live_server(app, port: int | None = None) -> Iterator[str]:
 def shared_cache_dir() -> Path:
     """One cache dir (ccache, built models) shared by all xdist workers and runs, so each
     Verilator C++ object is compiled once; REWARD_SERVICE_TEST_CACHE overrides its place."""
-    path = Path(os.environ.get("REWARD_SERVICE_TEST_CACHE",
-                               Path(tempfile.gettempdir()) / "reward-service-test-cache"))
+    path = Path(os.environ.get("REWARD_SERVICE_TEST_CACHE", Path(tempfile.gettempdir()) / "reward-service-test-cache"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -84,6 +83,7 @@ def isolated(shared_cache_dir, tmp_path):
     """An engine whose work dirs live in tmp_path/work, inside an otherwise empty parent; after
     the test, nothing may have appeared outside the work dirs and no sandbox process may live."""
     from helpers import sandbox_processes, tree
+
     from reward_service.engine import Engine
     from reward_service.settings import Settings
 

@@ -7,6 +7,7 @@ import functools
 import json
 
 from conftest import CID012, STIMULUS
+
 from reward_service.models import CocotbStimulus, ScoreRequest, SvTestbench
 
 ARBITER = "cvdp_copilot_fixed_arbiter_0004"
@@ -31,8 +32,11 @@ def cocotb_case(pid: str = ARBITER, simulator: str = "icarus") -> ScoreRequest:
     """The case's cocotb test (expected.json "cocotb") against the problem's design."""
     exp = json.loads((STIMULUS / pid / "expected.json").read_text())["cocotb"]
     design = problems()[pid].design
-    stim = CocotbStimulus(files={exp["file"]: (STIMULUS / pid / exp["file"]).read_text()},
-                          test_module=exp["test_module"], toplevel=exp["hdl_toplevel"])
+    stim = CocotbStimulus(
+        files={exp["file"]: (STIMULUS / pid / exp["file"]).read_text()},
+        test_module=exp["test_module"],
+        toplevel=exp["hdl_toplevel"],
+    )
     return ScoreRequest(design=design, stimulus=stim, simulator=simulator)
 
 

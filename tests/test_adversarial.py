@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ADVERSARIAL
 
 COUNTER = ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v"
@@ -18,19 +17,28 @@ def score(engine, case: str, tb: str, simulator: str, design: Path | None = None
     d = ADVERSARIAL / case
     design = design or COUNTER
     started = time.monotonic()
-    result = engine.score({
-        "design": {"files": {design.name: design.read_text()}},
-        "stimulus": {"kind": "sv_testbench", "files": {tb: (d / tb).read_text()}},
-        "simulator": simulator, "limits": {"run_s": run_s}, **extra,
-    })
+    result = engine.score(
+        {
+            "design": {"files": {design.name: design.read_text()}},
+            "stimulus": {"kind": "sv_testbench", "files": {tb: (d / tb).read_text()}},
+            "simulator": simulator,
+            "limits": {"run_s": run_s},
+            **extra,
+        }
+    )
     return result, time.monotonic() - started
 
 
 def healthy(engine) -> None:
     """The engine still scores a normal sample after an adversarial one."""
     tb = (ADVERSARIAL / "16-verilator-needtimingopt" / "tb_timing.sv").read_text()
-    r = engine.score({"design": {"files": {"dut_counter.v": COUNTER.read_text()}},
-                      "stimulus": {"kind": "sv_testbench", "files": {"tb_timing.sv": tb}}, "simulator": "icarus"})
+    r = engine.score(
+        {
+            "design": {"files": {"dut_counter.v": COUNTER.read_text()}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb_timing.sv": tb}},
+            "simulator": "icarus",
+        }
+    )
     assert r.status == "ok" and "q after 5 clocks = 5" in r.log
 
 
@@ -115,8 +123,13 @@ def test_13_stop_ends_promptly_like_finish(isolated, simulator):
 @pytest.mark.parametrize("tb", ["tb_alu4.v", "tb_alu4_reworded.v"])
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_15_lint_and_metacomment_do_not_zero_the_score(isolated, simulator, tb):
-    r, _ = score(isolated, "15-verilator-lint-fatal-timescale", tb, simulator,
-                 design=ADVERSARIAL / "15-verilator-lint-fatal-timescale" / "alu4.v")
+    r, _ = score(
+        isolated,
+        "15-verilator-lint-fatal-timescale",
+        tb,
+        simulator,
+        design=ADVERSARIAL / "15-verilator-lint-fatal-timescale" / "alu4.v",
+    )
     assert r.status == "ok", r.message + r.log
     assert "errors = 0" in r.log
     if simulator == "verilator":
@@ -145,9 +158,14 @@ def test_18_writes_and_shell_stay_in_the_sandbox(isolated, simulator, use_system
     tb = (d / "tb_escape.sv").read_text()
     if use_system:
         tb = "`define USE_SYSTEM\n" + tb
-    r = isolated.score({"design": {"files": {"dut_stub.sv": (d / "dut_stub.sv").read_text()}},
-                        "stimulus": {"kind": "sv_testbench", "files": {"tb_escape.sv": tb}},
-                        "simulator": simulator, "limits": {"run_s": 5}})
+    r = isolated.score(
+        {
+            "design": {"files": {"dut_stub.sv": (d / "dut_stub.sv").read_text()}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb_escape.sv": tb}},
+            "simulator": simulator,
+            "limits": {"run_s": 5},
+        }
+    )
     assert not Path("/tmp/escape_abs.txt").exists()
     assert not list(tmp_path.parent.glob("escape_*"))
     assert "READ /etc/hostname" not in r.log  # the host's /etc/hostname is not visible

@@ -11,12 +11,12 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from conftest import CID012, REPO, STIMULUS, cid012_rows, free_port, live_server, rtl_files
+
 from reward_service.api import create_app
 from reward_service.dispatch.base import Dispatcher, QueueFull
 from reward_service.settings import Settings
@@ -66,8 +66,13 @@ def attn_rtl() -> dict[str, str]:
 
 
 def counter_request(tb: str = QUICK_TB, **extra) -> dict:
-    return {"design": {"files": {"ctr.v": COUNTER}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "simulator": "icarus", "coverage": {"scope": "uut"}, **extra}
+    return {
+        "design": {"files": {"ctr.v": COUNTER}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "simulator": "icarus",
+        "coverage": {"scope": "uut"},
+        **extra,
+    }
 
 
 @contextlib.contextmanager
@@ -80,9 +85,15 @@ def serving(app) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def api(shared_cache_dir) -> Iterator[httpx.Client]:
     """The embedded service (LocalDispatcher, bubblewrap), no result cache, small limits."""
-    settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2,
-                        max_body_mb=1, max_file_kb=64, max_files=6,
-                        warm_on_register=False)  # test_registering_warms_the_dut_model covers it
+    settings = Settings(
+        cache_dir=shared_cache_dir,
+        result_cache=False,
+        score_workers=2,
+        max_body_mb=1,
+        max_file_kb=64,
+        max_files=6,
+        warm_on_register=False,
+    )  # test_registering_warms_the_dut_model covers it
     with serving(create_app(settings=settings)) as client:
         yield client
 
@@ -94,8 +105,12 @@ def no_traceback(response: httpx.Response) -> None:
 # -- the contract: same JSON as the CLI ---------------------------------------------------------
 @pytest.mark.slow
 def test_verilator_score_equals_cli_json(api, shared_cache_dir, tmp_path):
-    request = {"design": {"files": attn_rtl()}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}},
-               "simulator": "verilator", "coverage": {"scope": "uut"}}
+    request = {
+        "design": {"files": attn_rtl()},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}},
+        "simulator": "verilator",
+        "coverage": {"scope": "uut"},
+    }
     response = api.post("/v1/score", params={"wait": 300}, json=request)
     assert response.status_code == 200, response.text
     got = response.json()
@@ -103,9 +118,28 @@ def test_verilator_score_equals_cli_json(api, shared_cache_dir, tmp_path):
     for name, text in {**attn_rtl(), "tb.sv": GOOD_TB}.items():
         (tmp_path / name).write_text(text)
     env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    cli = subprocess.run([sys.executable, "-m", "reward_service", "score", *[a for n in attn_rtl() for a in ("--design", n)],
-                          "--testbench", "tb.sv", "--dut-instance", "uut", "--simulator", "verilator", "--json",
-                          "--no-cache"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "score",
+            *[a for n in attn_rtl() for a in ("--design", n)],
+            "--testbench",
+            "tb.sv",
+            "--dut-instance",
+            "uut",
+            "--simulator",
+            "verilator",
+            "--json",
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert cli.returncode == 0, cli.stderr
     expected = json.loads(cli.stdout)
     for d in (got, expected):
@@ -139,8 +173,11 @@ def test_batch_results_in_request_order_with_broken_samples(api):
     requests = [
         {**counter_request(), "group": "g1"},
         {**counter_request(BROKEN_TB), "group": "g1"},
-        {**counter_request(), "stimulus": {"kind": "completion", "text": "I cannot write this testbench."},
-         "group": "g1"},
+        {
+            **counter_request(),
+            "stimulus": {"kind": "completion", "text": "I cannot write this testbench."},
+            "group": "g1",
+        },
         {**counter_request(HANG_TB, limits={"run_s": 1}), "group": "g2"},
         counter_request(SLOW_TB),
         {**counter_request(), "seed": 3},
@@ -173,8 +210,14 @@ def test_batch_results_in_request_order_with_broken_samples(api):
 
 # -- problems ---------------------------------------------------------------------------------
 def test_register_problem_and_score_by_id_with_a_completion(api):
-    problem = {"id": "attn-icarus", "design": {"files": attn_rtl()}, "dut_instance": "uut", "simulator": "icarus",
-               "targets": [{"metric": "overall", "percent": 90}], "limits": {"run_s": 10}}
+    problem = {
+        "id": "attn-icarus",
+        "design": {"files": attn_rtl()},
+        "dut_instance": "uut",
+        "simulator": "icarus",
+        "targets": [{"metric": "overall", "percent": 90}],
+        "limits": {"run_s": 10},
+    }
     created = api.post("/v1/problems", json=problem)
     assert created.status_code == 201, created.text
     assert created.headers["location"] == "/v1/problems/attn-icarus"
@@ -187,8 +230,14 @@ def test_register_problem_and_score_by_id_with_a_completion(api):
     assert api.get("/v1/problems/attn-icarus").json()["limits"]["run_s"] == 10
 
     completion = f"Here is the testbench.\n```systemverilog\n{GOOD_TB}```\n"
-    scored = api.post("/v1/score", json={"problem_id": "attn-icarus", "stimulus": {"kind": "completion", "text": completion},
-                                         "coverage": {"metrics": ["line", "functional"]}})
+    scored = api.post(
+        "/v1/score",
+        json={
+            "problem_id": "attn-icarus",
+            "stimulus": {"kind": "completion", "text": completion},
+            "coverage": {"metrics": ["line", "functional"]},
+        },
+    )
     assert scored.status_code == 200, scored.text
     result = scored.json()
     assert result["status"] == "ok" and result["engine"] == "icarus" and "Attenuator TB complete" in result["log"]
@@ -197,14 +246,24 @@ def test_register_problem_and_score_by_id_with_a_completion(api):
 
     # the problem's instance is enforced: a testbench instantiating `uut` fails a problem wanting `dut`
     api.post("/v1/problems", json={**problem, "id": "attn-dut", "dut_instance": "dut"})
-    wrong = api.post("/v1/score", json={"problem_id": "attn-dut", "stimulus": {"kind": "completion", "text": completion}})
+    wrong = api.post(
+        "/v1/score", json={"problem_id": "attn-dut", "stimulus": {"kind": "completion", "text": completion}}
+    )
     assert wrong.json()["status"] == "invalid_input" and "`dut`" in wrong.json()["message"]
 
-    unknown = api.post("/v1/score", json={"problem_id": "no-such-problem", "stimulus": {"kind": "completion", "text": "x"}})
+    unknown = api.post(
+        "/v1/score", json={"problem_id": "no-such-problem", "stimulus": {"kind": "completion", "text": "x"}}
+    )
     assert unknown.status_code == 404 and "unknown problem_id 'no-such-problem'" in unknown.json()["detail"]
-    batch = api.post("/v1/batches", json={"requests": [
-        {"problem_id": "attn-icarus", "stimulus": {"kind": "completion", "text": "x"}},
-        {"problem_id": "no-such-problem", "stimulus": {"kind": "completion", "text": "x"}}]})
+    batch = api.post(
+        "/v1/batches",
+        json={
+            "requests": [
+                {"problem_id": "attn-icarus", "stimulus": {"kind": "completion", "text": "x"}},
+                {"problem_id": "no-such-problem", "stimulus": {"kind": "completion", "text": "x"}},
+            ]
+        },
+    )
     assert batch.status_code == 404 and batch.json()["detail"].startswith("requests[1]: unknown problem_id")
 
     assert api.delete("/v1/problems/attn-dut").status_code == 204
@@ -214,8 +273,9 @@ def test_register_problem_and_score_by_id_with_a_completion(api):
 
 @pytest.mark.slow
 def test_load_cvdp_jsonl_then_score_a_completion_with_verilator(api):
-    loaded = api.post("/v1/problems:load", content=CID012.read_bytes(),
-                      headers={"Content-Type": "application/x-ndjson"})
+    loaded = api.post(
+        "/v1/problems:load", content=CID012.read_bytes(), headers={"Content-Type": "application/x-ndjson"}
+    )
     assert loaded.status_code == 201, loaded.text
     assert loaded.json()["loaded"] == 82 and ATTN in loaded.json()["ids"]
     problem = api.get(f"/v1/problems/{ATTN}").json()
@@ -223,12 +283,15 @@ def test_load_cvdp_jsonl_then_score_a_completion_with_verilator(api):
     assert problem["prompt"] and problem["design"]["toplevel"] == "Attenuator"
 
     completion = f"<think>drive every data value</think>\n```verilog\n{GOOD_TB}```"
-    response = api.post("/v1/score?wait=300", json={"problem_id": ATTN, "stimulus": {"kind": "completion", "text": completion}})
+    response = api.post(
+        "/v1/score?wait=300", json={"problem_id": ATTN, "stimulus": {"kind": "completion", "text": completion}}
+    )
     assert response.status_code == 200, response.text
     result = response.json()
     assert result["status"] == "ok" and result["passed"] is True and result["reward"] == 2.0
-    assert {m: {"covered": v["covered"], "total": v["total"]}
-            for m, v in result["coverage"]["metrics"].items()} == EXPECTED_GOOD["coverage"]
+    assert {
+        m: {"covered": v["covered"], "total": v["total"]} for m, v in result["coverage"]["metrics"].items()
+    } == EXPECTED_GOOD["coverage"]
 
     bad = api.post("/v1/problems:load", content=CID012.read_text().splitlines()[0] + "\n{not json\n")
     assert bad.status_code == 422 and bad.json()["detail"].startswith("line 2: malformed JSON")
@@ -243,8 +306,11 @@ def test_bad_inputs_get_their_status_codes(api):
 
     json_headers = {"Content-Type": "application/json"}
     check(api.post("/v1/score", content=b'{"design": {"files": ', headers=json_headers), 422, "malformed JSON body")
-    check(api.post("/v1/score", content=b"design=x", headers={"Content-Type": "application/x-www-form-urlencoded"}),
-          422, "must be a JSON object")
+    check(
+        api.post("/v1/score", content=b"design=x", headers={"Content-Type": "application/x-www-form-urlencoded"}),
+        422,
+        "must be a JSON object",
+    )
     check(api.post("/v1/score", content=b"[1, 2]", headers=json_headers), 422, "invalid request: body")
     big = counter_request(stimulus={"kind": "completion", "text": "x" * (1536 * 1024)})
     check(api.post("/v1/score", json=big), 413, "larger than 1 MiB")
@@ -258,16 +324,29 @@ def test_bad_inputs_get_their_status_codes(api):
         bad = counter_request()
         bad["design"]["files"] = {name: COUNTER}
         check(api.post("/v1/score", json=bad), 422, "design.files")
-    traversal = api.post("/v1/score", json={**counter_request(), "stimulus": {"kind": "sv_testbench", "files": {"../tb.sv": QUICK_TB}}})
+    traversal = api.post(
+        "/v1/score", json={**counter_request(), "stimulus": {"kind": "sv_testbench", "files": {"../tb.sv": QUICK_TB}}}
+    )
     check(traversal, 422, "must stay inside the work dir")
-    check(api.post("/v1/score", json={**counter_request(), "problem_id": "x"}), 422, "exactly one of `design` or `problem_id`")
-    check(api.post("/v1/score", json={**counter_request(), "stimulus": {"kind": "vhdl", "files": {"a": "b"}}}), 422, "stimulus")
+    check(
+        api.post("/v1/score", json={**counter_request(), "problem_id": "x"}),
+        422,
+        "exactly one of `design` or `problem_id`",
+    )
+    check(
+        api.post("/v1/score", json={**counter_request(), "stimulus": {"kind": "vhdl", "files": {"a": "b"}}}),
+        422,
+        "stimulus",
+    )
     check(api.post("/v1/score", json={**counter_request(), "simulator": "xcelium"}), 422, "simulator")
     check(api.post("/v1/score?wait=601", json=counter_request()), 422, "wait must be at most 600")
     check(api.post("/v1/score?wait=-1", json=counter_request()), 422, "wait")
     check(api.post("/v1/batches", json={"requests": []}), 422, "requests")
-    check(api.post("/v1/batches", json={"requests": [counter_request(), {**counter_request(), "seed": -1}]}), 422,
-          "requests.1.seed")
+    check(
+        api.post("/v1/batches", json={"requests": [counter_request(), {**counter_request(), "seed": -1}]}),
+        422,
+        "requests.1.seed",
+    )
     # the service stays healthy
     assert api.get("/healthz").status_code == 200
     assert api.post("/v1/score", json=counter_request()).json()["status"] == "ok"
@@ -300,8 +379,9 @@ class StubDispatcher(Dispatcher):
 
 def test_queue_full_429_internal_error_500_and_not_ready_503(shared_cache_dir):
     settings = Settings(cache_dir=shared_cache_dir)
-    with serving(create_app(StubDispatcher(QueueFull("queue full (7 pending jobs)", retry_after=2.5)),
-                            settings=settings)) as client:
+    with serving(
+        create_app(StubDispatcher(QueueFull("queue full (7 pending jobs)", retry_after=2.5)), settings=settings)
+    ) as client:
         full = client.post("/v1/score", json=counter_request())
         assert full.status_code == 429 and full.headers["retry-after"] == "3"
         assert "queue full" in full.json()["detail"]
@@ -309,19 +389,31 @@ def test_queue_full_429_internal_error_500_and_not_ready_503(shared_cache_dir):
         assert batch.status_code == 429 and "retry-after" in batch.headers
         assert "reward_service_queue_depth 7.0" in client.get("/metrics").text
     secret = RuntimeError("connection to /var/run/secret-socket refused")
-    with serving(create_app(StubDispatcher(secret, checks={"workers": "no worker answered the ping", "broker": "ok"}),
-                            settings=settings)) as client:
+    with serving(
+        create_app(
+            StubDispatcher(secret, checks={"workers": "no worker answered the ping", "broker": "ok"}), settings=settings
+        )
+    ) as client:
         broken = client.post("/v1/score", json=counter_request())
         assert broken.status_code == 500 and "internal error (reference" in broken.json()["detail"]
         assert "secret" not in broken.text
         no_traceback(broken)
         ready = client.get("/readyz")
         assert ready.status_code == 503
-        assert ready.json() == {"ready": False, "checks": {"workers": "no worker answered the ping", "broker": "ok",
-                                                           "problem_store": "ok", "batch_store": "ok"}}
+        assert ready.json() == {
+            "ready": False,
+            "checks": {
+                "workers": "no worker answered the ping",
+                "broker": "ok",
+                "problem_store": "ok",
+                "batch_store": "ok",
+            },
+        }
         assert client.get("/healthz").status_code == 200
-        assert 'reward_service_http_requests_total{method="POST",route="/v1/score",status="500"} 1.0' \
+        assert (
+            'reward_service_http_requests_total{method="POST",route="/v1/score",status="500"} 1.0'
             in client.get("/metrics").text
+        )
 
 
 def test_api_keys(shared_cache_dir):
@@ -359,7 +451,7 @@ def test_health_ready_and_metrics(shared_cache_dir):
         assert 'reward_service_job_stage_seconds_count{stage="total"} 2.0' in text
         assert 'reward_service_cache_hits_total{cache="result"} 1.0' in text
         assert "reward_service_queue_depth 0.0" in text
-        assert 'reward_service_jobs_submitted_total 2.0' in text
+        assert "reward_service_jobs_submitted_total 2.0" in text
         assert client.get("/docs").status_code == 200
         assert "/v1/score" in client.get("/openapi.json").json()["paths"]
 
@@ -367,9 +459,25 @@ def test_health_ready_and_metrics(shared_cache_dir):
 def test_serve_command_starts_the_embedded_service(shared_cache_dir, tmp_path):
     port = free_port()
     env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "reward_service", "serve", "--port", str(port), "--workers", "1",
-                             "--log-level", "warning"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -397,19 +505,29 @@ def test_registering_warms_the_dut_model(tmp_path):
     """POST /v1/problems queues a build of the DUT model: a cocotb sample sent afterwards finds
     it in the build cache (cache.build) and only runs."""
     settings = Settings(cache_dir=tmp_path, result_cache=False, score_workers=1)  # fresh model cache
-    problem = {"id": "warm-ctr", "design": {"files": {"ctr.v": COUNTER}}, "dut_instance": "uut",
-               "simulator": "verilator"}
-    test_py = ("import cocotb\nfrom cocotb.triggers import Timer\n\n@cocotb.test()\n"
-               "async def tick(dut):\n    dut.clk.value = 0\n    await Timer(1, unit='ns')\n")
+    problem = {
+        "id": "warm-ctr",
+        "design": {"files": {"ctr.v": COUNTER}},
+        "dut_instance": "uut",
+        "simulator": "verilator",
+    }
+    test_py = (
+        "import cocotb\nfrom cocotb.triggers import Timer\n\n@cocotb.test()\n"
+        "async def tick(dut):\n    dut.clk.value = 0\n    await Timer(1, unit='ns')\n"
+    )
     with serving(create_app(settings=settings)) as client:
         assert client.post("/v1/problems", json=problem).status_code == 201
         deadline = time.monotonic() + 300
         while not list((tmp_path / "models").glob("*/ctr")) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert list((tmp_path / "models").glob("*/ctr")), "registering did not build the DUT model"
-        r = client.post("/v1/score?wait=300", json={
-            "problem_id": "warm-ctr",
-            "stimulus": {"kind": "cocotb", "files": {"test_tick.py": test_py}, "test_module": "test_tick"}})
+        r = client.post(
+            "/v1/score?wait=300",
+            json={
+                "problem_id": "warm-ctr",
+                "stimulus": {"kind": "cocotb", "files": {"test_tick.py": test_py}, "test_module": "test_tick"},
+            },
+        )
         assert r.status_code == 200
         body = r.json()
         assert body["status"] == "ok" and body["cache"]["build"] is True and body["tests"][0]["passed"]

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import schemathesis
+from conftest import live_server
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import (
-    content_type_conformance, not_a_server_error, response_schema_conformance, status_code_conformance,
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
 )
 
-from conftest import live_server
 from reward_service.api import create_app
 from reward_service.settings import Settings
 
@@ -33,10 +36,20 @@ MAX_WAIT_S = 2.0
 
 @pytest.fixture(scope="module")
 def api_url(shared_cache_dir, tmp_path_factory) -> Iterator[str]:
-    app_settings = Settings(cache_dir=shared_cache_dir, work_root=tmp_path_factory.mktemp("fuzz-work"),
-                            result_cache=False, score_workers=1, warm_on_register=False,
-                            default_wait_s=0.0, max_wait_s=MAX_WAIT_S, max_body_mb=0.25,
-                            max_bulk_body_mb=0.5, max_file_kb=16, max_files=4, max_batch=4)
+    app_settings = Settings(
+        cache_dir=shared_cache_dir,
+        work_root=tmp_path_factory.mktemp("fuzz-work"),
+        result_cache=False,
+        score_workers=1,
+        warm_on_register=False,
+        default_wait_s=0.0,
+        max_wait_s=MAX_WAIT_S,
+        max_body_mb=0.25,
+        max_bulk_body_mb=0.5,
+        max_file_kb=16,
+        max_files=4,
+        max_batch=4,
+    )
     with live_server(create_app(settings=app_settings)) as url:
         yield url
 
@@ -75,8 +88,9 @@ def error_body_shape(ctx, response, case) -> bool | None:
     text = response.content.decode("utf-8", "replace")
     assert "Traceback" not in text and 'File "' not in text, f"traceback in a {response.status_code} body"
     body = response.json()
-    assert isinstance(body, dict) and isinstance(body.get("detail"), str) and body["detail"], \
+    assert isinstance(body, dict) and isinstance(body.get("detail"), str) and body["detail"], (
         f"{response.status_code} body is not {{'detail': str}}: {text[:300]}"
+    )
     assert set(body) <= {"detail", "errors"}, f"unexpected keys {sorted(body)}"
     if response.status_code == 422 and "errors" in body:
         assert isinstance(body["errors"], list)
@@ -86,15 +100,23 @@ def error_body_shape(ctx, response, case) -> bool | None:
     return True
 
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          error_body_shape]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    error_body_shape,
+]
 
 
 def _cap_wait(case) -> None:
     # an in-range `wait` would park each call for up to MAX_WAIT_S: keep out-of-range values
     # (their 422 is part of what is tested), shorten the valid ones
-    if isinstance(case.query, dict) and isinstance(case.query.get("wait"), (int, float)) \
-            and 0 <= case.query["wait"] <= MAX_WAIT_S:
+    if (
+        isinstance(case.query, dict)
+        and isinstance(case.query.get("wait"), (int, float))
+        and 0 <= case.query["wait"] <= MAX_WAIT_S
+    ):
         case.query["wait"] = min(case.query["wait"], 0.2)
 
 
@@ -105,8 +127,9 @@ def test_api_operation(api_schema, api_url, label):
     cases = operation.as_strategy(GenerationMode.POSITIVE) | operation.as_strategy(GenerationMode.NEGATIVE)
     calls = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     @given(case=cases)
     def run(case):
         _cap_wait(case)
@@ -123,8 +146,12 @@ def test_non_utf8_json_body_is_a_documented_422(api_url):
     import httpx
 
     for path in ("/v1/score", "/v1/batches", "/v1/problems"):
-        response = httpx.post(f"{api_url}{path}", content=b'{"design": "\xff\xfe"}',
-                              headers={"Content-Type": "application/json"}, timeout=30)
+        response = httpx.post(
+            f"{api_url}{path}",
+            content=b'{"design": "\xff\xfe"}',
+            headers={"Content-Type": "application/json"},
+            timeout=30,
+        )
         assert response.status_code == 422, (path, response.text)
         body = response.json()
         assert body["detail"] == "malformed JSON body: not UTF-8 text (byte 12)"
@@ -143,21 +170,32 @@ def test_every_documented_error_is_an_error_body(api_url):
             for status, response in operation["responses"].items():
                 if int(status) < 400 or (path, status) == ("/readyz", "503"):  # readiness: its own body
                     continue
-                assert response["content"] == {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/ErrorBody"}}}, (method, path, status)
+                assert response["content"] == {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                }, (method, path, status)
                 checked += 1
     assert checked >= 40
 
 
 # -- accepted requests: real simulations, every answer validated against its documented schema -----
-COUNTER = "module ctr(input clk, output reg [3:0] q);\n  initial q = 0;\n  always @(posedge clk) q <= q + 1;\nendmodule\n"
-COUNTER_TB = ("module tb;\n  reg clk = 0;\n  wire [3:0] q;\n  ctr uut(.clk(clk), .q(q));\n"
-              "  initial begin\n    repeat (40) #1 clk = ~clk;\n    $finish;\n  end\nendmodule\n")
+COUNTER = (
+    "module ctr(input clk, output reg [3:0] q);\n  initial q = 0;\n  always @(posedge clk) q <= q + 1;\nendmodule\n"
+)
+COUNTER_TB = (
+    "module tb;\n  reg clk = 0;\n  wire [3:0] q;\n  ctr uut(.clk(clk), .q(q));\n"
+    "  initial begin\n    repeat (40) #1 clk = ~clk;\n    $finish;\n  end\nendmodule\n"
+)
 
 
 def _counter_request() -> dict:
-    return {"design": {"files": {"ctr.v": COUNTER}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": COUNTER_TB}},
-            "simulator": "icarus", "engine": "fast", "coverage": {"scope": "uut"}, "report": {"points": True}}
+    return {
+        "design": {"files": {"ctr.v": COUNTER}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": COUNTER_TB}},
+        "simulator": "icarus",
+        "engine": "fast",
+        "coverage": {"scope": "uut"},
+        "report": {"points": True},
+    }
 
 
 def _call(api_schema, api_url, label: str, **parts):
@@ -176,8 +214,9 @@ def test_accepted_requests_match_their_schema(api_schema, api_url, engine):
     job_id = (headers.get("content-location") or headers["location"]).rsplit("/", 1)[1]
     deadline = time.monotonic() + 90
     while True:
-        job = _call(api_schema, api_url, "GET /v1/jobs/{job_id}", path_parameters={"job_id": job_id},
-                    query={"wait": MAX_WAIT_S})
+        job = _call(
+            api_schema, api_url, "GET /v1/jobs/{job_id}", path_parameters={"job_id": job_id}, query={"wait": MAX_WAIT_S}
+        )
         if job.json()["state"] == "done" or time.monotonic() > deadline:
             break
     result = job.json()["result"]
@@ -194,33 +233,60 @@ def test_accepted_requests_match_their_schema(api_schema, api_url, engine):
     html = _call(api_schema, api_url, "GET /v1/jobs/{job_id}/report.html", path_parameters={"job_id": job_id})
     assert html.status_code == 200 and "<html" in html.text.lower()
 
-    batch = _call(api_schema, api_url, "POST /v1/batches",
-                  body={"requests": [_counter_request(), _counter_request()], "wait": MAX_WAIT_S})
+    batch = _call(
+        api_schema,
+        api_url,
+        "POST /v1/batches",
+        body={"requests": [_counter_request(), _counter_request()], "wait": MAX_WAIT_S},
+    )
     assert batch.status_code in (200, 202), batch.text
-    status = _call(api_schema, api_url, "GET /v1/batches/{batch_id}",
-                   path_parameters={"batch_id": batch.json()["batch_id"]}, query={"wait": MAX_WAIT_S})
+    status = _call(
+        api_schema,
+        api_url,
+        "GET /v1/batches/{batch_id}",
+        path_parameters={"batch_id": batch.json()["batch_id"]},
+        query={"wait": MAX_WAIT_S},
+    )
     assert status.status_code in (200, 202)
 
-    row = {"id": "fuzz_ctr_0001", "categories": ["cid012", "easy"],
-           "input": {"prompt": "Write a testbench for `ctr`, instance `uut`.", "context": {}},
-           "output": {"response": "", "context": {"verif/tb.sv": ""}},
-           "harness": {"files": {"src/ctr.v": COUNTER, "src/.env": "TARGET = 80\n",
-                                 "src/process.py": 'assert metrics["uut"]["Overall Average"] >= 80\n'}}}
-    loaded = _call(api_schema, api_url, "POST /v1/problems:load", body=json.dumps(row) + "\n",
-                   media_type="application/x-ndjson")
+    row = {
+        "id": "fuzz_ctr_0001",
+        "categories": ["cid012", "easy"],
+        "input": {"prompt": "Write a testbench for `ctr`, instance `uut`.", "context": {}},
+        "output": {"response": "", "context": {"verif/tb.sv": ""}},
+        "harness": {
+            "files": {
+                "src/ctr.v": COUNTER,
+                "src/.env": "TARGET = 80\n",
+                "src/process.py": 'assert metrics["uut"]["Overall Average"] >= 80\n',
+            }
+        },
+    }
+    loaded = _call(
+        api_schema, api_url, "POST /v1/problems:load", body=json.dumps(row) + "\n", media_type="application/x-ndjson"
+    )
     assert loaded.status_code == 201 and loaded.json()["ids"] == ["fuzz_ctr_0001"], loaded.text
     got = _call(api_schema, api_url, "GET /v1/problems/{problem_id}", path_parameters={"problem_id": "fuzz_ctr_0001"})
     assert got.status_code == 200
-    gone = _call(api_schema, api_url, "DELETE /v1/problems/{problem_id}", path_parameters={"problem_id": "fuzz_ctr_0001"})
+    gone = _call(
+        api_schema, api_url, "DELETE /v1/problems/{problem_id}", path_parameters={"problem_id": "fuzz_ctr_0001"}
+    )
     assert gone.status_code == 204
 
 
 def test_without_api_key_every_v1_operation_is_a_documented_401(shared_cache_dir, tmp_path):
     """With API keys set, generated requests without a key get 401 ``ErrorBody`` on every
     ``/v1/`` operation (checked by the same schema checks; the key is never in the answer)."""
-    app_settings = Settings(cache_dir=shared_cache_dir, work_root=tmp_path, result_cache=False, score_workers=1,
-                            warm_on_register=False, default_wait_s=0.0, max_wait_s=MAX_WAIT_S,
-                            api_keys=["fuzz-secret-key"])
+    app_settings = Settings(
+        cache_dir=shared_cache_dir,
+        work_root=tmp_path,
+        result_cache=False,
+        score_workers=1,
+        warm_on_register=False,
+        default_wait_s=0.0,
+        max_wait_s=MAX_WAIT_S,
+        api_keys=["fuzz-secret-key"],
+    )
     with live_server(create_app(settings=app_settings)) as url:
         api_schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
         statuses: Counter = Counter()
@@ -229,8 +295,9 @@ def test_without_api_key_every_v1_operation_is_a_documented_401(shared_cache_dir
                 continue
             operation = api_schema.find_operation_by_label(label)
 
-            @settings(max_examples=5, deadline=None, database=None, derandomize=True,
-                      suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=5, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+            )
             @given(case=operation.as_strategy(GenerationMode.POSITIVE))
             def run(case):
                 case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}

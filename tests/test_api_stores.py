@@ -7,31 +7,45 @@ import shutil
 import socket
 import subprocess
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+from conftest import CID012
+from test_api import StubDispatcher, serving
 
 from reward_service.api import create_app
 from reward_service.api.batch_store import BatchRecord, InMemoryBatchStore, RedisBatchStore
 from reward_service.diversity import group_diversity, group_rewards
 from reward_service.models import (
-    CoverageReport, MetricCoverage, ScoreRequest, ScoreResult, Status, UncoveredPoint,
+    CoverageReport,
+    MetricCoverage,
+    ScoreRequest,
+    ScoreResult,
+    Status,
+    UncoveredPoint,
 )
 from reward_service.problems.cvdp import load_problems
 from reward_service.problems.store import (
-    InMemoryProblemStore, ProblemSpec, ProblemStoreError, RedisProblemStore, resolve_request,
+    InMemoryProblemStore,
+    ProblemSpec,
+    ProblemStoreError,
+    RedisProblemStore,
+    resolve_request,
 )
 from reward_service.settings import Settings
-
-from conftest import CID012
-from test_api import StubDispatcher, serving
 
 DESIGN = {"files": {"ctr.v": "module ctr(input clk); endmodule\n"}, "toplevel": "ctr"}
 
 
 def spec(pid: str = "p1", **extra) -> ProblemSpec:
-    return ProblemSpec(id=pid, design=DESIGN, dut_instance="uut", targets=[{"metric": "overall", "percent": 80}],
-                       limits={"run_s": 5, "memory_mb": 512}, **extra)
+    return ProblemSpec(
+        id=pid,
+        design=DESIGN,
+        dut_instance="uut",
+        targets=[{"metric": "overall", "percent": 80}],
+        limits={"run_s": 5, "memory_mb": 512},
+        **extra,
+    )
 
 
 def free_port() -> int:
@@ -46,9 +60,23 @@ def redis_url(tmp_path_factory) -> Iterator[str]:
     if server is None:
         pytest.skip("redis-server is not installed")
     port = free_port()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path_factory.mktemp("redis"))],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path_factory.mktemp("redis")),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import redis
 
     client = redis.Redis(port=port)
@@ -102,7 +130,9 @@ def test_batch_store_roundtrip(kind, request):
         store = InMemoryBatchStore(keep=2)
     else:
         store = RedisBatchStore(request.getfixturevalue("redis_url"), prefix=f"t-{time.time_ns()}:", ttl_s=60)
-    records = [BatchRecord(id=f"b{i}", job_ids=["j1", "j2"], groups=["g", None], diversity_weight=0.5) for i in range(3)]
+    records = [
+        BatchRecord(id=f"b{i}", job_ids=["j1", "j2"], groups=["g", None], diversity_weight=0.5) for i in range(3)
+    ]
     for r in records:
         store.put(r)
     assert store.get("b2") == records[2] and store.get("nope") is None
@@ -121,9 +151,17 @@ def test_resolution_overrides_field_by_field():
     assert plain.coverage.scope == "uut" and plain.coverage.targets[0].percent == 80
     assert plain.limits.run_s == 5 and plain.limits.memory_mb == 512 and plain.reward.shaping == "ratio"
 
-    given = ScoreRequest.model_validate({"problem_id": "p1", "stimulus": stim, "simulator": "icarus", "seed": 7,
-                                         "coverage": {"metrics": ["line"]}, "limits": {"run_s": 1},
-                                         "reward": {"failure_value": -1}})
+    given = ScoreRequest.model_validate(
+        {
+            "problem_id": "p1",
+            "stimulus": stim,
+            "simulator": "icarus",
+            "seed": 7,
+            "coverage": {"metrics": ["line"]},
+            "limits": {"run_s": 1},
+            "reward": {"failure_value": -1},
+        }
+    )
     r = resolve_request(given, problem)
     assert r.simulator == "icarus" and r.seed == 7
     assert r.coverage.metrics == ["line"] and r.coverage.scope == "uut" and r.coverage.targets[0].percent == 80
@@ -141,10 +179,14 @@ def result(total: int, uncovered: list[int], status: Status = Status.ok) -> Scor
     """A result over points 0..total-1 of metric `line` with the given points uncovered."""
     covered = total - len(uncovered)
     return ScoreResult(
-        status=status, reward=1 + covered / total if status == Status.ok else 0.0,
-        coverage=CoverageReport(metrics={"line": MetricCoverage(covered=covered, total=total, ratio=covered / total)},
-                                overall=covered / total if status == Status.ok else None),
-        uncovered=[UncoveredPoint(file="d.sv", line=i, metric="line", detail="block") for i in uncovered])
+        status=status,
+        reward=1 + covered / total if status == Status.ok else 0.0,
+        coverage=CoverageReport(
+            metrics={"line": MetricCoverage(covered=covered, total=total, ratio=covered / total)},
+            overall=covered / total if status == Status.ok else None,
+        ),
+        uncovered=[UncoveredPoint(file="d.sv", line=i, metric="line", detail="block") for i in uncovered],
+    )
 
 
 def test_group_diversity_matches_the_definition():
@@ -256,9 +298,13 @@ def test_broker_outage_is_503_with_retry_after(monkeypatch, tmp_path):
     get_settings.cache_clear()
     try:
         client = TestClient(create_app(), raise_server_exceptions=False)
-        r = client.post("/v1/score?wait=1", json={
-            "design": {"files": {"a.sv": "module a; endmodule"}},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; a u(); endmodule"}}})
+        r = client.post(
+            "/v1/score?wait=1",
+            json={
+                "design": {"files": {"a.sv": "module a; endmodule"}},
+                "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; a u(); endmodule"}},
+            },
+        )
         assert r.status_code == 503 and r.headers["Retry-After"] == "5"
         assert r.json() == {"detail": "the job queue is unavailable, retry later"}
     finally:

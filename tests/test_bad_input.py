@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
 
 PID = "cvdp_copilot_Attenuator_0011"
@@ -16,14 +15,23 @@ COUNTER = (ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_
 
 
 def request(tb: str = GOOD_TB, simulator: str = "verilator", scope: str | None = "uut", **extra) -> dict:
-    return {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "simulator": simulator, "coverage": {"scope": scope}, **extra}
+    return {
+        "design": {"files": RTL},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "simulator": simulator,
+        "coverage": {"scope": scope},
+        **extra,
+    }
 
 
 def cocotb_request(test_py: str, simulator: str = "icarus", **extra) -> dict:
-    return {"design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
-            "stimulus": {"kind": "cocotb", "files": {"test_bad.py": test_py}, "test_module": "test_bad"},
-            "simulator": simulator, "coverage": {"metrics": ["line"]}, **extra}
+    return {
+        "design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
+        "stimulus": {"kind": "cocotb", "files": {"test_bad.py": test_py}, "test_module": "test_bad"},
+        "simulator": simulator,
+        "coverage": {"metrics": ["line"]},
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
@@ -77,21 +85,25 @@ def test_memory_bomb_in_sv_is_resource_limit(isolated):
 
 
 def test_memory_bomb_in_cocotb_is_resource_limit(isolated):
-    test_py = ("import cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
-               "    hog = []\n    while True:\n        hog.append(bytearray(64 << 20))\n")
+    test_py = (
+        "import cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
+        "    hog = []\n    while True:\n        hog.append(bytearray(64 << 20))\n"
+    )
     r = isolated.score(cocotb_request(test_py, limits={"run_s": 30, "memory_mb": 256}))
     assert r.status == "resource_limit" and "memory" in r.message
 
 
 def test_fork_bomb_in_cocotb_is_resource_limit(isolated):
-    test_py = ("import os, cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
-               "    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n")
+    test_py = (
+        "import os, cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
+        "    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    )
     r = isolated.score(cocotb_request(test_py, limits={"run_s": 5, "processes": 32}))
     assert r.status == "resource_limit" and "process limit" in r.message
 
 
 def test_cocotb_network_and_writes_outside_fail_inside_the_sandbox(isolated, tmp_path):
-    test_py = '''import os, socket, subprocess, cocotb
+    test_py = """import os, socket, subprocess, cocotb
 from cocotb.triggers import Timer
 
 @cocotb.test()
@@ -105,49 +117,70 @@ async def escape(dut):
     except OSError as exc:
         cocotb.log.info("network blocked: %s", exc)
     cocotb.log.info("uid=%d", os.getuid())
-'''
+"""
     r = isolated.score(cocotb_request(test_py))
     assert r.status == "ok" and r.tests and r.tests[0].passed
     assert "network blocked" in r.log and "NETWORK REACHED" not in r.log
     assert "uid=65534" in r.log
     assert not (tmp_path / "escape_os_system.txt").exists()
     import os.path
+
     assert not os.path.exists("/tmp/escape_os_system_abs.txt")
 
 
 # "-..."/"+..." names would reach iverilog/Verilator as options; a newline splits lcov records
-@pytest.mark.parametrize("name", ["../x.sv", "/etc/x.sv", "a/../../x.sv", "..", "", "-DX.sv",
-                                  "+incdir+..sv", "./-Wno-fatal.sv", "a\nSF:b.sv"])
+@pytest.mark.parametrize(
+    "name",
+    ["../x.sv", "/etc/x.sv", "a/../../x.sv", "..", "", "-DX.sv", "+incdir+..sv", "./-Wno-fatal.sv", "a\nSF:b.sv"],
+)
 def test_path_traversal_in_file_names_is_invalid_input(engine, name):
-    r = engine.score({"design": {"files": {name: "module x; endmodule"}},
-                      "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}})
+    r = engine.score(
+        {
+            "design": {"files": {name: "module x; endmodule"}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}},
+        }
+    )
     assert r.status == "invalid_input"
     assert "design.files" in r.message
     assert r.reward == 0.0
 
 
-@pytest.mark.parametrize("bad", [
-    {"design": {"files": {}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}},
-    {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "   \n"}}},
-    {"design": {"files": RTL}, "stimulus": {"kind": "completion", "text": ""}},
-    {},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"design": {"files": {}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}},
+        {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "   \n"}}},
+        {"design": {"files": RTL}, "stimulus": {"kind": "completion", "text": ""}},
+        {},
+    ],
+)
 def test_empty_input_is_invalid_input(engine, bad):
     r = engine.score(bad)
     assert r.status == "invalid_input" and r.message
 
 
 def test_completion_without_code_is_invalid_input(engine):
-    r = engine.score({"design": {"files": RTL}, "coverage": {"scope": "uut"},
-                      "stimulus": {"kind": "completion", "text": "I would write a testbench that resets the DUT."}})
+    r = engine.score(
+        {
+            "design": {"files": RTL},
+            "coverage": {"scope": "uut"},
+            "stimulus": {"kind": "completion", "text": "I would write a testbench that resets the DUT."},
+        }
+    )
     assert r.status == "invalid_input"
     assert "code" in r.message.lower()
 
 
 def test_completion_is_extracted_and_scored(engine):
     text = f"Here is my testbench:\n```systemverilog\n{GOOD_TB}\n```\nIt covers every state."
-    r = engine.score({"design": {"files": RTL}, "coverage": {"scope": "uut"}, "simulator": "verilator",
-                      "stimulus": {"kind": "completion", "text": text}})
+    r = engine.score(
+        {
+            "design": {"files": RTL},
+            "coverage": {"scope": "uut"},
+            "simulator": "verilator",
+            "stimulus": {"kind": "completion", "text": text},
+        }
+    )
     assert r.status == "ok"
     assert r.coverage.metrics["toggle"].covered == 56 and r.reward == 2.0
 
@@ -166,8 +199,11 @@ endmodule
 
 
 def test_design_one_simulator_rejects_is_compile_error_on_that_one(engine):
-    req = {"design": {"files": {"rej.sv": REJECTED_BY_ICARUS}},
-           "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB_REJ}}, "coverage": {"scope": "dut"}}
+    req = {
+        "design": {"files": {"rej.sv": REJECTED_BY_ICARUS}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB_REJ}},
+        "coverage": {"scope": "dut"},
+    }
     icarus = engine.score({**req, "simulator": "icarus"})
     assert icarus.status == "compile_error" and icarus.engine == "icarus"
     assert "rej.sv:3: syntax error" in icarus.message
@@ -178,8 +214,9 @@ def test_design_one_simulator_rejects_is_compile_error_on_that_one(engine):
 def test_vhdl_is_invalid_input(engine):
     vhdl = "entity counter is\n port (clk : in bit);\nend entity;\narchitecture rtl of counter is\nbegin\nend rtl;\n"
     for files in ({"counter.vhd": vhdl}, {"counter.sv": vhdl}):
-        r = engine.score({"design": {"files": files},
-                          "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}})
+        r = engine.score(
+            {"design": {"files": files}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}}
+        )
         assert r.status == "invalid_input" and "VHDL" in r.message
 
 

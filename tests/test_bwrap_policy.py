@@ -17,7 +17,7 @@ from reward_service.sandbox.cgroup import CgroupV1
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
-_STEP = r'''
+_STEP = r"""
 import errno, json, os, resource
 out = {}
 for path in ("/rootfile", "/dev/devfile", "/usr/x"):
@@ -47,19 +47,31 @@ except (ValueError, OSError):
     out["nproc_raised"] = False
 out["nproc"] = [soft, hard]
 print(json.dumps(out))
-'''
+"""
 
 
-@pytest.mark.parametrize("use_cgroups", [
-    pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="no writable cgroup v1")),
-    False,
-])
+@pytest.mark.parametrize(
+    "use_cgroups",
+    [
+        pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="no writable cgroup v1")),
+        False,
+    ],
+)
 def test_sandbox_tmpfs_mounts_are_read_only_or_capped(tmp_path, use_cgroups):
     # Without a cgroup no limit counts tmpfs pages: bwrap's root and /dev were writable without
     # a size, so a step with memory_mb=128 wrote 384 MiB to / unseen (status ok).
     sandbox = BwrapSandbox(use_cgroups=use_cgroups)
-    result = sandbox.run(ExecSpec(argv=[sys.executable, "-c", _STEP], workdir=tmp_path, memory_mb=512,
-                                  processes=32, tmp_mb=256, file_mb=256, env={"RS_SECRET": "token-1234"}))
+    result = sandbox.run(
+        ExecSpec(
+            argv=[sys.executable, "-c", _STEP],
+            workdir=tmp_path,
+            memory_mb=512,
+            processes=32,
+            tmp_mb=256,
+            file_mb=256,
+            env={"RS_SECRET": "token-1234"},
+        )
+    )
     assert result.exit_code == 0, result.output
     seen = json.loads(result.output.strip().splitlines()[-1])
     assert seen["/rootfile"] == "EROFS" and seen["/dev/devfile"] == "EROFS" and seen["/usr/x"] == "EROFS"
@@ -78,12 +90,12 @@ def test_prlimit_comes_from_the_system_not_the_steps_path(tmp_path):
     # the process-limit wrapper is named by its absolute path in /usr/bin instead.
     sandbox = BwrapSandbox(use_cgroups=False)
     argv = sandbox.command(ExecSpec(argv=["true"], workdir=tmp_path, processes=7))
-    wrapper = argv[argv.index("--") + 1:argv.index("--") + 3]
+    wrapper = argv[argv.index("--") + 1 : argv.index("--") + 3]
     assert wrapper == [shutil.which("prlimit", path="/usr/bin:/bin"), "--nproc=7:7"]
     assert wrapper[0].startswith(("/usr/bin/", "/bin/"))
 
 
-_FORKER = r'''
+_FORKER = r"""
 import os, time
 n = 0
 try:
@@ -96,7 +108,7 @@ try:
     time.sleep(30)
 except OSError as exc:
     print("refused after", n, exc, flush=True)
-'''
+"""
 
 
 def test_process_limit_holds_without_cgroups_even_as_root(tmp_path):
@@ -118,7 +130,9 @@ def test_tools_find_themselves_under_an_empty_proc(tmp_path):
     sandbox = BwrapSandbox()
     sandbox.check()
     sandbox.fresh_proc = False  # as check() finds in a container whose /proc Docker masked
-    run = sandbox.run(ExecSpec(argv=["yosys", "-q", "-p", "read_verilog -sv /dev/null"], workdir=tmp_path, timeout_s=60))
+    run = sandbox.run(
+        ExecSpec(argv=["yosys", "-q", "-p", "read_verilog -sv /dev/null"], workdir=tmp_path, timeout_s=60)
+    )
     assert run.exit_code == 0, run.output
     listing = sandbox.run(ExecSpec(argv=["ls", "-A", "/proc", "/proc/self"], workdir=tmp_path, timeout_s=60))
     assert listing.exit_code == 0 and listing.output.split() == ["/proc:", "self", "/proc/self:", "exe"]
@@ -140,8 +154,13 @@ def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path):
         sandbox.run(ExecSpec(argv=[str(hidden)], workdir=tmp_path / "w", timeout_s=30))
     # a program that runs and prints the same words itself is the sample's business
     (tmp_path / "w2").mkdir()
-    run = sandbox.run(ExecSpec(argv=["sh", "-c", f"echo 'bwrap: execvp {hidden}: No such file'; exit 1"],
-                               workdir=tmp_path / "w2", timeout_s=30))
+    run = sandbox.run(
+        ExecSpec(
+            argv=["sh", "-c", f"echo 'bwrap: execvp {hidden}: No such file'; exit 1"],
+            workdir=tmp_path / "w2",
+            timeout_s=30,
+        )
+    )
     assert run.exit_code == 1
 
 
@@ -149,8 +168,10 @@ class _Interrupt(Exception):
     """What a caller's time limit raised from a signal handler looks like to the sandbox."""
 
 
-@pytest.mark.parametrize("use_cgroups", [
-    False, pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="needs cgroup v1 as root"))])
+@pytest.mark.parametrize(
+    "use_cgroups",
+    [False, pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="needs cgroup v1 as root"))],
+)
 def test_an_exception_raised_into_a_step_kills_it(tmp_path, use_cgroups):
     # Celery's soft time limit arrives as an exception from a signal handler in the middle of
     # the step's wait loop; the step (here a 37 s sleep) must not outlive it.
@@ -168,7 +189,8 @@ def test_an_exception_raised_into_a_step_kills_it(tmp_path, use_cgroups):
     try:
         with pytest.raises(_Interrupt):
             BwrapSandbox(use_cgroups=use_cgroups).run(
-                ExecSpec(argv=["/bin/sleep", "37"], workdir=tmp_path, timeout_s=60))
+                ExecSpec(argv=["/bin/sleep", "37"], workdir=tmp_path, timeout_s=60)
+            )
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)

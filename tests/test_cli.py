@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import CID012, REPO, STIMULUS, cid012_rows, rtl_files
 
 PID = "cvdp_copilot_fixed_arbiter_0004"
@@ -16,8 +15,9 @@ PID = "cvdp_copilot_fixed_arbiter_0004"
 
 def cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {"REWARD_SERVICE_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "HOME": str(cache)}
-    return subprocess.run([sys.executable, "-m", "reward_service", *args], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "reward_service", *args], capture_output=True, text=True, env=env, timeout=300, cwd=REPO
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,25 @@ def design_files(tmp_path_factory) -> list[Path]:
 def test_score_design_and_testbench_json(design_files, shared_cache_dir):
     expected = json.loads((STIMULUS / PID / "expected.json").read_text())["testbenches"]["weak"]
     args = [a for p in design_files for a in ("--design", str(p))]
-    out = cli("score", *args, "--testbench", str(STIMULUS / PID / "weak.sv"), "--dut-instance", "dut",
-              "--simulator", "verilator", "--json", cache=shared_cache_dir)
+    out = cli(
+        "score",
+        *args,
+        "--testbench",
+        str(STIMULUS / PID / "weak.sv"),
+        "--dut-instance",
+        "dut",
+        "--simulator",
+        "verilator",
+        "--json",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     got = {m: {"covered": v["covered"], "total": v["total"]} for m, v in result["coverage"]["metrics"].items()}
     assert got == expected["coverage"]
-    assert result["status"] == "ok" and result["reward"] == pytest.approx(1 + expected["overall_percent"] / 100, abs=1e-4)
+    assert result["status"] == "ok" and result["reward"] == pytest.approx(
+        1 + expected["overall_percent"] / 100, abs=1e-4
+    )
 
 
 @pytest.mark.slow
@@ -48,8 +60,17 @@ def test_score_problem_with_completion(tmp_path, shared_cache_dir):
     tb = (STIMULUS / PID / "best.sv").read_text()
     completion = tmp_path / "completion.txt"
     completion.write_text(f"<think>plan the arbiter test</think>\nFinal answer:\n```verilog\n{tb}```\n")
-    out = cli("score", "--problems", str(CID012), "--problem-id", PID, "--completion", str(completion), "--json",
-              cache=shared_cache_dir)
+    out = cli(
+        "score",
+        "--problems",
+        str(CID012),
+        "--problem-id",
+        PID,
+        "--completion",
+        str(completion),
+        "--json",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["status"] == "ok" and result["passed"] is True and result["reward"] == 2.0
@@ -58,8 +79,17 @@ def test_score_problem_with_completion(tmp_path, shared_cache_dir):
 
 def test_human_output_shows_table_and_reward(design_files, shared_cache_dir):
     args = [a for p in design_files for a in ("--design", str(p))]
-    out = cli("score", *args, "--testbench", str(STIMULUS / PID / "weak.sv"), "--dut-instance", "dut",
-              "--simulator", "icarus", cache=shared_cache_dir)
+    out = cli(
+        "score",
+        *args,
+        "--testbench",
+        str(STIMULUS / PID / "weak.sv"),
+        "--dut-instance",
+        "dut",
+        "--simulator",
+        "icarus",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 0, out.stderr
     assert "status: ok" in out.stdout and "reward: 0.0000" in out.stdout
     assert "unavailable (line, branch, toggle, expr): Icarus Verilog has no code coverage" in out.stdout
@@ -70,14 +100,27 @@ def test_human_output_shows_table_and_reward(design_files, shared_cache_dir):
 def test_failed_sample_exits_1_and_usage_error_exits_2(tmp_path, design_files, shared_cache_dir):
     bad = tmp_path / "tb.sv"
     bad.write_text("module tb; initial begin oops end endmodule\n")
-    out = cli("score", "--design", str(design_files[0]), "--testbench", str(bad), "--simulator", "icarus", "--json",
-              cache=shared_cache_dir)
+    out = cli(
+        "score",
+        "--design",
+        str(design_files[0]),
+        "--testbench",
+        str(bad),
+        "--simulator",
+        "icarus",
+        "--json",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 1 and json.loads(out.stdout)["status"] == "compile_error"
     out = cli("score", "--testbench", str(bad), cache=shared_cache_dir)
     assert out.returncode == 2 and "--design" in out.stderr
-    out = cli("score", "--problems", str(CID012), "--problem-id", "nope", "--testbench", str(bad), cache=shared_cache_dir)
+    out = cli(
+        "score", "--problems", str(CID012), "--problem-id", "nope", "--testbench", str(bad), cache=shared_cache_dir
+    )
     assert out.returncode == 2 and "nope" in out.stderr
-    out = cli("score", "--design", str(design_files[0]), "--testbench", str(bad), "-s", "iverilog", cache=shared_cache_dir)
+    out = cli(
+        "score", "--design", str(design_files[0]), "--testbench", str(bad), "-s", "iverilog", cache=shared_cache_dir
+    )
     assert out.returncode == 2 and "iverilog" in out.stderr
     out = cli("score", "--design", str(design_files[0]), "--cocotb", str(bad), cache=shared_cache_dir)
     assert out.returncode == 2 and "--toplevel" in out.stderr
@@ -96,15 +139,20 @@ def test_problems_lists_cid012(shared_cache_dir):
 def test_readme_example_runs(shared_cache_dir):
     """README's first command (minus the install step) scores the shipped example."""
     readme = (REPO / "README.md").read_text()
-    line = next(l for l in readme.splitlines() if l.startswith("bash scripts/install.sh && python -m reward_service score"))
+    line = next(
+        l for l in readme.splitlines() if l.startswith("bash scripts/install.sh && python -m reward_service score")
+    )
     args = line.split("python -m reward_service ", 1)[1].split()
     out = cli(*args, cache=shared_cache_dir)
     assert out.returncode == 0, out.stderr
     assert "reward: 2.0000" in out.stdout and "toggle" in out.stdout
 
 
-README_SCORES = [line for line in (REPO / "README.md").read_text().splitlines()
-                 if line.startswith("reward-service score ") and "examples/cvdp/" in line]
+README_SCORES = [
+    line
+    for line in (REPO / "README.md").read_text().splitlines()
+    if line.startswith("reward-service score ") and "examples/cvdp/" in line
+]
 
 
 @pytest.mark.parametrize("line", README_SCORES, ids=lambda l: l.split("examples/cvdp/", 2)[1].split()[0])
@@ -128,7 +176,9 @@ def test_shipped_request_json_is_the_shipped_files():
     row = json.loads((cvdp / "attenuator.jsonl").read_text().splitlines()[0])
     request = json.loads((cvdp / "request.json").read_text())
     rtl = row["harness"]["files"]["src/Attenuator.sv"]
-    assert request["design"]["files"] == {"Attenuator.sv": rtl} == {"Attenuator.sv": (cvdp / "Attenuator.sv").read_text()}
+    assert (
+        request["design"]["files"] == {"Attenuator.sv": rtl} == {"Attenuator.sv": (cvdp / "Attenuator.sv").read_text()}
+    )
     assert request["stimulus"]["files"] == {"tb_attenuator.sv": (cvdp / "tb_attenuator.sv").read_text()}
 
 
@@ -148,8 +198,12 @@ def gray_files(tmp_path_factory) -> tuple[list[Path], Path, str]:
         rtl.append(d / name)
     tb = d / "good.sv"
     tb.write_text((STIMULUS / GRAY / "good.sv").read_text())
-    subprocess.run(["iverilog", "-g2012", "-o", str(d / "sim"), str(tb), *map(str, rtl)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["iverilog", "-g2012", "-o", str(d / "sim"), str(tb), *map(str, rtl)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     bare = subprocess.run(["vvp", "-n", str(d / "sim")], capture_output=True, text=True, timeout=60, cwd=d)
     return rtl, tb, bare.stdout
 
@@ -160,8 +214,18 @@ def test_human_output_lists_the_testbench_verdict_lines(gray_files, shared_cache
     finished = [l for l in bare.splitlines() if l.startswith("Test finished with")]
     assert len(passes) > 1 and len(finished) == 1  # what the testbench printed on its own
     args = [a for p in rtl for a in ("--design", str(p))]
-    out = cli("score", *args, "--testbench", str(tb), "--dut-instance", "uut", "--simulator", "icarus",
-              "--no-cache", cache=shared_cache_dir)
+    out = cli(
+        "score",
+        *args,
+        "--testbench",
+        str(tb),
+        "--dut-instance",
+        "uut",
+        "--simulator",
+        "icarus",
+        "--no-cache",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 0, out.stderr
     section = out.stdout.split("testbench verdict (lines of the log):\n", 1)[1].split("reward:", 1)[0]
     # lines differing only in numbers are one entry, counted; in the order they were printed
@@ -172,15 +236,36 @@ def test_human_output_lists_the_testbench_verdict_lines(gray_files, shared_cache
 def test_log_option_prints_the_log(gray_files, shared_cache_dir):
     rtl, tb, bare = gray_files
     args = [a for p in rtl for a in ("--design", str(p))]
-    out = cli("score", *args, "--testbench", str(tb), "--dut-instance", "uut", "--simulator", "icarus",
-              "--log", cache=shared_cache_dir)
+    out = cli(
+        "score",
+        *args,
+        "--testbench",
+        str(tb),
+        "--dut-instance",
+        "uut",
+        "--simulator",
+        "icarus",
+        "--log",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 0, out.stderr
     printed = out.stdout.split("\nlog (", 1)[1]
     for line in bare.splitlines():  # every line of the bare run, in order
         assert line in printed
         printed = printed.split(line, 1)[1]
-    with_json = cli("score", *args, "--testbench", str(tb), "--dut-instance", "uut", "--simulator", "icarus",
-                    "--log", "--json", cache=shared_cache_dir)
+    with_json = cli(
+        "score",
+        *args,
+        "--testbench",
+        str(tb),
+        "--dut-instance",
+        "uut",
+        "--simulator",
+        "icarus",
+        "--log",
+        "--json",
+        cache=shared_cache_dir,
+    )
     assert with_json.returncode == 0
     result = json.loads(with_json.stdout)  # stdout stays pure JSON; the log goes to stderr
     assert with_json.stderr.startswith(f"log ({len(result['log'])} characters):")
@@ -192,17 +277,28 @@ def test_verilator_error_and_mismatch_lines_are_shown(tmp_path, shared_cache_dir
     """A testbench that counts its own mismatches and calls $error (Verilator prints
     `[t] %Error: file:line: Assertion failed in <scope>: <message>`): both are in the verdict."""
     (tmp_path / "vdut.sv").write_text(
-        "module vdut(input logic [3:0] a, output logic [3:0] y);\n"
-        "  assign y = (a == 4'd3) ? a : a + 4'd1;\nendmodule\n")
+        "module vdut(input logic [3:0] a, output logic [3:0] y);\n  assign y = (a == 4'd3) ? a : a + 4'd1;\nendmodule\n"
+    )
     (tmp_path / "vtb.sv").write_text(
         "module vtb;\n  logic [3:0] a = 0;\n  wire [3:0] y;\n  vdut dut (.a(a), .y(y));\n"
         "  integer mismatches = 0;\n  initial begin\n"
         "    repeat (4) begin\n      #1 a = a + 1;\n      #1 if (y !== a + 4'd1) mismatches++;\n    end\n"
-        "    $display(\"Mismatches: %0d in 4 samples\", mismatches);\n"
-        "    if (mismatches != 0) $error(\"value mismatch: %0d samples differ\", mismatches);\n"
-        "    $display(\"TEST FAILED\");\n    $finish;\n  end\nendmodule\n")
-    out = cli("score", "--design", str(tmp_path / "vdut.sv"), "--testbench", str(tmp_path / "vtb.sv"),
-              "--dut-instance", "dut", "--simulator", "verilator", cache=shared_cache_dir)
+        '    $display("Mismatches: %0d in 4 samples", mismatches);\n'
+        '    if (mismatches != 0) $error("value mismatch: %0d samples differ", mismatches);\n'
+        '    $display("TEST FAILED");\n    $finish;\n  end\nendmodule\n'
+    )
+    out = cli(
+        "score",
+        "--design",
+        str(tmp_path / "vdut.sv"),
+        "--testbench",
+        str(tmp_path / "vtb.sv"),
+        "--dut-instance",
+        "dut",
+        "--simulator",
+        "verilator",
+        cache=shared_cache_dir,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     section = out.stdout.split("testbench verdict (lines of the log):\n", 1)[1].split("reward:", 1)[0]
     lines = section.splitlines()

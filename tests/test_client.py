@@ -10,19 +10,25 @@ import json
 import time
 
 import pytest
-
 from conftest import REPO, free_port, live_server
+from test_api import BROKEN_TB, COUNTER, HANG_TB, QUICK_TB, SLOW_TB, counter_request
+
 from reward_service.api import create_app
 from reward_service.client import (
-    AsyncRewardClient, InfrastructureFailure, InvalidRequest, RequestFailed, RewardClient, ScoreTimeout,
-    ServiceUnavailable, chunks,
+    AsyncRewardClient,
+    InfrastructureFailure,
+    InvalidRequest,
+    RequestFailed,
+    RewardClient,
+    ScoreTimeout,
+    ServiceUnavailable,
+    chunks,
 )
 from reward_service.dispatch.local import LocalDispatcher
 from reward_service.engine import Engine
 from reward_service.models import Status
 from reward_service.sandbox import BwrapSandbox
 from reward_service.settings import Settings
-from test_api import BROKEN_TB, COUNTER, HANG_TB, QUICK_TB, SLOW_TB, counter_request
 
 NO_CODE = {"kind": "completion", "text": "I would toggle the clock and watch q."}
 ATTN_JSONL = REPO / "examples" / "cvdp" / "attenuator.jsonl"
@@ -42,10 +48,19 @@ class Scripted:
             self.hits[scope["path"]] = self.hits.get(scope["path"], 0) + 1
             if self.script and scope["path"].startswith(self.path):
                 status, headers = self.script.pop(0)
-                await send({"type": "http.response.start", "status": status,
-                            "headers": [(b"content-type", b"application/json"),
-                                        *[(k.lower().encode(), v.encode()) for k, v in headers.items()]]})
-                await send({"type": "http.response.body", "body": json.dumps({"detail": f"scripted {status}"}).encode()})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            *[(k.lower().encode(), v.encode()) for k, v in headers.items()],
+                        ],
+                    }
+                )
+                await send(
+                    {"type": "http.response.body", "body": json.dumps({"detail": f"scripted {status}"}).encode()}
+                )
                 return
         await self.app(scope, receive, send)
 
@@ -103,6 +118,7 @@ def test_connection_refused_is_service_unavailable_after_every_attempt():
     async def run():
         async with AsyncRewardClient(url, max_retries=1, backoff_s=0.01) as client:
             return await client.score_batch([counter_request()])
+
     with pytest.raises(ServiceUnavailable) as info:
         asyncio.run(run())
     assert info.value.attempts == 2
@@ -153,12 +169,12 @@ def test_202_is_followed_by_polling_the_job_and_timeout(scripted):
 
 
 BATCH = [
-    counter_request(),                                   # ok, "quick q="
-    counter_request(BROKEN_TB),                          # compile_error
-    {**counter_request(), "stimulus": NO_CODE},          # invalid_input
-    counter_request(SLOW_TB),                            # ok, "done q="
-    counter_request(HANG_TB, limits={"run_s": 1}),       # timeout
-    counter_request(seed=3),                             # ok
+    counter_request(),  # ok, "quick q="
+    counter_request(BROKEN_TB),  # compile_error
+    {**counter_request(), "stimulus": NO_CODE},  # invalid_input
+    counter_request(SLOW_TB),  # ok, "done q="
+    counter_request(HANG_TB, limits={"run_s": 1}),  # timeout
+    counter_request(seed=3),  # ok
 ]
 GROUPS = ["g1", "g2", "g1", None, "g2", "g1"]
 STATUSES = ["ok", "compile_error", "invalid_input", "ok", "timeout", "ok"]
@@ -168,7 +184,9 @@ def test_batch_results_in_request_order_across_chunks(scripted):
     _, url = scripted
     progress: list[tuple[int, int]] = []
     with RewardClient(url) as client:
-        results = client.score_batch(BATCH, groups=GROUPS, chunk_size=2, on_progress=lambda d, n: progress.append((d, n)))
+        results = client.score_batch(
+            BATCH, groups=GROUPS, chunk_size=2, on_progress=lambda d, n: progress.append((d, n))
+        )
     assert [r.status for r in results] == STATUSES
     assert "quick q=" in results[0].log and "done q=" in results[3].log
     assert [r.reward for r in results[1:3]] == [0.0, 0.0] and results[4].reward == 0.0
@@ -186,9 +204,11 @@ def test_async_client_gives_the_same_results(scripted):
 
     async def run():
         async with AsyncRewardClient(url) as client:
-            batch, one = await asyncio.gather(client.score_batch(BATCH, groups=GROUPS),
-                                              client.score(counter_request(SLOW_TB), wait=0))
+            batch, one = await asyncio.gather(
+                client.score_batch(BATCH, groups=GROUPS), client.score(counter_request(SLOW_TB), wait=0)
+            )
             return batch, one, await client.health()
+
     async_batch, async_one, healthy = asyncio.run(run())
     assert healthy
     assert [comparable(r) for r in async_batch] == [comparable(r) for r in sync_batch]
@@ -231,14 +251,21 @@ def test_sandbox_error_is_a_result_never_zero(broken_sandbox):
 # -- problems -----------------------------------------------------------------------------------
 def test_problem_calls(scripted):
     _, url = scripted
-    problem = {"id": "client-ctr", "design": {"files": {"ctr.v": COUNTER}}, "dut_instance": "uut", "simulator": "icarus"}
+    problem = {
+        "id": "client-ctr",
+        "design": {"files": {"ctr.v": COUNTER}},
+        "dut_instance": "uut",
+        "simulator": "icarus",
+    }
     with RewardClient(url) as client:
         stored = client.register_problem(problem)
         assert stored.design.toplevel == "ctr" and stored.simulator == "icarus"
         assert client.get_problem("client-ctr").dut_instance == "uut"
         assert any(p["id"] == "client-ctr" for p in client.list_problems())
         # a problem_id request keeps the problem's simulator (the client sends only the fields set)
-        result = client.score({"problem_id": "client-ctr", "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": BATCH_TB}}})
+        result = client.score(
+            {"problem_id": "client-ctr", "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": BATCH_TB}}}
+        )
         assert result.status == Status.ok and result.engine == "icarus"
         client.delete_problem("client-ctr")
         with pytest.raises(RequestFailed) as info:
@@ -266,8 +293,9 @@ def cached_service(tmp_path_factory):
     """The embedded service with the result cache on and its default bounds; the VARIANTS
     requests simulated once each (their single-call results are the expected values), so a
     step of thousands of samples of them is cheap (cache hits) and still checkable in order."""
-    app = create_app(settings=Settings(cache_dir=tmp_path_factory.mktemp("rs-cache"), score_workers=2,
-                                       warm_on_register=False))
+    app = create_app(
+        settings=Settings(cache_dir=tmp_path_factory.mktemp("rs-cache"), score_workers=2, warm_on_register=False)
+    )
     with live_server(app) as url, RewardClient(url) as client:
         expected = [client.score(counter_request(variant_tb(k)), wait=60) for k in range(VARIANTS)]
         yield url, expected
@@ -290,8 +318,11 @@ def test_a_codev_scale_step_all_comes_back_in_order(cached_service, n):
 @pytest.fixture(scope="module")
 def small_queue(tmp_path_factory):
     """An embedded service whose queue holds 300 jobs (less than max_batch)."""
-    app = create_app(settings=Settings(cache_dir=tmp_path_factory.mktemp("rs-cache"), score_workers=2,
-                                       warm_on_register=False, max_queue=300))
+    app = create_app(
+        settings=Settings(
+            cache_dir=tmp_path_factory.mktemp("rs-cache"), score_workers=2, warm_on_register=False, max_queue=300
+        )
+    )
     with live_server(app) as url:
         yield url
 
@@ -310,7 +341,6 @@ def test_a_batch_over_the_queue_bound_is_413_and_the_client_sizes_its_chunks(sma
         expected = [client.score(counter_request(variant_tb(k)), wait=60) for k in range(3)]
         results = client.score_batch([counter_request(variant_tb(i % 3)) for i in range(700)], timeout=600)
     assert [comparable(r) for r in results] == [comparable(expected[i % 3]) for i in range(700)]
-
 
 
 def test_a_job_the_service_lost_is_resubmitted_and_said_so(shared_cache_dir, caplog):

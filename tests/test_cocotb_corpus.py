@@ -18,8 +18,8 @@ import json
 import posixpath
 
 import pytest
-
 from conftest import SHARED_CASES
+
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.cocotb_runtime import COCOTB_19, COCOTB_21, detect
 
@@ -42,16 +42,17 @@ COMPAT_1X = sorted(i for i, r in ROWS.items() if r["expected_icarus"]["needs_coc
 #: ``GPI_LOGIC...``), a no-op on 2.x, so ``shift_dir`` stays X and the first PISO read of
 #: ``serial_out`` is X unless the random data's MSB equals its LSB. ``auto`` runs it on 1.9.
 FAILS_ON_21_SEED0 = {
-    "cvdp_agentic_universal_shift_reg_0001__rtl_from__cvdp_agentic_universal_shift_reg_0003":
-        ("test_universal_shift_register", "Cannot convert Logic('X') to int"),
+    "cvdp_agentic_universal_shift_reg_0001__rtl_from__cvdp_agentic_universal_shift_reg_0003": (
+        "test_universal_shift_register",
+        "Cannot convert Logic('X') to int",
+    ),
 }
 #: Passes on neither runtime: it indexes an unpacked array the 2.x way (``Array`` indexed by
 #: the HDL range, which Icarus reports as [1:0] for ``x[2]``) *and* calls ``.to_unsigned()`` on a
 #: 1-bit value (a ``Logic`` on 2.x, which has no such method).
 NO_RUNTIME = {
-    "cvdp_agentic_phase_rotation_0028__rtl_from__cvdp_agentic_phase_rotation_0031":
-        "indexes conj_proc_seq the cocotb 2.x way and calls Logic.to_unsigned() (on 2.1: "
-        "AttributeError; on 1.9: list order differs, AssertionError)",
+    "cvdp_agentic_phase_rotation_0028__rtl_from__cvdp_agentic_phase_rotation_0031": "indexes conj_proc_seq the cocotb 2.x way and calls Logic.to_unsigned() (on 2.1: "
+    "AttributeError; on 1.9: list order differs, AssertionError)",
 }
 
 
@@ -59,8 +60,12 @@ def request(row: dict, runtime: str = "auto", simulator: str = "icarus") -> dict
     assert len(row["test_modules"]) == 1
     return {
         "design": {"files": {p: row["rtl"][p] for p in row["rtl_sources_order"]}, "toplevel": row["toplevel"]},
-        "stimulus": {"kind": "cocotb", "test_module": row["test_modules"][0], "runtime": runtime,
-                     "files": {posixpath.basename(p): text for p, text in row["tests"].items()}},
+        "stimulus": {
+            "kind": "cocotb",
+            "test_module": row["test_modules"][0],
+            "runtime": runtime,
+            "files": {posixpath.basename(p): text for p, text in row["tests"].items()},
+        },
         "simulator": simulator,
         "limits": {"run_s": 120, "compile_s": 300},
     }
@@ -104,7 +109,9 @@ def test_detect_idioms():
     assert detect({"t.py": "x = dut.a.value.integer\n"}).runtime == COCOTB_19
     assert detect({"t.py": "cocotb.fork(clk.start())\n"}).runtime == COCOTB_19
     # a 1.x idiom in a comment is no evidence; .to_unsigned() works on both runtimes
-    assert detect({"t.py": "# from cocotb.runner import get_runner\nx = dut.a.value.to_unsigned()\n"}).runtime == COCOTB_21
+    assert (
+        detect({"t.py": "# from cocotb.runner import get_runner\nx = dut.a.value.to_unsigned()\n"}).runtime == COCOTB_21
+    )
     # a 2.x-only idiom keeps the stimulus on 2.1
     mixed = detect({"t.py": "await Timer(1, units='ns')\nfrom cocotb_tools.runner import get_runner\n"})
     assert mixed.runtime == COCOTB_21 and mixed.idioms_2x == ["cocotb_tools"], mixed
@@ -127,8 +134,11 @@ def test_cocotb21_item_passes_on_icarus(engine, item_id, runtime):
         assert message in (result.tests[0].message or ""), outcome(result)
         return
     assert_all_pass(result, row)
-    picked = COCOTB_21 if runtime == COCOTB_21 else detect(
-        {posixpath.basename(p): t for p, t in row["tests"].items()}).runtime
+    picked = (
+        COCOTB_21
+        if runtime == COCOTB_21
+        else detect({posixpath.basename(p): t for p, t in row["tests"].items()}).runtime
+    )
     assert ("ran on cocotb 1.9" in result.message) == (picked == COCOTB_19), result.message
 
 
@@ -137,9 +147,13 @@ def test_cocotb21_item_passes_on_icarus(engine, item_id, runtime):
 
 
 @pytest.mark.parametrize("runtime", ["auto", COCOTB_19])
-@pytest.mark.parametrize("item_id", [
-    pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=NO_RUNTIME[i])) if i in NO_RUNTIME else i
-    for i in COMPAT_1X])
+@pytest.mark.parametrize(
+    "item_id",
+    [
+        pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=NO_RUNTIME[i])) if i in NO_RUNTIME else i
+        for i in COMPAT_1X
+    ],
+)
 def test_cocotb1x_item_passes_on_cocotb19(engine, item_id, runtime):
     row = ROWS[item_id]
     result = engine.score(request(row, runtime=runtime))
@@ -194,29 +208,50 @@ def test_cocotb19_is_icarus_only(engine):
 # 2.1 (``auto`` notes that the 1.9 runtime is Icarus only).
 
 VERILATOR = {
-    "cvdp_agentic_alu_0003": (
-        3, 0, {"line": (16, 16), "toggle": (262, 264)}),
+    "cvdp_agentic_alu_0003": (3, 0, {"line": (16, 16), "toggle": (262, 264)}),
     "cvdp_agentic_helmholtz_0001": (
-        1, 0, {"line": (17, 19), "branch": (16, 18), "toggle": (710, 1088), "expr": (2, 2)}),
+        1,
+        0,
+        {"line": (17, 19), "branch": (16, 18), "toggle": (710, 1088), "expr": (2, 2)},
+    ),
     "cvdp_agentic_inv_manchester_codec_0005": (
-        5, 0, {"line": (12, 13), "branch": (2, 2), "toggle": (204, 204), "expr": (4, 6)}),
+        5,
+        0,
+        {"line": (12, 13), "branch": (2, 2), "toggle": (204, 204), "expr": (4, 6)},
+    ),
     "cvdp_agentic_jpeg_runlength_enc_0001__rtl_from__cvdp_agentic_jpeg_runlength_enc_0003": (
-        7, 0, {"line": (34, 37), "branch": (29, 36), "toggle": (540, 540), "expr": (58, 59)}),
+        7,
+        0,
+        {"line": (34, 37), "branch": (29, 36), "toggle": (540, 540), "expr": (58, 59)},
+    ),
     # Fails 5 of 7 tests on Verilator (passes on Icarus), as the corpus README says.
     "cvdp_agentic_rgb_color_space_conversion_0001__rtl_from__cvdp_agentic_rgb_color_space_conversion_0005": (
-        7, 5, {"line": (17, 20), "branch": (38, 42), "toggle": (974, 1810), "expr": (0, 6)}),
-    "cvdp_copilot_64b66b_encoder_0018": (
-        7, 0, {"line": (2, 2), "branch": (6, 8), "toggle": (394, 412)}),
+        7,
+        5,
+        {"line": (17, 20), "branch": (38, 42), "toggle": (974, 1810), "expr": (0, 6)},
+    ),
+    "cvdp_copilot_64b66b_encoder_0018": (7, 0, {"line": (2, 2), "branch": (6, 8), "toggle": (394, 412)}),
     "cvdp_copilot_cdc_pulse_synchronizer_0022": (
-        8, 0, {"line": (6, 6), "branch": (4, 4), "toggle": (18, 18), "expr": (4, 6)}),
+        8,
+        0,
+        {"line": (6, 6), "branch": (4, 4), "toggle": (18, 18), "expr": (4, 6)},
+    ),
     "cvdp_copilot_decoder_8b10b_0023": (
-        7, 0, {"line": (18, 20), "branch": (8, 8), "toggle": (204, 204), "expr": (249, 255)}),
+        7,
+        0,
+        {"line": (18, 20), "branch": (8, 8), "toggle": (204, 204), "expr": (249, 255)},
+    ),
     "cvdp_copilot_dot_product_0014": (
-        12, 0, {"line": (13, 14), "branch": (31, 32), "toggle": (729, 744), "expr": (29, 29)}),
-    "cvdp_copilot_gcd_0033": (
-        2, 0, {"line": (25, 27), "branch": (18, 18), "toggle": (116, 116), "expr": (13, 13)}),
+        12,
+        0,
+        {"line": (13, 14), "branch": (31, 32), "toggle": (729, 744), "expr": (29, 29)},
+    ),
+    "cvdp_copilot_gcd_0033": (2, 0, {"line": (25, 27), "branch": (18, 18), "toggle": (116, 116), "expr": (13, 13)}),
     "cvdp_copilot_ir_receiver_0013": (
-        5, 0, {"line": (41, 48), "branch": (36, 38), "toggle": (106, 124), "expr": (12, 13)}),
+        5,
+        0,
+        {"line": (41, 48), "branch": (36, 38), "toggle": (106, 124), "expr": (12, 13)},
+    ),
 }
 
 
@@ -239,7 +274,7 @@ def test_verilator_item_coverage(engine, item_id):
 
 from test_cocotb_flow import FCOV_DUT as FCOV19_DUT  # noqa: E402  (the same DUT on both runtimes)
 
-FCOV19_TEST = '''
+FCOV19_TEST = """
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer
@@ -264,18 +299,21 @@ async def drive(dut):
         sample(s, dut.q.value.integer)
     await Timer(%d, units="ns")
     assert %s, "deliberate failure"
-'''
+"""
 
 
 @pytest.mark.parametrize("ending", ["pass", "fail", "hdl_finish"])
 def test_cocotb19_functional_coverage_and_endings(engine, ending):
     early = "initial #100 $finish;" if ending == "hdl_finish" else ""
     test = FCOV19_TEST % (1000 if ending == "hdl_finish" else 10, "False" if ending == "fail" else "True")
-    result = engine.score({
-        "design": {"files": {"dut.sv": FCOV19_DUT % early}, "toplevel": "dut"},
-        "stimulus": {"kind": "cocotb", "test_module": "test_fcov", "files": {"test_fcov.py": test}},
-        "simulator": "icarus", "coverage": {"metrics": ["functional"]},
-    })
+    result = engine.score(
+        {
+            "design": {"files": {"dut.sv": FCOV19_DUT % early}, "toplevel": "dut"},
+            "stimulus": {"kind": "cocotb", "test_module": "test_fcov", "files": {"test_fcov.py": test}},
+            "simulator": "icarus",
+            "coverage": {"metrics": ["functional"]},
+        }
+    )
     assert result.status == "ok", outcome(result)
     assert "auto picked cocotb 1.9 (cocotb 1.x idioms: .integer, units=)" in result.message
     assert [t.passed for t in result.tests] == [ending == "pass"], outcome(result)

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import ADVERSARIAL
 
 COUNTER = (ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()
-TEST = '''import os, cocotb
+TEST = """import os, cocotb
 from cocotb.triggers import Timer
 
 @cocotb.test()
 async def knob(dut):
     await Timer(1, unit="ns")
     assert os.environ["SELECTION"] == "reset init_ready", os.environ.get("SELECTION")
-'''
+"""
 
 
 def _req(env: dict) -> dict:
-    return {"design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
-            "stimulus": {"kind": "cocotb", "files": {"test_knob.py": TEST}, "test_module": "test_knob", "env": env},
-            "simulator": "icarus"}
+    return {
+        "design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
+        "stimulus": {"kind": "cocotb", "files": {"test_knob.py": TEST}, "test_module": "test_knob", "env": env},
+        "simulator": "icarus",
+    }
 
 
 def test_env_reaches_the_test(engine):

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
+
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
 from reward_service.models import Limits
 from reward_service.sandbox import BwrapSandbox
@@ -26,14 +26,29 @@ SIMS = ["icarus", pytest.param("verilator", marks=pytest.mark.slow)]
 METRICS = ["line", "branch", "toggle", "expr"]
 
 
-def make_job(root: Path, design: dict[str, str], stimulus: dict[str, str], toplevel: str,
-             test_module: str, cache_dir: Path, **limits) -> Job:
+def make_job(
+    root: Path,
+    design: dict[str, str],
+    stimulus: dict[str, str],
+    toplevel: str,
+    test_module: str,
+    cache_dir: Path,
+    **limits,
+) -> Job:
     (root / "src").mkdir(parents=True)
     for name, text in {**design, **stimulus}.items():
         (root / "src" / name).write_text(text)
-    return Job(root=root, design_files=list(design), stimulus_files=list(stimulus),
-               limits=Limits(**limits), sandbox=BwrapSandbox(), cache_dir=cache_dir,
-               toplevel=toplevel, test_module=test_module, seed=1)
+    return Job(
+        root=root,
+        design_files=list(design),
+        stimulus_files=list(stimulus),
+        limits=Limits(**limits),
+        sandbox=BwrapSandbox(),
+        cache_dir=cache_dir,
+        toplevel=toplevel,
+        test_module=test_module,
+        seed=1,
+    )
 
 
 def cvdp_job(root: Path, problem_id: str, cache_dir: Path) -> tuple[Job, dict]:
@@ -42,8 +57,7 @@ def cvdp_job(root: Path, problem_id: str, cache_dir: Path) -> tuple[Job, dict]:
     stimulus = {cocotb["file"]: (STIMULUS / problem_id / cocotb["file"]).read_text()}
     design = rtl_files(cid012_rows()[problem_id])
     assert set(design) == set(expected["rtl_files"])
-    return make_job(root, design, stimulus, cocotb["hdl_toplevel"], cocotb["test_module"],
-                    cache_dir), expected
+    return make_job(root, design, stimulus, cocotb["hdl_toplevel"], cocotb["test_module"], cache_dir), expected
 
 
 def run_cocotb(job: Job, simulator: str) -> SimRun:
@@ -111,8 +125,9 @@ def test_verilator_cvdp_coverage_matches_expected(tmp_path, shared_cache_dir, pr
 @pytest.mark.slow
 def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
     """The simulation step (untrusted Python) cannot modify the cached model."""
-    design = {"dut.sv": "module dut(input logic clk, output logic q);\n"
-                        "  always_ff @(posedge clk) q <= ~q;\nendmodule\n"}
+    design = {
+        "dut.sv": "module dut(input logic clk, output logic q);\n  always_ff @(posedge clk) q <= ~q;\nendmodule\n"
+    }
     test = (
         "import os, cocotb\nfrom cocotb.triggers import Timer\n\n"
         "@cocotb.test()\nasync def tamper(dut):\n"
@@ -125,8 +140,7 @@ def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
         "        raise AssertionError(f'wrote {path}')\n"
         "    await Timer(1, unit='ns')\n"
     )
-    job = make_job(tmp_path / "job", design, {"test_tamper.py": test}, "dut", "test_tamper",
-                   shared_cache_dir)
+    job = make_job(tmp_path / "job", design, {"test_tamper.py": test}, "dut", "test_tamper", shared_cache_dir)
     out = run_cocotb(job, "verilator")
     tests = parse_results_xml(out.results_xml)
     assert [t.passed for t in tests] == [True], (tests, log_of(out))
@@ -139,12 +153,17 @@ def test_concurrent_samples_build_the_model_once(tmp_path, shared_cache_dir):
     import uuid
     from concurrent.futures import ThreadPoolExecutor
 
-    design = {"dut.sv": f"// {uuid.uuid4()}\nmodule dut(input logic clk, output logic q);\n"
-                        "  always_ff @(posedge clk) q <= ~q;\nendmodule\n"}
-    test = ("import cocotb\nfrom cocotb.triggers import Timer\n\n"
-            "@cocotb.test()\nasync def t(dut):\n    await Timer(1, unit='ns')\n")
-    jobs = [make_job(tmp_path / f"job{i}", design, {"test_c.py": test}, "dut", "test_c",
-                     shared_cache_dir) for i in range(3)]
+    design = {
+        "dut.sv": f"// {uuid.uuid4()}\nmodule dut(input logic clk, output logic q);\n"
+        "  always_ff @(posedge clk) q <= ~q;\nendmodule\n"
+    }
+    test = (
+        "import cocotb\nfrom cocotb.triggers import Timer\n\n"
+        "@cocotb.test()\nasync def t(dut):\n    await Timer(1, unit='ns')\n"
+    )
+    jobs = [
+        make_job(tmp_path / f"job{i}", design, {"test_c.py": test}, "dut", "test_c", shared_cache_dir) for i in range(3)
+    ]
     with ThreadPoolExecutor(3) as pool:
         outs = list(pool.map(lambda j: run_cocotb(j, "verilator"), jobs))
     assert all(o.results_xml is not None for o in outs), [log_of(o) for o in outs]
@@ -158,9 +177,15 @@ def test_concurrent_samples_build_the_model_once(tmp_path, shared_cache_dir):
 @pytest.mark.parametrize("simulator", SIMS)
 def test_hdl_finish_while_awaiting_fails_not_hangs(tmp_path, shared_cache_dir, simulator):
     case = ADVERSARIAL / "20-cocotb-hdl-finish-while-awaiting"
-    job = make_job(tmp_path / "job", {"dut.sv": (case / "dut.sv").read_text()},
-                   {"test_dut.py": (case / "test_dut.py").read_text()}, "dut", "test_dut",
-                   shared_cache_dir, run_s=20)
+    job = make_job(
+        tmp_path / "job",
+        {"dut.sv": (case / "dut.sv").read_text()},
+        {"test_dut.py": (case / "test_dut.py").read_text()},
+        "dut",
+        "test_dut",
+        shared_cache_dir,
+        run_s=20,
+    )
     out = run_cocotb(job, simulator)
     assert not out.build_failed, log_of(out)
     assert not out.run.timed_out and out.run.duration_ms < 15_000
@@ -186,7 +211,7 @@ module dut(input logic clk, input logic [1:0] sel, output logic [3:0] q);
 endmodule
 """
 
-FCOV_TEST = '''
+FCOV_TEST = """
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, Timer
@@ -211,7 +236,7 @@ async def drive(dut):
         sample(s, int(dut.q.value))
     await Timer(%d, unit="ns")
     assert %s, "deliberate failure"
-'''
+"""
 
 
 @pytest.mark.parametrize("simulator", SIMS)
@@ -219,8 +244,9 @@ async def drive(dut):
 def test_functional_coverage_is_exported(tmp_path, shared_cache_dir, simulator, ending):
     early = "initial #100 $finish;" if ending == "hdl_finish" else ""
     test = FCOV_TEST % (1000 if ending == "hdl_finish" else 10, "False" if ending == "fail" else "True")
-    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % early}, {"test_fcov.py": test},
-                   "dut", "test_fcov", shared_cache_dir)
+    job = make_job(
+        tmp_path / "job", {"dut.sv": FCOV_DUT % early}, {"test_fcov.py": test}, "dut", "test_fcov", shared_cache_dir
+    )
     out = run_cocotb(job, simulator)
     tests = parse_results_xml(out.results_xml)
     assert [t.passed for t in tests] == [ending == "pass"], (tests, log_of(out))
@@ -246,8 +272,14 @@ def test_no_functional_file_without_cocotb_coverage(tmp_path, shared_cache_dir):
 
 
 def test_icarus_build_error_is_reported(tmp_path, shared_cache_dir):
-    job = make_job(tmp_path / "job", {"dut.sv": "module dut(input clk);\n  wire x = ;\nendmodule\n"},
-                   {"test_x.py": "import cocotb\n"}, "dut", "test_x", shared_cache_dir)
+    job = make_job(
+        tmp_path / "job",
+        {"dut.sv": "module dut(input clk);\n  wire x = ;\nendmodule\n"},
+        {"test_x.py": "import cocotb\n"},
+        "dut",
+        "test_x",
+        shared_cache_dir,
+    )
     out = run_cocotb(job, "icarus")
     assert out.build_failed and out.run is None
     assert "dut.sv:2" in out.build.output and "syntax error" in out.build.output
@@ -256,8 +288,7 @@ def test_icarus_build_error_is_reported(tmp_path, shared_cache_dir):
 @pytest.mark.slow
 def test_verilator_build_error_is_reported_and_not_cached(tmp_path, shared_cache_dir):
     design = {"bad.sv": "module dut(input logic clk);\n  assign y = undeclared_thing +;\nendmodule\n"}
-    job = make_job(tmp_path / "job", design, {"test_x.py": "import cocotb\n"}, "dut", "test_x",
-                   shared_cache_dir)
+    job = make_job(tmp_path / "job", design, {"test_x.py": "import cocotb\n"}, "dut", "test_x", shared_cache_dir)
     out = run_cocotb(job, "verilator")
     assert out.build_failed and out.run is None and not out.build_cached
     assert "bad.sv:2" in out.build.output
@@ -267,10 +298,16 @@ def test_verilator_build_error_is_reported_and_not_cached(tmp_path, shared_cache
 
 
 def test_run_timeout_is_reported(tmp_path, shared_cache_dir):
-    test = ("import cocotb, time\n\n@cocotb.test()\nasync def spin(dut):\n"
-            "    while True:\n        time.sleep(0.1)\n")
-    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % ""}, {"test_spin.py": test}, "dut",
-                   "test_spin", shared_cache_dir, run_s=3)
+    test = "import cocotb, time\n\n@cocotb.test()\nasync def spin(dut):\n    while True:\n        time.sleep(0.1)\n"
+    job = make_job(
+        tmp_path / "job",
+        {"dut.sv": FCOV_DUT % ""},
+        {"test_spin.py": test},
+        "dut",
+        "test_spin",
+        shared_cache_dir,
+        run_s=3,
+    )
     out = run_cocotb(job, "icarus")
     assert out.run.timed_out and out.ended_by == "timeout"
     assert out.run.duration_ms < 10_000
@@ -278,11 +315,19 @@ def test_run_timeout_is_reported(tmp_path, shared_cache_dir):
 
 def test_helper_modules_are_importable(tmp_path, shared_cache_dir):
     helper = "VALUE = 3\n"
-    test = ("import cocotb\nfrom cocotb.triggers import Timer\nimport my_helpers\n\n"
-            "@cocotb.test()\nasync def uses_helper(dut):\n    assert my_helpers.VALUE == 3\n"
-            "    await Timer(1, unit='ns')\n")
-    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % ""},
-                   {"test_h.py": test, "my_helpers.py": helper}, "dut", "test_h", shared_cache_dir)
+    test = (
+        "import cocotb\nfrom cocotb.triggers import Timer\nimport my_helpers\n\n"
+        "@cocotb.test()\nasync def uses_helper(dut):\n    assert my_helpers.VALUE == 3\n"
+        "    await Timer(1, unit='ns')\n"
+    )
+    job = make_job(
+        tmp_path / "job",
+        {"dut.sv": FCOV_DUT % ""},
+        {"test_h.py": test, "my_helpers.py": helper},
+        "dut",
+        "test_h",
+        shared_cache_dir,
+    )
     out = run_cocotb(job, "icarus")
     assert [t.passed for t in parse_results_xml(out.results_xml)] == [True], log_of(out)
 
@@ -301,9 +346,14 @@ def _snapshot(path: Path) -> tuple | None:
 def test_escape_writes_nothing_outside_run_dir(tmp_path, shared_cache_dir, simulator):
     case = ADVERSARIAL / "18-sandbox-file-and-shell-escape"
     parent = tmp_path / "parent"
-    job = make_job(parent / "job", {"dut_stub.sv": (case / "dut_stub.sv").read_text()},
-                   {"test_escape.py": (case / "test_escape.py").read_text()}, "dut_stub",
-                   "test_escape", shared_cache_dir)
+    job = make_job(
+        parent / "job",
+        {"dut_stub.sv": (case / "dut_stub.sv").read_text()},
+        {"test_escape.py": (case / "test_escape.py").read_text()},
+        "dut_stub",
+        "test_escape",
+        shared_cache_dir,
+    )
     before_tmp = {p: _snapshot(p) for p in PROBES}
     out = run_cocotb(job, simulator)
     assert not out.build_failed, log_of(out)
@@ -335,10 +385,10 @@ def test_parse_results_xml(tmp_path):
         '<testcase name="boom" classname="test_m"><error>Traceback\nValueError: x</error></testcase>'
         '<testcase name="later" classname="test_m"><skipped message="not now"/></testcase>'
         '<testcase name="export" classname="rs_fcov_export"/>'
-        '</testsuite></testsuites>')
+        "</testsuite></testsuites>"
+    )
     tests = parse_results_xml(xml)
-    assert [(t.name, t.passed) for t in tests] == [
-        ("ok_test", True), ("bad", False), ("boom", False), ("later", True)]
+    assert [(t.name, t.passed) for t in tests] == [("ok_test", True), ("bad", False), ("boom", False), ("later", True)]
     assert tests[0].sim_time_ns == 85.0 and tests[0].message is None
     assert tests[1].message == "assert 1 == 2"
     assert tests[2].message == "ValueError: x"
@@ -367,12 +417,15 @@ def test_driver_is_standalone_and_reports_errors(tmp_path):
         assert "import reward_service" not in source.read_text()
         assert "from reward_service" not in source.read_text()
     status = tmp_path / "status.json"
-    spec = {"simulator": "no-such-sim", "hdl_toplevel": "x", "build_dir": str(tmp_path / "b"),
-            "status": str(status)}
-    proc = subprocess.run([sys.executable, str(driver), "build", json.dumps(spec)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    spec = {"simulator": "no-such-sim", "hdl_toplevel": "x", "build_dir": str(tmp_path / "b"), "status": str(status)}
+    proc = subprocess.run(
+        [sys.executable, str(driver), "build", json.dumps(spec)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 3
     assert json.loads(status.read_text())["ok"] is False
-    proc = subprocess.run([sys.executable, str(driver), "frobnicate", "{}"], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run([sys.executable, str(driver), "frobnicate", "{}"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3

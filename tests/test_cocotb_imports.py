@@ -15,7 +15,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 DUT = """module imp_acc(input clk, input rst, input [7:0] d, input v,
@@ -55,16 +54,26 @@ async def drive(dut):
 
 #: name -> (stimulus files, expected status, how the expected exception is computed)
 BROKEN = {
-    "missing_helper": ({"test_acc.py": DRIVES.format(imports="from acc_helpers import scoreboard", args="")},
-                       "runtime_error", "import"),
-    "missing_package": ({"test_acc.py": DRIVES.format(imports="import rs_no_such_package.bus", args="")},
-                        "runtime_error", "import"),
+    "missing_helper": (
+        {"test_acc.py": DRIVES.format(imports="from acc_helpers import scoreboard", args="")},
+        "runtime_error",
+        "import",
+    ),
+    "missing_package": (
+        {"test_acc.py": DRIVES.format(imports="import rs_no_such_package.bus", args="")},
+        "runtime_error",
+        "import",
+    ),
     # The SyntaxError is in a helper the test module imports: still the stimulus's compile error.
-    "syntax_error": ({"test_acc.py": DRIVES.format(imports="import acc_helpers", args=""),
-                      "acc_helpers.py": "def scoreboard(x)\n    return x\n"},
-                     "compile_error", "import"),
-    "zero_tests": ({"test_acc.py": "import cocotb\n\nasync def not_a_test(dut):\n    pass\n"},
-                   "runtime_error", None),
+    "syntax_error": (
+        {
+            "test_acc.py": DRIVES.format(imports="import acc_helpers", args=""),
+            "acc_helpers.py": "def scoreboard(x)\n    return x\n",
+        },
+        "compile_error",
+        "import",
+    ),
+    "zero_tests": ({"test_acc.py": "import cocotb\n\nasync def not_a_test(dut):\n    pass\n"}, "runtime_error", None),
     "all_skipped": ({"test_acc.py": DRIVES.format(imports="", args="skip=True")}, "runtime_error", None),
 }
 
@@ -79,18 +88,22 @@ def host_exception(files: dict[str, str], tmp_path: Path) -> str:
     where.mkdir()
     for name, text in files.items():
         (where / name).write_text(text)
-    code = ("try:\n    import test_acc\nexcept BaseException as exc:\n"
-            "    print(f'{type(exc).__name__}: {exc}')\nelse:\n    print('imported')")
+    code = (
+        "try:\n    import test_acc\nexcept BaseException as exc:\n"
+        "    print(f'{type(exc).__name__}: {exc}')\nelse:\n    print('imported')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=where, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() != "imported", proc
     return proc.stdout.strip()
 
 
-def request(files: dict[str, str], simulator: str = "icarus", engine: str | None = None,
-            runtime: str = "auto") -> dict:
-    req = {"design": {"files": {"imp_acc.v": DUT}, "toplevel": "imp_acc"},
-           "stimulus": {"kind": "cocotb", "files": files, "test_module": "test_acc", "runtime": runtime},
-           "simulator": simulator, "coverage": {"metrics": ["line", "toggle"]}}
+def request(files: dict[str, str], simulator: str = "icarus", engine: str | None = None, runtime: str = "auto") -> dict:
+    req = {
+        "design": {"files": {"imp_acc.v": DUT}, "toplevel": "imp_acc"},
+        "stimulus": {"kind": "cocotb", "files": files, "test_module": "test_acc", "runtime": runtime},
+        "simulator": simulator,
+        "coverage": {"metrics": ["line", "toggle"]},
+    }
     if engine:
         req["engine"] = engine
     return req
@@ -159,8 +172,10 @@ def test_an_import_error_of_the_test_is_its_own(engine, tmp_path, case):
     files = {"test_acc.py": DRIVES.format(imports=OWN_IMPORT_FAILURES[case], args="")}
     result = engine.score(request(files, engine="fast", runtime="cocotb-2.1"))
     assert result.status == "runtime_error" and result.reward == 0.0, result.message
-    assert result.message.split("; ran on cocotb")[0] == \
-        f"the cocotb test module could not be imported: {host_exception(files, tmp_path)}"
+    assert (
+        result.message.split("; ran on cocotb")[0]
+        == f"the cocotb test module could not be imported: {host_exception(files, tmp_path)}"
+    )
 
 
 def test_a_missing_shipped_package_is_our_fault(engine, tmp_path, monkeypatch):
@@ -174,8 +189,9 @@ def test_a_missing_shipped_package_is_our_fault(engine, tmp_path, monkeypatch):
     files = {"test_acc.py": DRIVES.format(imports="import rs_gone_pkg.bus", args="")}
     result = engine.score(request(files, engine="fast", runtime="cocotb-2.1"))
     assert result.status == "sandbox_error" and result.reward is None, result.message
-    assert result.message.startswith("the cocotb test module could not be imported: "
-                                     f"{host_exception(files, tmp_path)} (rs_gone_pkg is shipped")
+    assert result.message.startswith(
+        f"the cocotb test module could not be imported: {host_exception(files, tmp_path)} (rs_gone_pkg is shipped"
+    )
 
 
 def test_no_test_ran_is_cached_as_the_failure(tmp_path):
@@ -308,8 +324,11 @@ def docker_engine(shared_cache_dir):
     from reward_service.engine import Engine
     from reward_service.settings import Settings
 
-    return Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, sandbox="docker",
-                           docker_volume_prefix="reward-service-test"))
+    return Engine(
+        Settings(
+            cache_dir=shared_cache_dir, result_cache=False, sandbox="docker", docker_volume_prefix="reward-service-test"
+        )
+    )
 
 
 @pytest.mark.parametrize("runtime", ["cocotb-2.1", "cocotb-1.9"])
@@ -331,8 +350,11 @@ def _run_step(output: str, exit_code: int = 0, **flags):
     from reward_service.sandbox import ExecResult
     from reward_service.simulators.base import SimRun
 
-    out = SimRun(run=ExecResult(exit_code=exit_code, output=output, output_bytes=len(output),
-                                dropped_bytes=0, duration_ms=1.0, **flags))
+    out = SimRun(
+        run=ExecResult(
+            exit_code=exit_code, output=output, output_bytes=len(output), dropped_bytes=0, duration_ms=1.0, **flags
+        )
+    )
     out.ended_by = "exit"
     return out
 
@@ -342,21 +364,27 @@ def test_no_results_xml_without_a_record():
 
     log_text = "Traceback (most recent call last):\n  File x\nImportError: cannot import name 'Foo' from 'bar'\n"
     assert no_test_ran(_run_step(log_text), {"exit": 0}, {}, "cocotb-2.1", "test_acc") == (
-        "runtime_error", "the cocotb run wrote no results.xml, no test ran: "
-                         "ImportError: cannot import name 'Foo' from 'bar'")
+        "runtime_error",
+        "the cocotb run wrote no results.xml, no test ran: ImportError: cannot import name 'Foo' from 'bar'",
+    )
     # The runner failing around the simulator (driver exit 2/3) is our installation's fault.
-    status, message = no_test_ran(_run_step("", 2), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
-                                  "cocotb-2.1", "test_acc")
+    status, message = no_test_ran(
+        _run_step("", 2), {"exit": 2, "error": "runner exited: 'vvp'"}, {}, "cocotb-2.1", "test_acc"
+    )
     assert status == "sandbox_error" and message.endswith("runner exited: 'vvp'")
     # ... only when the driver's own exit says so: the status file alone can be the test's forgery
-    forged = no_test_ran(_run_step("bwrap: x\n", -9), {"exit": 2, "error": "runner exited: 'vvp'"}, {},
-                         "cocotb-2.1", "test_acc")
+    forged = no_test_ran(
+        _run_step("bwrap: x\n", -9), {"exit": 2, "error": "runner exited: 'vvp'"}, {}, "cocotb-2.1", "test_acc"
+    )
     assert forged[0] == "runtime_error", forged
-    assert no_test_ran(_run_step("bwrap: execvp x: No such file or directory\n", -9), {}, {},
-                       "cocotb-2.1", "test_acc")[0] == "runtime_error"
+    assert (
+        no_test_ran(_run_step("bwrap: execvp x: No such file or directory\n", -9), {}, {}, "cocotb-2.1", "test_acc")[0]
+        == "runtime_error"
+    )
     # bubblewrap could not start the driver (e.g. a venv the sandbox does not show): ours too.
-    status, message = no_test_ran(_run_step("bwrap: execvp /x/bin/python: No such file or directory\n", 1),
-                                  {}, {}, "cocotb-1.9", "test_acc")
+    status, message = no_test_ran(
+        _run_step("bwrap: execvp /x/bin/python: No such file or directory\n", 1), {}, {}, "cocotb-1.9", "test_acc"
+    )
     assert status == "sandbox_error" and message.endswith("bwrap: execvp /x/bin/python: No such file or directory")
     # Cut-short runs keep their own statuses (timeout, limits, crash by signal).
     crashed = _run_step("", exit_code=-11)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
+
 from reward_service.completion import ExtractionError, extract, extract_stimulus
 from reward_service.models import CocotbStimulus, SvTestbench
 
@@ -102,7 +102,7 @@ def test_bare_code_with_prose_around():
 
 def test_bare_code_multiple_modules_from_first_to_last_endmodule():
     code = (
-        "`include \"defs.svh\"\n"
+        '`include "defs.svh"\n'
         "`timescale 1ns/1ps\n\n"
         "module stim_gen(output logic [3:0] v);\n  initial v = 0;\nendmodule\n\n"
         "module tb;\n  logic [3:0] v;\n  stim_gen g(.v(v));\nendmodule : tb\n"
@@ -214,8 +214,10 @@ def lines(code: str) -> int:
 
 @pytest.mark.parametrize("design_modules", [GRAY_MODULES, None], ids=["design-known", "stub-heuristic"])
 def test_testbench_followed_by_echoed_stub(design_modules):
-    text = (f"Here is the testbench:\n\n```systemverilog\n{SMALL_TB}```\n\n"
-            f"It assumes the DUT interface:\n\n```verilog\n{GRAY_STUB}```\n")
+    text = (
+        f"Here is the testbench:\n\n```systemverilog\n{SMALL_TB}```\n\n"
+        f"It assumes the DUT interface:\n\n```verilog\n{GRAY_STUB}```\n"
+    )
     got = extract(text, design_modules=design_modules)
     assert sv_code(got.stimulus) == SMALL_TB
     assert got.block == f"code block 1 of 2 (```systemverilog, {lines(SMALL_TB)} lines)"
@@ -241,8 +243,10 @@ def test_of_two_testbenches_the_later_wins():
     """Documented rule: among blocks of the same role the LAST one is scored (the revised answer),
     whatever comes after it (here an echoed stub)."""
     revised = SMALL_TB.replace("repeat (16)", "repeat (32)")
-    text = (f"First attempt:\n```systemverilog\n{SMALL_TB}```\nRevised:\n```systemverilog\n{revised}```\n"
-            f"Interface:\n```systemverilog\n{GRAY_STUB}```\n```bash\niverilog -g2012 tb.sv\n```\n")
+    text = (
+        f"First attempt:\n```systemverilog\n{SMALL_TB}```\nRevised:\n```systemverilog\n{revised}```\n"
+        f"Interface:\n```systemverilog\n{GRAY_STUB}```\n```bash\niverilog -g2012 tb.sv\n```\n"
+    )
     got = extract(text, design_modules=GRAY_MODULES)
     assert sv_code(got.stimulus) == revised
     assert got.block == f"code block 2 of 4 (```systemverilog, {lines(revised)} lines)"
@@ -250,18 +254,25 @@ def test_of_two_testbenches_the_later_wins():
 
 
 def test_cocotb_test_with_echoed_dut():
-    for text in (f"```python\n{COCOTB_TEST}```\nThe DUT it drives:\n```verilog\n{GRAY_STUB}```\n",
-                 f"```verilog\n{GRAY_RESTATED}```\n```python\n{COCOTB_TEST}```\n"):
+    for text in (
+        f"```python\n{COCOTB_TEST}```\nThe DUT it drives:\n```verilog\n{GRAY_STUB}```\n",
+        f"```verilog\n{GRAY_RESTATED}```\n```python\n{COCOTB_TEST}```\n",
+    ):
         got = extract(text, toplevel="gray_to_binary", design_modules=GRAY_MODULES)
         assert isinstance(got.stimulus, CocotbStimulus)
         assert got.stimulus.files == {"test_stimulus.py": COCOTB_TEST}
         assert got.role == "a cocotb test"
-        assert got.skipped == (f"block {2 if text.startswith('```python') else 1} restates the DUT (module gray_to_binary)",)
+        assert got.skipped == (
+            f"block {2 if text.startswith('```python') else 1} restates the DUT (module gray_to_binary)",
+        )
 
 
 def test_only_the_dut_restated_is_no_stimulus():
-    with pytest.raises(ExtractionError, match=r"no code block holds a testbench: code block 1 of 1 "
-                                              r"\(```verilog, 5 lines\) restates the DUT \(module gray_to_binary\)"):
+    with pytest.raises(
+        ExtractionError,
+        match=r"no code block holds a testbench: code block 1 of 1 "
+        r"\(```verilog, 5 lines\) restates the DUT \(module gray_to_binary\)",
+    ):
         extract(f"```verilog\n{GRAY_STUB}```\n", design_modules=GRAY_MODULES)
 
 
@@ -281,16 +292,19 @@ def test_bare_code_is_named():
 def _interface_stub(rtl: str) -> str:
     """The DUT's header as a model echoes it back: ``module X (ports);`` + ``endmodule``."""
     start = rtl.index("module ")
-    return rtl[start:rtl.index(");", start) + 2] + "\nendmodule\n"
+    return rtl[start : rtl.index(");", start) + 2] + "\nendmodule\n"
 
 
 ATTENUATOR_STUB = _interface_stub(rtl_files(cid012_rows()[ATTENUATOR])["Attenuator.sv"])
 
 
 def _attenuator_request(text: str, simulator: str = "verilator") -> dict:
-    return {"design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
-            "stimulus": {"kind": "completion", "text": text}, "simulator": simulator,
-            "coverage": {"scope": "uut"}}
+    return {
+        "design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
+        "stimulus": {"kind": "completion", "text": text},
+        "simulator": simulator,
+        "coverage": {"scope": "uut"},
+    }
 
 
 @pytest.mark.slow
@@ -302,8 +316,10 @@ def test_end_to_end_testbench_plus_echoed_stub_scores_the_testbench(engine):
 
     good = (STIMULUS / ATTENUATOR / "good.sv").read_text()
     want = json.loads((STIMULUS / ATTENUATOR / "expected.json").read_text())["testbenches"]["good"]
-    text = (f"The testbench:\n\n```systemverilog\n{good}```\n\n"
-            f"It drives this interface:\n\n```systemverilog\n{ATTENUATOR_STUB}```\n")
+    text = (
+        f"The testbench:\n\n```systemverilog\n{good}```\n\n"
+        f"It drives this interface:\n\n```systemverilog\n{ATTENUATOR_STUB}```\n"
+    )
     result = engine.score(_attenuator_request(text))
     assert result.status == "ok", result.message
     got = {m: {"covered": c.covered, "total": c.total} for m, c in result.coverage.metrics.items()}
@@ -317,13 +333,18 @@ def test_end_to_end_testbench_plus_echoed_stub_scores_the_testbench(engine):
 def test_end_to_end_failure_names_the_block(engine):
     """A completion whose testbench uses another instance name: invalid_input, and the message
     says which block was checked (no simulation needed)."""
-    tb = "module tb;\n  reg clk, reset; reg [4:0] data; wire a, b, c;\n" \
-         "  Attenuator dut (.clk(clk), .reset(reset), .data(data), .ATTN_CLK(a), .ATTN_DATA(b), .ATTN_LE(c));\n" \
-         "  initial $finish;\nendmodule\n"
+    tb = (
+        "module tb;\n  reg clk, reset; reg [4:0] data; wire a, b, c;\n"
+        "  Attenuator dut (.clk(clk), .reset(reset), .data(data), .ATTN_CLK(a), .ATTN_DATA(b), .ATTN_LE(c));\n"
+        "  initial $finish;\nendmodule\n"
+    )
     result = engine.score(_attenuator_request(f"```verilog\n{tb}```\n```verilog\n{ATTENUATOR_STUB}```\n"))
     assert result.status == "invalid_input"
     assert "must instantiate the DUT as `uut`" in result.message
-    assert "(scored code block 1 of 2 (```verilog, 5 lines): the testbench (module tb; instantiates Attenuator)" in result.message
+    assert (
+        "(scored code block 1 of 2 (```verilog, 5 lines): the testbench (module tb; instantiates Attenuator)"
+        in result.message
+    )
     assert result.stimulus_block.startswith("code block 1 of 2 (```verilog, 5 lines)")
     only_stub = engine.score(_attenuator_request(f"```verilog\n{ATTENUATOR_STUB}```\n"))
     assert only_stub.status == "invalid_input" and "restates the DUT (module Attenuator)" in only_stub.message
@@ -338,8 +359,10 @@ def test_design_module_pasted_beside_the_testbench_is_left_out():
     assert got.dropped == ("gray_to_binary",)
     assert len(code.splitlines()) == len(block.rstrip().splitlines())
     assert code.endswith(SMALL_TB)
-    assert code.startswith("// gray_to_binary below is copied from the prompt\n"
-                           "// module gray_to_binary: left out, the design's own is simulated\n")
+    assert code.startswith(
+        "// gray_to_binary below is copied from the prompt\n"
+        "// module gray_to_binary: left out, the design's own is simulated\n"
+    )
     assert "always_comb" not in code
     assert got.notable and "its copy of the design's module gray_to_binary is left out" in got.description
     # without the design's module names nothing is left out
@@ -369,8 +392,10 @@ def test_end_to_end_dut_pasted_with_the_testbench(engine, simulator):
 
 
 def test_bare_testbench_with_the_dut_restated_around_it():
-    text = (f"The DUT:\n\n{GRAY_RESTATED}\nA testbench for it:\n\n{SMALL_TB}\n"
-            f"It assumes the interface\n\n{GRAY_STUB}\nas given.\n")
+    text = (
+        f"The DUT:\n\n{GRAY_RESTATED}\nA testbench for it:\n\n{SMALL_TB}\n"
+        f"It assumes the interface\n\n{GRAY_STUB}\nas given.\n"
+    )
     got = extract(text, design_modules=GRAY_MODULES)
     assert sv_code(got.stimulus) == SMALL_TB
     assert got.dropped == ()

@@ -18,10 +18,8 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
 
 DUT = """\
@@ -88,9 +86,27 @@ def bare_verilator(tmp_path_factory, shared_cache_dir) -> dict:
     if shutil.which("ccache"):
         env["OBJCACHE"] = "ccache"
     build = subprocess.run(
-        [sys.executable, "-m", "verilator", "--binary", "--timing", *BARE_COVERAGE_FLAGS, "-Wno-fatal",
-         "--top-module", "tb", "tb.sv", "dut.sv", "-j", "2"],
-        cwd=work, capture_output=True, text=True, timeout=600, env=env)
+        [
+            sys.executable,
+            "-m",
+            "verilator",
+            "--binary",
+            "--timing",
+            *BARE_COVERAGE_FLAGS,
+            "-Wno-fatal",
+            "--top-module",
+            "tb",
+            "tb.sv",
+            "dut.sv",
+            "-j",
+            "2",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     run = subprocess.run(["./obj_dir/Vtb"], cwd=work, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -101,8 +117,12 @@ def bare_verilator(tmp_path_factory, shared_cache_dir) -> dict:
             covered_total = per_metric.setdefault(keys["t"], [0, 0])
             covered_total[0] += count >= 1
             covered_total[1] += 1
-    return {"build_log": build.stdout + build.stderr, "run_log": run.stdout, "records": records,
-            "dut": {m: tuple(v) for m, v in per_metric.items()}}
+    return {
+        "build_log": build.stdout + build.stderr,
+        "run_log": run.stdout,
+        "records": records,
+        "dut": {m: tuple(v) for m, v in per_metric.items()},
+    }
 
 
 @pytest.mark.slow
@@ -125,16 +145,21 @@ def test_bare_verilator_ignores_covergroups(bare_verilator):
 def test_bare_icarus_rejects_covergroups(tmp_path):
     (tmp_path / "tb.sv").write_text(TB)
     (tmp_path / "dut.sv").write_text(DUT)
-    out = subprocess.run(["iverilog", "-g2012", "-o", "sim", "tb.sv", "dut.sv"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["iverilog", "-g2012", "-o", "sim", "tb.sv", "dut.sv"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode != 0
     assert "tb.sv:7: syntax error" in out.stdout + out.stderr
     assert not (tmp_path / "sim").exists()
 
 
 def _request(metrics: list[str], **extra) -> dict:
-    return {"design": {"files": {"dut.sv": DUT}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB}},
-            "coverage": {"scope": "dut", "metrics": metrics}, **extra}
+    return {
+        "design": {"files": {"dut.sv": DUT}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB}},
+        "coverage": {"scope": "dut", "metrics": metrics},
+        **extra,
+    }
 
 
 @pytest.mark.slow
@@ -167,8 +192,10 @@ def test_functional_only_on_verilator_never_says_use_verilator(engine):
 def test_icarus_compile_error_says_covergroups_are_unsupported(engine):
     result = engine.score(_request(["functional"], simulator="icarus"))
     assert result.status == "compile_error" and result.reward == 0.0
-    assert result.message.startswith("icarus rejected the design or stimulus: Icarus Verilog 11 does not "
-                                     "support covergroups, and the testbench declares cg, cg2 (tb.sv)")
+    assert result.message.startswith(
+        "icarus rejected the design or stimulus: Icarus Verilog 11 does not "
+        "support covergroups, and the testbench declares cg, cg2 (tb.sv)"
+    )
     assert "--simulator verilator" in result.message and "first error: tb.sv:7: syntax error" in result.message
 
 
@@ -180,18 +207,27 @@ def test_fast_engine_falls_back_and_names_covergroups(engine, bare_verilator):
     assert result.fallback.startswith("Icarus rejects the testbench: Icarus Verilog 11 does not support covergroups")
     assert "(use --engine verilator / engine=verilator, where they compile but are not measured)" in result.fallback
     assert result.coverage.metrics["functional"].reason.startswith(REASON)
-    assert (result.coverage.metrics["line"].covered, result.coverage.metrics["line"].total) == bare_verilator["dut"]["line"]
+    assert (result.coverage.metrics["line"].covered, result.coverage.metrics["line"].total) == bare_verilator["dut"][
+        "line"
+    ]
 
 
 def test_cocotb_without_bins_keeps_its_own_reason(engine):
     """A cocotb test that exports no cocotb-coverage bins (Icarus, ~1 s): the reason says so, and
     the note names what would measure it instead of telling the user to switch simulators."""
     pid = "cvdp_copilot_gray_to_binary_0014"
-    result = engine.score({
-        "design": {"files": rtl_files(cid012_rows()[pid]), "toplevel": "gray_to_binary"},
-        "stimulus": {"kind": "cocotb", "test_module": f"test_{pid}",
-                     "files": {f"test_{pid}.py": (STIMULUS / pid / f"test_{pid}.py").read_text()}},
-        "simulator": "icarus", "coverage": {"metrics": ["functional"]}})
+    result = engine.score(
+        {
+            "design": {"files": rtl_files(cid012_rows()[pid]), "toplevel": "gray_to_binary"},
+            "stimulus": {
+                "kind": "cocotb",
+                "test_module": f"test_{pid}",
+                "files": {f"test_{pid}.py": (STIMULUS / pid / f"test_{pid}.py").read_text()},
+            },
+            "simulator": "icarus",
+            "coverage": {"metrics": ["functional"]},
+        }
+    )
     assert result.status == "ok", result.message + result.log[-2000:]
     assert result.tests and all(t.passed for t in result.tests)
     reason = result.coverage.metrics["functional"].reason
@@ -201,16 +237,28 @@ def test_cocotb_without_bins_keeps_its_own_reason(engine):
 
 def test_hints_name_the_cli_flags(engine):
     """Hints that tell the user to switch simulator or engine name the CLI flags too (point 9)."""
-    plain = ("module tb;\n  logic clk = 0; logic [1:0] sel = 0; logic [3:0] y;\n  dut dut (.clk(clk), .sel(sel), .y(y));\n"
-             "  initial begin repeat (4) begin #5 clk = 1; #5 clk = 0; sel = sel + 1; end $finish; end\nendmodule\n")
-    icarus = engine.score(_request(["line"], simulator="icarus", stimulus={"kind": "sv_testbench", "files": {"tb.sv": plain}}))
+    plain = (
+        "module tb;\n  logic clk = 0; logic [1:0] sel = 0; logic [3:0] y;\n  dut dut (.clk(clk), .sel(sel), .y(y));\n"
+        "  initial begin repeat (4) begin #5 clk = 1; #5 clk = 0; sel = sel + 1; end $finish; end\nendmodule\n"
+    )
+    icarus = engine.score(
+        _request(["line"], simulator="icarus", stimulus={"kind": "sv_testbench", "files": {"tb.sv": plain}})
+    )
     assert icarus.status == "ok", icarus.message
     reason = icarus.coverage.metrics["line"].reason
     assert "--simulator verilator" in reason and "--engine fast" in reason
     assert "--simulator verilator" in icarus.message  # the "nothing measurable" note quotes it
-    old_cocotb = engine.score({
-        "design": {"files": {"dut.sv": DUT}, "toplevel": "dut"}, "simulator": "verilator",
-        "stimulus": {"kind": "cocotb", "test_module": "t", "runtime": "cocotb-1.9",
-                     "files": {"t.py": "import cocotb\n\n@cocotb.test()\nasync def t(dut):\n    pass\n"}}})
+    old_cocotb = engine.score(
+        {
+            "design": {"files": {"dut.sv": DUT}, "toplevel": "dut"},
+            "simulator": "verilator",
+            "stimulus": {
+                "kind": "cocotb",
+                "test_module": "t",
+                "runtime": "cocotb-1.9",
+                "files": {"t.py": "import cocotb\n\n@cocotb.test()\nasync def t(dut):\n    pass\n"},
+            },
+        }
+    )
     assert old_cocotb.status == "invalid_input"
     assert "--simulator icarus" in old_cocotb.message and "--engine fast" in old_cocotb.message

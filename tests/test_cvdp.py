@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import CID012, STIMULUS
+
 from reward_service.models import DEFAULT_METRICS, Completion, RewardSpec, ScoreRequest, SvTestbench
 from reward_service.problems import Problem, find_toplevel, load_problems
 
@@ -97,8 +97,10 @@ def test_find_toplevel_prefers_prompt_on_ties():
     with pytest.raises(ValueError, match="cannot tell"):
         find_toplevel(files, "Write a testbench.")
     # an instantiation (with parameters) rules a module out; comments do not count
-    files = {"top.sv": "module top; leaf #(.W(2)) u0 (.a(1)); endmodule\n// leaf x();\n",
-             "leaf.sv": "module leaf #(parameter W=1)(input a); /* top t(); */ endmodule\n"}
+    files = {
+        "top.sv": "module top; leaf #(.W(2)) u0 (.a(1)); endmodule\n// leaf x();\n",
+        "leaf.sv": "module leaf #(parameter W=1)(input a); /* top t(); */ endmodule\n",
+    }
     assert find_toplevel(files) == "top"
 
 

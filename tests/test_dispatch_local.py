@@ -16,8 +16,12 @@ class RaisingEngine:
 
 def test_engine_exception_becomes_sandbox_error_and_is_readable_again():
     d = LocalDispatcher(RaisingEngine(), workers=1)
-    req = ScoreRequest.model_validate({"design": {"files": {"a.sv": "module a; endmodule"}},
-                                       "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; endmodule"}}})
+    req = ScoreRequest.model_validate(
+        {
+            "design": {"files": {"a.sv": "module a; endmodule"}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; endmodule"}},
+        }
+    )
     job = d.submit(req)
     first = d.wait(job, 10)
     assert first.state == "done" and first.result.status == "sandbox_error" and first.result.reward is None
@@ -28,8 +32,12 @@ def test_engine_exception_becomes_sandbox_error_and_is_readable_again():
 
 
 def _request() -> ScoreRequest:
-    return ScoreRequest.model_validate({"design": {"files": {"a.sv": "module a; endmodule"}},
-                                        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; endmodule"}}})
+    return ScoreRequest.model_validate(
+        {
+            "design": {"files": {"a.sv": "module a; endmodule"}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; endmodule"}},
+        }
+    )
 
 
 def test_finished_results_are_bounded_by_count_and_age():
@@ -80,9 +88,9 @@ def test_a_pending_background_job_does_not_stop_pruning():
 
 
 def test_background_work_only_uses_half_the_queue_bound():
-    from reward_service.dispatch.base import QueueFull
-
     import threading
+
+    from reward_service.dispatch.base import QueueFull
 
     class Blocking(RaisingEngine):
         release = threading.Event()

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
+
 from reward_service.sandbox import Bind, ExecSpec, SandboxError, archive, reaper
 
 docker = pytest.importorskip("docker")
@@ -47,8 +47,9 @@ def sandbox(client):
 def ours(client) -> list[str]:
     """Labelled sandbox containers and volumes made by this test process."""
     mine = {"label": [f"{reaper.LABEL}=1", f"{reaper.OWNER}={reaper.owner()}"]}
-    return ([f"container {c['Id'][:12]}" for c in client.api.containers(all=True, filters=mine)]
-            + [f"volume {v['Name'][:12]}" for v in client.api.volumes(filters=mine).get("Volumes") or []])
+    return [f"container {c['Id'][:12]}" for c in client.api.containers(all=True, filters=mine)] + [
+        f"volume {v['Name'][:12]}" for v in client.api.volumes(filters=mine).get("Volumes") or []
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +73,10 @@ def test_no_network_no_redis_no_docker_host(sandbox, client, tmp_path):
     bridge = client.api.inspect_network("bridge")["IPAM"]["Config"][0]
     gateway = bridge.get("Gateway") or str(next(ipaddress.ip_network(bridge["Subnet"]).hosts()))
     targets = [("1.1.1.1", 53), ("127.0.0.1", 6379), (gateway, 6379), (gateway, 2375), ("8.8.8.8", 443)]
-    result, _ = python_step(sandbox, tmp_path, f"""
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        f"""
         import socket
         for host, port in {targets!r}:
             try:
@@ -86,27 +90,35 @@ def test_no_network_no_redis_no_docker_host(sandbox, client, tmp_path):
         except OSError:
             print("DNS BLOCKED")
         print("IFACES", sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
-        """)
+        """,
+    )
     assert result.exit_code == 0, result.output
     assert "REACHED" not in result.output and result.output.count("BLOCKED") == len(targets) + 1
     assert "IFACES ['lo']" in result.output
 
 
 def test_no_docker_socket_no_privileges(sandbox, tmp_path):
-    result, _ = python_step(sandbox, tmp_path, """
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        """
         import os
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
         print("UID", os.getuid(), os.getgid(), "CAPEFF", status["CapEff"].strip(), "CAPBND", status["CapBnd"].strip(),
               "NONEWPRIVS", status["NoNewPrivs"].strip())
         for sock in ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker", "/run/containerd"):
             print("SOCKET", sock, os.path.exists(sock))
-        """)
+        """,
+    )
     assert "UID 65534 65534 CAPEFF 0000000000000000 CAPBND 0000000000000000 NONEWPRIVS 1" in result.output
     assert "True" not in result.output, result.output
 
 
 def test_writes_stay_in_work(sandbox, tmp_path):
-    result, work = python_step(sandbox, tmp_path, """
+    result, work = python_step(
+        sandbox,
+        tmp_path,
+        """
         import errno, os
         def attempt(path, size=1):
             try:
@@ -121,7 +133,11 @@ def test_writes_stay_in_work(sandbox, tmp_path):
         os.remove("/tmp/big")           # (the part that fit)
         attempt("/tmp/small")
         attempt("/work/out.txt")
-        """, tmp_mb=16, binds=[Bind(_tools(tmp_path), "/rs")], outputs=("/work/out.txt",))
+        """,
+        tmp_mb=16,
+        binds=[Bind(_tools(tmp_path), "/rs")],
+        outputs=("/work/out.txt",),
+    )
     out = result.output
     for path in ("/x", "/usr/bin/x", "/etc/x", "/opt/sim/x", "/ccache/x", "/model/x"):
         assert f"REFUSED {path} EROFS" in out, out
@@ -158,7 +174,10 @@ def test_cache_volume_is_writable_in_build_steps_only(sandbox, tmp_path):
 
 
 def test_no_shell_hides_the_shells(sandbox, tmp_path):
-    result, _ = python_step(sandbox, tmp_path, """
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        """
         import os, subprocess
         print("SYSTEM", os.system("echo SHELL RAN"))
         for sh in ("/bin/sh", "/usr/bin/bash"):
@@ -166,7 +185,9 @@ def test_no_shell_hides_the_shells(sandbox, tmp_path):
                 subprocess.run([sh, "-c", "echo SHELL RAN"])
             except OSError as exc:
                 print("EXEC REFUSED", sh, exc.errno)
-        """, no_shell=True)
+        """,
+        no_shell=True,
+    )
     assert "SHELL RAN" not in result.output
     assert "SYSTEM 32512" in result.output  # status 127 << 8: system() found no shell
     assert result.output.count("EXEC REFUSED") == 2
@@ -176,23 +197,33 @@ def test_outputs_replace_host_files_and_only_declared_ones_come_back(sandbox, tm
     work = tmp_path / "w"
     work.mkdir()
     (work / "stale.txt").write_text("old")
-    (work / "probe.py").write_text(textwrap.dedent("""
+    (work / "probe.py").write_text(
+        textwrap.dedent("""
         import os
         os.remove("/work/stale.txt")
         os.makedirs("/work/d/e")
         open("/work/d/e/f.txt", "w").write("f")
         open("/work/undeclared.txt", "w").write("u")
         os.symlink("/etc/passwd", "/work/d/link")
-        """))
-    result = sandbox.run(ExecSpec(argv=["python", "/work/probe.py"], workdir=work,
-                                  outputs=("/work/stale.txt", "/work/d")))
+        """)
+    )
+    result = sandbox.run(
+        ExecSpec(argv=["python", "/work/probe.py"], workdir=work, outputs=("/work/stale.txt", "/work/d"))
+    )
     assert result.exit_code == 0, result.output
     assert not (work / "stale.txt").exists()  # deleted in the step: gone on the host too
     assert (work / "d" / "e" / "f.txt").read_text() == "f"
     assert not (work / "d" / "link").exists() and not (work / "undeclared.txt").exists()
-    every = sandbox.run(ExecSpec(argv=["python", "-c", "import os; os.remove('/work/probe.py'); "
-                                       "os.mkdir('/work/s'); open('/work/s/all.txt', 'w').write('a')"],
-                                 workdir=work))  # outputs=None: the whole of /work comes back
+    every = sandbox.run(
+        ExecSpec(
+            argv=[
+                "python",
+                "-c",
+                "import os; os.remove('/work/probe.py'); os.mkdir('/work/s'); open('/work/s/all.txt', 'w').write('a')",
+            ],
+            workdir=work,
+        )
+    )  # outputs=None: the whole of /work comes back
     assert every.exit_code == 0, every.output
     assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == ["d", "d/e", "d/e/f.txt", "s", "s/all.txt"]
 
@@ -201,10 +232,15 @@ def test_oversized_output_is_the_samples_limit_not_a_sandbox_error(sandbox, tmp_
     from reward_service.sandbox import docker as docker_backend
 
     monkeypatch.setattr(docker_backend, "COPY_BACK_MAX_BYTES", 1 << 20)
-    result, work = python_step(sandbox, tmp_path, """
+    result, work = python_step(
+        sandbox,
+        tmp_path,
+        """
         open("/work/big.bin", "wb").write(b"x" * (3 << 20))
         open("/work/dump.vcd", "wb").write(b"y" * (8 << 20))  # undeclared: never copied
-        """, outputs=("/work/big.bin",))
+        """,
+        outputs=("/work/big.bin",),
+    )
     assert result.output_flood and result.limit_hit == "output_flood"
     assert not (work / "dump.vcd").exists()
 
@@ -219,8 +255,9 @@ def test_a_container_left_alone_kills_itself_after_its_limit(client, monkeypatch
     argv = docker_backend.self_limited(ExecSpec(argv=["sleep", "600"], workdir=Path("/"), timeout_s=1))
     assert argv[:3] == ["timeout", "-s", "KILL"]
     started = time.monotonic()
-    container = client.containers.run(Settings().sim_image, argv, network_mode="none",
-                                      user="65534:65534", read_only=True, detach=True)
+    container = client.containers.run(
+        Settings().sim_image, argv, network_mode="none", user="65534:65534", read_only=True, detach=True
+    )
     try:
         assert container.wait(timeout=60)["StatusCode"] == 137  # 128 + SIGKILL, from `timeout`
         assert time.monotonic() - started < 30
@@ -231,8 +268,13 @@ def test_a_container_left_alone_kills_itself_after_its_limit(client, monkeypatch
 def test_unpack_refuses_links_and_escapes(tmp_path):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, kind in [("ok.txt", tarfile.REGTYPE), ("../escape.txt", tarfile.REGTYPE),
-                           ("/abs.txt", tarfile.REGTYPE), ("link", tarfile.SYMTYPE), ("fifo", tarfile.FIFOTYPE)]:
+        for name, kind in [
+            ("ok.txt", tarfile.REGTYPE),
+            ("../escape.txt", tarfile.REGTYPE),
+            ("/abs.txt", tarfile.REGTYPE),
+            ("link", tarfile.SYMTYPE),
+            ("fifo", tarfile.FIFOTYPE),
+        ]:
             info = tarfile.TarInfo(name)
             info.type = kind
             info.mode = 0o6777
@@ -260,17 +302,29 @@ def test_timeout_kills(sandbox, tmp_path, argv):
 
 def test_timeout_with_output_closed(sandbox, tmp_path):
     """A process that closes its output is still followed to its time limit."""
-    result = sandbox.run(ExecSpec(argv=["python", "-c", "import os, time; os.close(1); os.close(2); time.sleep(60)"],
-                                  workdir=tmp_path, timeout_s=2, outputs=()))
+    result = sandbox.run(
+        ExecSpec(
+            argv=["python", "-c", "import os, time; os.close(1); os.close(2); time.sleep(60)"],
+            workdir=tmp_path,
+            timeout_s=2,
+            outputs=(),
+        )
+    )
     assert result.timed_out and result.exit_code == -9
 
 
 def test_memory_bomb_is_oom(sandbox, tmp_path):
-    result, _ = python_step(sandbox, tmp_path, """
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        """
         chunks = []
         while True:
             chunks.append(bytearray(16 << 20))
-        """, memory_mb=256, timeout_s=30)
+        """,
+        memory_mb=256,
+        timeout_s=30,
+    )
     assert result.oom and result.limit_hit == "oom", result
 
 
@@ -285,31 +339,50 @@ def test_oom_seen_when_the_state_flag_loses_the_race(sandbox, tmp_path, monkeypa
         return info
 
     monkeypatch.setattr(sandbox.client.api, "inspect_container", without_flag)
-    result, _ = python_step(sandbox, tmp_path, """
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        """
         chunks = []
         while True:
             chunks.append(bytearray(16 << 20))
-        """, memory_mb=256, timeout_s=30)
+        """,
+        memory_mb=256,
+        timeout_s=30,
+    )
     assert result.exit_code == 137 and result.oom and result.limit_hit == "oom", result
 
 
 def test_self_sigkill_is_not_oom(sandbox, tmp_path):
     """A SIGKILL that no limit sent stays a plain crash (exit 128 + 9), not an OOM."""
-    result, _ = python_step(sandbox, tmp_path, """
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        """
         import os, signal
         os.kill(os.getpid(), signal.SIGKILL)
-        """, memory_mb=256, timeout_s=30)
+        """,
+        memory_mb=256,
+        timeout_s=30,
+    )
     assert result.exit_code == 137 and not result.oom and result.limit_hit is None, result
 
 
 def test_output_flood_is_cut(sandbox, tmp_path):
     started = time.monotonic()
-    result, _ = python_step(sandbox, tmp_path, """
+    result, _ = python_step(
+        sandbox,
+        tmp_path,
+        """
         import sys
         line = "x" * 1023 + "\\n"
         while True:
             sys.stdout.write(line)
-        """, output_kill_mb=8, output_kb=64, timeout_s=30)
+        """,
+        output_kill_mb=8,
+        output_kb=64,
+        timeout_s=30,
+    )
     assert result.output_flood and result.exit_code == -9
     assert result.output_bytes > 8 << 20 and len(result.output.encode()) <= 64 * 1024 + 100
     assert "bytes of output dropped" in result.output
@@ -344,8 +417,11 @@ def test_fork_bomb_is_bounded(client, tmp_path, host_cgroups):
 
 
 def test_file_size_limit(sandbox, tmp_path):
-    result = sandbox.run(ExecSpec(argv=["dd", "if=/dev/zero", "of=/work/big", "bs=1M", "count=3"],
-                                  workdir=tmp_path, file_mb=1, outputs=()))
+    result = sandbox.run(
+        ExecSpec(
+            argv=["dd", "if=/dev/zero", "of=/work/big", "bs=1M", "count=3"], workdir=tmp_path, file_mb=1, outputs=()
+        )
+    )
     assert result.exit_code == 128 + 25, result.output  # killed by SIGXFSZ, as under bubblewrap
 
 
@@ -391,8 +467,9 @@ def docker_engine(client, shared_cache_dir):
     from reward_service.engine import Engine
     from reward_service.settings import Settings
 
-    return Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, sandbox="docker",
-                           docker_volume_prefix=PREFIX))
+    return Engine(
+        Settings(cache_dir=shared_cache_dir, result_cache=False, sandbox="docker", docker_volume_prefix=PREFIX)
+    )
 
 
 #: A cold Verilator build in a 1-CPU container on a busy CI machine can take minutes.
@@ -401,7 +478,9 @@ SLOW_BUILDS = {"compile_s": 900}
 
 def outcome(result) -> dict:
     return {
-        "status": result.status, "ended_by": result.ended_by, "passed": result.passed,
+        "status": result.status,
+        "ended_by": result.ended_by,
+        "passed": result.passed,
         "coverage": {m: (c.covered, c.total, c.available) for m, c in result.coverage.metrics.items()},
         "tests": [(t.name, t.passed) for t in result.tests],
     }
@@ -417,17 +496,27 @@ def same_on_both(engine, docker_engine, request: dict) -> dict:
 def sv_request(problem_id: str, tb: str, simulator: str) -> dict:
     expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
     tb_file = expected["testbenches"][tb]["file"]
-    return {"design": {"files": rtl_files(cid012_rows()[problem_id])},
-            "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / problem_id / tb_file).read_text()}},
-            "simulator": simulator, "coverage": {"scope": expected["dut_instance"]}, "limits": SLOW_BUILDS}
+    return {
+        "design": {"files": rtl_files(cid012_rows()[problem_id])},
+        "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / problem_id / tb_file).read_text()}},
+        "simulator": simulator,
+        "coverage": {"scope": expected["dut_instance"]},
+        "limits": SLOW_BUILDS,
+    }
 
 
 def cocotb_request(problem_id: str, simulator: str) -> dict:
     cocotb = json.loads((STIMULUS / problem_id / "expected.json").read_text())["cocotb"]
-    return {"design": {"files": rtl_files(cid012_rows()[problem_id]), "toplevel": cocotb["hdl_toplevel"]},
-            "stimulus": {"kind": "cocotb", "test_module": cocotb["test_module"],
-                         "files": {cocotb["file"]: (STIMULUS / problem_id / cocotb["file"]).read_text()}},
-            "simulator": simulator, "limits": SLOW_BUILDS}
+    return {
+        "design": {"files": rtl_files(cid012_rows()[problem_id]), "toplevel": cocotb["hdl_toplevel"]},
+        "stimulus": {
+            "kind": "cocotb",
+            "test_module": cocotb["test_module"],
+            "files": {cocotb["file"]: (STIMULUS / problem_id / cocotb["file"]).read_text()},
+        },
+        "simulator": simulator,
+        "limits": SLOW_BUILDS,
+    }
 
 
 @pytest.mark.parametrize("problem_id", ["cvdp_copilot_fixed_arbiter_0004", "cvdp_copilot_gray_to_binary_0014"])
@@ -466,7 +555,8 @@ def test_fast_path_same_as_bwrap(engine, docker_engine, kind):
 def test_cocotb19_runtime_in_the_image(engine, docker_engine):
     request = cocotb_request("cvdp_copilot_fixed_arbiter_0004", "icarus")
     request["stimulus"]["runtime"] = "cocotb-1.9"
-    request["stimulus"]["files"] = {"test_min.py": textwrap.dedent("""
+    request["stimulus"]["files"] = {
+        "test_min.py": textwrap.dedent("""
         import cocotb
         from cocotb.triggers import Timer
 
@@ -474,7 +564,8 @@ def test_cocotb19_runtime_in_the_image(engine, docker_engine):
         async def runs(dut):
             await Timer(10, units="ns")
             assert cocotb.__version__.startswith("1.9")
-        """)}
+        """)
+    }
     request["stimulus"]["test_module"] = "test_min"
     got = same_on_both(engine, docker_engine, request)
     assert got["status"] == "ok" and got["tests"] == [("runs", True)]
@@ -483,9 +574,13 @@ def test_cocotb19_runtime_in_the_image(engine, docker_engine):
 def adversarial(case: str, tb: str, simulator: str, text: str | None = None, **extra) -> dict:
     d = ADVERSARIAL / case
     design = next(p for p in sorted(d.iterdir()) if p.name.startswith("dut"))
-    return {"design": {"files": {design.name: design.read_text()}},
-            "stimulus": {"kind": "sv_testbench", "files": {tb: text or (d / tb).read_text()}},
-            "simulator": simulator, "limits": {**SLOW_BUILDS, "run_s": 2.0}, **extra}
+    return {
+        "design": {"files": {design.name: design.read_text()}},
+        "stimulus": {"kind": "sv_testbench", "files": {tb: text or (d / tb).read_text()}},
+        "simulator": simulator,
+        "limits": {**SLOW_BUILDS, "run_s": 2.0},
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
@@ -510,10 +605,12 @@ def test_daemon_gone_is_sandbox_error(shared_cache_dir, tmp_path):
     from reward_service.sandbox.docker import DockerSandbox
     from reward_service.settings import Settings
 
-    gone = DockerSandbox(IMAGE, client=docker.DockerClient(base_url=f"unix://{tmp_path}/no-daemon.sock",
-                                                           version="1.41"))
+    gone = DockerSandbox(
+        IMAGE, client=docker.DockerClient(base_url=f"unix://{tmp_path}/no-daemon.sock", version="1.41")
+    )
     result = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False), sandbox=gone).score(
-        sv_request("cvdp_copilot_fixed_arbiter_0004", "good", "icarus"))
+        sv_request("cvdp_copilot_fixed_arbiter_0004", "good", "icarus")
+    )
     assert result.status == "sandbox_error" and result.reward is None
     assert "Docker daemon does not answer" in result.message
 
@@ -552,8 +649,9 @@ def test_reaper_entry_point_runs(client):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "reward_service.sandbox.reaper"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "reward_service.sandbox.reaper"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and "reaped" in out.stdout, out.stderr
 
 

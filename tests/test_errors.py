@@ -24,8 +24,12 @@ def server_exception_classes() -> dict[str, type[BaseException]]:
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
-            if (inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.__name__
-                    and not name.startswith("_")):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == module.__name__
+                and not name.startswith("_")
+            ):
                 found[f"{info.name}.{name}"] = obj
     return found
 
@@ -33,9 +37,13 @@ def server_exception_classes() -> dict[str, type[BaseException]]:
 def test_every_server_exception_derives_from_the_one_base():
     classes = server_exception_classes()
     # the walk sees the exceptions of every layer (so the check below can fail)
-    for name in ("reward_service.sandbox.base.SandboxError", "reward_service.dispatch.base.QueueFull",
-                 "reward_service.dispatch.base.BrokerUnavailable", "reward_service.api.errors.StoreUnavailable",
-                 "reward_service.completion.ExtractionError"):
+    for name in (
+        "reward_service.sandbox.base.SandboxError",
+        "reward_service.dispatch.base.QueueFull",
+        "reward_service.dispatch.base.BrokerUnavailable",
+        "reward_service.api.errors.StoreUnavailable",
+        "reward_service.completion.ExtractionError",
+    ):
         assert name in classes
     assert len(classes) >= 15
     outside = sorted(name for name, cls in classes.items() if not issubclass(cls, RewardServiceError))
@@ -51,7 +59,10 @@ def test_the_base_keeps_each_class_kind_and_the_client_tree_apart():
     assert issubclass(BatchTooLarge, ValueError) and issubclass(QueueFull, RuntimeError)
     assert issubclass(SandboxError, RuntimeError)
     # the client's exceptions are its own tree, not the server's
-    client_classes = [c for c in vars(client_errors).values()
-                      if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == client_errors.__name__]
+    client_classes = [
+        c
+        for c in vars(client_errors).values()
+        if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == client_errors.__name__
+    ]
     assert client_classes
     assert not any(issubclass(c, RewardServiceError) for c in client_classes)

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import CID012, REPO, SHARED_CASES, STIMULUS
 from test_rescore import cli_env, write_jsonl
+
 from reward_service.problems import load_problems
 
 ARB = "cvdp_copilot_fixed_arbiter_0004"
@@ -24,8 +24,10 @@ def completions() -> list[dict]:
     `verif/tb_bcd_adder.sv` its patch names) plus the arbiter's weak/good and a third arbiter
     sample that --n 2 must leave out."""
     rows = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
-    rows += [{"problem_id": ARB, "sample_id": tb, "completion": (STIMULUS / ARB / f"{tb}.sv").read_text()}
-             for tb in ("weak", "good", "best")]
+    rows += [
+        {"problem_id": ARB, "sample_id": tb, "completion": (STIMULUS / ARB / f"{tb}.sv").read_text()}
+        for tb in ("weak", "good", "best")
+    ]
     return rows
 
 
@@ -33,11 +35,31 @@ def completions() -> list[dict]:
 def evaluation(tmp_path_factory, shared_cache_dir):
     d = tmp_path_factory.mktemp("eval")
     path = write_jsonl(d / "C.jsonl", completions())
-    args = [sys.executable, "-m", "reward_service", "eval-cvdp", "--completions", str(path), "--n", "2",
-            "--report-json", str(d / "report.json"), "--report-md", str(d / "report.md"), "-j", "2"]
+    args = [
+        sys.executable,
+        "-m",
+        "reward_service",
+        "eval-cvdp",
+        "--completions",
+        str(path),
+        "--n",
+        "2",
+        "--report-json",
+        str(d / "report.json"),
+        "--report-md",
+        str(d / "report.md"),
+        "-j",
+        "2",
+    ]
     # no --problems: the default is $REWARD_SERVICE_CASES/cvdp/cid012.jsonl
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=REPO,
-                          env=cli_env(shared_cache_dir, REWARD_SERVICE_CASES=str(SHARED_CASES)))
+    proc = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env=cli_env(shared_cache_dir, REWARD_SERVICE_CASES=str(SHARED_CASES)),
+    )
     return {"proc": proc, "report": json.loads((d / "report.json").read_text()), "dir": d, "path": path}
 
 
@@ -61,7 +83,9 @@ def test_table_split_non_agentic_agentic(evaluation, engine):
     non_agentic, agentic = report["by_kind"]["non-agentic"], report["by_kind"]["agentic"]
     assert (non_agentic["problems"], non_agentic["samples"]) == (2, 4)
     assert (agentic["problems"], agentic["samples"]) == (1, 2)
-    assert (non_agentic["pass@1"], non_agentic["mean_coverage"]) == pytest.approx(row(["cvdp_copilot_Attenuator_0011", ARB]))
+    assert (non_agentic["pass@1"], non_agentic["mean_coverage"]) == pytest.approx(
+        row(["cvdp_copilot_Attenuator_0011", ARB])
+    )
     assert (agentic["pass@1"], agentic["mean_coverage"]) == pytest.approx(row([BCD]))
     # the arbiter against expected.json: weak fails at 53.52 %, good passes at 100 %
     expected = json.loads((STIMULUS / ARB / "expected.json").read_text())["testbenches"]
@@ -93,8 +117,21 @@ def test_printed_table_and_mapping(evaluation):
 @pytest.mark.slow
 def test_rerun_scores_nothing_and_prints_the_same(evaluation, shared_cache_dir):
     d = evaluation["dir"]
-    args = [sys.executable, "-m", "reward_service", "eval-cvdp", "--completions", str(evaluation["path"]),
-            "--problems", str(CID012), "--n", "2", "--report-json", str(d / "again.json"), "-v"]
+    args = [
+        sys.executable,
+        "-m",
+        "reward_service",
+        "eval-cvdp",
+        "--completions",
+        str(evaluation["path"]),
+        "--problems",
+        str(CID012),
+        "--n",
+        "2",
+        "--report-json",
+        str(d / "again.json"),
+        "-v",
+    ]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=REPO, env=cli_env(shared_cache_dir))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "6 already in" in proc.stderr and "scored " not in proc.stderr
@@ -104,6 +141,12 @@ def test_rerun_scores_nothing_and_prints_the_same(evaluation, shared_cache_dir):
 
 def test_missing_default_problems_is_a_usage_error(tmp_path, shared_cache_dir):
     path = write_jsonl(tmp_path / "C.jsonl", completions()[:1])
-    proc = subprocess.run([sys.executable, "-m", "reward_service", "eval-cvdp", "--completions", str(path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=cli_env(shared_cache_dir))
+    proc = subprocess.run(
+        [sys.executable, "-m", "reward_service", "eval-cvdp", "--completions", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=cli_env(shared_cache_dir),
+    )
     assert proc.returncode == 2 and "cid012.jsonl" in proc.stderr and "Traceback" not in proc.stderr

@@ -18,14 +18,15 @@ import json
 import re
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
+
 from reward_service.fastcov.compare import diff_points, ratio_gap
 
 METRICS = ["line", "branch", "toggle"]
 CASES = sorted(
     (d.name, tb)
-    for d in STIMULUS.iterdir() if (d / "expected.json").exists()
+    for d in STIMULUS.iterdir()
+    if (d / "expected.json").exists()
     for tb in json.loads((d / "expected.json").read_text())["testbenches"]
 )
 _RANDOM = re.compile(r"\$(urandom_range|urandom|random)\b")
@@ -40,16 +41,18 @@ def derandomize(text: str) -> str:
     call of an xorshift32 function added after the (single) module's header."""
     body = re.sub(r"\$urandom_range\b", "rs_range", text)
     body = re.sub(r"\$(?:urandom|random)\b(\s*\(\s*\w*\s*\))?", "rs_rand()", body)
-    helpers = (" reg [31:0] rs_state = 32'h2545F491;"
-               " function automatic [31:0] rs_rand(); rs_state = rs_state ^ (rs_state << 13);"
-               " rs_state = rs_state ^ (rs_state >> 17); rs_state = rs_state ^ (rs_state << 5);"
-               " return rs_state; endfunction"
-               " function automatic [31:0] rs_range(input [31:0] a, input [31:0] b = 0);"
-               " reg [31:0] lo, hi; lo = a < b ? a : b; hi = a < b ? b : a;"
-               " return lo + rs_rand() % (hi - lo + 1); endfunction")
+    helpers = (
+        " reg [31:0] rs_state = 32'h2545F491;"
+        " function automatic [31:0] rs_rand(); rs_state = rs_state ^ (rs_state << 13);"
+        " rs_state = rs_state ^ (rs_state >> 17); rs_state = rs_state ^ (rs_state << 5);"
+        " return rs_state; endfunction"
+        " function automatic [31:0] rs_range(input [31:0] a, input [31:0] b = 0);"
+        " reg [31:0] lo, hi; lo = a < b ? a : b; hi = a < b ? b : a;"
+        " return lo + rs_rand() % (hi - lo + 1); endfunction"
+    )
     header_end = re.search(r"\bmodule\b[^;]*;", body)
     assert header_end, "no module header"
-    return body[:header_end.end()] + helpers + body[header_end.end():]
+    return body[: header_end.end()] + helpers + body[header_end.end() :]
 
 
 def _request(problem_id: str, tb_text: str, tb_file: str, engine: str) -> dict:
@@ -83,8 +86,9 @@ def test_fast_path_equals_verilator(engine, problem_id, tb):
     fast, reference = fast_run.result, reference_run.result
     # Verilator's own numbers are the ones recorded in expected.json
     want = expected["testbenches"][tb]["coverage"]
-    assert {m: (c.covered, c.total) for m, c in reference.coverage.metrics.items()} == \
-        {m: (want[m]["covered"], want[m]["total"]) for m in METRICS}
+    assert {m: (c.covered, c.total) for m, c in reference.coverage.metrics.items()} == {
+        m: (want[m]["covered"], want[m]["total"]) for m in METRICS
+    }
     diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     if not uses_random(text):
         assert diff.equal, diff.describe(20)
@@ -133,7 +137,8 @@ COCOTB_ITEMS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("item_id", COCOTB_ITEMS)
 def test_cocotb_fast_path_equals_verilator(engine, item_id):
-    from test_cocotb_corpus import ROWS, outcome, request as corpus_request
+    from test_cocotb_corpus import ROWS, outcome
+    from test_cocotb_corpus import request as corpus_request
 
     request = corpus_request(ROWS[item_id], runtime="cocotb-2.1")
     request["coverage"] = {"metrics": METRICS}

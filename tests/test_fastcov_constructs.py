@@ -19,20 +19,36 @@ NAMES = sorted(p.stem for p in DESIGNS.glob("*.sv") if not p.stem.endswith("_tb"
 #: Designs the fast path hands to Verilator, and the start of the reason it gives.
 FALLBACK = {
     "macroarm": "the fast path could not instrument the design: macroarm.sv:6: instrumenting code inside a "
-                "macro expansion",
+    "macro expansion",
 }
 
 
 def request(name: str, engine: str) -> dict:
     design = {p.name: p.read_text() for p in sorted(DESIGNS.glob(f"{name}*.sv")) if not p.stem.endswith("_tb")}
-    return {"design": {"files": design},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (DESIGNS / f"{name}_tb.sv").read_text()}},
-            "coverage": {"scope": "dut", "metrics": METRICS}, "engine": engine, "limits": {"run_s": 20}}
+    return {
+        "design": {"files": design},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (DESIGNS / f"{name}_tb.sv").read_text()}},
+        "coverage": {"scope": "dut", "metrics": METRICS},
+        "engine": engine,
+        "limits": {"run_s": 20},
+    }
 
 
 def test_suite_is_complete():
-    assert {"branches", "generate", "subroutines", "loops", "jumps", "instances", "stops", "signals",
-            "macros", "macroarm", "processes", "paramgen"} <= set(NAMES)
+    assert {
+        "branches",
+        "generate",
+        "subroutines",
+        "loops",
+        "jumps",
+        "instances",
+        "stops",
+        "signals",
+        "macros",
+        "macroarm",
+        "processes",
+        "paramgen",
+    } <= set(NAMES)
     assert all((DESIGNS / f"{n}_tb.sv").exists() for n in NAMES)
 
 

@@ -11,15 +11,15 @@ import sys
 import uuid
 
 import pytest
-
 from conftest import cid012_rows
+from test_bad_input import REJECTED_BY_ICARUS, TB_REJ
+
 from reward_service.api.telemetry import Metrics
 from reward_service.engine import Engine
 from reward_service.fastcov.choice import decision_key
 from reward_service.fastcov.compare import diff_points
 from reward_service.problems import problem_from_row
 from reward_service.settings import Settings
-from test_bad_input import REJECTED_BY_ICARUS, TB_REJ
 
 METRICS = ["line", "branch", "toggle"]
 
@@ -59,7 +59,7 @@ endmodule
 ENDINGS = {
     "finish": "$finish;",
     "stop": "$stop;",
-    "fatal": "$fatal(1, \"deliberate\");",
+    "fatal": '$fatal(1, "deliberate");',
     "no_events": "#1 disable clk_gen;",  # replaced below: the clock stops, no event is left
     "timeout": "forever #5 mode = mode;",
 }
@@ -72,10 +72,16 @@ def design(tag: str = "base") -> dict[str, str]:
 def request(ending: str = "finish", tag: str = "base", **extra) -> dict:
     tb = TB.replace("{ending}", ENDINGS[ending])
     if ending == "no_events":
-        tb = tb.replace("always #5 clk = ~clk;", "initial begin : clk_gen repeat (40) #5 clk = ~clk; end") \
-               .replace(ENDINGS["no_events"], "")
-    return {"design": {"files": design(tag)}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "coverage": {"scope": "dut", "metrics": METRICS}, "limits": {"run_s": 3}, **extra}
+        tb = tb.replace("always #5 clk = ~clk;", "initial begin : clk_gen repeat (40) #5 clk = ~clk; end").replace(
+            ENDINGS["no_events"], ""
+        )
+    return {
+        "design": {"files": design(tag)},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "coverage": {"scope": "dut", "metrics": METRICS},
+        "limits": {"run_s": 3},
+        **extra,
+    }
 
 
 @pytest.mark.slow
@@ -101,8 +107,10 @@ def test_timeout_reports_the_coverage_up_to_the_limit(engine):
 def test_a_forged_flag_file_is_ignored(engine):
     forged = request(engine="fast")
     tb = forged["stimulus"]["files"]["tb.sv"]
-    forge = ('initial begin : forge integer fd; fd = $fopen("rs_fastcov.txt", "w"); '
-             '$fwrite(fd, "0000 F counter tb.dut 1111111111111 1\\n"); $fclose(fd); end\n')
+    forge = (
+        'initial begin : forge integer fd; fd = $fopen("rs_fastcov.txt", "w"); '
+        '$fwrite(fd, "0000 F counter tb.dut 1111111111111 1\\n"); $fclose(fd); end\n'
+    )
     forged["stimulus"]["files"]["tb.sv"] = tb.replace("endmodule", forge + "endmodule")
     honest = engine.score(request(engine="fast"))
     result = engine.score(forged)
@@ -118,12 +126,18 @@ def test_fallback_to_verilator_says_why(engine):
     iface = {"counter_if.sv": "interface counter_if; logic a; endinterface\n", **design("iface")}
     uninstrumentable = engine.score({**request(engine="fast"), "design": {"files": iface}})
     assert uninstrumentable.engine == "verilator" and uninstrumentable.status == "ok"
-    assert uninstrumentable.fallback.startswith("the fast path could not instrument the design: counter_if.sv: "
-                                                "InterfaceDeclaration")
+    assert uninstrumentable.fallback.startswith(
+        "the fast path could not instrument the design: counter_if.sv: InterfaceDeclaration"
+    )
 
-    rejected = engine.score({"design": {"files": {"rej.sv": REJECTED_BY_ICARUS}}, "engine": "fast",
-                             "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB_REJ}},
-                             "coverage": {"scope": "dut", "metrics": METRICS}})
+    rejected = engine.score(
+        {
+            "design": {"files": {"rej.sv": REJECTED_BY_ICARUS}},
+            "engine": "fast",
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": TB_REJ}},
+            "coverage": {"scope": "dut", "metrics": METRICS},
+        }
+    )
     assert rejected.engine == "verilator" and rejected.status == "ok"
     assert rejected.fallback == "Icarus rejects the design: rej.sv:3: syntax error — scored on Verilator"
 
@@ -136,8 +150,11 @@ def test_shadow_check_diffs_against_verilator_and_is_counted(shared_cache_dir):
     assert result.shadow.agreed and result.shadow.differences == 0
     metrics = Metrics(queue_depth=lambda: 0)
     metrics.observe_result("job-1", result)
-    disagreeing = result.model_copy(update={"shadow": result.shadow.model_copy(
-        update={"agreed": False, "differences": 3, "metrics": {"toggle": 3}})})
+    disagreeing = result.model_copy(
+        update={
+            "shadow": result.shadow.model_copy(update={"agreed": False, "differences": 3, "metrics": {"toggle": 3}})
+        }
+    )
     metrics.observe_result("job-2", disagreeing)
     metrics.observe_result("job-2", disagreeing)  # once per job id
     get = metrics.registry.get_sample_value
@@ -161,8 +178,9 @@ def test_auto_decides_once_per_design(engine):
     assert again.engine == "fast" and path.stat().st_mtime_ns == decided_at
 
     # a DUT that is another design on Verilator (`ifdef VERILATOR): the self-check disagrees
-    split = DUT.replace("{tag}", tag).replace("  end\nendmodule", "  end\n`ifdef VERILATOR\n"
-                                              "  always @(posedge clk) if (q == 4'd9) q <= 0;\n`endif\nendmodule")
+    split = DUT.replace("{tag}", tag).replace(
+        "  end\nendmodule", "  end\n`ifdef VERILATOR\n  always @(posedge clk) if (q == 4'd9) q <= 0;\n`endif\nendmodule"
+    )
     result = engine.score({**request(tag=tag, engine="auto"), "design": {"files": {"counter.sv": split}}})
     assert result.engine == "verilator" and result.status == "ok"
     assert result.fallback.startswith("auto chose Verilator for this design: self-check:"), result.fallback
@@ -172,15 +190,46 @@ def test_cli_engine_option(shared_cache_dir, tmp_path):
     (tmp_path / "counter.sv").write_text(design()["counter.sv"])
     (tmp_path / "tb.sv").write_text(request()["stimulus"]["files"]["tb.sv"])
     env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "reward_service", "score", "-d", "counter.sv", "-t", "tb.sv",
-                          "--dut-instance", "dut", "-m", "line", "-m", "branch", "-m", "toggle",
-                          "--engine", "fast", "--json", "--no-cache"],
-                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "score",
+            "-d",
+            "counter.sv",
+            "-t",
+            "tb.sv",
+            "--dut-instance",
+            "dut",
+            "-m",
+            "line",
+            "-m",
+            "branch",
+            "-m",
+            "toggle",
+            "--engine",
+            "fast",
+            "--json",
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["engine"] == "fast" and result["status"] == "ok" and result["fallback"] is None
-    bad = subprocess.run([sys.executable, "-m", "reward_service", "score", "-d", "counter.sv", "-t", "tb.sv",
-                          "--engine", "fastest"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "reward_service", "score", "-d", "counter.sv", "-t", "tb.sv", "--engine", "fastest"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "fastest" in bad.stderr
 
 
@@ -196,11 +245,15 @@ def test_cvdp_problems_default_to_auto():
 def test_cocotb19_tests_get_code_coverage_on_the_fast_path(engine):
     """cocotb 1.x-idiom tests run only on Icarus (the cocotb 1.9 runtime): the fast path gives them
     code coverage, which no Verilator build could."""
-    from test_cocotb_corpus import ROWS, outcome, request as corpus_request
+    from test_cocotb_corpus import ROWS, outcome
+    from test_cocotb_corpus import request as corpus_request
 
     request = corpus_request(ROWS["cvdp_copilot_sorter_0042"])
     result = engine.score({**request, "engine": "fast", "coverage": {"metrics": METRICS}})
     assert result.status == "ok" and result.engine == "fast", outcome(result)
     assert "ran on cocotb 1.9" in result.message and all(t.passed for t in result.tests)
-    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == \
-        {"line": (13, 16), "branch": (12, 12), "toggle": (415, 420)}
+    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == {
+        "line": (13, 16),
+        "branch": (12, 12),
+        "toggle": (415, 420),
+    }

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
+
 from reward_service.fastcov.expr_ir import emit_const
 from reward_service.fastcov.instrument import instrument
 from reward_service.fastcov.unit import Unsupported
@@ -28,8 +28,10 @@ from reward_service.sandbox.toolchain import verilator_root
 
 DESIGNS = Path(__file__).with_name("fastcov_designs") / "expr"
 CASES = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
-_INSERT = re.compile(r'__vlCoverInsert\(&\(vlSymsp->__Vcoverage\[\d+\]\), first, "((?:[^"\\]|\\.)*)", (\d+), '
-                     r'(\d+), "(?:[^"\\]|\\.)*", "v_expr/[^"]*", "((?:[^"\\]|\\.)*)"')
+_INSERT = re.compile(
+    r'__vlCoverInsert\(&\(vlSymsp->__Vcoverage\[\d+\]\), first, "((?:[^"\\]|\\.)*)", (\d+), '
+    r'(\d+), "(?:[^"\\]|\\.)*", "v_expr/[^"]*", "((?:[^"\\]|\\.)*)"'
+)
 
 
 def verilator_expr_points(files: dict[str, str]) -> set[tuple[str, int, int, str]]:
@@ -40,12 +42,30 @@ def verilator_expr_points(files: dict[str, str]) -> set[tuple[str, int, int, str
         src.mkdir()
         for name, text in files.items():
             (src / name).write_text(text)
-        argv = [str(verilator_root() / "bin" / "verilator"), "--cc", "--timing", "--coverage-line",
-                "--coverage-toggle", "--coverage-expr", "--coverage-user", "-Wno-fatal", "-Wno-lint",
-                "-Wno-style", "-Wno-MULTITOP", "-Mdir", str(obj),
-                *sorted(n for n in files if n.endswith((".sv", ".v")))]
-        proc = subprocess.run(argv, cwd=src, env={**os.environ, "VERILATOR_ROOT": str(verilator_root())}, capture_output=True,
-                              text=True, timeout=120)
+        argv = [
+            str(verilator_root() / "bin" / "verilator"),
+            "--cc",
+            "--timing",
+            "--coverage-line",
+            "--coverage-toggle",
+            "--coverage-expr",
+            "--coverage-user",
+            "-Wno-fatal",
+            "-Wno-lint",
+            "-Wno-style",
+            "-Wno-MULTITOP",
+            "-Mdir",
+            str(obj),
+            *sorted(n for n in files if n.endswith((".sv", ".v"))),
+        ]
+        proc = subprocess.run(
+            argv,
+            cwd=src,
+            env={**os.environ, "VERILATOR_ROOT": str(verilator_root())},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         found = set()
         for cpp in obj.glob("*.cpp"):
@@ -58,8 +78,12 @@ def verilator_expr_points(files: dict[str, str]) -> set[tuple[str, int, int, str
 def fast_expr_points(files: dict[str, str]) -> set[tuple[str, int, int, str]]:
     """The same key for every ``expr`` point the expression kind declares."""
     inst = instrument(files, ("expr",))
-    return {(p.file, p.line, p.column, p.comment)
-            for table in inst.tables.values() for p in table.points if p.metric == "expr"}
+    return {
+        (p.file, p.line, p.column, p.comment)
+        for table in inst.tables.values()
+        for p in table.points
+        if p.metric == "expr"
+    }
 
 
 #: constructs Icarus cannot compile (so neither can the fast path run them): enumeration only
@@ -75,6 +99,7 @@ def case_dut(problem: str) -> dict[str, str]:
 
 
 # -- enumeration ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("design", construct_files())
 def test_construct_points_equal_verilators(design):
@@ -100,25 +125,36 @@ def test_points_carry_verilators_keys():
     """Spot check of the model on one line: what a root, its terms and its points look like."""
     files = {"k.sv": "module k(input logic a, b, c, output logic y);\n  assign y = (a | b) & ~c;\nendmodule\n"}
     assert fast_expr_points(files) == {
-        ("k.sv", 2, 22, "(a==1 && c==0) => 1"), ("k.sv", 2, 22, "(b==1 && c==0) => 1"),
-        ("k.sv", 2, 22, "(c==1) => 0"), ("k.sv", 2, 22, "(a==0 && b==0) => 0"),
+        ("k.sv", 2, 22, "(a==1 && c==0) => 1"),
+        ("k.sv", 2, 22, "(b==1 && c==0) => 1"),
+        ("k.sv", 2, 22, "(c==1) => 0"),
+        ("k.sv", 2, 22, "(a==0 && b==0) => 0"),
     }
 
 
-@pytest.mark.parametrize("width,signed,bits,text", [
-    (4, False, "1010", "4'ha"), (32, True, "0" * 32, "32'sh0"), (8, False, "0000xx01", "8'bxx01"),
-    (4, False, "zzzz", "4'bzzzz"), (64, False, "0" * 63 + "1", "64'h1"),
-])
+@pytest.mark.parametrize(
+    "width,signed,bits,text",
+    [
+        (4, False, "1010", "4'ha"),
+        (32, True, "0" * 32, "32'sh0"),
+        (8, False, "0000xx01", "8'bxx01"),
+        (4, False, "zzzz", "4'bzzzz"),
+        (64, False, "0" * 63 + "1", "64'h1"),
+    ],
+)
 def test_constants_print_as_v3number_does(width, signed, bits, text):
     assert emit_const(width, signed, bits) == text
 
 
-@pytest.mark.parametrize("body,reason", [
-    ("always @(posedge clk) fork y <= a & b; join", "fork"),
-    ("always @(posedge clk) begin /* verilator coverage_block_off */ y <= a & b; end", "coverage_block_off"),
-    ("always @(posedge clk) begin begin : blk logic t; t = a; y <= t & b; end y <= a; end", "begin block"),
-    ("always @(posedge clk) y <= a & $urandom;", None),
-])
+@pytest.mark.parametrize(
+    "body,reason",
+    [
+        ("always @(posedge clk) fork y <= a & b; join", "fork"),
+        ("always @(posedge clk) begin /* verilator coverage_block_off */ y <= a & b; end", "coverage_block_off"),
+        ("always @(posedge clk) begin begin : blk logic t; t = a; y <= t & b; end y <= a; end", "begin block"),
+        ("always @(posedge clk) y <= a & $urandom;", None),
+    ],
+)
 def test_constructs_it_cannot_place_exactly_are_refused(body, reason):
     """What cannot be enumerated or instrumented exactly raises Unsupported (the request then
     goes to Verilator with the reason); a term Verilator itself refuses just has no points."""
@@ -135,12 +171,18 @@ def test_instrumented_constructs_compile_on_icarus(design, tmp_path):
     inst = instrument({design: (DESIGNS / design).read_text()}, ("expr",))
     for name, text in inst.files.items():
         (tmp_path / name).write_text(text)
-    proc = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), *sorted(inst.files)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), *sorted(inst.files)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # -- agreement with Verilator, point by point (real runs) -----------------------------------------
+
 
 def _expr_points(scored) -> dict[tuple, bool]:
     points = {}
@@ -152,8 +194,11 @@ def _expr_points(scored) -> dict[tuple, bool]:
 
 
 def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: str):
-    request = {"design": {"files": files}, "stimulus": {"kind": "sv_testbench", "files": stimulus},
-               "coverage": {"scope": scope, "metrics": ["expr"]}}
+    request = {
+        "design": {"files": files},
+        "stimulus": {"kind": "sv_testbench", "files": stimulus},
+        "coverage": {"scope": scope, "metrics": ["expr"]},
+    }
     fast_run = engine.scored({**request, "simulator": "icarus", "engine": "fast"})
     reference_run = engine.scored({**request, "simulator": "verilator", "engine": "verilator"})
     fast, reference = fast_run.result, reference_run.result
@@ -163,15 +208,19 @@ def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("problem,tb", [(p, tb) for p in CASES
-                                        for tb in ("weak", "good", "best")])
+@pytest.mark.parametrize("problem,tb", [(p, tb) for p in CASES for tb in ("weak", "good", "best")])
 def test_case_testbench_covers_the_same_expr_points(engine, problem, tb):
     expected = json.loads((STIMULUS / problem / "expected.json").read_text())
     info = expected["testbenches"][tb]
-    fast, reference = _agreement(engine, case_dut(problem), {info["file"]: (STIMULUS / problem / info["file"]).read_text()},
-                                 expected["dut_instance"])
-    assert fast == reference, {k: (fast.get(k), reference.get(k)) for k in fast.keys() | reference.keys()
-                               if fast.get(k) != reference.get(k)}
+    fast, reference = _agreement(
+        engine,
+        case_dut(problem),
+        {info["file"]: (STIMULUS / problem / info["file"]).read_text()},
+        expected["dut_instance"],
+    )
+    assert fast == reference, {
+        k: (fast.get(k), reference.get(k)) for k in fast.keys() | reference.keys() if fast.get(k) != reference.get(k)
+    }
     assert sum(reference.values()) == info["coverage"]["expr"]["covered"]
 
 
@@ -181,23 +230,26 @@ def test_construct_covers_the_same_expr_points(engine, design):
     from reward_service.fastcov.choice import SELF_CHECK_INSTANCE, self_check_testbench
 
     files = {design: (DESIGNS / design).read_text()}
-    fast, reference = _agreement(engine, files, {"rs_selfcheck.sv": self_check_testbench(files)},
-                                 SELF_CHECK_INSTANCE)
-    assert fast == reference, {k: (fast.get(k), reference.get(k)) for k in fast.keys() | reference.keys()
-                               if fast.get(k) != reference.get(k)}
+    fast, reference = _agreement(engine, files, {"rs_selfcheck.sv": self_check_testbench(files)}, SELF_CHECK_INSTANCE)
+    assert fast == reference, {
+        k: (fast.get(k), reference.get(k)) for k in fast.keys() | reference.keys() if fast.get(k) != reference.get(k)
+    }
     assert 0 < sum(reference.values()) < len(reference), "the self-check stimulus should cover some, not all"
 
 
 def test_parameter_sets_with_other_points_are_refused():
     """Verilator makes one copy of a module per parameter set; when the copies have different
     expression points (``v[i[1:0]+:1]`` vs ``v[i[2:0]+:1]``) one flag cannot stand for both."""
-    files = {"pp.sv": (
-        "module leaf #(parameter W = 4) (input logic a, input logic [W-1:0] v, input logic [7:0] i, output logic y);\n"
-        "  assign y = a && v[i];\nendmodule\n"
-        "module pp (input logic a, input logic [7:0] v, i, output logic [1:0] y);\n"
-        "  leaf #(.W(4)) u0 (.a(a), .v(v[3:0]), .i(i), .y(y[0]));\n"
-        "  leaf #(.W(8)) u1 (.a(a), .v(v), .i(i), .y(y[1]));\nendmodule\n")}
-    assert len(verilator_expr_points(files)) == 5   # (a==0) => 0 in both copies
+    files = {
+        "pp.sv": (
+            "module leaf #(parameter W = 4) (input logic a, input logic [W-1:0] v, input logic [7:0] i, output logic y);\n"
+            "  assign y = a && v[i];\nendmodule\n"
+            "module pp (input logic a, input logic [7:0] v, i, output logic [1:0] y);\n"
+            "  leaf #(.W(4)) u0 (.a(a), .v(v[3:0]), .i(i), .y(y[0]));\n"
+            "  leaf #(.W(8)) u1 (.a(a), .v(v), .i(i), .y(y[1]));\nendmodule\n"
+        )
+    }
+    assert len(verilator_expr_points(files)) == 5  # (a==0) => 0 in both copies
     with pytest.raises(Unsupported, match="other parameter values"):
         fast_expr_points(files)
 
@@ -206,7 +258,8 @@ def test_parameter_sets_with_other_points_are_refused():
 @pytest.mark.parametrize("item_id", __import__("test_fastcov_cases").COCOTB_ITEMS)
 def test_cocotb_item_covers_the_same_expr_points(engine, item_id):
     """cocotb stimulus (engineers' tests from the cocotb corpus) on the instrumented DUT."""
-    from test_cocotb_corpus import ROWS, request as corpus_request
+    from test_cocotb_corpus import ROWS
+    from test_cocotb_corpus import request as corpus_request
 
     request = corpus_request(ROWS[item_id], runtime="cocotb-2.1")
     request["coverage"] = {"metrics": ["expr"]}

@@ -64,16 +64,20 @@ def test_an_unpacked_array_output_port_is_zeroed_by_an_initial():
 
 @pytest.mark.slow
 def test_an_unpacked_array_output_port_stays_on_the_fast_path(engine):
-    request = {"design": {"files": {"regs.sv": REGS}, "toplevel": "regs"},
-               "stimulus": {"kind": "cocotb", "test_module": "test_regs", "files": {"test_regs.py": TEST_REGS}},
-               "coverage": {"metrics": METRICS}}
+    request = {
+        "design": {"files": {"regs.sv": REGS}, "toplevel": "regs"},
+        "stimulus": {"kind": "cocotb", "test_module": "test_regs", "files": {"test_regs.py": TEST_REGS}},
+        "coverage": {"metrics": METRICS},
+    }
     fast_run = engine.scored({**request, "engine": "fast"})
     fast = fast_run.result
     reference_run = engine.scored({**request, "engine": "verilator"})
     reference = reference_run.result
     assert reference.status == "ok" and reference.engine == "verilator", reference.message + reference.log[-2000:]
     assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, fast.fallback
-    assert [(t.name, t.passed) for t in fast.tests] == [("writes", True)] == [(t.name, t.passed) for t in reference.tests]
+    assert (
+        [(t.name, t.passed) for t in fast.tests] == [("writes", True)] == [(t.name, t.passed) for t in reference.tests]
+    )
     diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe(20)
 
@@ -98,16 +102,23 @@ def test_an_sv_testbench_on_array_ports_goes_to_verilator(engine, tmp_path):
     where Verilator reads the DUT's value, so such a sample must not be scored on Icarus."""
     for name, text in {"regs.sv": REGS, "tb.sv": REGS_TB}.items():
         (tmp_path / name).write_text(text)
-    subprocess.run(["iverilog", "-g2012", "-o", "x.vvp", "-s", "tb", "regs.sv", "tb.sv"], cwd=tmp_path,
-                   check=True, timeout=60)
+    subprocess.run(
+        ["iverilog", "-g2012", "-o", "x.vvp", "-s", "tb", "regs.sv", "tb.sv"], cwd=tmp_path, check=True, timeout=60
+    )
     bare = subprocess.run(["vvp", "-n", "x.vvp"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "q1=xx" in bare.stdout, bare.stdout
-    request = {"design": {"files": {"regs.sv": REGS}}, "engine": "fast", "coverage": {"scope": "dut"},
-               "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": REGS_TB}}}
+    request = {
+        "design": {"files": {"regs.sv": REGS}},
+        "engine": "fast",
+        "coverage": {"scope": "dut"},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": REGS_TB}},
+    }
     result = engine.score(request)
     assert result.status == "ok" and result.engine == "verilator" and "q1=0f" in result.log, result.message
-    assert result.fallback == ("Icarus 11 does not connect unpacked-array ports (regs.q): their values would "
-                               "read X on the other side — scored on Verilator")
+    assert result.fallback == (
+        "Icarus 11 does not connect unpacked-array ports (regs.q): their values would "
+        "read X on the other side — scored on Verilator"
+    )
 
 
 def test_array_ports_between_dut_modules_go_to_verilator(engine):
@@ -115,18 +126,27 @@ def test_array_ports_between_dut_modules_go_to_verilator(engine):
     from reward_service.fastcov.routing import unsupported
     from reward_service.models import ScoreRequest
 
-    design = {"top.sv": REGS + """module top (input logic clk, input logic [7:0] d, output logic y);
+    design = {
+        "top.sv": REGS
+        + """module top (input logic clk, input logic [7:0] d, output logic y);
   logic [7:0] q [0:3];
   regs u (.clk(clk), .we(1'b1), .addr(2'd0), .d(d), .q(q), .any(y));
 endmodule
-"""}
+"""
+    }
     cocotb = {"kind": "cocotb", "test_module": "test_regs", "files": {"test_regs.py": TEST_REGS}}
     for toplevel, want in (("top", "regs.q"), ("regs", None)):
-        prepared = engine.prepare(ScoreRequest.model_validate(
-            {"design": {"files": design, "toplevel": toplevel}, "stimulus": cocotb, "engine": "fast"}))
+        prepared = engine.prepare(
+            ScoreRequest.model_validate(
+                {"design": {"files": design, "toplevel": toplevel}, "stimulus": cocotb, "engine": "fast"}
+            )
+        )
         reason = unsupported(prepared)
-        assert (reason is None) if want is None else reason.startswith(
-            f"Icarus 11 does not connect unpacked-array ports ({want})"), reason
+        assert (
+            (reason is None)
+            if want is None
+            else reason.startswith(f"Icarus 11 does not connect unpacked-array ports ({want})")
+        ), reason
 
 
 # -- whose fault -------------------------------------------------------------------------------
@@ -174,9 +194,12 @@ endmodule
 
 
 def _request(tb_text: str) -> dict:
-    return {"design": {"files": {"acc.sv": ACC}}, "engine": "fast",
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb_text}},
-            "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]}}
+    return {
+        "design": {"files": {"acc.sv": ACC}},
+        "engine": "fast",
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb_text}},
+        "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
+    }
 
 
 @pytest.mark.slow
@@ -200,8 +223,13 @@ def _bare_iverilog_error(tmp_path, files: dict[str, str]) -> str:
     """The first ``file:line: ...`` line of a bare ``iverilog -g2012`` run (must fail)."""
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    run = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "x.vvp"), "-s", "tb", *files],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        ["iverilog", "-g2012", "-o", str(tmp_path / "x.vvp"), "-s", "tb", *files],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode != 0, run.stdout + run.stderr
     return next(line for line in (run.stdout + run.stderr).splitlines() if line.startswith(tuple(files)))
 
@@ -237,8 +265,9 @@ def test_an_instrumented_build_icarus_rejects_is_ours(engine, monkeypatch):
     monkeypatch.setattr(FastSimulator, "prepare", broken)
     result = engine.score(_request(TB.format(stop="")))
     assert result.status == "ok" and result.engine == "verilator", result.message
-    assert result.fallback.startswith("the fast path could not instrument the design: Icarus rejects the "
-                                      "instrumented build (acc.sv:"), result.fallback
+    assert result.fallback.startswith(
+        "the fast path could not instrument the design: Icarus rejects the instrumented build (acc.sv:"
+    ), result.fallback
     assert result.fallback.endswith("not the sources as written — scored on Verilator"), result.fallback
 
 
@@ -247,6 +276,10 @@ def test_an_uninstrumentable_design_says_it_is_ours(engine):
     from reward_service.models import ScoreRequest
 
     design = {"acc.sv": ACC.replace("module acc", "interface bus; logic v; endinterface\nmodule acc")}
-    prepared = engine.prepare(ScoreRequest.model_validate({**_request(TB.format(stop="")), "design": {"files": design}}))
-    assert unsupported(prepared) == ("the fast path could not instrument the design: acc.sv: InterfaceDeclaration "
-                                     "in the design is not instrumented — scored on Verilator")
+    prepared = engine.prepare(
+        ScoreRequest.model_validate({**_request(TB.format(stop="")), "design": {"files": design}})
+    )
+    assert unsupported(prepared) == (
+        "the fast path could not instrument the design: acc.sv: InterfaceDeclaration "
+        "in the design is not instrumented — scored on Verilator"
+    )

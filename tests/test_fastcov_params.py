@@ -54,66 +54,83 @@ def tb(params: str = "", width: str = "4", defparam: str = "") -> dict[str, str]
     return {"tb.sv": TB.format(params=params, width=width, defparam=defparam)}
 
 
-@pytest.mark.parametrize("params, width", [("", "4"), ("#(.W(WIDTH))", "4"), ("#(4, 0, 2)", "4"),
-                                           ("#(.W(2 + 2), .N(2))", "4")])
+@pytest.mark.parametrize(
+    "params, width", [("", "4"), ("#(.W(WIDTH))", "4"), ("#(4, 0, 2)", "4"), ("#(.W(2 + 2), .N(2))", "4")]
+)
 def test_the_design_own_values_keep_the_fast_path(params, width):
     assert overridden_parameters({"cnt.sv": DUT}, tb(params, width)) is None
 
 
 def test_other_values_are_named():
     reason = overridden_parameters({"cnt.sv": DUT}, tb(**OVERRIDING))
-    assert reason == "the testbench instantiates cnt with EN_B=1, N=5, W=8, other than the design's own parameter values"
+    assert (
+        reason == "the testbench instantiates cnt with EN_B=1, N=5, W=8, other than the design's own parameter values"
+    )
 
 
 def test_defparam_is_elaborated():
     assert overridden_parameters({"cnt.sv": DUT}, tb(defparam="defparam dut.N = 3;")) == (
-        "the testbench instantiates cnt with N=3, other than the design's own parameter values")
+        "the testbench instantiates cnt with N=3, other than the design's own parameter values"
+    )
 
 
 def test_a_testbench_pyslang_cannot_parse_is_judged_by_its_text():
-    broken = "module tb; cnt #(.W(8)) dut (); initial begin $display(\"x\") end endmodule\n"
+    broken = 'module tb; cnt #(.W(8)) dut (); initial begin $display("x") end endmodule\n'
     assert "tb.sv instantiates cnt with parameters" in overridden_parameters({"cnt.sv": DUT}, {"tb.sv": broken})
-    plain = "module tb; cnt dut (); initial begin $display(\"x\") end endmodule\n"
+    plain = 'module tb; cnt dut (); initial begin $display("x") end endmodule\n'
     assert overridden_parameters({"cnt.sv": DUT}, {"tb.sv": plain}) is None
 
 
 def test_a_sub_module_value_set_the_design_already_has_is_kept():
     """A DUT that instantiates a sub-module twice with two value sets (which the expr kind
     checked to give equal points): the testbench reusing either set is no override."""
-    design = {"top.sv": """module leaf #(parameter P = 1) (input logic a, output logic y);
+    design = {
+        "top.sv": """module leaf #(parameter P = 1) (input logic a, output logic y);
   assign y = a & (P > 0);
 endmodule
 module top (input logic a, output logic y0, output logic y1);
   leaf #(.P(1)) u0 (.a(a), .y(y0));
   leaf #(.P(2)) u1 (.a(a), .y(y1));
 endmodule
-"""}
-    same = {"tb.sv": "module tb; logic a, y; leaf #(.P(2)) extra (.a(a), .y(y)); top dut (.a(a), .y0(), .y1()); endmodule\n"}
+"""
+    }
+    same = {
+        "tb.sv": "module tb; logic a, y; leaf #(.P(2)) extra (.a(a), .y(y)); top dut (.a(a), .y0(), .y1()); endmodule\n"
+    }
     assert overridden_parameters(design, same) is None
     other = {"tb.sv": same["tb.sv"].replace(".P(2)", ".P(7)")}
     assert "instantiates leaf with P=7" in overridden_parameters(design, other)
 
 
 def test_instance_arrays_are_elaborated():
-    array = {"tb.sv": "module tb; logic clk; cnt #(.W(8)) dut[0:1] (.clk(clk), .rst(1'b0), .d(), .q(), .hit()); endmodule\n"}
+    array = {
+        "tb.sv": "module tb; logic clk; cnt #(.W(8)) dut[0:1] (.clk(clk), .rst(1'b0), .d(), .q(), .hit()); endmodule\n"
+    }
     assert "instantiates cnt with W=8" in overridden_parameters({"cnt.sv": DUT}, array)
     same = {"tb.sv": array["tb.sv"].replace(".W(8)", ".W(4)")}
     assert overridden_parameters({"cnt.sv": DUT}, same) is None
 
 
-@pytest.mark.parametrize("header, use", [
-    ("`define PARAMS #(.W(8), .EN_B(1))\n", "cnt `PARAMS dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));"),
-    ("cnt #(.W(8)) dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));\n", ""),
-])
+@pytest.mark.parametrize(
+    "header, use",
+    [
+        ("`define PARAMS #(.W(8), .EN_B(1))\n", "cnt `PARAMS dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));"),
+        ("cnt #(.W(8)) dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));\n", ""),
+    ],
+)
 def test_overrides_behind_an_included_header_are_suspected(header, use):
     """pyslang is not given the testbench's headers: an `include makes the text decide, headers
     included (the review's cases: parameters from a header macro, an instance in a header)."""
-    testbench = {"cfg.svh": header,
-                 "tb.sv": f"`include \"cfg.svh\"\nmodule tb; logic clk, rst; logic [7:0] d, q; logic hit;\n"
-                          f"{use}\nendmodule\n"}
+    testbench = {
+        "cfg.svh": header,
+        "tb.sv": f'`include "cfg.svh"\nmodule tb; logic clk, rst; logic [7:0] d, q; logic hit;\n{use}\nendmodule\n',
+    }
     if not use:
-        testbench["tb.sv"] = testbench["tb.sv"].replace("\nendmodule", "`include \"cfg.svh\"\nendmodule").replace(
-            '`include "cfg.svh"\nmodule', "module", 1)
+        testbench["tb.sv"] = (
+            testbench["tb.sv"]
+            .replace("\nendmodule", '`include "cfg.svh"\nendmodule')
+            .replace('`include "cfg.svh"\nmodule', "module", 1)
+        )
     reason = overridden_parameters({"cnt.sv": DUT}, testbench)
     assert reason is not None and "instantiates cnt with parameters (not elaborated here)" in reason
 
@@ -124,8 +141,11 @@ METRICS = ["line", "branch", "toggle", "expr"]
 def _both(engine, design: dict[str, str], testbench: dict[str, str], scope: str = "dut"):
     """The sample scored with engine=fast and engine=verilator (scope ``scope``, all four code
     metrics), as :class:`~reward_service.scoring.Scored` runs; Verilator's result must be ok."""
-    request = {"design": {"files": design}, "coverage": {"scope": scope, "metrics": METRICS},
-               "stimulus": {"kind": "sv_testbench", "files": testbench}}
+    request = {
+        "design": {"files": design},
+        "coverage": {"scope": scope, "metrics": METRICS},
+        "stimulus": {"kind": "sv_testbench", "files": testbench},
+    }
     fast = engine.scored({**request, "engine": "fast"})
     reference = engine.scored({**request, "engine": "verilator"})
     assert reference.result.status == "ok" and reference.result.engine == "verilator", reference.result.message
@@ -216,11 +236,14 @@ endmodule
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("params, sw", [
-    ("#(.CLK_FREQ(200), .BAUD(25), .MODE(1))", "2"),   # DIV 8, CW 3, generate arm m1, stage W 3
-    ("#(200, 40)", "1"),                                # positional, DIV 5, MODE kept
-    ("#(.MODE(2), .CLK_FREQ(120))", "3"),                # the generate default arm, DIV 12, stage W 4
-])
+@pytest.mark.parametrize(
+    "params, sw",
+    [
+        ("#(.CLK_FREQ(200), .BAUD(25), .MODE(1))", "2"),  # DIV 8, CW 3, generate arm m1, stage W 3
+        ("#(200, 40)", "1"),  # positional, DIV 5, MODE kept
+        ("#(.MODE(2), .CLK_FREQ(120))", "3"),  # the generate default arm, DIV 12, stage W 4
+    ],
+)
 def test_parameter_shapes_equal_verilator(engine, params, sw):
     from reward_service.fastcov.params import testbench_values
 
@@ -236,8 +259,7 @@ def test_defparam_and_a_second_testbench_with_the_same_values(engine):
     instrumentation (keyed by the values, not the testbench text) and both equal Verilator."""
     from reward_service.fastcov.backend import _CONTEXT_CACHE
 
-    first = {"tb.sv": TICK_TB.format(params="", sw="1").replace(
-        "always #5", "defparam dut.CLK_FREQ = 160; always #5")}
+    first = {"tb.sv": TICK_TB.format(params="", sw="1").replace("always #5", "defparam dut.CLK_FREQ = 160; always #5")}
     second = {"tb.sv": first["tb.sv"].replace("repeat (60)", "repeat (45)")}
     before = len(_CONTEXT_CACHE)
     for testbench in (first, second):
@@ -251,15 +273,20 @@ def test_two_value_sets_with_other_expression_points_fall_back(engine):
     """The testbench makes two instances with value sets whose expression points differ: one
     module copy per value set on Verilator, one flag table per module here, so Verilator
     scores it and the fallback says why."""
-    testbench = {"tb.sv": TICK_TB.format(params="#(.MODE(1))", sw="2").replace(
-        "  always #5", "  logic t2; logic [3:0] y2; logic [1:0] s2;\n"
-        "  tick #(.MODE(0)) other (.clk(clk), .rst(rst), .en(en), .sel(sel), .tick_o(t2), .y(y2), .s(s2));\n"
-        "  always #5")}
+    testbench = {
+        "tb.sv": TICK_TB.format(params="#(.MODE(1))", sw="2").replace(
+            "  always #5",
+            "  logic t2; logic [3:0] y2; logic [1:0] s2;\n"
+            "  tick #(.MODE(0)) other (.clk(clk), .rst(rst), .en(en), .sel(sel), .tick_o(t2), .y(y2), .s(s2));\n"
+            "  always #5",
+        )
+    }
     fast_run, reference_run = _both(engine, {"tick.sv": TICK}, testbench)
     fast, reference = fast_run.result, reference_run.result
     assert fast.engine == "verilator", fast.engine
-    assert fast.fallback.startswith("the fast path could not instrument the design under the testbench's "
-                                    "parameter values: "), fast.fallback
+    assert fast.fallback.startswith(
+        "the fast path could not instrument the design under the testbench's parameter values: "
+    ), fast.fallback
     assert "other expression points with other parameter values" in fast.fallback
     assert _totals(fast) == _totals(reference)
 
@@ -279,33 +306,49 @@ endmodule
 """
 
 
-@pytest.mark.parametrize("text, why", [
-    (FORGE, "tb.sv reads files (`$fscanf`)"),
-    ('module tb; integer f; initial f = $fopen("x.txt", "r+"); endmodule', "tb.sv opens a file for reading (`$fopen` mode r+)"),
-    ('module tb; integer f; string m = "r"; initial f = $fopen("x", m); endmodule', "mode not a literal"),
-    ('module tb; initial $readmemh("m.hex", mem); endmodule', "tb.sv reads files (`$readmemh`)"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (FORGE, "tb.sv reads files (`$fscanf`)"),
+        (
+            'module tb; integer f; initial f = $fopen("x.txt", "r+"); endmodule',
+            "tb.sv opens a file for reading (`$fopen` mode r+)",
+        ),
+        ('module tb; integer f; string m = "r"; initial f = $fopen("x", m); endmodule', "mode not a literal"),
+        ('module tb; initial $readmemh("m.hex", mem); endmodule', "tb.sv reads files (`$readmemh`)"),
+    ],
+)
 def test_file_reading_testbenches_are_screened(text, why):
     from types import SimpleNamespace
 
     from reward_service.fastcov.screen import reads_files
+
     assert why in reads_files(SimpleNamespace(files={"tb.sv": text}))
 
 
-@pytest.mark.parametrize("text", [
-    'module tb; integer f; initial begin f = $fopen("log.txt", "w"); $fdisplay(f, "x"); end endmodule',
-    'module tb; integer f; initial f = $fopen("log.txt"); endmodule',
-    'module tb; initial $display("$fscanf $fopen(x, \\"r\\")"); // $readmemh("m", a)\nendmodule',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'module tb; integer f; initial begin f = $fopen("log.txt", "w"); $fdisplay(f, "x"); end endmodule',
+        'module tb; integer f; initial f = $fopen("log.txt"); endmodule',
+        'module tb; initial $display("$fscanf $fopen(x, \\"r\\")"); // $readmemh("m", a)\nendmodule',
+    ],
+)
 def test_writing_testbenches_keep_the_fast_path(text):
     from types import SimpleNamespace
 
     from reward_service.fastcov.screen import reads_files
+
     assert reads_files(SimpleNamespace(files={"tb.sv": text})) is None
 
 
 def test_a_file_reading_testbench_is_scored_by_verilator(engine):
-    result = engine.score({"design": {"files": {"cnt.sv": DUT}}, "engine": "fast",
-                           "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
-                           "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": FORGE}}})
+    result = engine.score(
+        {
+            "design": {"files": {"cnt.sv": DUT}},
+            "engine": "fast",
+            "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": FORGE}},
+        }
+    )
     assert result.engine == "verilator" and result.fallback.startswith("tb.sv reads files (`$fscanf`)")

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import CID012, REPO, STIMULUS
+
 from reward_service.feedback import annotated_source, compress_bits, feedback_text
 from reward_service.problems import load_problems
 
@@ -43,8 +43,9 @@ def test_feedback_names_what_the_weak_testbench_missed(arbiter_weak, problems):
     text = feedback_text(arbiter_weak, sources=problem.design.files, target_percent=problem.target_percent)
     cov = json.loads((STIMULUS / ARB / "expected.json").read_text())["testbenches"]["weak"]["coverage"]
     counts = ", ".join(f"{m} {v['covered']}/{v['total']}" for m, v in cov.items())
-    assert text.splitlines()[0] == (f"Coverage of the DUT (instance `dut`): 53.5% overall — {counts}. "
-                                    "Target 95%: not met.")
+    assert text.splitlines()[0] == (
+        f"Coverage of the DUT (instance `dut`): 53.5% overall — {counts}. Target 95%: not met."
+    )
     items = [line for line in text.splitlines() if line.startswith("- ")]
     # req[1] and req[3..7] are never set alone above the granted bits: their arms never run
     never = [i for i in items if "never executed" in i]
@@ -69,7 +70,7 @@ def test_annotated_source_marks_the_uncovered_lines(arbiter_weak, problems):
     src = files["fixed_priority_arbiter.sv"].splitlines()
     assert f">> 17 | {src[16].rstrip()}  // uncovered: never executed (elsif)" in lines
     assert f"   19 | {src[18].rstrip()}" not in lines  # req[2] was granted: not marked, not context of a mark
-    assert f"   18 | {src[17].rstrip()}" in lines      # context after line 17
+    assert f"   18 | {src[17].rstrip()}" in lines  # context after line 17
     assert any(line.strip() == "..." for line in lines)
     short = annotated_source(files, arbiter_weak.uncovered, max_lines=5)
     assert len(short.splitlines()) == 6 and short.endswith("... (annotated view truncated)")
@@ -111,11 +112,32 @@ def test_feedback_of_full_coverage_and_of_a_failure(engine, problems):
 
 @pytest.mark.slow
 def test_score_feedback_flag(shared_cache_dir):
-    env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "REWARD_SERVICE_RESULT_CACHE": "false",
-           "PATH": "/usr/bin:/bin", "HOME": str(shared_cache_dir)}
-    out = subprocess.run([sys.executable, "-m", "reward_service", "score", "--problems", str(CID012),
-                          "--problem-id", ARB, "--testbench", str(STIMULUS / ARB / "weak.sv"), "--feedback"],
-                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    env = {
+        "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir),
+        "REWARD_SERVICE_RESULT_CACHE": "false",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(shared_cache_dir),
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "score",
+            "--problems",
+            str(CID012),
+            "--problem-id",
+            ARB,
+            "--testbench",
+            str(STIMULUS / ARB / "weak.sv"),
+            "--feedback",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "Uncovered, most useful first:" in out.stdout
     assert "- fixed_priority_arbiter.sv:17 `else if (req[1])`: never executed (elsif)" in out.stdout

@@ -27,12 +27,17 @@ def tb(body: str) -> str:
 
 
 def score(engine, testbench: str, engine_name: str, **limits):
-    request = {"design": {"files": {"dut.sv": DUT}},
-               "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": testbench}},
-               "limits": {"run_s": 3, **limits}}
+    request = {
+        "design": {"files": {"dut.sv": DUT}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": testbench}},
+        "limits": {"run_s": 3, **limits},
+    }
     if engine_name == "fast":
-        request |= {"simulator": "verilator", "engine": "fast",
-                    "coverage": {"scope": "uut", "metrics": ["line", "branch", "toggle"]}}
+        request |= {
+            "simulator": "verilator",
+            "engine": "fast",
+            "coverage": {"scope": "uut", "metrics": ["line", "branch", "toggle"]},
+        }
     else:
         request |= {"simulator": "icarus", "coverage": {"metrics": ["functional"]}}
     return engine.score(request)

@@ -22,8 +22,14 @@ endmodule
 
 
 def score(engine, tb: str):
-    return engine.score({"design": {"files": {"cnt.v": DUT}}, "engine": "verilator",
-                         "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}}, "coverage": {"scope": "dut"}})
+    return engine.score(
+        {
+            "design": {"files": {"cnt.v": DUT}},
+            "engine": "verilator",
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "coverage": {"scope": "dut"},
+        }
+    )
 
 
 def test_a_testbench_macro_read_by_an_included_design_file_is_refused(engine):
@@ -36,6 +42,7 @@ def test_an_include_without_such_macros_scores_as_its_twin(engine):
     included = score(engine, TB.format(pre='`define RS_OWN 1\n`include "cnt.v"\n'))
     twin = score(engine, TB.format(pre=""))
     assert included.status == twin.status == "ok", (included.message, twin.message)
-    assert {m: (c.covered, c.total) for m, c in included.coverage.metrics.items()} == \
-        {m: (c.covered, c.total) for m, c in twin.coverage.metrics.items()}
+    assert {m: (c.covered, c.total) for m, c in included.coverage.metrics.items()} == {
+        m: (c.covered, c.total) for m, c in twin.coverage.metrics.items()
+    }
     assert twin.coverage.metrics["toggle"].total == 20  # 8-bit q: the design's own width

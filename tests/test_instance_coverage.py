@@ -19,8 +19,7 @@ from reward_service.coverage import parse_coverage_dat
 from reward_service.coverage.instances import combine_hier, merge_instances
 from reward_service.fastcov.compare import diff_points
 from reward_service.sandbox.toolchain import host_toolchain, require_verilator
-from reward_service.simulators.verilator import VERILATOR_LINT_FLAGS
-from reward_service.simulators.verilator import COVERAGE_FLAGS
+from reward_service.simulators.verilator import COVERAGE_FLAGS, VERILATOR_LINT_FLAGS
 
 METRICS = ["line", "branch", "toggle", "expr"]
 
@@ -63,8 +62,13 @@ endmodule
 def request(engine_name: str, reference: bool, name: str = "dut", scope: str | None = "dut") -> dict:
     tb = TB.replace("{name}", name).replace("{ref}", REF if reference else "")
     coverage = {"metrics": METRICS, **({"scope": scope} if scope else {})}
-    return {"design": {"files": {"acc.sv": DUT}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "coverage": coverage, "engine": engine_name, "limits": {"run_s": 5}}
+    return {
+        "design": {"files": {"acc.sv": DUT}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "coverage": coverage,
+        "engine": engine_name,
+        "limits": {"run_s": 5},
+    }
 
 
 def counts(result) -> dict[str, tuple[int, int]]:
@@ -116,11 +120,13 @@ def test_wrong_instance_name_lists_the_instances_found(engine, engine_name):
     req = request(engine_name, reference=True)
     tb = req["stimulus"]["files"]["tb.sv"]
     req["stimulus"]["files"]["tb.sv"] = tb.replace("  acc dut (", "  if (1) begin : g acc dut (").replace(
-        ".out(o1));", ".out(o1)); end")
+        ".out(o1));", ".out(o1)); end"
+    )
     result = engine.score(req)
     assert result.status == "invalid_input", result.message + result.log
-    assert result.message.endswith("the DUT is not instantiated as `dut` under `tb` (found: g, ref_model)"), \
+    assert result.message.endswith("the DUT is not instantiated as `dut` under `tb` (found: g, ref_model)"), (
         result.message
+    )
 
 
 def test_combine_hier_is_verilators():
@@ -158,11 +164,39 @@ def test_merge_of_per_instance_records_is_verilators_default(tmp_path, shared_ca
     (tmp_path / "tb.sv").write_text(TB.replace("{name}", "dut").replace("{ref}", REF))
     (tmp_path / "main.cpp").write_text(MAIN)
     root = require_verilator(host_toolchain())
-    env = {**os.environ, "VERILATOR_ROOT": root, "OBJCACHE": "ccache",
-           "CCACHE_DIR": str(Path(shared_cache_dir) / "ccache"), "CCACHE_BASEDIR": str(tmp_path)}
-    subprocess.run([f"{root}/bin/verilator", "--cc", "--exe", "--build", "--timing", *COVERAGE_FLAGS,
-                    *VERILATOR_LINT_FLAGS, "--prefix", "Vtop", "--top-module", "tb", "-Mdir", "obj", "-o", "sim",
-                    "acc.sv", "tb.sv", "main.cpp"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "VERILATOR_ROOT": root,
+        "OBJCACHE": "ccache",
+        "CCACHE_DIR": str(Path(shared_cache_dir) / "ccache"),
+        "CCACHE_BASEDIR": str(tmp_path),
+    }
+    subprocess.run(
+        [
+            f"{root}/bin/verilator",
+            "--cc",
+            "--exe",
+            "--build",
+            "--timing",
+            *COVERAGE_FLAGS,
+            *VERILATOR_LINT_FLAGS,
+            "--prefix",
+            "Vtop",
+            "--top-module",
+            "tb",
+            "-Mdir",
+            "obj",
+            "-o",
+            "sim",
+            "acc.sv",
+            "tb.sv",
+            "main.cpp",
+        ],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(["obj/sim"], cwd=tmp_path, check=True, capture_output=True)
 
     def keyed(points):

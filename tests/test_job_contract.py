@@ -34,33 +34,51 @@ def workers_imports(text: str) -> list[tuple[int, str]]:
             found |= {(node.lineno, a.name) for a in node.names if WORKERS.match(a.name)}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and WORKERS.match(node.module or ""):
             found.add((node.lineno, node.module))
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and (
-                getattr(node.func, "id", None) == "__import__" or getattr(node.func, "attr", None) == "import_module"):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and (getattr(node.func, "id", None) == "__import__" or getattr(node.func, "attr", None) == "import_module")
+        ):
             if isinstance(node.args[0].value, str) and WORKERS.match(node.args[0].value):
                 found.add((node.lineno, repr(node.args[0].value)))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
-                and WORKERS.match(node.value):  # a dotted module path (a bare "workers" is a word)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "." in node.value
+            and WORKERS.match(node.value)
+        ):  # a dotted module path (a bare "workers" is a word)
             found.add((node.lineno, repr(node.value)))
     return sorted(found)
 
 
 def test_the_checker_sees_each_way_of_naming_workers():
-    text = ("import workers\n"
-            "def f():\n    from workers.celery_app import app\n"
-            "x = __import__('workers.tasks')\n"
-            "include = ['workers.control']\n"
-            "m = importlib.import_module('workers')\n"
-            "import workersfoo\nfrom reward_service import workers_doc\n"
-            "y = {'workers': 'ok', 'doc': 'workers/ and workers.md'}\n")
-    assert workers_imports(text) == [(1, "workers"), (3, "workers.celery_app"), (4, "'workers.tasks'"),
-                                      (5, "'workers.control'"), (6, "'workers'")]
+    text = (
+        "import workers\n"
+        "def f():\n    from workers.celery_app import app\n"
+        "x = __import__('workers.tasks')\n"
+        "include = ['workers.control']\n"
+        "m = importlib.import_module('workers')\n"
+        "import workersfoo\nfrom reward_service import workers_doc\n"
+        "y = {'workers': 'ok', 'doc': 'workers/ and workers.md'}\n"
+    )
+    assert workers_imports(text) == [
+        (1, "workers"),
+        (3, "workers.celery_app"),
+        (4, "'workers.tasks'"),
+        (5, "'workers.control'"),
+        (6, "'workers'"),
+    ]
 
 
 def test_reward_service_never_imports_workers():
     modules = sorted(PACKAGE.rglob("*.py"))
     assert len(modules) > 50
-    bad = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
-           for path in modules for line, what in workers_imports(path.read_text())]
+    bad = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
+        for path in modules
+        for line, what in workers_imports(path.read_text())
+    ]
     assert bad == []
 
 
@@ -81,8 +99,7 @@ print([(a.main, list(a.conf.include)) for a in apps])
 print(sorted(m for m in sys.modules if m == "workers" or m.startswith("workers.")))
 d.close()
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=PACKAGE.parent)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["[]", "0", "[('reward_service-client', [])]", "[]"]
 
@@ -102,19 +119,25 @@ def test_redis_errors_leave_the_dispatcher_as_broker_unavailable():
     """Every public method of the Celery dispatcher that talks to Redis, against a port where
     nothing listens: our exception, chained to redis-py's."""
     import redis
+    from samples import ARBITER, icarus_case
 
     from reward_service.dispatch.celery import CeleryDispatcher
-    from samples import ARBITER, icarus_case
 
     d = CeleryDispatcher(Settings(broker_url=DEAD), reaper=False)
     try:
         job = "ab" * 32
-        calls = {"submit": lambda: d.submit(icarus_case(ARBITER)),
-                 "submit_many": lambda: d.submit_many([icarus_case(ARBITER)]),
-                 "submit_background": lambda: d.submit_background(icarus_case(ARBITER)),
-                 "get": lambda: d.get(job), "wait": lambda: d.wait(job, 0.1), "resend": lambda: d.resend(job),
-                 "queue_depth": d.queue_depth, "job_stats": lambda: d.job_stats(job),
-                 "worker_stats": d.worker_stats, "reap_lapsed": d.reap_lapsed}
+        calls = {
+            "submit": lambda: d.submit(icarus_case(ARBITER)),
+            "submit_many": lambda: d.submit_many([icarus_case(ARBITER)]),
+            "submit_background": lambda: d.submit_background(icarus_case(ARBITER)),
+            "get": lambda: d.get(job),
+            "wait": lambda: d.wait(job, 0.1),
+            "resend": lambda: d.resend(job),
+            "queue_depth": d.queue_depth,
+            "job_stats": lambda: d.job_stats(job),
+            "worker_stats": d.worker_stats,
+            "reap_lapsed": d.reap_lapsed,
+        }
         for name, call in calls.items():
             with pytest.raises(BrokerUnavailable, match="the job queue") as caught:
                 call()

@@ -22,8 +22,11 @@ K8S_VERSION = "1.33.0"
 
 def manifests() -> dict[str, list[dict]]:
     """file name -> its objects (the kustomization excluded)."""
-    return {p.name: [d for d in yaml.safe_load_all(p.read_text()) if d]
-            for p in sorted(K8S.glob("*.yaml")) if p.name != "kustomization.yaml"}
+    return {
+        p.name: [d for d in yaml.safe_load_all(p.read_text()) if d]
+        for p in sorted(K8S.glob("*.yaml"))
+        if p.name != "kustomization.yaml"
+    }
 
 
 def objects() -> list[dict]:

@@ -11,8 +11,12 @@ import reward_service
 
 PACKAGE = Path(reward_service.__file__).parent
 #: What the sandbox layer must not import: the layers that run on top of it.
-ABOVE_SANDBOX = ("reward_service.simulators", "reward_service.fastcov", "reward_service.scoring",
-                 "reward_service.engine")
+ABOVE_SANDBOX = (
+    "reward_service.simulators",
+    "reward_service.fastcov",
+    "reward_service.scoring",
+    "reward_service.engine",
+)
 
 
 def imports(text: str, package: str) -> list[tuple[int, str]]:
@@ -37,25 +41,37 @@ def imports(text: str, package: str) -> list[tuple[int, str]]:
 def offending(path: Path, forbidden: tuple[str, ...]) -> list[str]:
     """``file:line: imports module`` for each import in ``path`` of a module under ``forbidden``."""
     package = ".".join(path.relative_to(PACKAGE.parent).parts[:-1])
-    return [f"{path.relative_to(PACKAGE.parent)}:{line}: imports {module}"
-            for line, module in imports(path.read_text(), package)
-            if any(module == f or module.startswith(f + ".") for f in forbidden)]
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: imports {module}"
+        for line, module in imports(path.read_text(), package)
+        if any(module == f or module.startswith(f + ".") for f in forbidden)
+    ]
 
 
 def test_the_checker_sees_every_kind_of_import():
     """The walker finds top-level, late, ``from``-style and relative imports (so the layering
     tests below can fail), and not a sibling whose name merely starts alike."""
-    text = ("import reward_service.engine\n"
-            "def f():\n    from reward_service.simulators import cocotb_flow\n"
-            "from ..fastcov import backend\n"
-            "from reward_service import scoring, settings\n"
-            "import reward_service.engineering\n"
-            "from . import base\n")
-    found = [(line, m) for line, m in imports(text, "reward_service.sandbox")
-             if any(m == f or m.startswith(f + ".") for f in ABOVE_SANDBOX)]
-    assert found == [(1, "reward_service.engine"), (3, "reward_service.simulators"),
-                     (3, "reward_service.simulators.cocotb_flow"), (4, "reward_service.fastcov"),
-                     (4, "reward_service.fastcov.backend"), (5, "reward_service.scoring")]
+    text = (
+        "import reward_service.engine\n"
+        "def f():\n    from reward_service.simulators import cocotb_flow\n"
+        "from ..fastcov import backend\n"
+        "from reward_service import scoring, settings\n"
+        "import reward_service.engineering\n"
+        "from . import base\n"
+    )
+    found = [
+        (line, m)
+        for line, m in imports(text, "reward_service.sandbox")
+        if any(m == f or m.startswith(f + ".") for f in ABOVE_SANDBOX)
+    ]
+    assert found == [
+        (1, "reward_service.engine"),
+        (3, "reward_service.simulators"),
+        (3, "reward_service.simulators.cocotb_flow"),
+        (4, "reward_service.fastcov"),
+        (4, "reward_service.fastcov.backend"),
+        (5, "reward_service.scoring"),
+    ]
     assert (7, "reward_service.sandbox.base") in imports(text, "reward_service.sandbox")
 
 
@@ -72,8 +88,11 @@ def test_the_simulators_do_not_import_upward():
     """The simulators run a job in the sandbox; the fast path (which instruments the DUT and
     runs it through them) and scoring sit above them."""
     modules = sorted((PACKAGE / "simulators").rglob("*.py"))
-    bad = [line for path in modules
-           for line in offending(path, ("reward_service.fastcov", "reward_service.scoring", "reward_service.engine"))]
+    bad = [
+        line
+        for path in modules
+        for line in offending(path, ("reward_service.fastcov", "reward_service.scoring", "reward_service.engine"))
+    ]
     assert bad == []
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 
 import redis
+from test_workers import redis_server  # noqa: F401 - fixture
 
 from reward_service.dispatch.contract import JobKeys
 from reward_service.dispatch.leases import Leases
-from test_workers import redis_server  # noqa: F401 - fixture
 
 JOB = "ab" * 32
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from test_workers import Worker, make_service, redis_server, slow_tb  # noqa: F401 - fixtures
 
 from reward_service.dispatch.base import JobState
-from test_workers import Worker, make_service, redis_server, slow_tb  # noqa: F401 - fixtures
 
 LEASE_S = 3.0
 #: Far beyond every wait below: a job that comes back came back through its lease.
@@ -18,8 +18,9 @@ VISIBILITY_S = 900
 
 
 def leased(**extra):
-    return dict(lease_s=LEASE_S, task_soft_time_limit_s=120, task_time_limit_s=130,
-                visibility_timeout_s=VISIBILITY_S, **extra)
+    return dict(
+        lease_s=LEASE_S, task_soft_time_limit_s=120, task_time_limit_s=130, visibility_timeout_s=VISIBILITY_S, **extra
+    )
 
 
 def worker_running(svc, workers: list[Worker], job: str, timeout: float = 60) -> Worker:

@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reward_service.completion import ExtractionError, extract
 from reward_service.coverage.functional import parse_functional_yaml
@@ -22,8 +23,9 @@ from reward_service.models import CocotbStimulus, SvTestbench
 from reward_service.problems.cvdp import Problem, _rows, load_problems
 
 # derandomize: the same examples every run (CI stays reproducible); database=None: no .hypothesis/ in the tree
-PROPS = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-                 suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(
+    max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 _TMP = Path(tempfile.mkdtemp(prefix="rs-parser-props-"))
 
@@ -44,19 +46,24 @@ def _well_formed_points(points: list) -> None:
 
 # -- coverage.dat ---------------------------------------------------------------------------------
 _KEYS = st.sampled_from(["f", "l", "n", "t", "page", "o", "h", "S", "lineno", "filename", "type", ""])
-_VALUE = st.one_of(st.text(max_size=12), st.integers(0, 10**30).map(str),
-                   st.sampled_from(["line", "toggle", "branch", "block", "dut.sv", "²", "٣", "-1"]))
-_PAIRS = st.lists(st.tuples(_KEYS, _VALUE), max_size=8).map(
-    lambda kv: "".join(f"\x01{k}\x02{v}" for k, v in kv))
-_COUNT = st.one_of(st.integers(0, 2**64).map(str), st.text("0123456789٣²x -", min_size=1, max_size=8),
-                   st.just("9" * 5000))
+_VALUE = st.one_of(
+    st.text(max_size=12),
+    st.integers(0, 10**30).map(str),
+    st.sampled_from(["line", "toggle", "branch", "block", "dut.sv", "²", "٣", "-1"]),
+)
+_PAIRS = st.lists(st.tuples(_KEYS, _VALUE), max_size=8).map(lambda kv: "".join(f"\x01{k}\x02{v}" for k, v in kv))
+_COUNT = st.one_of(
+    st.integers(0, 2**64).map(str), st.text("0123456789٣²x -", min_size=1, max_size=8), st.just("9" * 5000)
+)
 _RECORD = st.one_of(st.builds(lambda k, c: f"C '{k}' {c}", _PAIRS, _COUNT), st.text(max_size=40))
 
 
 @PROPS
-@given(header=st.sampled_from(["# SystemC::Coverage-3", "# SystemC::Coverage-2", "", "garbage"]),
-       records=st.lists(_RECORD, max_size=12),
-       dut=st.one_of(st.none(), st.just({"dut.sv"})))
+@given(
+    header=st.sampled_from(["# SystemC::Coverage-3", "# SystemC::Coverage-2", "", "garbage"]),
+    records=st.lists(_RECORD, max_size=12),
+    dut=st.one_of(st.none(), st.just({"dut.sv"})),
+)
 def test_coverage_dat_returns_points_or_coverage_file_error(header, records, dut):
     path = _write("coverage.dat", "\n".join([header, *records]).encode("utf-8", "surrogatepass"))
     try:
@@ -77,10 +84,14 @@ def test_coverage_dat_raw_bytes(data):
 
 
 # -- cocotb-coverage YAML -------------------------------------------------------------------------
-_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True),
-                    st.text(max_size=8))
-_YAML_VALUE = st.recursive(_SCALAR, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)), max_leaves=12)
+_SCALAR = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(allow_nan=True), st.text(max_size=8)
+)
+_YAML_VALUE = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=12,
+)
 _ITEM = st.fixed_dictionaries({"bins:_hits": _YAML_VALUE}, optional={"at_least": _YAML_VALUE, "weight": _SCALAR})
 
 
@@ -102,9 +113,35 @@ def test_functional_yaml_shapes(doc):
     assert all(p.metric == "functional" for p in points)
 
 
-_YAML_BITS = st.sampled_from(["a:\n", "  bins:_hits:\n", "    b: 3\n", "  at_least: 2\n", "[", "]", "{", "}",
-                              "&x ", "*x ", "!!python/object:os.system ", ".inf", ".nan", "- ", ": ", "'",
-                              '"', "\t", "---\n", "%YAML 1.1\n", "? ", "|\n", "!!binary ", "\x00", "\ufeff"])
+_YAML_BITS = st.sampled_from(
+    [
+        "a:\n",
+        "  bins:_hits:\n",
+        "    b: 3\n",
+        "  at_least: 2\n",
+        "[",
+        "]",
+        "{",
+        "}",
+        "&x ",
+        "*x ",
+        "!!python/object:os.system ",
+        ".inf",
+        ".nan",
+        "- ",
+        ": ",
+        "'",
+        '"',
+        "\t",
+        "---\n",
+        "%YAML 1.1\n",
+        "? ",
+        "|\n",
+        "!!binary ",
+        "\x00",
+        "\ufeff",
+    ]
+)
 
 
 @PROPS
@@ -118,17 +155,47 @@ def test_functional_yaml_raw_text(data):
 
 
 # -- completion extraction ------------------------------------------------------------------------
-_COMPLETION_BITS = st.sampled_from([
-    "```", "```systemverilog\n", "```python\n", "```vhdl\n", "~~~\n", "````\n", "\n", "   ", "module tb;\n",
-    "module dut(input clk);\n", "endmodule\n", "dut uut(.clk(clk));\n", "@cocotb.test()\n",
-    "async def t(dut):\n", "<think>", "</think>", "`timescale 1ns/1ps\n", "entity e is\n", "/* ", " */",
-    "// module x\n", '"module y"', "initial begin $finish; end\n", "\r\n", "\u2028", "\x00", "#(", "(", ")", ";",
-])
+_COMPLETION_BITS = st.sampled_from(
+    [
+        "```",
+        "```systemverilog\n",
+        "```python\n",
+        "```vhdl\n",
+        "~~~\n",
+        "````\n",
+        "\n",
+        "   ",
+        "module tb;\n",
+        "module dut(input clk);\n",
+        "endmodule\n",
+        "dut uut(.clk(clk));\n",
+        "@cocotb.test()\n",
+        "async def t(dut):\n",
+        "<think>",
+        "</think>",
+        "`timescale 1ns/1ps\n",
+        "entity e is\n",
+        "/* ",
+        " */",
+        "// module x\n",
+        '"module y"',
+        "initial begin $finish; end\n",
+        "\r\n",
+        "\u2028",
+        "\x00",
+        "#(",
+        "(",
+        ")",
+        ";",
+    ]
+)
 
 
 @PROPS
-@given(text=st.one_of(st.lists(_COMPLETION_BITS, max_size=40).map("".join), st.text(max_size=400)),
-       design=st.one_of(st.none(), st.just(["dut"]), st.just(["dut", "sub"])))
+@given(
+    text=st.one_of(st.lists(_COMPLETION_BITS, max_size=40).map("".join), st.text(max_size=400)),
+    design=st.one_of(st.none(), st.just(["dut"]), st.just(["dut", "sub"])),
+)
 def test_extract_returns_stimulus_or_extraction_error(text, design):
     try:
         got = extract(text, toplevel="dut", design_modules=design)
@@ -154,20 +221,28 @@ def test_extract_non_string_is_extraction_error():
 
 # -- CVDP JSONL loader ----------------------------------------------------------------------------
 def _row(**over) -> dict:
-    row = {"id": "cvdp_x_0001", "categories": ["cid012", "easy"],
-           "input": {"prompt": "Write a testbench for `ctr`, instance `uut`.", "context": {}},
-           "output": {"response": "", "context": {"verif/tb.sv": ""}},
-           "harness": {"files": {"src/ctr.sv": "module ctr(input clk); endmodule\n",
-                                 "src/.env": "TARGET = 80\n",
-                                 "src/process.py": 'assert metrics["uut"]["Overall Average"] >= 80\n'}}}
+    row = {
+        "id": "cvdp_x_0001",
+        "categories": ["cid012", "easy"],
+        "input": {"prompt": "Write a testbench for `ctr`, instance `uut`.", "context": {}},
+        "output": {"response": "", "context": {"verif/tb.sv": ""}},
+        "harness": {
+            "files": {
+                "src/ctr.sv": "module ctr(input clk); endmodule\n",
+                "src/.env": "TARGET = 80\n",
+                "src/process.py": 'assert metrics["uut"]["Overall Average"] >= 80\n',
+            }
+        },
+    }
     row.update(over)
     return row
 
 
-_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10)),
-                     lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                             st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                     max_leaves=10)
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=10,
+)
 _FIELDS = st.sampled_from(["id", "categories", "input", "output", "harness", "patch", "prompt", "context"])
 
 
@@ -197,8 +272,12 @@ def test_cvdp_arbitrary_lines(lines):
 
 def test_cvdp_good_row_loads():
     (problem,) = _rows([json.dumps(_row())], "x.jsonl").values()
-    assert (problem.design.toplevel, problem.dut_instance, problem.target_percent, problem.difficulty) == \
-        ("ctr", "uut", 80.0, "easy")
+    assert (problem.design.toplevel, problem.dut_instance, problem.target_percent, problem.difficulty) == (
+        "ctr",
+        "uut",
+        80.0,
+        "easy",
+    )
 
 
 # -- regressions: bugs the properties found -------------------------------------------------------
@@ -211,17 +290,23 @@ def test_coverage_dat_unicode_digit_line_is_coverage_file_error():
 
 def test_coverage_dat_huge_count_is_coverage_file_error():
     # int() refuses more than 4300 digits (a bare ValueError); a count Verilator writes has <= 20
-    path = _write("coverage.dat", ("# SystemC::Coverage-3\nC '\x01f\x02dut.sv\x01l\x021\x01t\x02line' "
-                                   + "9" * 5000 + "\n").encode())
+    path = _write(
+        "coverage.dat",
+        ("# SystemC::Coverage-3\nC '\x01f\x02dut.sv\x01l\x021\x01t\x02line' " + "9" * 5000 + "\n").encode(),
+    )
     with pytest.raises(CoverageFileError, match="5000 digits"):
         parse_coverage_dat(path)
-    path = _write("coverage.dat", ("# SystemC::Coverage-3\nC '\x01f\x02dut.sv\x01l\x02" + "1" * 5000
-                                   + "\x01t\x02line' 1\n").encode())
+    path = _write(
+        "coverage.dat",
+        ("# SystemC::Coverage-3\nC '\x01f\x02dut.sv\x01l\x02" + "1" * 5000 + "\x01t\x02line' 1\n").encode(),
+    )
     with pytest.raises(CoverageFileError, match="bad line number"):
         parse_coverage_dat(path)
     # a 20-digit (64-bit) count still reads
-    path = _write("coverage.dat", ("# SystemC::Coverage-3\nC '\x01f\x02dut.sv\x01l\x027\x01t\x02line' "
-                                   + str(2**64 - 1) + "\n").encode())
+    path = _write(
+        "coverage.dat",
+        ("# SystemC::Coverage-3\nC '\x01f\x02dut.sv\x01l\x027\x01t\x02line' " + str(2**64 - 1) + "\n").encode(),
+    )
     (point,) = parse_coverage_dat(path)
     assert (point.line, point.count) == (7, 2**64 - 1)
 

@@ -10,19 +10,22 @@ import pytest
 from reward_service.rescore.passk import mean_pass_at_k, pass_at_k
 
 
-@pytest.mark.parametrize("n,c,k,expected", [
-    (10, 0, 1, 0.0),          # nothing passes
-    (10, 10, 1, 1.0),         # everything passes
-    (5, 2, 1, 0.4),           # pass@1 = c/n
-    (5, 2, 2, 0.7),           # 1 - C(3,2)/C(5,2) = 1 - 3/10
-    (5, 2, 3, 0.9),           # 1 - C(3,3)/C(5,3) = 1 - 1/10
-    (5, 2, 4, 1.0),           # n - c = 3 < k: every draw of 4 holds a pass
-    (5, 2, 5, 1.0),
-    (3, 1, 2, 2 / 3),         # 1 - C(2,2)/C(3,2) = 1 - 1/3
-    (200, 1, 100, 0.5),       # 1 - C(199,100)/C(200,100) = 1 - 100/200
-    (1, 1, 1, 1.0),
-    (1, 0, 1, 0.0),
-])
+@pytest.mark.parametrize(
+    "n,c,k,expected",
+    [
+        (10, 0, 1, 0.0),  # nothing passes
+        (10, 10, 1, 1.0),  # everything passes
+        (5, 2, 1, 0.4),  # pass@1 = c/n
+        (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+        (5, 2, 3, 0.9),  # 1 - C(3,3)/C(5,3) = 1 - 1/10
+        (5, 2, 4, 1.0),  # n - c = 3 < k: every draw of 4 holds a pass
+        (5, 2, 5, 1.0),
+        (3, 1, 2, 2 / 3),  # 1 - C(2,2)/C(3,2) = 1 - 1/3
+        (200, 1, 100, 0.5),  # 1 - C(199,100)/C(200,100) = 1 - 100/200
+        (1, 1, 1, 1.0),
+        (1, 0, 1, 0.0),
+    ],
+)
 def test_hand_computed(n, c, k, expected):
     assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import CID012, STIMULUS
 from typer.testing import CliRunner
 
-from conftest import CID012, STIMULUS
 from reward_service.api.service import resolve
 from reward_service.cli import app
 from reward_service.models import Limits, ProblemSpec, RewardSpec, ScoreRequest
@@ -50,8 +50,21 @@ def _cli_request(monkeypatch, completion: Path, *options: str) -> ScoreRequest:
         raise _Resolved
 
     monkeypatch.setattr(Engine, "prepare", spy)
-    out = CliRunner().invoke(app, ["score", "--problems", str(CID012), "--problem-id", PID,
-                                   "--completion", str(completion), "--json", "--no-cache", *options])
+    out = CliRunner().invoke(
+        app,
+        [
+            "score",
+            "--problems",
+            str(CID012),
+            "--problem-id",
+            PID,
+            "--completion",
+            str(completion),
+            "--json",
+            "--no-cache",
+            *options,
+        ],
+    )
     assert isinstance(out.exception, _Resolved), (out.exception, out.output)
     assert len(seen) == 1
     return seen[0]
@@ -77,12 +90,32 @@ def test_a_plain_problem_request_resolves_alike_on_all_three_paths(monkeypatch, 
 
 
 def test_overrides_resolve_alike_through_the_cli_and_the_api(monkeypatch, tmp_path, problems, completion):
-    cli = _cli_request(monkeypatch, completion, "--metric", "line", "--run-s", "7",
-                       "--shaping", "ratio", "--engine", "verilator", "--seed", "3")
-    api = _api_request(problems, {"problem_id": PID, "seed": 3, "engine": "verilator",
-                                  "stimulus": {"kind": "completion", "text": completion.read_text()},
-                                  "coverage": {"metrics": ["line"]}, "limits": {"run_s": 7},
-                                  "reward": {"shaping": "ratio"}})
+    cli = _cli_request(
+        monkeypatch,
+        completion,
+        "--metric",
+        "line",
+        "--run-s",
+        "7",
+        "--shaping",
+        "ratio",
+        "--engine",
+        "verilator",
+        "--seed",
+        "3",
+    )
+    api = _api_request(
+        problems,
+        {
+            "problem_id": PID,
+            "seed": 3,
+            "engine": "verilator",
+            "stimulus": {"kind": "completion", "text": completion.read_text()},
+            "coverage": {"metrics": ["line"]},
+            "limits": {"run_s": 7},
+            "reward": {"shaping": "ratio"},
+        },
+    )
     assert cli == api
     # merged field by field: the problem's scope, target and exclusion stay with the given metrics
     assert cli.coverage.metrics == ["line"] and cli.coverage.scope == problems[PID].dut_instance
@@ -95,12 +128,22 @@ def test_a_registered_problems_limits_and_reward_merge_in_the_engine_too(tmp_pat
     """A problem with its own limits and reward: a request giving one limit (or one reward
     field) keeps the problem's others, in the engine (CLI, rescore, embedded) as in the API.
     The engine used to replace ``limits``/``reward`` whole, so compile_s fell back to 120 s."""
-    spec = problems[PID].spec().model_copy(update={
-        "limits": Limits(compile_s=300, run_s=20, memory_mb=1024),
-        "reward": RewardSpec(shaping="ratio", failure_value=-1.0)})
-    body = {"problem_id": PID, "stimulus": {"kind": "sv_testbench",
-                                            "files": {"best.sv": (STIMULUS / PID / "best.sv").read_text()}},
-            "limits": {"run_s": 5}, "reward": {"failure_value": -0.5}}
+    spec = (
+        problems[PID]
+        .spec()
+        .model_copy(
+            update={
+                "limits": Limits(compile_s=300, run_s=20, memory_mb=1024),
+                "reward": RewardSpec(shaping="ratio", failure_value=-1.0),
+            }
+        )
+    )
+    body = {
+        "problem_id": PID,
+        "stimulus": {"kind": "sv_testbench", "files": {"best.sv": (STIMULUS / PID / "best.sv").read_text()}},
+        "limits": {"run_s": 5},
+        "reward": {"failure_value": -0.5},
+    }
     engine = Engine(Settings(cache_dir=tmp_path, result_cache=False), problems={PID: spec})
     embedded = engine.prepare(ScoreRequest.model_validate(body)).request
     api = resolve(ScoreRequest.model_validate(body), InMemoryProblemStore({PID: spec}))
@@ -120,6 +163,10 @@ def test_a_problems_engine_applies_on_verilator_only(problems):
     assert problem.request("x", simulator="icarus").engine is None
     assert problem.request("x", simulator="icarus", engine="fast").engine == "fast"
     store = InMemoryProblemStore({PID: problem.spec()})
-    api = resolve(ScoreRequest.model_validate({"problem_id": PID, "simulator": "icarus",
-                                               "stimulus": {"kind": "completion", "text": "x"}}), store)
+    api = resolve(
+        ScoreRequest.model_validate(
+            {"problem_id": PID, "simulator": "icarus", "stimulus": {"kind": "completion", "text": "x"}}
+        ),
+        store,
+    )
     assert api.engine is None and api == problem.request("x", simulator="icarus")

@@ -9,10 +9,8 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SHARED_CASES
 
 README = (REPO / "README.md").read_text()
@@ -52,16 +50,21 @@ def test_every_file_a_readme_command_reads_ships_or_is_in_the_workspace():
     """No `cid012.jsonl` / `samples.jsonl` / `out.txt` that nobody has: each file a command reads
     is in the checkout, in ../shared/cases (this workspace; the README says where CVDP comes
     from), or written to /tmp by an earlier command."""
-    written = {tok for line in COMMANDS for before, tok in zip([""] + shlex.split(line.split(" #", 1)[0]),
-                                                              shlex.split(line.split(" #", 1)[0]))
-               if before in _OUTPUTS}
+    written = {
+        tok
+        for line in COMMANDS
+        for before, tok in zip([""] + shlex.split(line.split(" #", 1)[0]), shlex.split(line.split(" #", 1)[0]))
+        if before in _OUTPUTS
+    }
     checked = 0
     for line in COMMANDS:
         for path in read_paths(line):
             if path.startswith("/tmp/"):
                 assert path in written, f"{path} in `{line}` is read but no command writes it"
                 continue
-            where = REPO / path if not path.startswith("../shared/cases/") else SHARED_CASES / path.split("cases/", 1)[1]
+            where = (
+                REPO / path if not path.startswith("../shared/cases/") else SHARED_CASES / path.split("cases/", 1)[1]
+            )
             assert where.exists(), f"`{line}` reads {path}, which does not ship"
             checked += 1
     assert checked >= 20
@@ -88,8 +91,9 @@ def test_compose_commands_work_with_v1_and_v2():
         assert not re.search(r"(?<![\w$])docker compose (up|down)", line), line
     pick = next(line for line in COMMANDS if line.startswith("if docker compose version"))
     assert "COMPOSE=docker-compose" in pick
-    run = subprocess.run(["bash", "-c", f"{pick}; echo \"$COMPOSE\"; $COMPOSE version"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        ["bash", "-c", f'{pick}; echo "$COMPOSE"; $COMPOSE version'], capture_output=True, text=True, timeout=60
+    )
     if run.returncode != 0 and "not found" in run.stderr:
         pytest.skip("no Docker Compose on this machine")
     assert run.returncode == 0, run.stderr
@@ -101,16 +105,26 @@ def test_compose_commands_work_with_v1_and_v2():
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return subprocess.run([sys.executable, "-m", "reward_service", *args], capture_output=True, text=True,
-                          cwd=REPO, env={**base, **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "reward_service", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**base, **env},
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("command", ["score", "problems", "rescore", "eval-cvdp"])
 def test_help_shows_boolean_options_as_flags(command):
     out = cli(command, "--help", COLUMNS="160")
     assert out.returncode == 0, out.stderr
-    flags = {"score": ["--json", "--no-cache", "--log", "--feedback"], "problems": ["--json"],
-             "rescore": ["--quiet", "--verbose", "--no-cache"], "eval-cvdp": ["--quiet", "--verbose", "--no-cache"]}
+    flags = {
+        "score": ["--json", "--no-cache", "--log", "--feedback"],
+        "problems": ["--json"],
+        "rescore": ["--quiet", "--verbose", "--no-cache"],
+        "eval-cvdp": ["--quiet", "--verbose", "--no-cache"],
+    }
     for flag in flags[command]:
         row = next(l for l in out.stdout.splitlines() if re.search(rf"\s{flag}\s", l))
         assert "<bool>" not in row, row
@@ -137,13 +151,21 @@ def test_timings_account_for_the_total_including_the_auto_decision(tmp_path):
     from reward_service.engine import Engine
     from reward_service.settings import Settings
 
-    design = ("module cnt(input clk, input rst, output reg [3:0] q);\n"
-              "  always @(posedge clk) if (rst) q <= 0; else q <= q + 1;\nendmodule\n")
-    tb = ("module tb; reg clk = 0, rst = 1; wire [3:0] q; cnt dut(.clk(clk), .rst(rst), .q(q));\n"
-          "  always #1 clk = ~clk; initial begin #4 rst = 0; #40 $finish; end\nendmodule\n")
+    design = (
+        "module cnt(input clk, input rst, output reg [3:0] q);\n"
+        "  always @(posedge clk) if (rst) q <= 0; else q <= q + 1;\nendmodule\n"
+    )
+    tb = (
+        "module tb; reg clk = 0, rst = 1; wire [3:0] q; cnt dut(.clk(clk), .rst(rst), .q(q));\n"
+        "  always #1 clk = ~clk; initial begin #4 rst = 0; #40 $finish; end\nendmodule\n"
+    )
     engine = Engine(Settings(cache_dir=tmp_path / "cache", result_cache=False, work_root=tmp_path))
-    request = {"design": {"files": {"cnt.v": design}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-               "engine": "auto", "coverage": {"scope": "dut"}}
+    request = {
+        "design": {"files": {"cnt.v": design}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "engine": "auto",
+        "coverage": {"scope": "dut"},
+    }
     first = engine.score(request)
     assert first.status == "ok" and first.engine == "fast", first.fallback
     t = first.timings

@@ -19,13 +19,13 @@ import time
 
 import pytest
 import redis
-
 from conftest import CID012, free_port, live_server
+from samples import comparable
+from test_workers import Service, slow_tb
+
 from reward_service.api import create_app
 from reward_service.client import RewardClient
 from reward_service.dispatch.contract import job_id_for
-from samples import comparable
-from test_workers import Service, slow_tb
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 
@@ -46,9 +46,22 @@ class RedisProc:
 
     def start(self) -> None:
         persistence = ["--appendonly", "yes", "--appendfsync", "everysec"] if self.aof else ["--appendonly", "no"]
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      *persistence, "--dir", str(self.data_dir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                *persistence,
+                "--dir",
+                str(self.data_dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         client = redis.Redis(port=self.port)
         for _ in range(200):
             try:
@@ -74,8 +87,16 @@ def stack(tmp_path, shared_cache_dir, request):
     """(redis, service with one worker, API url) around a Redis with or without AOF."""
     server = RedisProc(tmp_path, aof=request.param)
     server.start()
-    svc = Service(server.url, shared_cache_dir, tmp_path, lease_s=3, task_soft_time_limit_s=60,
-                  task_time_limit_s=70, visibility_timeout_s=600, warm_on_register="false")
+    svc = Service(
+        server.url,
+        shared_cache_dir,
+        tmp_path,
+        lease_s=3,
+        task_soft_time_limit_s=60,
+        task_time_limit_s=70,
+        visibility_timeout_s=600,
+        warm_on_register="false",
+    )
     try:
         svc.start("w", concurrency=1)
         app = create_app(settings=svc.settings)
@@ -102,7 +123,7 @@ def test_a_batch_survives_a_redis_restart(stack, engine, caplog):
         def run():
             try:
                 out["results"] = client.score_batch(reqs, timeout=300, poll_interval=1.0)
-            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            except Exception as exc:
                 out["error"] = exc
 
         caplog.set_level(logging.WARNING, logger="reward_service.client")
@@ -128,8 +149,10 @@ def test_a_batch_survives_a_redis_restart(stack, engine, caplog):
     else:
         assert after == []  # nothing survived ...
         assert lost and "resubmitting" in lost[0]  # ... and the client said what it resubmitted
-    print(f"{'aof' if aof else 'no-persistence'}: {SAMPLES}/{SAMPLES} correct, restart at {restarted:.1f} s, "
-          f"done at {elapsed:.1f} s, {len(lost)} batch resubmission(s)")
+    print(
+        f"{'aof' if aof else 'no-persistence'}: {SAMPLES}/{SAMPLES} correct, restart at {restarted:.1f} s, "
+        f"done at {elapsed:.1f} s, {len(lost)} batch resubmission(s)"
+    )
 
 
 def test_queued_jobs_whose_messages_a_restart_lost_are_resent(tmp_path, shared_cache_dir):
@@ -140,8 +163,15 @@ def test_queued_jobs_whose_messages_a_restart_lost_are_resent(tmp_path, shared_c
 
     server = RedisProc(tmp_path, aof=True)
     server.start()
-    svc = Service(server.url, shared_cache_dir, tmp_path, lease_s=3, task_soft_time_limit_s=60,
-                  task_time_limit_s=70, visibility_timeout_s=600)
+    svc = Service(
+        server.url,
+        shared_cache_dir,
+        tmp_path,
+        lease_s=3,
+        task_soft_time_limit_s=60,
+        task_time_limit_s=70,
+        visibility_timeout_s=600,
+    )
     try:
         d = svc.dispatcher
         reqs = [slow_tb(i, cycles=20_000) for i in range(3)]

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import REPO, STIMULUS, cid012_rows, live_server, rtl_files
+
 from reward_service.models import ScoreResult
 from reward_service.reports import html as html_report
 from reward_service.reports.lcov import LcovUnavailable, tracefile
 
-STEGO = "cvdp_copilot_image_stego_0014"   # weak.sv: line 8/11, branch 4/8 (partly covered)
-RING = "cvdp_copilot_ring_token_0004"     # good.sv: line 5/6, branch 3/4
+STEGO = "cvdp_copilot_image_stego_0014"  # weak.sv: line 8/11, branch 4/8 (partly covered)
+RING = "cvdp_copilot_ring_token_0004"  # good.sv: line 5/6, branch 3/4
 ARBITER = "cvdp_copilot_fixed_arbiter_0004"  # two line blocks (if / else) start on line 29
 
 needs_genhtml = pytest.mark.skipif(shutil.which("genhtml") is None, reason="genhtml (Debian lcov) not installed")
@@ -39,9 +39,12 @@ def expected(pid: str, tb: str) -> dict[str, dict[str, int]]:
 
 
 def case_request(pid: str, tb: str, engine: str) -> dict:
-    return {"design": {"files": rtl_files(cid012_rows()[pid])},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (STIMULUS / pid / f"{tb}.sv").read_text()}},
-            "engine": engine, "report": {"points": True}}
+    return {
+        "design": {"files": rtl_files(cid012_rows()[pid])},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (STIMULUS / pid / f"{tb}.sv").read_text()}},
+        "engine": engine,
+        "report": {"points": True},
+    }
 
 
 def counts(result: ScoreResult) -> dict[str, dict[str, int]]:
@@ -54,8 +57,13 @@ def genhtml(info: Path, sources: dict[str, str], out: Path) -> dict[str, tuple[i
     for name, text in sources.items():
         (info.parent / name).parent.mkdir(parents=True, exist_ok=True)
         (info.parent / name).write_text(text)
-    run = subprocess.run(["genhtml", "--branch-coverage", "-o", str(out), info.name], cwd=info.parent,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        ["genhtml", "--branch-coverage", "-o", str(out), info.name],
+        cwd=info.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert (out / "index.html").is_file()
     found = {}
@@ -147,9 +155,16 @@ def test_points_are_off_by_default_and_leave_the_cache_key_alone(engine):
     # a request without `report` keys as before the field existed (its dump leaves it out)
     dump = req.model_dump(mode="json", exclude={"design", "stimulus", "problem_id", "report"})
     from reward_service.cache import ENGINE_REVISION, content_hash
-    assert keys[0] == content_hash({"rev": ENGINE_REVISION, "design": req.design.model_dump(mode="json"),
-                                    "stimulus": req.stimulus.model_dump(mode="json"), "request": dump,
-                                    "versions": {"v": "1"}})
+
+    assert keys[0] == content_hash(
+        {
+            "rev": ENGINE_REVISION,
+            "design": req.design.model_dump(mode="json"),
+            "stimulus": req.stimulus.model_dump(mode="json"),
+            "request": dump,
+            "versions": {"v": "1"},
+        }
+    )
     assert engine.score(plain).detail is None
 
 
@@ -172,7 +187,7 @@ class _Dom(HTMLParser):
         if tag == "a" and "href" in a:
             self.hrefs.append(a["href"])
         if tag == "tr" and (a.get("id") or "").startswith("summary-"):
-            self._row = a["id"][len("summary-"):]
+            self._row = a["id"][len("summary-") :]
             self.rows[self._row] = []
         if tag == "td" and self._row is not None:
             self._cell = []
@@ -190,9 +205,21 @@ class _Dom(HTMLParser):
 
 
 def chromium(page: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           f"--user-data-dir={page.parent / '.chromium'}", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            "chromium",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={page.parent / '.chromium'}",
+            *args,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -259,16 +286,43 @@ def test_cli_writes_lcov_and_html_of_the_shipped_example(tmp_path, shared_cache_
     run from the checkout (the tracefile names the files as given) agrees with --json's counts."""
     env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     info, out = tmp_path / "att.info", tmp_path / "att-report"
-    run = subprocess.run([sys.executable, "-m", "reward_service", "score", "--design", "examples/cvdp/Attenuator.sv",
-                          "--testbench", "examples/cvdp/tb_attenuator.sv",
-                          "--dut-instance", "uut", "--engine", "fast", "--lcov", str(info), "--html", str(out),
-                          "--json"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "score",
+            "--design",
+            "examples/cvdp/Attenuator.sv",
+            "--testbench",
+            "examples/cvdp/tb_attenuator.sv",
+            "--dut-instance",
+            "uut",
+            "--engine",
+            "fast",
+            "--lcov",
+            str(info),
+            "--html",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     result = ScoreResult.model_validate_json(run.stdout)
     assert result.detail is not None and f"lcov: {info}" in run.stderr and "html:" in run.stderr
     assert "SF:examples/cvdp/Attenuator.sv" in info.read_text()
-    gen = subprocess.run(["genhtml", "--branch-coverage", "-o", str(tmp_path / "gen"), str(info)], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    gen = subprocess.run(
+        ["genhtml", "--branch-coverage", "-o", str(tmp_path / "gen"), str(info)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert gen.returncode == 0, gen.stderr
     line, branch = result.coverage.metrics["line"], result.coverage.metrics["branch"]
     assert f"({line.covered} of {line.total} lines)" in gen.stdout
@@ -306,9 +360,14 @@ def test_api_job_reports(shared_cache_dir, tmp_path):
         info.write_text(lcov.text)
         want = expected(RING, "good")
         summary = genhtml(info, result.detail.sources, tmp_path / "html")
-        assert summary == {"lines": (5, 6), "branches": (3, 4)} == {
-            "lines": (want["line"]["covered"], want["line"]["total"]),
-            "branches": (want["branch"]["covered"], want["branch"]["total"])}
+        assert (
+            summary
+            == {"lines": (5, 6), "branches": (3, 4)}
+            == {
+                "lines": (want["line"]["covered"], want["line"]["total"]),
+                "branches": (want["branch"]["covered"], want["branch"]["total"]),
+            }
+        )
         page = api.get(f"{job}/report.html")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert page.headers["content-security-policy"].startswith("default-src 'none'")
@@ -332,10 +391,32 @@ def test_rescore_report_html_shows_the_reports_numbers(tmp_path, shared_cache_di
     shows the JSON report's pass@k, mean coverage and per-problem row."""
     env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     page, data = tmp_path / "rescore.html", tmp_path / "report.json"
-    run = subprocess.run([sys.executable, "-m", "reward_service", "rescore", "--problems", "examples/cvdp/attenuator.jsonl",
-                          "--completions", "examples/rescore/completions.jsonl", "--out", str(tmp_path / "r.jsonl"),
-                          "--k", "1,2,4", "--report-json", str(data), "--report-html", str(page), "-q"],
-                         capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "rescore",
+            "--problems",
+            "examples/cvdp/attenuator.jsonl",
+            "--completions",
+            "examples/rescore/completions.jsonl",
+            "--out",
+            str(tmp_path / "r.jsonl"),
+            "--k",
+            "1,2,4",
+            "--report-json",
+            str(data),
+            "--report-html",
+            str(page),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(data.read_text())
     assert report["scored"] == 4 and report["passed"] == 3  # examples/rescore/README.md: 3 of 4 pass
@@ -378,6 +459,7 @@ def test_reports_of_a_job_scored_by_a_celery_worker(redis_server, shared_cache_d
         want = expected(RING, "good")
         assert genhtml(info, view.result.detail.sources, tmp_path / "html") == {
             "lines": (want["line"]["covered"], want["line"]["total"]),
-            "branches": (want["branch"]["covered"], want["branch"]["total"])}
+            "branches": (want["branch"]["covered"], want["branch"]["total"]),
+        }
     finally:
         svc.close()

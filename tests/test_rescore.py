@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import CID012, REPO, STIMULUS, free_port, live_server
+
 from reward_service.problems import load_problems
 from reward_service.rescore.report import summarise
 from reward_service.rescore.runner import plan
@@ -50,14 +50,20 @@ def broken_completions() -> list[dict]:
     undeclared = good.replace("initial begin", "initial begin\n    no_such_signal = 1'b1;", 1)
     return [
         {"problem_id": ATTN, "sample_id": "broken-compile", "completion": f"```systemverilog\n{undeclared}```\n"},
-        {"problem_id": ATTN, "sample_id": "broken-prose",
-         "completion": "I would reset the attenuator and then apply a few values of `data`."},
+        {
+            "problem_id": ATTN,
+            "sample_id": "broken-prose",
+            "completion": "I would reset the attenuator and then apply a few values of `data`.",
+        },
     ]
 
 
 def stimulus_completions() -> list[dict]:
-    rows = [{"problem_id": d.name, "sample_id": tb, "completion": _wrap(tb, (d / f"{tb}.sv").read_text())}
-            for d in PROBLEM_DIRS for tb in TBS]
+    rows = [
+        {"problem_id": d.name, "sample_id": tb, "completion": _wrap(tb, (d / f"{tb}.sv").read_text())}
+        for d in PROBLEM_DIRS
+        for tb in TBS
+    ]
     return rows + broken_completions()
 
 
@@ -91,8 +97,11 @@ def hand_expected(ks=KS) -> dict:
     out["mean_coverage"] = sum(sum(cov) / len(cov) for _, _, cov, _ in per.values()) / len(per)
     metrics = {}
     for m in ("line", "branch", "toggle", "expr"):
-        means = [sum(r[m] for r in ratios if m in r) / sum(m in r for r in ratios)
-                 for _, _, _, ratios in per.values() if any(m in r for r in ratios)]
+        means = [
+            sum(r[m] for r in ratios if m in r) / sum(m in r for r in ratios)
+            for _, _, _, ratios in per.values()
+            if any(m in r for r in ratios)
+        ]
         metrics[m] = sum(means) / len(means)
     out["coverage_per_metric"] = metrics
     out["per_problem"] = {pid: (n, c) for pid, (n, c, _, _) in per.items()}
@@ -104,15 +113,34 @@ def cli_env(cache: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")}
     # expected.json holds Verilator's numbers; CVDP problems default to engine=auto, whose fast
     # path may differ on $random testbenches (image_stego good: one toggle bit, docs/fastcov.md).
-    env.update(REWARD_SERVICE_CACHE_DIR=str(cache), REWARD_SERVICE_RESULT_CACHE="false",
-               REWARD_SERVICE_CVDP_ENGINE="verilator", **extra)
+    env.update(
+        REWARD_SERVICE_CACHE_DIR=str(cache),
+        REWARD_SERVICE_RESULT_CACHE="false",
+        REWARD_SERVICE_CVDP_ENGINE="verilator",
+        **extra,
+    )
     return env
 
 
 def rescore_args(completions: Path, out: Path, *extra: str, problems: Path = CID012) -> list[str]:
-    return [sys.executable, "-m", "reward_service", "rescore", "--problems", str(problems),
-            "--completions", str(completions), "--out", str(out), "--k", ",".join(map(str, KS)),
-            "--report-json", str(out.with_suffix(".report.json")), "-v", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "reward_service",
+        "rescore",
+        "--problems",
+        str(problems),
+        "--completions",
+        str(completions),
+        "--out",
+        str(out),
+        "--k",
+        ",".join(map(str, KS)),
+        "--report-json",
+        str(out.with_suffix(".report.json")),
+        "-v",
+        *extra,
+    ]
 
 
 def scored_log(stderr: str) -> list[tuple[str, str]]:
@@ -135,10 +163,21 @@ def full_run(tmp_path_factory, shared_cache_dir):
     rows = stimulus_completions()
     completions = write_jsonl(d / "C.jsonl", rows + [rows[0]])
     out = d / "R.jsonl"
-    proc = subprocess.run(rescore_args(completions, out, "-j", "2"), capture_output=True, text=True,
-                          env=cli_env(shared_cache_dir), cwd=REPO, timeout=900)
-    return {"proc": proc, "out": out, "completions": completions, "rows": rows,
-            "report": json.loads(out.with_suffix(".report.json").read_text())}
+    proc = subprocess.run(
+        rescore_args(completions, out, "-j", "2"),
+        capture_output=True,
+        text=True,
+        env=cli_env(shared_cache_dir),
+        cwd=REPO,
+        timeout=900,
+    )
+    return {
+        "proc": proc,
+        "out": out,
+        "completions": completions,
+        "rows": rows,
+        "report": json.loads(out.with_suffix(".report.json").read_text()),
+    }
 
 
 # -- the Done-when ---------------------------------------------------------------------------------
@@ -185,8 +224,14 @@ def test_killed_run_resumes_to_the_same_report(full_run, tmp_path, shared_cache_
     args = rescore_args(completions, out, "-j", "2")
     log1 = tmp_path / "run1.log"
     with log1.open("w") as stderr:
-        first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, env=cli_env(shared_cache_dir),
-                                 cwd=REPO, start_new_session=True)
+        first = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=cli_env(shared_cache_dir),
+            cwd=REPO,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 600
         while (not out.exists() or out.read_text().count("\n") < 8) and first.poll() is None:
             assert time.monotonic() < deadline, "no progress"
@@ -206,9 +251,13 @@ def test_killed_run_resumes_to_the_same_report(full_run, tmp_path, shared_cache_
     assert len(keys) == len(set(keys)) == 26  # no sample twice in R.jsonl
     assert json.loads(out.with_suffix(".report.json").read_text()) == full_run["report"]
     # the results themselves equal the uninterrupted run's
-    ours = {(r["problem_id"], str(r["sample_id"])): comparable(r) for r in map(json.loads, out.read_text().splitlines())}
-    theirs = {(r["problem_id"], str(r["sample_id"])): comparable(r)
-              for r in map(json.loads, full_run["out"].read_text().splitlines())}
+    ours = {
+        (r["problem_id"], str(r["sample_id"])): comparable(r) for r in map(json.loads, out.read_text().splitlines())
+    }
+    theirs = {
+        (r["problem_id"], str(r["sample_id"])): comparable(r)
+        for r in map(json.loads, full_run["out"].read_text().splitlines())
+    }
     assert ours == theirs
 
 
@@ -218,8 +267,15 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, shared_cache_dir):
     completions = write_jsonl(tmp_path / "C.jsonl", rows)
     out = tmp_path / "R.jsonl"
     args = rescore_args(completions, out, "-j", "1")
-    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=cli_env(shared_cache_dir), cwd=REPO, start_new_session=True)
+    first = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(shared_cache_dir),
+        cwd=REPO,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     while (not out.exists() or not out.read_text().endswith("\n")) and first.poll() is None:
         assert time.monotonic() < deadline
@@ -242,14 +298,22 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, shared_cache_dir):
 
 @pytest.mark.slow
 def test_infrastructure_failures_are_apart_and_retried(tmp_path, shared_cache_dir):
-    rows = [{"problem_id": ATTN, "sample_id": "weak", "completion": (STIMULUS / ATTN / "weak.sv").read_text()},
-            broken_completions()[1]]
+    rows = [
+        {"problem_id": ATTN, "sample_id": "weak", "completion": (STIMULUS / ATTN / "weak.sv").read_text()},
+        broken_completions()[1],
+    ]
     completions = write_jsonl(tmp_path / "C.jsonl", rows)
     out = tmp_path / "R.jsonl"
     args = rescore_args(completions, out)
     # a work root that does not exist: the engine cannot create the sample's work dir (OSError)
-    broken = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=300,
-                            env=cli_env(shared_cache_dir, REWARD_SERVICE_WORK_ROOT=str(tmp_path / "missing")))
+    broken = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env=cli_env(shared_cache_dir, REWARD_SERVICE_WORK_ROOT=str(tmp_path / "missing")),
+    )
     assert broken.returncode == 3, broken.stderr[-2000:]
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert report["sandbox_errors"] == 1 and report["sandbox_error_samples"] == [[ATTN, "weak"]]
@@ -276,12 +340,23 @@ def test_server_mode_equals_embedded(full_run, tmp_path, shared_cache_dir):
     out = tmp_path / "R.jsonl"
     settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
     with live_server(create_app(settings=settings)) as url:
-        proc = subprocess.run(rescore_args(completions, out, "--server", url, "-j", "4"), capture_output=True,
-                              text=True, env=cli_env(shared_cache_dir), cwd=REPO, timeout=600)
+        proc = subprocess.run(
+            rescore_args(completions, out, "--server", url, "-j", "4"),
+            capture_output=True,
+            text=True,
+            env=cli_env(shared_cache_dir),
+            cwd=REPO,
+            timeout=600,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    embedded = {(r["problem_id"], str(r["sample_id"])): comparable(r)
-                for r in map(json.loads, full_run["out"].read_text().splitlines()) if r["problem_id"] == ATTN}
-    served = {(r["problem_id"], str(r["sample_id"])): comparable(r) for r in map(json.loads, out.read_text().splitlines())}
+    embedded = {
+        (r["problem_id"], str(r["sample_id"])): comparable(r)
+        for r in map(json.loads, full_run["out"].read_text().splitlines())
+        if r["problem_id"] == ATTN
+    }
+    served = {
+        (r["problem_id"], str(r["sample_id"])): comparable(r) for r in map(json.loads, out.read_text().splitlines())
+    }
     assert served == embedded and len(served) == 5
     assert json.loads(out.with_suffix(".report.json").read_text())["pass@1"] == pytest.approx(3 / 5)
 
@@ -296,11 +371,18 @@ def test_server_refusing_the_design_stops_the_run_but_a_huge_completion_is_inval
     huge = {"problem_id": ATTN, "sample_id": "huge", "completion": "```verilog\n" + "// x\n" * 30_000 + "```"}
     completions = write_jsonl(tmp_path / "C.jsonl", [huge])
     out = tmp_path / "R.jsonl"
-    settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=1, warm_on_register=False,
-                        max_file_kb=64)
+    settings = Settings(
+        cache_dir=shared_cache_dir, result_cache=False, score_workers=1, warm_on_register=False, max_file_kb=64
+    )
     with live_server(create_app(settings=settings)) as url:
-        proc = subprocess.run(rescore_args(completions, out, "--server", url), capture_output=True, text=True,
-                              env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+        proc = subprocess.run(
+            rescore_args(completions, out, "--server", url),
+            capture_output=True,
+            text=True,
+            env=cli_env(shared_cache_dir),
+            cwd=REPO,
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (line,) = map(json.loads, out.read_text().splitlines())
     assert line["status"] == "invalid_input" and "refused the sample" in line["message"]
@@ -309,8 +391,14 @@ def test_server_refusing_the_design_stops_the_run_but_a_huge_completion_is_inval
     completions = write_jsonl(tmp_path / "C2.jsonl", broken_completions()[:1])
     settings = settings.model_copy(update={"max_files": 1})  # the design alone is over it
     with live_server(create_app(settings=settings)) as url:
-        proc = subprocess.run(rescore_args(completions, out2, "--server", url), capture_output=True, text=True,
-                              env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+        proc = subprocess.run(
+            rescore_args(completions, out2, "--server", url),
+            capture_output=True,
+            text=True,
+            env=cli_env(shared_cache_dir),
+            cwd=REPO,
+            timeout=300,
+        )
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert "not the sample's" in proc.stderr
     assert not out2.exists() or out2.read_text() == ""
@@ -320,8 +408,14 @@ def test_server_refusing_the_design_stops_the_run_but_a_huge_completion_is_inval
 def test_unreachable_server_stops_the_run(tmp_path, shared_cache_dir):
     completions = write_jsonl(tmp_path / "C.jsonl", broken_completions()[:1])
     out = tmp_path / "R.jsonl"
-    proc = subprocess.run(rescore_args(completions, out, "--server", f"http://127.0.0.1:{free_port()}"),
-                          capture_output=True, text=True, env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        rescore_args(completions, out, "--server", f"http://127.0.0.1:{free_port()}"),
+        capture_output=True,
+        text=True,
+        env=cli_env(shared_cache_dir),
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert "unreachable" in proc.stderr
     assert not out.exists() or out.read_text() == ""  # nothing recorded as a failure of the sample
@@ -346,12 +440,23 @@ def test_a_report_of_finished_results_needs_no_lock(full_run, monkeypatch):
         if key.startswith("REWARD_SERVICE_"):
             monkeypatch.setenv(key, value)
     get_settings.cache_clear()
-    opts = commands._Options(problems=CID012, completions=full_run["completions"], out=full_run["out"],
-                             server=None, api_key=None, concurrency=1, ks=list(KS), quiet=True,
-                             verbose=False, no_cache=False)
+    opts = commands._Options(
+        problems=CID012,
+        completions=full_run["completions"],
+        out=full_run["out"],
+        server=None,
+        api_key=None,
+        concurrency=1,
+        ks=list(KS),
+        quiet=True,
+        verbose=False,
+        no_cache=False,
+    )
     report, outcome, _ = commands._execute(opts)
     assert report["pass@1"] == full_run["report"]["pass@1"] and outcome.scored == 0
-    more = write_jsonl(full_run["out"].parent / "more.jsonl", [{**broken_completions()[1], "sample_id": "not-yet-scored"}])
+    more = write_jsonl(
+        full_run["out"].parent / "more.jsonl", [{**broken_completions()[1], "sample_id": "not-yet-scored"}]
+    )
     with pytest.raises(typer.BadParameter, match="Read-only file system"):
         commands._execute(dataclasses.replace(opts, completions=more))
     monkeypatch.undo()
@@ -365,8 +470,14 @@ def test_a_second_run_on_the_same_out_is_refused(tmp_path, shared_cache_dir):
     completions = write_jsonl(tmp_path / "C.jsonl", broken_completions()[:1])
     out = tmp_path / "R.jsonl"
     with ResultStore(out).locked():
-        proc = subprocess.run(rescore_args(completions, out), capture_output=True, text=True,
-                              env=cli_env(shared_cache_dir), cwd=REPO, timeout=300)
+        proc = subprocess.run(
+            rescore_args(completions, out),
+            capture_output=True,
+            text=True,
+            env=cli_env(shared_cache_dir),
+            cwd=REPO,
+            timeout=300,
+        )
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert "another run is writing" in proc.stderr and not out.exists()
         with pytest.raises(ValueError, match="another run is writing"):
@@ -376,13 +487,16 @@ def test_a_second_run_on_the_same_out_is_refused(tmp_path, shared_cache_dir):
         pass
 
 
-@pytest.mark.parametrize("line,message", [
-    ("{not json", "not JSON"),
-    ('["a list"]', "expected a JSON object"),
-    ('{"sample_id": 1, "completion": "x"}', "`problem_id` must be"),
-    (f'{{"problem_id": "{ATTN}", "sample_id": true, "completion": "x"}}', "`sample_id` must be"),
-    (f'{{"problem_id": "{ATTN}", "sample_id": 1, "completion": 5}}', "`completion` must be a string"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("{not json", "not JSON"),
+        ('["a list"]', "expected a JSON object"),
+        ('{"sample_id": 1, "completion": "x"}', "`problem_id` must be"),
+        (f'{{"problem_id": "{ATTN}", "sample_id": true, "completion": "x"}}', "`sample_id` must be"),
+        (f'{{"problem_id": "{ATTN}", "sample_id": 1, "completion": 5}}', "`completion` must be a string"),
+    ],
+)
 def test_bad_completion_lines_name_the_line(tmp_path, problems, line, message):
     path = tmp_path / "C.jsonl"
     path.write_text(json.dumps({"problem_id": ATTN, "sample_id": 0, "completion": "x"}) + "\n" + line + "\n")
@@ -391,28 +505,43 @@ def test_bad_completion_lines_name_the_line(tmp_path, problems, line, message):
 
 
 def test_unknown_problems_and_duplicates(tmp_path, problems):
-    path = write_jsonl(tmp_path / "C.jsonl", [
-        {"problem_id": ATTN, "sample_id": 1, "completion": "a"},
-        {"problem_id": ATTN, "sample_id": "1", "completion": "a"},   # same sample: 1 and "1"
-        {"problem_id": ATTN, "sample_id": 1, "completion": "b"},
-        {"problem_id": ATTN, "sample_id": 2, "completion": "b"},
-    ])
+    path = write_jsonl(
+        tmp_path / "C.jsonl",
+        [
+            {"problem_id": ATTN, "sample_id": 1, "completion": "a"},
+            {"problem_id": ATTN, "sample_id": "1", "completion": "a"},  # same sample: 1 and "1"
+            {"problem_id": ATTN, "sample_id": 1, "completion": "b"},
+            {"problem_id": ATTN, "sample_id": 2, "completion": "b"},
+        ],
+    )
     got = read_completions(path, problems)
     assert [s.sample_id for s in got.samples] == [1, 2]
     assert len(got.duplicates) == 2
     assert "C.jsonl:2: sample '1'" in got.duplicates[0] and "repeats line 1 (ignored)" in got.duplicates[0]
     assert "with a different completion" in got.duplicates[1]
-    write_jsonl(path, [{"problem_id": "nope", "sample_id": 1, "completion": "a"},
-                       {"problem_id": ATTN, "sample_id": 1, "completion": "a"}])
+    write_jsonl(
+        path,
+        [
+            {"problem_id": "nope", "sample_id": 1, "completion": "a"},
+            {"problem_id": ATTN, "sample_id": 1, "completion": "a"},
+        ],
+    )
     with pytest.raises(ValueError, match=r"1 problem id\(s\) are not in the problems file: 'nope' \(line 1\)"):
         read_completions(path, problems)
 
 
-def _record(pid: str, sid, status: str = "ok", passed: bool = True, overall: float | None = 1.0,
-            digest: str | None = None) -> dict:
-    return {"problem_id": pid, "sample_id": sid, "status": status, "passed": passed,
-            "reward": None if status == "sandbox_error" else 1.0,
-            "coverage": {"overall": overall, "line": overall}, "completion_sha256": digest}
+def _record(
+    pid: str, sid, status: str = "ok", passed: bool = True, overall: float | None = 1.0, digest: str | None = None
+) -> dict:
+    return {
+        "problem_id": pid,
+        "sample_id": sid,
+        "status": status,
+        "passed": passed,
+        "reward": None if status == "sandbox_error" else 1.0,
+        "coverage": {"overall": overall, "line": overall},
+        "completion_sha256": digest,
+    }
 
 
 def test_torn_last_line_is_cut_and_a_complete_one_kept(tmp_path):
@@ -433,9 +562,11 @@ def test_torn_last_line_is_cut_and_a_complete_one_kept(tmp_path):
 
 def test_plan_skips_final_retries_infra_and_refuses_other_completions(problems):
     samples = [Sample(ATTN, i, f"text {i}", i + 1) for i in range(4)]
-    done = {(ATTN, "0"): _record(ATTN, 0, digest=samples[0].digest),
-            (ATTN, "1"): _record(ATTN, 1, status="sandbox_error", digest=samples[1].digest),
-            (ATTN, "2"): _record(ATTN, 2, status="compile_error", passed=False, overall=None)}  # no digest: older file
+    done = {
+        (ATTN, "0"): _record(ATTN, 0, digest=samples[0].digest),
+        (ATTN, "1"): _record(ATTN, 1, status="sandbox_error", digest=samples[1].digest),
+        (ATTN, "2"): _record(ATTN, 2, status="compile_error", passed=False, overall=None),
+    }  # no digest: older file
     todo, final, retry = plan(samples, done)
     assert [s.sample_id for s in todo] == [1, 3] and (final, retry) == (2, 1)
     done[(ATTN, "0")]["completion_sha256"] = samples[3].digest
@@ -460,7 +591,7 @@ def test_report_keeps_infra_failures_and_pending_apart(problems):
     }  # (ATTN, 3) and (other, 1) not scored yet
     report = summarise(samples, records, problems, ks=[1, 2, 3])
     assert (report["scored"], report["sandbox_errors"], report["pending"], report["complete"]) == (3, 1, 2, False)
-    assert report["pass@1"] == pytest.approx((1 / 2 + 0) / 2)       # n = 2 and 1: the infra failure is not a failure
+    assert report["pass@1"] == pytest.approx((1 / 2 + 0) / 2)  # n = 2 and 1: the infra failure is not a failure
     assert report["pass@2"] == pytest.approx(1.0) and report["pass@k_problems"]["pass@2"] == 1
     assert report["pass@3"] is None
     assert report["mean_coverage"] == pytest.approx(((0.95 + 0) / 2 + 0.5) / 2)  # the compile error counts 0
@@ -471,12 +602,26 @@ def test_report_keeps_infra_failures_and_pending_apart(problems):
 
 
 def test_usage_errors_score_nothing(tmp_path, shared_cache_dir):
-    completions = write_jsonl(tmp_path / "C.jsonl", [{"problem_id": "not_a_problem", "sample_id": 0, "completion": "x"}])
+    completions = write_jsonl(
+        tmp_path / "C.jsonl", [{"problem_id": "not_a_problem", "sample_id": 0, "completion": "x"}]
+    )
     out = tmp_path / "R.jsonl"
-    proc = subprocess.run(rescore_args(completions, out), capture_output=True, text=True,
-                          env=cli_env(shared_cache_dir), cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        rescore_args(completions, out),
+        capture_output=True,
+        text=True,
+        env=cli_env(shared_cache_dir),
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "not_a_problem" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
-    proc = subprocess.run(rescore_args(completions, out)[:-3] + ["--k", "1,x"], capture_output=True, text=True,
-                          env=cli_env(shared_cache_dir), cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        rescore_args(completions, out)[:-3] + ["--k", "1,x"],
+        capture_output=True,
+        text=True,
+        env=cli_env(shared_cache_dir),
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--k takes comma-separated positive integers" in proc.stderr

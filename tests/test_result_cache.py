@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from conftest import STIMULUS, cid012_rows, rtl_files
+
 from reward_service.engine import Engine
 from reward_service.settings import Settings
-
-from conftest import STIMULUS, cid012_rows, rtl_files
 
 PID = "cvdp_copilot_gray_to_binary_0014"
 
 
 def test_identical_request_hits_and_changed_one_misses(tmp_path, shared_cache_dir):
     engine = Engine(Settings(cache_dir=tmp_path, result_cache=True))
-    req = {"design": {"files": rtl_files(cid012_rows()[PID])}, "simulator": "icarus",
-           "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (STIMULUS / PID / "good.sv").read_text()}}}
+    req = {
+        "design": {"files": rtl_files(cid012_rows()[PID])},
+        "simulator": "icarus",
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (STIMULUS / PID / "good.sv").read_text()}},
+    }
     first = engine.score(req)
     second = engine.score(req)
     assert first.status == "ok" and first.cache.result is False

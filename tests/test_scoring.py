@@ -16,9 +16,12 @@ from reward_service.settings import Settings
 #: An Icarus run that never ends by itself (its own run-time limit is far away).
 FOREVER = {
     "design": {"files": {"d.sv": "module d(input logic clk); endmodule\n"}},
-    "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (
-        "module tb; logic clk = 0; d dut(.clk(clk)); always #1 clk = ~clk; endmodule\n")}},
-    "simulator": "icarus", "coverage": {"scope": "dut", "metrics": ["functional"]},
+    "stimulus": {
+        "kind": "sv_testbench",
+        "files": {"tb.sv": ("module tb; logic clk = 0; d dut(.clk(clk)); always #1 clk = ~clk; endmodule\n")},
+    },
+    "simulator": "icarus",
+    "coverage": {"scope": "dut", "metrics": ["functional"]},
     "limits": {"run_s": 60},
 }
 
@@ -57,11 +60,17 @@ def test_without_reraise_it_is_an_internal_error(shared_cache_dir):
     assert result.message == "internal error: TimeLimit"
 
 
-@pytest.mark.parametrize("simulator,engine,path,on_icarus", [
-    ("verilator", None, "verilator", False), ("icarus", None, "icarus", True),
-    ("icarus", "fast", "fast", True), ("verilator", "fast", "fast", True),
-    ("icarus", "auto", "auto", False), ("icarus", "verilator", "verilator", False),
-])
+@pytest.mark.parametrize(
+    "simulator,engine,path,on_icarus",
+    [
+        ("verilator", None, "verilator", False),
+        ("icarus", None, "icarus", True),
+        ("icarus", "fast", "fast", True),
+        ("verilator", "fast", "fast", True),
+        ("icarus", "auto", "auto", False),
+        ("icarus", "verilator", "verilator", False),
+    ],
+)
 def test_the_engine_choice_of_a_request(simulator, engine, path, on_icarus):
     choice = choose_engine(simulator, engine)
     assert (choice.engine, choice.path, choice.on_icarus) == (engine, path, on_icarus)

@@ -17,9 +17,9 @@ from reward_service.cache import ResultCache, request_key
 from reward_service.engine import Engine
 from reward_service.models import ScoreRequest
 from reward_service.sandbox import BwrapSandbox, SandboxError
+from reward_service.sandbox.toolchain import host_toolchain, versions
 from reward_service.sandbox.toolchain_probe import solver
 from reward_service.settings import Settings
-from reward_service.sandbox.toolchain import host_toolchain, versions
 from reward_service.simulators.verilator import check_solver
 
 DESIGNS = Path(__file__).parent / "verilator_designs"
@@ -30,8 +30,12 @@ TXN = re.compile(r"^RS_TXN (\d+) (\d+) (\d+) (\d+)$", re.M)
 
 
 def alu_request(tb: str) -> dict:
-    return {"design": {"files": {"alu.sv": ALU}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "engine": "verilator", "coverage": {"scope": "dut"}}
+    return {
+        "design": {"files": {"alu.sv": ALU}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "engine": "verilator",
+        "coverage": {"scope": "dut"},
+    }
 
 
 def replay_tb(txns: list[tuple[int, int, int]]) -> str:
@@ -74,8 +78,9 @@ class SolverSandbox(BwrapSandbox):
 
     def toolchain(self):
         tc = super().toolchain()
-        return dataclasses.replace(tc, solver=self.solver_cmd,
-                                   versions={k: v for k, v in tc.versions.items() if k != "smt-solver"})
+        return dataclasses.replace(
+            tc, solver=self.solver_cmd, versions={k: v for k, v in tc.versions.items() if k != "smt-solver"}
+        )
 
 
 def test_host_toolchain_has_the_solver():
@@ -106,7 +111,9 @@ def test_randomize_is_solved_and_equals_its_hard_driven_twin(engine):
     twin = engine.score(alu_request(replay_tb([t[1:] for t in txns])))
     assert twin.status == "ok", (twin.message, twin.log[-2000:])
     assert coverage_of(rand) == coverage_of(twin)
-    assert [(u.line, u.metric, u.detail) for u in rand.uncovered] == [(u.line, u.metric, u.detail) for u in twin.uncovered]
+    assert [(u.line, u.metric, u.detail) for u in rand.uncovered] == [
+        (u.line, u.metric, u.detail) for u in twin.uncovered
+    ]
     # What the testbench scores when randomize() fails every time (its defaults, op = 15).
     defaults = engine.score(alu_request(replay_tb([(15, 0, 0)] * 40)))
     assert defaults.coverage.metrics["line"].covered < rand.coverage.metrics["line"].covered
@@ -116,12 +123,15 @@ def test_unsatisfied_constraint_is_in_the_message(engine):
     result = engine.score(alu_request(UNSAT_TB))
     assert result.status == "ok", (result.message, result.log[-2000:])
     assert "randomize failures: 1" in result.log
-    assert re.search(r"randomize\(\) failed: \d+ unsatisfied-constraint warning\(s\), first: tb\.sv:\d+", result.message), result.message
+    assert re.search(
+        r"randomize\(\) failed: \d+ unsatisfied-constraint warning\(s\), first: tb\.sv:\d+", result.message
+    ), result.message
 
 
 def test_missing_solver_is_a_sandbox_error(shared_cache_dir):
-    missing = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False),
-                     sandbox=SolverSandbox("/nonexistent/z3 --in"))
+    missing = Engine(
+        Settings(cache_dir=shared_cache_dir, result_cache=False), sandbox=SolverSandbox("/nonexistent/z3 --in")
+    )
     result = missing.score(alu_request(RAND_TB))
     assert result.status == "sandbox_error" and result.reward is None
     assert "SMT solver" in result.message and "/nonexistent/z3" in result.message, result.message
@@ -131,8 +141,9 @@ def test_result_of_a_toolchain_without_solver_is_never_served(engine, shared_cac
     prepared = engine.prepare(ScoreRequest.model_validate(alu_request(RAND_TB)))
     without, with_solver = SolverSandbox("/nonexistent/z3 --in"), BwrapSandbox()
     assert "smt-solver" not in versions(without) and "smt-solver" in versions(with_solver)
-    assert (request_key(prepared.request, prepared.design, prepared.stimulus, versions(without))
-            != request_key(prepared.request, prepared.design, prepared.stimulus, versions(with_solver)))
+    assert request_key(prepared.request, prepared.design, prepared.stimulus, versions(without)) != request_key(
+        prepared.request, prepared.design, prepared.stimulus, versions(with_solver)
+    )
     settings = Settings(cache_dir=shared_cache_dir, result_cache=True)
     engines = [Engine(settings, sandbox=sb) for sb in (without, with_solver)]
     for e in engines:  # a private result cache, the shared ccache
@@ -165,7 +176,9 @@ def test_solver_log_classification(limit_hit):
     with pytest.raises(SandboxError, match="failed: Killed"):
         check_solver(died, notes)
     check_solver("%Warning-UNSATCONSTR: tb.sv:5: Unsatisfied constraint: 'a < 5'\n", notes)
-    assert notes == ["randomize() failed: 1 unsatisfied-constraint warning(s), first: tb.sv:5: Unsatisfied constraint: 'a < 5'"]
+    assert notes == [
+        "randomize() failed: 1 unsatisfied-constraint warning(s), first: tb.sv:5: Unsatisfied constraint: 'a < 5'"
+    ]
 
 
 def test_spinning_on_a_missing_solver_is_a_sandbox_error_not_a_timeout(shared_cache_dir):
@@ -173,8 +186,9 @@ def test_spinning_on_a_missing_solver_is_a_sandbox_error_not_a_timeout(shared_ca
     it is ours (sandbox_error), not the testbench's timeout ("does it end with $finish?")."""
     spin = RAND_TB.replace("ok = t.randomize();", "do ok = t.randomize(); while (!ok);")
     assert spin != RAND_TB
-    missing = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False),
-                     sandbox=SolverSandbox("/nonexistent/z3 --in"))
+    missing = Engine(
+        Settings(cache_dir=shared_cache_dir, result_cache=False), sandbox=SolverSandbox("/nonexistent/z3 --in")
+    )
     result = missing.score({**alu_request(spin), "limits": {"run_s": 2}})
     assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
     assert "SMT solver" in result.message
@@ -185,8 +199,10 @@ def test_a_testbench_printing_the_solver_failure_is_not_a_sandbox_error(engine):
     the solver works in the sandbox is scored as its twin without that line: the warning alone
     would make it a sandbox_error (reward None: a cheap way out of every low reward)."""
     forged = replay_tb([(0, 1, 2), (3, 4, 5)]).replace(
-        "    $finish;", '    $display("%%Warning: Unable to communicate with SAT solver, please check '
-                       'its installation");\n    $display("VlRProcess::open: execvp(z3): nope");\n    $finish;')
+        "    $finish;",
+        '    $display("%%Warning: Unable to communicate with SAT solver, please check '
+        'its installation");\n    $display("VlRProcess::open: execvp(z3): nope");\n    $finish;',
+    )
     assert forged != replay_tb([(0, 1, 2), (3, 4, 5)])
     result = engine.score(alu_request(forged))
     assert result.status == "ok", (result.status, result.message)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
 
 CASES = sorted(
     (d.name, tb)
-    for d in STIMULUS.iterdir() if (d / "expected.json").exists()
+    for d in STIMULUS.iterdir()
+    if (d / "expected.json").exists()
     for tb in json.loads((d / "expected.json").read_text())["testbenches"]
 )
 
@@ -24,8 +24,10 @@ def _request(problem_id: str, tb: str, simulator: str) -> dict:
         "design": {"files": rtl_files(row)},
         "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / problem_id / tb_file).read_text()}},
         "simulator": simulator,
-        "coverage": {"scope": expected["dut_instance"],
-                     "targets": [{"metric": "overall", "percent": expected["target_percent"]}]},
+        "coverage": {
+            "scope": expected["dut_instance"],
+            "targets": [{"metric": "overall", "percent": expected["target_percent"]}],
+        },
     }, expected
 
 
@@ -59,8 +61,7 @@ def test_icarus_runs_what_expected_says(engine, problem_id, tb):
         assert result.status == "compile_error" and result.log
 
 
-COCOTB_CASES = sorted(d.name for d in STIMULUS.iterdir()
-                      if "cocotb" in json.loads((d / "expected.json").read_text()))
+COCOTB_CASES = sorted(d.name for d in STIMULUS.iterdir() if "cocotb" in json.loads((d / "expected.json").read_text()))
 
 
 @pytest.mark.slow
@@ -69,13 +70,18 @@ COCOTB_CASES = sorted(d.name for d in STIMULUS.iterdir()
 def test_cocotb_stimulus_through_the_engine(engine, problem_id, simulator):
     expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
     want = expected["cocotb"]
-    result = engine.score({
-        "design": {"files": rtl_files(cid012_rows()[problem_id]), "toplevel": want["hdl_toplevel"]},
-        "stimulus": {"kind": "cocotb", "test_module": want["test_module"],
-                     "files": {want["file"]: (STIMULUS / problem_id / want["file"]).read_text()}},
-        "simulator": simulator,
-        "coverage": {"targets": [{"metric": "overall", "percent": expected["target_percent"]}]},
-    })
+    result = engine.score(
+        {
+            "design": {"files": rtl_files(cid012_rows()[problem_id]), "toplevel": want["hdl_toplevel"]},
+            "stimulus": {
+                "kind": "cocotb",
+                "test_module": want["test_module"],
+                "files": {want["file"]: (STIMULUS / problem_id / want["file"]).read_text()},
+            },
+            "simulator": simulator,
+            "coverage": {"targets": [{"metric": "overall", "percent": expected["target_percent"]}]},
+        }
+    )
     assert result.status == "ok", result.message + result.log[-2000:]
     assert len(result.tests) == want["tests"]
     assert sum(not t.passed for t in result.tests) == want["failed"]

@@ -4,14 +4,13 @@ simulator, or make the host read through a symlink (review findings)."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
 
 PID = "cvdp_copilot_Attenuator_0011"
 RTL = rtl_files(cid012_rows()[PID])
 WEAK = (STIMULUS / PID / "weak.sv").read_text()  # 42 of 56 toggle points
 
-FORGE = '''
+FORGE = """
   integer fd;
   initial begin
     fd = $fopen("coverage.dat", "w");
@@ -22,12 +21,17 @@ FORGE = '''
     $fdisplay(fd, "finish 0 00000000000000000000000000000000");
     $fclose(fd);
   end
-'''
+"""
 
 
 def _req(tb: str, **extra) -> dict:
-    return {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "simulator": "verilator", "coverage": {"scope": "uut"}, **extra}
+    return {
+        "design": {"files": RTL},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "simulator": "verilator",
+        "coverage": {"scope": "uut"},
+        **extra,
+    }
 
 
 def _with(tb: str, extra: str) -> str:
@@ -48,11 +52,14 @@ def test_forged_files_then_a_crash_are_ignored(engine):
     assert r.coverage.overall is None  # the forged record was not taken
 
 
-@pytest.mark.parametrize("construct", [
-    'initial $c("std::_Exit(0);");',
-    'import "DPI-C" function int system(input string cmd);',
-    'initial $c32("0");',
-])
+@pytest.mark.parametrize(
+    "construct",
+    [
+        'initial $c("std::_Exit(0);");',
+        'import "DPI-C" function int system(input string cmd);',
+        'initial $c32("0");',
+    ],
+)
 def test_host_code_in_sv_stimulus_is_refused(engine, construct):
     r = engine.score(_req(_with(WEAK, "\n  " + construct + "\n")))
     assert r.status == "invalid_input" and "could forge coverage" in r.message
@@ -68,13 +75,18 @@ def test_system_runs_no_shell(engine):
 @pytest.mark.parametrize("line", ["os._exit(0)", "open('coverage.dat', 'w')", "import ctypes"])
 def test_cocotb_tamper_is_refused(engine, line):
     test = f"import os, cocotb\n\n@cocotb.test()\nasync def t(dut):\n    {line}\n"
-    r = engine.score({"design": {"files": RTL, "toplevel": "Attenuator"}, "simulator": "icarus",
-                      "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t"}})
+    r = engine.score(
+        {
+            "design": {"files": RTL, "toplevel": "Attenuator"},
+            "simulator": "icarus",
+            "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t"},
+        }
+    )
     assert r.status == "invalid_input" and "could forge coverage" in r.message
 
 
 def test_symlinked_outputs_are_not_followed(engine):
-    test = '''import os, cocotb
+    test = """import os, cocotb
 from cocotb.triggers import Timer
 
 @cocotb.test()
@@ -86,23 +98,41 @@ async def t(dut):
         except FileNotFoundError:
             pass
     os.symlink("/etc/passwd", "rs_" + "fcov.yml")
-'''
-    r = engine.score({"design": {"files": RTL, "toplevel": "Attenuator"}, "simulator": "icarus",
-                      "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t"},
-                      "coverage": {"metrics": ["functional"]}})
+"""
+    r = engine.score(
+        {
+            "design": {"files": RTL, "toplevel": "Attenuator"},
+            "simulator": "icarus",
+            "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t"},
+            "coverage": {"metrics": ["functional"]},
+        }
+    )
     assert r.status == "ok"
     assert "root:" not in r.message and "root:" not in r.model_dump_json()
 
 
 def test_nested_file_names_are_invalid_input(engine):
-    r = engine.score({"design": {"files": {"a.sv": "module a; endmodule"}},
-                      "stimulus": {"kind": "sv_testbench", "files": {"a.sv/tb.sv": "module tb; a u(); endmodule"}}})
+    r = engine.score(
+        {
+            "design": {"files": {"a.sv": "module a; endmodule"}},
+            "stimulus": {"kind": "sv_testbench", "files": {"a.sv/tb.sv": "module tb; a u(); endmodule"}},
+        }
+    )
     assert r.status == "invalid_input" and "both a file and a directory" in r.message
 
 
 def test_cocotb_19_on_verilator_is_invalid_input(engine):
     test = "import cocotb\n\n@cocotb.test()\nasync def t(dut):\n    pass\n"
-    r = engine.score({"design": {"files": RTL, "toplevel": "Attenuator"}, "simulator": "verilator",
-                      "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t",
-                                   "runtime": "cocotb-1.9"}})
+    r = engine.score(
+        {
+            "design": {"files": RTL, "toplevel": "Attenuator"},
+            "simulator": "verilator",
+            "stimulus": {
+                "kind": "cocotb",
+                "files": {"test_t.py": test},
+                "test_module": "test_t",
+                "runtime": "cocotb-1.9",
+            },
+        }
+    )
     assert r.status == "invalid_input" and "Icarus only" in r.message

@@ -20,8 +20,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch  # the `trl` extra (scripts/install.sh)
-
 from conftest import CID012, STIMULUS, free_port, live_server
+
 from reward_service.adapters import openrlhf as openrlhf_adapter
 from reward_service.adapters import verl as verl_adapter
 from reward_service.api import create_app
@@ -52,7 +52,9 @@ def _samples() -> list[tuple[str, str, float]]:
     out = []
     for pid in PROBLEMS:
         for kind in ("weak", "good"):
-            out.append((pid, f"```systemverilog\n{(STIMULUS / pid / f'{kind}.sv').read_text()}```", _expected(pid, kind)))
+            out.append(
+                (pid, f"```systemverilog\n{(STIMULUS / pid / f'{kind}.sv').read_text()}```", _expected(pid, kind))
+            )
         out.append((pid, NO_CODE, FAILURE))
     return out
 
@@ -81,9 +83,15 @@ def tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([PROMPT] + [s[1] for s in SAMPLES], trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|pad|>", "<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    tok.train_from_iterator(
+        [PROMPT] + [s[1] for s in SAMPLES],
+        trainers.BpeTrainer(
+            vocab_size=400,
+            special_tokens=["<|pad|>", "<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|pad|>")
 
 
@@ -101,22 +109,38 @@ def data_proto(tokenizer):
     mask = torch.tensor([[1] * len(prompt) + [1] * len(r) + [0] * (width - len(r)) for r in responses])
     n = len(SAMPLES)
     return DataProto.from_dict(
-        tensors={"prompts": torch.tensor([prompt] * n), "responses": resp, "attention_mask": mask,
-                 "input_ids": torch.cat([torch.tensor([prompt] * n), resp], dim=1)},
-        non_tensors={"data_source": np.array(["cvdp_cid012"] * n, dtype=object),
-                     "reward_model": np.array([{"ground_truth": pid, "style": "rule"} for pid, _, _ in SAMPLES], dtype=object),
-                     "extra_info": np.array([{"index": i // 3} for i in range(n)], dtype=object)})
+        tensors={
+            "prompts": torch.tensor([prompt] * n),
+            "responses": resp,
+            "attention_mask": mask,
+            "input_ids": torch.cat([torch.tensor([prompt] * n), resp], dim=1),
+        },
+        non_tensors={
+            "data_source": np.array(["cvdp_cid012"] * n, dtype=object),
+            "reward_model": np.array([{"ground_truth": pid, "style": "rule"} for pid, _, _ in SAMPLES], dtype=object),
+            "extra_info": np.array([{"index": i // 3} for i in range(n)], dtype=object),
+        },
+    )
 
 
 def verl_config(url: str, name: str, tokenizer_dir: str | None = None):
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({
-        "actor_rollout_ref": {"model": {"path": tokenizer_dir, "tokenizer_path": tokenizer_dir}},
-        "reward": {"custom_reward_function": {"path": verl_adapter.__file__, "name": name,
-                                              "reward_kwargs": {"service_url": url}},
-                   "reward_manager": {"source": "register", "name": "naive"},
-                   "reward_model": {"enable": False}, "sandbox_fusion": None}})
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {"model": {"path": tokenizer_dir, "tokenizer_path": tokenizer_dir}},
+            "reward": {
+                "custom_reward_function": {
+                    "path": verl_adapter.__file__,
+                    "name": name,
+                    "reward_kwargs": {"service_url": url},
+                },
+                "reward_manager": {"source": "register", "name": "naive"},
+                "reward_model": {"enable": False},
+                "sandbox_fusion": None,
+            },
+        }
+    )
 
 
 def last_token_rewards(reward_tensor, data) -> list[float]:
@@ -152,8 +176,9 @@ def test_verl_legacy_reward_managers(service, tokenizer):
     expected = [e for _, _, e in SAMPLES]
     naive = NaiveRewardManager(tokenizer, 0, compute_score=get_custom_reward_fn(verl_config(service, "compute_score")))
     assert last_token_rewards(naive(data), data) == pytest.approx(expected, abs=1e-6)
-    batch = BatchRewardManager(tokenizer, 0, compute_score=get_custom_reward_fn(
-        verl_config(service, "compute_score_batch")))
+    batch = BatchRewardManager(
+        tokenizer, 0, compute_score=get_custom_reward_fn(verl_config(service, "compute_score_batch"))
+    )
     got = batch(deepcopy(data), return_dict=True)
     assert last_token_rewards(got["reward_tensor"], data) == pytest.approx(expected, abs=1e-6)
 
@@ -191,8 +216,11 @@ def test_openrlhf_remote_reward_url(service, tokenizer):
     assert all(set(o["extra_logs"]) == {"coverage", "passed", "no_coverage"} for o in out)
     # many queries, two servers: OpenRLHF shards one batch between the URLs
     both = SingleTurnAgentExecutor([f"{service}/v1/openrlhf/reward"] * 2)
-    parts = asyncio.run(both._fetch_rewards_via_http([PROMPT + t for _, t, _ in SAMPLES], [PROMPT] * len(SAMPLES),
-                                                     [pid for pid, _, _ in SAMPLES]))
+    parts = asyncio.run(
+        both._fetch_rewards_via_http(
+            [PROMPT + t for _, t, _ in SAMPLES], [PROMPT] * len(SAMPLES), [pid for pid, _, _ in SAMPLES]
+        )
+    )
     assert [r for p in parts for r in p["rewards"]] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6)
 
 

@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, live_server
+
 from reward_service.api import create_app
 from reward_service.cache import ResultCache
 from reward_service.client import RewardClient
@@ -49,8 +49,13 @@ def run(service, tmp_path_factory):
     """The example's JSON: TRL's log history, what the reward function scored, the SFT losses."""
     out = tmp_path_factory.mktemp("grpo") / "history.json"
     env = {**os.environ, "REWARD_SERVICE_URL": service, "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--log-history", str(out)],
-                          env=env, capture_output=True, text=True, timeout=540)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--log-history", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads(out.read_text()), proc.stdout
 
@@ -71,8 +76,15 @@ def test_grpo_steps_log_the_service_rewards(service, run):
     # sample by sample, the reward TRL got is the service's for that exact completion
     texts = sorted({t for call in data["scored"] for t in call["completions"]})
     with RewardClient(service) as client:
-        direct = dict(zip(texts, client.score_batch(
-            [{"problem_id": PROBLEM_ID, "stimulus": {"kind": "completion", "text": t}} for t in texts], timeout=600)))
+        direct = dict(
+            zip(
+                texts,
+                client.score_batch(
+                    [{"problem_id": PROBLEM_ID, "stimulus": {"kind": "completion", "text": t}} for t in texts],
+                    timeout=600,
+                ),
+            )
+        )
     for call in data["scored"]:
         assert call["rewards"] == pytest.approx([direct[t].reward for t in call["completions"]])
     good = [r for r in direct.values() if r.status == Status.ok]

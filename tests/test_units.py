@@ -19,11 +19,13 @@ def _rec(f: str, line: int, t: str, o: str, h: str, count: int) -> str:
 
 def test_coverage_dat_keeps_dut_files_only_and_counts_points(tmp_path):
     dat = tmp_path / "coverage.dat"
-    dat.write_text("# SystemC::Coverage-3\n"
-                   + _rec("dut.sv", 3, "line", "block", "tb.uut", 5)
-                   + _rec("dut.sv", 4, "branch", "if", "tb.uut", 0)
-                   + _rec("dut.sv", 5, "toggle", "q[0]:0->1", "tb.uut", 1)
-                   + _rec("tb.sv", 9, "line", "block", "tb", 7))
+    dat.write_text(
+        "# SystemC::Coverage-3\n"
+        + _rec("dut.sv", 3, "line", "block", "tb.uut", 5)
+        + _rec("dut.sv", 4, "branch", "if", "tb.uut", 0)
+        + _rec("dut.sv", 5, "toggle", "q[0]:0->1", "tb.uut", 1)
+        + _rec("tb.sv", 9, "line", "block", "tb", 7)
+    )
     points = parse_coverage_dat(dat, {"dut.sv"})
     assert len(points) == 3
     report, uncovered = summarise(points, ["line", "branch", "toggle", "expr"])
@@ -42,6 +44,7 @@ def test_unavailable_metric_is_not_zero():
 
 def test_weights():
     from reward_service.coverage.points import CoveragePoint
+
     pts = [CoveragePoint("line", "d.sv", 1, "", "h", 1), CoveragePoint("toggle", "d.sv", 2, "", "h", 0)]
     report, _ = summarise(pts, ["line", "toggle"], weights={"line": 3.0, "toggle": 1.0})
     assert report.overall == pytest.approx(0.75)
@@ -49,6 +52,7 @@ def test_weights():
 
 def test_bad_coverage_file_raises(tmp_path):
     from reward_service.coverage.verilator_dat import CoverageFileError
+
     bad = tmp_path / "coverage.dat"
     bad.write_text("hello\n")
     with pytest.raises(CoverageFileError):
@@ -57,8 +61,9 @@ def test_bad_coverage_file_raises(tmp_path):
 
 def test_functional_yaml_bins(tmp_path):
     y = tmp_path / "cov.yml"
-    y.write_text("top:\n  type: CoverItem\n  size: 3\n"
-                 "top.a:\n  at_least: 2\n  bins:_hits:\n    0: 2\n    1: 1\n    2: 0\n")
+    y.write_text(
+        "top:\n  type: CoverItem\n  size: 3\ntop.a:\n  at_least: 2\n  bins:_hits:\n    0: 2\n    1: 1\n    2: 0\n"
+    )
     points = parse_functional_yaml(y)
     assert [p.covered for p in points] == [True, False, False]
 
@@ -67,16 +72,19 @@ def _report(overall: float | None) -> CoverageReport:
     return CoverageReport(metrics={"line": MetricCoverage(covered=1, total=2, ratio=0.5)}, overall=overall)
 
 
-@pytest.mark.parametrize("status,overall,shaping,want", [
-    (Status.ok, 0.8, "chorus", 1.8),
-    (Status.ok, 0.0, "chorus", 1.0),
-    (Status.compile_error, None, "chorus", 0.0),
-    (Status.timeout, 0.9, "chorus", 0.0),
-    (Status.runtime_error, 0.5, "chorus", 0.0),
-    (Status.ok, 0.8, "ratio", 0.8),
-    (Status.invalid_input, None, "ratio", -1.0),
-    (Status.sandbox_error, None, "chorus", None),
-])
+@pytest.mark.parametrize(
+    "status,overall,shaping,want",
+    [
+        (Status.ok, 0.8, "chorus", 1.8),
+        (Status.ok, 0.0, "chorus", 1.0),
+        (Status.compile_error, None, "chorus", 0.0),
+        (Status.timeout, 0.9, "chorus", 0.0),
+        (Status.runtime_error, 0.5, "chorus", 0.0),
+        (Status.ok, 0.8, "ratio", 0.8),
+        (Status.invalid_input, None, "ratio", -1.0),
+        (Status.sandbox_error, None, "chorus", None),
+    ],
+)
 def test_reward_shaping(status, overall, shaping, want):
     spec = RewardSpec(shaping=shaping, failure_value=-1.0)
     assert shape_reward(status, _report(overall), False, spec) == (pytest.approx(want) if want is not None else None)
@@ -116,12 +124,19 @@ def test_capped_uncovered_list_keeps_code_points_before_toggle_bits():
     from reward_service.coverage.points import CoveragePoint
 
     toggles = [CoveragePoint("toggle", "dut.sv", 2, f"data[{i}]:0->1", "tb.dut", 0) for i in range(10)]
-    code = [CoveragePoint("line", "dut.sv", 30, "block", "tb.dut", 0),
-            CoveragePoint("expr", "dut.sv", 31, "(a==0) => 0", "tb.dut", 0),
-            CoveragePoint("branch", "dut.sv", 29, "if", "tb.dut", 0)]
+    code = [
+        CoveragePoint("line", "dut.sv", 30, "block", "tb.dut", 0),
+        CoveragePoint("expr", "dut.sv", 31, "(a==0) => 0", "tb.dut", 0),
+        CoveragePoint("branch", "dut.sv", 29, "if", "tb.dut", 0),
+    ]
     report, uncovered = summarise(toggles + code, ["line", "branch", "toggle", "expr"], max_uncovered=5)
     assert [(u.metric, u.line) for u in uncovered] == [
-        ("toggle", 2), ("toggle", 2), ("branch", 29), ("line", 30), ("expr", 31)]
+        ("toggle", 2),
+        ("toggle", 2),
+        ("branch", 29),
+        ("line", 30),
+        ("expr", 31),
+    ]
     assert report.metrics["toggle"].total == 10 and report.metrics["toggle"].covered == 0
     _, everything = summarise(toggles + code, ["line", "branch", "toggle", "expr"], max_uncovered=100)
     assert len(everything) == 13 and everything[0].metric == "toggle"  # file/line order when not capped

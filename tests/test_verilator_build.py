@@ -17,18 +17,22 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import STIMULUS
+
 from reward_service.cache import ResultCache
 from reward_service.engine import Engine
 from reward_service.models import Limits
 from reward_service.sandbox import ExecResult, SandboxError
+from reward_service.sandbox.toolchain import verilator_root
 from reward_service.settings import Settings
 from reward_service.simulators import verilator as verilator_backend
-from reward_service.sandbox.toolchain import verilator_root
-from reward_service.simulators.verilator import VERILATOR_LINT_FLAGS, VERILATOR_PCH_MAKE_VAR
 from reward_service.simulators.verilator import (
-    COVERAGE_FLAGS, check_own_build_failure, cxx_stage_failed, own_build_failure,
+    COVERAGE_FLAGS,
+    VERILATOR_LINT_FLAGS,
+    VERILATOR_PCH_MAKE_VAR,
+    check_own_build_failure,
+    cxx_stage_failed,
+    own_build_failure,
 )
 
 DESIGNS = Path(__file__).parent / "verilator_designs"
@@ -44,8 +48,13 @@ _RECORD = re.compile(r"^C '(.*)' (\d+)$", re.M)
 
 
 def gf_request() -> dict:
-    return {"design": {"files": GF_DUT}, "stimulus": {"kind": "sv_testbench", "files": GF_TB},
-            "engine": "verilator", "coverage": {"scope": "dut"}, "limits": SLOW_BUILDS}
+    return {
+        "design": {"files": GF_DUT},
+        "stimulus": {"kind": "sv_testbench", "files": GF_TB},
+        "engine": "verilator",
+        "coverage": {"scope": "dut"},
+        "limits": SLOW_BUILDS,
+    }
 
 
 def bare_build(tmp: Path, extra: list[str], ccache_dir: Path) -> tuple[subprocess.CompletedProcess, Path]:
@@ -58,9 +67,24 @@ def bare_build(tmp: Path, extra: list[str], ccache_dir: Path) -> tuple[subproces
     (src / "rs_user.h").write_text(verilator_backend.USER_STOP_DECL)
     root = verilator_root()
     env = {**os.environ, "VERILATOR_ROOT": str(root), "OBJCACHE": "ccache", "CCACHE_DIR": str(ccache_dir)}
-    argv = [str(root / "bin" / "verilator"), "--binary", "--timing", *COVERAGE_FLAGS, *VERILATOR_LINT_FLAGS,
-            "-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR, *extra, "--top-module", "tb", "--prefix", "Vtop",
-            "-Mdir", str(tmp / "obj"), "gf_mac.sv", "tb.sv"]
+    argv = [
+        str(root / "bin" / "verilator"),
+        "--binary",
+        "--timing",
+        *COVERAGE_FLAGS,
+        *VERILATOR_LINT_FLAGS,
+        "-MAKEFLAGS",
+        VERILATOR_PCH_MAKE_VAR,
+        *extra,
+        "--top-module",
+        "tb",
+        "--prefix",
+        "Vtop",
+        "-Mdir",
+        str(tmp / "obj"),
+        "gf_mac.sv",
+        "tb.sv",
+    ]
     build = subprocess.run(argv, cwd=src, env=env, capture_output=True, text=True, timeout=1800)
     return build, tmp / "obj"
 
@@ -112,8 +136,11 @@ def test_split_model_scores_as_bare_verilator_cold_and_warm(bare_gf, tmp_path):
 @pytest.mark.slow
 def test_old_flag_order_fails_on_the_precompiled_header_and_is_ours(tmp_path, shared_cache_dir):
     """The root cause, on a bare build: a forced include in CFLAGS before the PCH include."""
-    build, _ = bare_build(tmp_path, ["-CFLAGS", "-include", "-CFLAGS", str(tmp_path / "src" / "rs_user.h")],
-                          shared_cache_dir / "ccache-bare")
+    build, _ = bare_build(
+        tmp_path,
+        ["-CFLAGS", "-include", "-CFLAGS", str(tmp_path / "src" / "rs_user.h")],
+        shared_cache_dir / "ccache-bare",
+    )
     log = build.stdout + build.stderr
     assert build.returncode != 0
     assert "<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory" in log
@@ -127,8 +154,12 @@ def test_own_build_failure_is_a_sandbox_error_and_not_cached(monkeypatch, shared
     monkeypatch.setattr(verilator_backend, "USER_STOP_FLAGS", [*OLD_USER_STOP_FLAGS, "--output-split", "50"])
     engine = Engine(Settings(cache_dir=shared_cache_dir, result_cache=True))
     engine.results = ResultCache(tmp_path / "results")
-    request = {"design": {"files": ALU_DUT}, "stimulus": {"kind": "sv_testbench", "files": ALU_TB},
-               "engine": "verilator", "limits": SLOW_BUILDS}
+    request = {
+        "design": {"files": ALU_DUT},
+        "stimulus": {"kind": "sv_testbench", "files": ALU_TB},
+        "engine": "verilator",
+        "limits": SLOW_BUILDS,
+    }
     result = engine.score(request)
     assert result.status == "sandbox_error" and result.reward is None
     assert "Vtop__pch.h.fast: No such file or directory" in result.message
@@ -143,60 +174,74 @@ def test_ccache_failure_is_healed_by_the_clean_rebuild(engine, tmp_path):
     (tmp_path / "ccache").mkdir()
     (tmp_path / "ccache").chmod(0o555)
     broken = Engine(Settings(cache_dir=tmp_path, result_cache=False))
-    request = {"design": {"files": ALU_DUT}, "stimulus": {"kind": "sv_testbench", "files": ALU_TB},
-               "engine": "verilator", "coverage": {"scope": "dut"}, "limits": SLOW_BUILDS}
+    request = {
+        "design": {"files": ALU_DUT},
+        "stimulus": {"kind": "sv_testbench", "files": ALU_TB},
+        "engine": "verilator",
+        "coverage": {"scope": "dut"},
+        "limits": SLOW_BUILDS,
+    }
     result = broken.score(request)
     assert result.status == "ok", (result.message, result.log[-2000:])
     assert "clean rebuild (fresh objects, no ccache) succeeded" in result.message
     assert "ccache: error" in result.message
     want = engine.score(request)  # the session's healthy ccache
     assert want.status == "ok" and want.message == ""
-    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == \
-        {m: (c.covered, c.total) for m, c in want.coverage.metrics.items()}
+    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == {
+        m: (c.covered, c.total) for m, c in want.coverage.metrics.items()
+    }
 
 
 MAKE_FAILED = "%Error: 'make -C /work/obj -f Vtop.mk -j 2 CFG_CXXFLAGS_PCH_I=-include' exited with 2\n"
 
 
-@pytest.mark.parametrize("line", [
-    "<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory",
-    "Vtop___024root__0.cpp:5:10: fatal error: Vtop__Syms.h: No such file or directory",
-    "rs_main.cpp:13:10: fatal error: rs_stops.h: No such file or directory",
-    "cc1plus: fatal error: Vtop___024root__1.cpp: No such file or directory",
-    "ccache: error: Failed to create directory /ccache/tmp: Permission denied",
-    "Vtop.cpp:4:10: error: one or more PCH files were found, but they were invalid",
-    "Vtop__ALL.cpp:2:10: fatal error: Vtop__pch.h.fast.gch: created by a different GCC executable",
-    "g++: error: Vtop__ALL.a: No such file or directory",
-    "make: *** No rule to make target 'Vtop__Dpi.cpp', needed by 'Vtop__Dpi.o'.  Stop.",
-    "verilated.cpp:(.text+0x1c7): undefined reference to `vl_stop_maybe(char const*, int, char const*, bool)'",
-    "Vtop___024root__0.cpp:99:1: fatal error: error writing to /tmp/ccXYZ.s: No space left on device",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory",
+        "Vtop___024root__0.cpp:5:10: fatal error: Vtop__Syms.h: No such file or directory",
+        "rs_main.cpp:13:10: fatal error: rs_stops.h: No such file or directory",
+        "cc1plus: fatal error: Vtop___024root__1.cpp: No such file or directory",
+        "ccache: error: Failed to create directory /ccache/tmp: Permission denied",
+        "Vtop.cpp:4:10: error: one or more PCH files were found, but they were invalid",
+        "Vtop__ALL.cpp:2:10: fatal error: Vtop__pch.h.fast.gch: created by a different GCC executable",
+        "g++: error: Vtop__ALL.a: No such file or directory",
+        "make: *** No rule to make target 'Vtop__Dpi.cpp', needed by 'Vtop__Dpi.o'.  Stop.",
+        "verilated.cpp:(.text+0x1c7): undefined reference to `vl_stop_maybe(char const*, int, char const*, bool)'",
+        "Vtop___024root__0.cpp:99:1: fatal error: error writing to /tmp/ccXYZ.s: No space left on device",
+    ],
+)
 def test_forged_own_signature_is_recognised(line):
     log = f"make: Entering directory '/work/obj'\nccache g++ -Os ... -c Vtop.cpp\n{line}\n{MAKE_FAILED}"
     assert own_build_failure(log) == line.strip()
 
 
-@pytest.mark.parametrize("log", [
-    # The front end's own errors (no C++ stage) quote the sources, which may say anything.
-    "%Error: tb.sv:3:5: syntax error, unexpected IDENTIFIER\n    3 | Vtop.h: No such file or directory\n"
-    "%Error: Exiting due to 1 error(s)\n",
-    # A C++ error whose quoted source line holds the testbench's string.
-    "Vtop___024root__0.cpp:7:3: error: 'foo' was not declared in this scope\n"
-    '    7 |   VL_WRITEF_NX("<command-line>: fatal error: Vtop.h: No such file or directory",0);\n' + MAKE_FAILED,
-    # The sources' own link error (a DPI function nobody defined).
-    "Vtop__ALL.a(Vtop__Dpi.o): in function `x': undefined reference to `rs_missing'\n"
-    "collect2: error: ld returned 1 exit status\n" + MAKE_FAILED,
-    # A user include that does not exist is Verilator's error, not a C++ one.
-    "%Error: tb.sv:1:10: Cannot find include file: 'defs.svh'\n%Error: Exiting due to 1 error(s)\n",
-])
+@pytest.mark.parametrize(
+    "log",
+    [
+        # The front end's own errors (no C++ stage) quote the sources, which may say anything.
+        "%Error: tb.sv:3:5: syntax error, unexpected IDENTIFIER\n    3 | Vtop.h: No such file or directory\n"
+        "%Error: Exiting due to 1 error(s)\n",
+        # A C++ error whose quoted source line holds the testbench's string.
+        "Vtop___024root__0.cpp:7:3: error: 'foo' was not declared in this scope\n"
+        '    7 |   VL_WRITEF_NX("<command-line>: fatal error: Vtop.h: No such file or directory",0);\n' + MAKE_FAILED,
+        # The sources' own link error (a DPI function nobody defined).
+        "Vtop__ALL.a(Vtop__Dpi.o): in function `x': undefined reference to `rs_missing'\n"
+        "collect2: error: ld returned 1 exit status\n" + MAKE_FAILED,
+        # A user include that does not exist is Verilator's error, not a C++ one.
+        "%Error: tb.sv:1:10: Cannot find include file: 'defs.svh'\n%Error: Exiting due to 1 error(s)\n",
+    ],
+)
 def test_failures_of_the_sources_are_not_ours(log):
     assert own_build_failure(log) is None
 
 
 # -- the real inputs, cold ccache: a few of ../shared/cases/stimulus (tests/test_stimulus_cases.py
 # builds all of them with the session's warm ccache) ------------------------------------------------
-COLD_SV_CASES = [("cvdp_copilot_write_through_data_direct_mapped_cache_0001", "best"),
-                 ("cvdp_copilot_IIR_filter_0016", "good")]
+COLD_SV_CASES = [
+    ("cvdp_copilot_write_through_data_direct_mapped_cache_0001", "best"),
+    ("cvdp_copilot_IIR_filter_0016", "good"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +286,9 @@ def test_cocotb_case_builds_cold_and_warm(cold_cache):
     for result in results:
         assert result.status == "ok", (result.message, result.log[-3000:])
         assert not result.cache.build  # really built (from ccache the second time)
-        assert {m: {"covered": c.covered, "total": c.total} for m, c in result.coverage.metrics.items()} == want["coverage"]
+        assert {m: {"covered": c.covered, "total": c.total} for m, c in result.coverage.metrics.items()} == want[
+            "coverage"
+        ]
         assert len(result.tests) == want["tests"] and sum(not t.passed for t in result.tests) == want["failed"]
 
 
@@ -249,17 +296,21 @@ def test_cocotb_model_build_log_with_our_signature_is_a_sandbox_error():
     """The cocotb flow's DUT-model build (cocotb's runner runs make itself: make's own failure
     line marks the C++ stage); an end-to-end run of this shape (a forced include before the PCH
     on a split model) gave the same sandbox_error, at the cost of a cold build."""
-    log = ("INFO cocotb: Running command make -C /model -f Vtop.mk\n"
-           "ccache c++ -Os -I. -std=c++20 -include stdio.h -include Vtop__pch.h.fast -c Vtop.cpp\n"
-           "<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory\n"
-           "compilation terminated.\n"
-           "make: *** [/opt/verilator/include/verilated.mk:289: Vtop.o] Error 1\n")
+    log = (
+        "INFO cocotb: Running command make -C /model -f Vtop.mk\n"
+        "ccache c++ -Os -I. -std=c++20 -include stdio.h -include Vtop__pch.h.fast -c Vtop.cpp\n"
+        "<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory\n"
+        "compilation terminated.\n"
+        "make: *** [/opt/verilator/include/verilated.mk:289: Vtop.o] Error 1\n"
+    )
     failed = ExecResult(exit_code=1, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=1.0)
     with pytest.raises(SandboxError, match=r"\(DUT model\): <command-line>: fatal error: Vtop__pch\.h\.fast"):
         check_own_build_failure(failed, "(DUT model)")
     check_own_build_failure(dataclasses.replace(failed, timed_out=True), "(DUT model)")  # a limit: not ours
-    sources = log.replace("<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory",
-                          "Vtop___024root__0.cpp:9:5: error: 'x' was not declared in this scope")
+    sources = log.replace(
+        "<command-line>: fatal error: Vtop__pch.h.fast: No such file or directory",
+        "Vtop___024root__0.cpp:9:5: error: 'x' was not declared in this scope",
+    )
     check_own_build_failure(dataclasses.replace(failed, output=sources), "(DUT model)")
 
 
@@ -272,7 +323,9 @@ def test_cocotb_corpus_item_builds_cold_and_warm(cold_cache):
     item_id = "cvdp_copilot_gcd_0033"
     tests, failed, coverage = VERILATOR[item_id]
     results = _cold_then_warm(cold_cache, {**request(ROWS[item_id], simulator="verilator"), "limits": SLOW_BUILDS})
-    print("cocotb corpus", item_id, "build s (cold, warm):", [round(r.timings.get("build", 0) / 1000, 1) for r in results])
+    print(
+        "cocotb corpus", item_id, "build s (cold, warm):", [round(r.timings.get("build", 0) / 1000, 1) for r in results]
+    )
     for result in results:
         assert result.status == "ok", (result.message, result.log[-3000:])
         assert len(result.tests) == tests and sum(not t.passed for t in result.tests) == failed

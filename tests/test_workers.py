@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import STIMULUS, cid012_rows, rtl_files
+from samples import ARBITER, PIDS, cocotb_case, comparable, icarus_case, problems
+
 from reward_service.dispatch.base import BatchTooLarge, JobState, QueueFull
 from reward_service.models import ScoreRequest, SvTestbench
 from reward_service.settings import Settings
-from samples import ARBITER, PIDS, cocotb_case, comparable, icarus_case, problems
 
 REPO = Path(__file__).resolve().parents[1]
 NO_IMAGE = "reward-service-sim:no-such-tag"
@@ -45,10 +45,25 @@ def redis_server(tmp_path_factory):
     import redis
 
     port = _free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--daemonize", "no",
-                             "--dir", str(tmp_path_factory.mktemp("redis"))],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(tmp_path_factory.mktemp("redis")),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis(port=port)
     for _ in range(100):
         try:
@@ -95,11 +110,30 @@ class Worker:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-n", f"{name}@%h",
-             f"--concurrency={concurrency}", "-O", "fair", "-Q", QUEUE, "--loglevel=INFO",
-             "--without-gossip", "--without-mingle"],
-            cwd=REPO, env=env, start_new_session=True,
-            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "worker",
+                "-n",
+                f"{name}@%h",
+                f"--concurrency={concurrency}",
+                "-O",
+                "fair",
+                "-Q",
+                QUEUE,
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=REPO,
+            env=env,
+            start_new_session=True,
+            stdout=open(self.log, "wb"),
+            stderr=subprocess.STDOUT,
+        )
 
     def children(self) -> set[int]:
         """PIDs of the worker's pool processes."""
@@ -134,9 +168,15 @@ class Service:
     def __init__(self, url: str, cache_dir: Path, log_dir: Path, **settings) -> None:
         from reward_service.dispatch.celery import CeleryDispatcher
 
-        self.env_settings = {"broker_url": url, "cache_dir": str(cache_dir), "result_cache": "false",
-                             "task_soft_time_limit_s": "60", "task_time_limit_s": "70",
-                             "visibility_timeout_s": "80", **{k: str(v) for k, v in settings.items()}}
+        self.env_settings = {
+            "broker_url": url,
+            "cache_dir": str(cache_dir),
+            "result_cache": "false",
+            "task_soft_time_limit_s": "60",
+            "task_time_limit_s": "70",
+            "visibility_timeout_s": "80",
+            **{k: str(v) for k, v in settings.items()},
+        }
         self.settings = Settings(**self.env_settings)
         self.dispatcher = CeleryDispatcher(self.settings)
         self.log_dir = log_dir
@@ -217,9 +257,15 @@ module tb;
   end
 endmodule
 """
-    return ScoreRequest.model_validate({
-        "design": {"files": rtl_files(cid012_rows()[ARBITER])}, "simulator": "icarus", "seed": i,
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}}, "coverage": {"scope": "dut"}})
+    return ScoreRequest.model_validate(
+        {
+            "design": {"files": rtl_files(cid012_rows()[ARBITER])},
+            "simulator": "icarus",
+            "seed": i,
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "coverage": {"scope": "dut"},
+        }
+    )
 
 
 def wait_all(dispatcher, ids: list[str], timeout: float):
@@ -232,8 +278,8 @@ def wait_all(dispatcher, ids: list[str], timeout: float):
 # configuration and wire format (no Redis)
 # ---------------------------------------------------------------------------------------------
 def test_time_limits_derive_from_request_maxima_and_visibility_exceeds_hard_limit():
-    from reward_service.models import Limits
     from reward_service.dispatch.contract import celery_config, time_limits
+    from reward_service.models import Limits
 
     soft, hard, vis = time_limits(Settings())
     largest = Limits.model_fields["compile_s"].metadata[-1].le + Limits.model_fields["run_s"].metadata[-1].le
@@ -258,8 +304,9 @@ def test_wire_payload_round_trips_and_job_id_is_a_content_hash():
     assert job_id_for(again) == job_id_for(req) == job_id_for(icarus_case(ARBITER))
     assert job_id_for(icarus_case(ARBITER, seed=1)) != job_id_for(req)
     # a problem request keeps which fields were given
-    preq = ScoreRequest.model_validate({"problem_id": ARBITER, "stimulus": {"kind": "completion", "text": "x"},
-                                        "seed": 3})
+    preq = ScoreRequest.model_validate(
+        {"problem_id": ARBITER, "stimulus": {"kind": "completion", "text": "x"}, "seed": 3}
+    )
     assert ScoreRequest.model_validate(wire_payload(preq)).model_fields_set == preq.model_fields_set
 
 
@@ -327,13 +374,18 @@ def test_verilator_round_trip_carries_coverage_and_reward(service, engine):
 def test_batch_of_mixed_samples_completes_in_order(service, engine):
     d = service.dispatcher
     reqs = [icarus_case(pid, tb, seed=s) for s in (11, 12) for pid in PIDS for tb in ("good", "weak", "best")]
-    broken = ScoreRequest.model_validate({
-        "design": {"files": rtl_files(cid012_rows()[ARBITER])}, "simulator": "icarus",
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; initial begin x = ; end endmodule"}}})
+    broken = ScoreRequest.model_validate(
+        {
+            "design": {"files": rtl_files(cid012_rows()[ARBITER])},
+            "simulator": "icarus",
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; initial begin x = ; end endmodule"}},
+        }
+    )
     no_code = problems()[ARBITER].request("I cannot write a testbench for this.", simulator="icarus")
     wrong_instance = problems()[ARBITER].request(
         SvTestbench(files={"tb.sv": (STIMULUS / ARBITER / "good.sv").read_text().replace(" dut (", " u0 (")}),
-        simulator="icarus")
+        simulator="icarus",
+    )
     reqs[3:3] = [broken, cocotb_case()]
     reqs += [no_code, wrong_instance, reqs[0]]  # the last one repeats the first
     assert len(reqs) == 23
@@ -517,8 +569,9 @@ def test_sigkilled_workers_lose_no_job_and_each_request_is_answered_once(make_se
     assert stats[killed_a]["deliveries"] >= 2 and stats[killed_b]["deliveries"] >= 2, stats
     assert all(s["simulations"] >= 1 for s in stats.values())
     # jobs nobody killed ran once
-    assert all(s == {"deliveries": 1, "simulations": 1}
-               for job, s in stats.items() if job not in (killed_a, killed_b)), stats
+    assert all(
+        s == {"deliveries": 1, "simulations": 1} for job, s in stats.items() if job not in (killed_a, killed_b)
+    ), stats
     assert b.proc.poll() is None
     deadline = time.monotonic() + 10
     while d.queue_depth():  # the last acknowledgements follow the stored results
@@ -534,8 +587,7 @@ def test_soft_time_limit_ends_the_job_as_sandbox_error_without_retry(make_servic
     simulation it interrupted does not outlive it."""
     from workers.tasks import soft_limit_message
 
-    svc = make_service(task_soft_time_limit_s=3, task_time_limit_s=8, visibility_timeout_s=10,
-                       task_retry_backoff_s=0.1)
+    svc = make_service(task_soft_time_limit_s=3, task_time_limit_s=8, visibility_timeout_s=10, task_retry_backoff_s=0.1)
     d = svc.dispatcher
     worker = svc.start("limited")
     warm = d.wait(d.submit(slow_tb(1, cycles=10)), 30)  # the toolchain probe, before the clock runs

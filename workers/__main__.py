@@ -22,8 +22,16 @@ def main(argv: list[str] | None = None) -> None:
     from workers.celery_app import app
 
     concurrency = get_settings().worker_concurrency or cores()
-    args = ["worker", f"--concurrency={concurrency}", "-O", "fair", "-Q", QUEUE, "--loglevel=INFO",
-            *(sys.argv[1:] if argv is None else argv)]
+    args = [
+        "worker",
+        f"--concurrency={concurrency}",
+        "-O",
+        "fair",
+        "-Q",
+        QUEUE,
+        "--loglevel=INFO",
+        *(sys.argv[1:] if argv is None else argv),
+    ]
     app.worker_main(args)
 
 

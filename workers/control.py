@@ -26,6 +26,6 @@ def sandbox_check(state) -> dict[str, str]:
     """``{"ok": ...}`` when the configured sandbox backend is usable here, else ``{"error": reason}``."""
     try:
         _sandbox().check()
-    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+    except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"ok": "sandbox ok"}

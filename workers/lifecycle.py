@@ -23,7 +23,7 @@ _lease_reaper = None
 
 
 @worker_ready.connect
-def start_sandbox_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery's signature
+def start_sandbox_reaper(sender=None, **kwargs) -> None:
     """Start the periodic reaper when this worker runs simulations in Docker containers."""
     if get_settings().sandbox != "docker":
         return
@@ -34,7 +34,7 @@ def start_sandbox_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celer
 
 
 @worker_ready.connect
-def start_lease_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery's signature
+def start_lease_reaper(sender=None, **kwargs) -> None:
     """Requeue the jobs of dead workers (a dispatcher of this process runs the reaper thread)."""
     global _lease_reaper
     from reward_service.dispatch.celery import CeleryDispatcher
@@ -44,7 +44,7 @@ def start_lease_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery'
 
 
 @worker_shutdown.connect
-def stop_lease_reaper(sender=None, **kwargs) -> None:  # noqa: ANN001 - Celery's signature
+def stop_lease_reaper(sender=None, **kwargs) -> None:
     global _lease_reaper
     if _lease_reaper is not None:
         _lease_reaper.close()

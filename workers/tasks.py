@@ -33,8 +33,15 @@ import redis
 from celery import Task
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 
-from reward_service.dispatch.contract import (TASK_NAME, JobKeys, backend_url, encode_result, notify_done,
-                                              stored_answer, time_limits)
+from reward_service.dispatch.contract import (
+    TASK_NAME,
+    JobKeys,
+    backend_url,
+    encode_result,
+    notify_done,
+    stored_answer,
+    time_limits,
+)
 from reward_service.dispatch.leases import Heartbeat, Leases
 from reward_service.engine import Engine
 from reward_service.models import ScoreResult, Status
@@ -85,7 +92,7 @@ class ScoreTask(Task):
     """Pushes the "result stored" notification once Celery has stored the final state, and
     releases the job's lease after it."""
 
-    def after_return(self, status, retval, task_id, args, kwargs, einfo):  # noqa: D401 - Celery hook
+    def after_return(self, status, retval, task_id, args, kwargs, einfo):
         token = _tokens.pop(task_id, None)
         if token is not None and status in ("SUCCESS", "FAILURE"):
             try:
@@ -118,8 +125,18 @@ def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = 
         return _score(self, payload, enqueued_at, settings, names, r, lease, token, started, started_wall)
 
 
-def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, settings: Settings, keys: JobKeys,
-           r: redis.Redis, lease: Leases, token: str, started: float, started_wall: float) -> dict[str, Any]:
+def _score(
+    self: ScoreTask,
+    payload: dict[str, Any],
+    enqueued_at: float | None,
+    settings: Settings,
+    keys: JobKeys,
+    r: redis.Redis,
+    lease: Leases,
+    token: str,
+    started: float,
+    started_wall: float,
+) -> dict[str, Any]:
     job_id = self.request.id
     retries = self.request.retries or 0
     existing, deliveries = _begin(r, keys, job_id, self.backend)
@@ -132,9 +149,12 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
         r.hincrby(keys.stats, "redelivered", 1)
     if redelivered > MAX_REDELIVERIES:
         r.hincrby(keys.stats, "gave_up", 1)
-        return encode_result(ScoreResult(status=Status.sandbox_error,
-                                         message=f"the job was delivered {deliveries} times and its worker died "
-                                                 "each time; giving up"))
+        return encode_result(
+            ScoreResult(
+                status=Status.sandbox_error,
+                message=f"the job was delivered {deliveries} times and its worker died each time; giving up",
+            )
+        )
 
     soft, _, _ = time_limits(settings)
     cut_off = False
@@ -143,13 +163,14 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
     except SoftTimeLimitExceeded:  # raised by Celery in this process, wherever the job was
         cut_off = True
         result = ScoreResult(status=Status.sandbox_error)
-    except Exception as exc:  # noqa: BLE001 - e.g. the engine could not be created here
+    except Exception as exc:
         log.exception("job %s: engine unavailable", job_id)
         result = ScoreResult(status=Status.sandbox_error, message=f"engine unavailable: {type(exc).__name__}: {exc}")
     elapsed = time.monotonic() - started
     if not result.cache.result and result.status != Status.sandbox_error:
-        r.pipeline(transaction=False).incr(keys.sims(job_id)).expire(keys.sims(job_id), settings.result_expires_s) \
-            .hincrby(keys.stats, "simulations", 1).execute()
+        r.pipeline(transaction=False).incr(keys.sims(job_id)).expire(
+            keys.sims(job_id), settings.result_expires_s
+        ).hincrby(keys.stats, "simulations", 1).execute()
     if enqueued_at is not None:
         result.timings["queue"] = max(0.0, (started_wall - enqueued_at) * 1000)
 
@@ -160,7 +181,7 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
         if retries < settings.task_max_retries and not cut_off:
             r.hincrby(keys.stats, "retries", 1)
             log.warning("job %s: %s; retry %d of %d", job_id, result.message, retries + 1, settings.task_max_retries)
-            countdown = settings.task_retry_backoff_s * 2 ** retries
+            countdown = settings.task_retry_backoff_s * 2**retries
             lease.park(job_id, token, countdown)  # the retry's delivery takes it over
             _tokens.pop(job_id, None)
             raise self.retry(countdown=countdown, max_retries=settings.task_max_retries)
@@ -175,8 +196,10 @@ def _score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None, 
 def soft_limit_message(soft_s: float, reported: str = "") -> str:
     """The message of a job stopped at the worker's soft time limit (``soft_s`` seconds) and
     ``reported``, what the engine said about it, if anything."""
-    message = (f"the job reached the worker's soft time limit ({soft_s:g} s) and was stopped: a limit of the "
-               "service, above the request's own limits, so not an answer about the sample; not retried")
+    message = (
+        f"the job reached the worker's soft time limit ({soft_s:g} s) and was stopped: a limit of the "
+        "service, above the request's own limits, so not an answer about the sample; not retried"
+    )
     return f"{message} ({reported})" if reported else message
 
 
@@ -186,7 +209,8 @@ def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend) -> tuple[dict | 
     ttl = get_settings().result_expires_s
     deliveries, _, raw, _ = (
         r.pipeline(transaction=False)
-        .incr(keys.deliveries(job_id)).expire(keys.deliveries(job_id), ttl)
+        .incr(keys.deliveries(job_id))
+        .expire(keys.deliveries(job_id), ttl)
         .get(backend.get_key_for_task(job_id))
         .set(keys.marker(job_id), f"running {socket.gethostname()} {os.getpid()}", ex=ttl)
         .execute()

@@ -27,16 +27,26 @@ DEFAULT = Path("/usr/share/gocode/src/github.com/docker/docker/profiles/seccomp/
 OUT = Path(__file__).resolve().parent / "worker.json"
 #: What bubblewrap needs beyond Docker's default, without CAP_SYS_ADMIN.
 BWRAP_CALLS = ["clone", "unshare", "mount", "umount2", "pivot_root", "sethostname"]
-COMMENT = ("reward-service worker: bubblewrap builds each step's sandbox in a new user namespace "
-           "(clone/unshare with CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP, its bind "
-           "mounts, pivot_root, the sandbox host name) without any capability")
+COMMENT = (
+    "reward-service worker: bubblewrap builds each step's sandbox in a new user namespace "
+    "(clone/unshare with CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP, its bind "
+    "mounts, pivot_root, the sandbox host name) without any capability"
+)
 
 
 def worker_profile(default: dict) -> dict:
     """``default`` with one more rule allowing :data:`BWRAP_CALLS` whatever the capabilities."""
     profile = json.loads(json.dumps(default))
-    profile["syscalls"].append({"names": BWRAP_CALLS, "action": "SCMP_ACT_ALLOW", "args": [],
-                                "comment": COMMENT, "includes": {}, "excludes": {}})
+    profile["syscalls"].append(
+        {
+            "names": BWRAP_CALLS,
+            "action": "SCMP_ACT_ALLOW",
+            "args": [],
+            "comment": COMMENT,
+            "includes": {},
+            "excludes": {},
+        }
+    )
     return profile
 
 

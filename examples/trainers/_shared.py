@@ -28,8 +28,10 @@ def setup() -> tuple[str, str]:
         deadline = time.monotonic() + 30  # `reward-service serve ... &` may still be starting
         while not client.health():
             if time.monotonic() > deadline:
-                raise SystemExit(f"no reward service at {url} after 30 s: start one with "
-                                 "`reward-service serve --port 8000` or set REWARD_SERVICE_URL")
+                raise SystemExit(
+                    f"no reward service at {url} after 30 s: start one with "
+                    "`reward-service serve --port 8000` or set REWARD_SERVICE_URL"
+                )
             time.sleep(0.5)
         client.load_problems_jsonl(CVDP / "attenuator.jsonl")
         return url, client.get_problem(PROBLEM_ID).prompt or ""

@@ -30,15 +30,18 @@ except ImportError:  # slime not installed: the fields the reward functions read
         label: str | None = None
         metadata: dict = field(default_factory=dict)
 
+
 url, prompt = setup()
 args = Namespace(reward_service_url=url)  # or REWARD_SERVICE_URL in the environment
-group = [Sample(group_index=0, index=i, prompt=prompt, response=text, label=PROBLEM_ID)
-         for i, text in enumerate(COMPLETIONS)]
+group = [
+    Sample(group_index=0, index=i, prompt=prompt, response=text, label=PROBLEM_ID) for i, text in enumerate(COMPLETIONS)
+]
 
 
 async def rollout():
     single = await asyncio.gather(*[reward_func(args, s) for s in group])
     return single, await batched_reward_func(args, group, diversity_weight=0.1)
+
 
 single, batched = asyncio.run(rollout())
 print("reward_func:", single)

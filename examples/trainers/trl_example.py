@@ -21,6 +21,11 @@ n = len(COMPLETIONS)
 # standard format: strings; dataset columns arrive as keyword lists, one entry per completion
 print("standard:", reward(prompts=[prompt] * n, completions=COMPLETIONS, problem_id=[PROBLEM_ID] * n))
 # conversational format: lists of {"role", "content"} messages
-print("conversational:", reward(prompts=[[{"role": "user", "content": prompt}]] * n,
-                                completions=[[{"role": "assistant", "content": c}] for c in COMPLETIONS],
-                                problem_id=[PROBLEM_ID] * n))
+print(
+    "conversational:",
+    reward(
+        prompts=[[{"role": "user", "content": prompt}]] * n,
+        completions=[[{"role": "assistant", "content": c}] for c in COMPLETIONS],
+        problem_id=[PROBLEM_ID] * n,
+    ),
+)

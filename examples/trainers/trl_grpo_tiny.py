@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _shared, when run from elsewhere
-from _shared import CVDP, PROBLEM_ID, setup  # noqa: E402
+from _shared import CVDP, PROBLEM_ID, setup
 
-from reward_service.adapters.trl import CoverageReward  # noqa: E402
+from reward_service.adapters.trl import CoverageReward
 
 EOS, PAD, ANSWER = "<|endoftext|>", "<|pad|>", "<|answer|>"
 #: The prompt the policy sees. It ends in a special token so that BPE never merges the prompt's
@@ -57,11 +57,18 @@ def build_tokenizer(texts: list[str], vocab_size: int):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=[PAD, EOS, ANSWER], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
-                                   additional_special_tokens=[ANSWER])
+    tok.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=[PAD, EOS, ANSWER],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=EOS, pad_token=PAD, additional_special_tokens=[ANSWER]
+    )
 
 
 def build_model(tokenizer, seed: int):
@@ -70,10 +77,19 @@ def build_model(tokenizer, seed: int):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -86,10 +102,22 @@ def warm_start(model, tokenizer, steps: int, workdir: str, seed: int) -> list[fl
     from trl import SFTConfig, SFTTrainer
 
     data = Dataset.from_list([{"prompt": PROMPT, "completion": a} for a in answers()] * 8)
-    config = SFTConfig(output_dir=os.path.join(workdir, "sft"), max_steps=steps, per_device_train_batch_size=2,
-                       learning_rate=3e-3, lr_scheduler_type="constant", warmup_steps=0, logging_steps=10,
-                       save_strategy="no", report_to="none", use_cpu=True, seed=seed, max_length=1024,
-                       disable_tqdm=True, dataloader_num_workers=0)
+    config = SFTConfig(
+        output_dir=os.path.join(workdir, "sft"),
+        max_steps=steps,
+        per_device_train_batch_size=2,
+        learning_rate=3e-3,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        logging_steps=10,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=seed,
+        max_length=1024,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     trainer = SFTTrainer(model=model, args=config, train_dataset=data, processing_class=tokenizer)
     trainer.train()
     return [e["loss"] for e in trainer.state.log_history if "loss" in e]
@@ -107,20 +135,35 @@ class Recorded:
         return rewards
 
 
-def grpo(model, tokenizer, url: str, steps: int, generations: int, temperature: float, workdir: str,
-         seed: int) -> tuple[list[dict], Recorded]:
+def grpo(
+    model, tokenizer, url: str, steps: int, generations: int, temperature: float, workdir: str, seed: int
+) -> tuple[list[dict], Recorded]:
     """``steps`` GRPO steps, one prompt x ``generations`` completions each; returns TRL's log history."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     reward = Recorded(CoverageReward(url, timeout=600))
     data = Dataset.from_dict({"prompt": [PROMPT] * steps, "problem_id": [PROBLEM_ID] * steps})
-    config = GRPOConfig(output_dir=os.path.join(workdir, "grpo"), max_steps=steps, per_device_train_batch_size=generations,
-                        num_generations=generations, max_completion_length=640, temperature=temperature,
-                        learning_rate=1e-5, beta=0.0, logging_steps=1, save_strategy="no", report_to="none",
-                        use_cpu=True, seed=seed, disable_tqdm=True, dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=data,
-                          processing_class=tokenizer)
+    config = GRPOConfig(
+        output_dir=os.path.join(workdir, "grpo"),
+        max_steps=steps,
+        per_device_train_batch_size=generations,
+        num_generations=generations,
+        max_completion_length=640,
+        temperature=temperature,
+        learning_rate=1e-5,
+        beta=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=seed,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[reward], args=config, train_dataset=data, processing_class=tokenizer
+    )
     trainer.train()
     return trainer.state.log_history, reward
 
@@ -148,18 +191,31 @@ def main(argv: list[str] | None = None) -> int:
         sft_losses = warm_start(model, tokenizer, args.sft_steps, workdir, args.seed)
         sft_s = time.monotonic() - started
         print(f"SFT: {args.sft_steps} steps in {sft_s:.0f} s, loss {sft_losses[0]:.3f} -> {sft_losses[-1]:.4f}")
-        history, recorded = grpo(model, tokenizer, url, args.steps, args.generations, args.temperature, workdir,
-                                 args.seed)
+        history, recorded = grpo(
+            model, tokenizer, url, args.steps, args.generations, args.temperature, workdir, args.seed
+        )
     steps = [e for e in history if "reward" in e]
     for i, (entry, call) in enumerate(zip(steps, recorded.calls)):
-        print(f"GRPO step {i + 1}: reward mean {entry['reward']:.3f} std {entry['reward_std']:.3f}, "
-              f"rewards {[None if r is None else round(r, 3) for r in call['rewards']]}")
+        print(
+            f"GRPO step {i + 1}: reward mean {entry['reward']:.3f} std {entry['reward_std']:.3f}, "
+            f"rewards {[None if r is None else round(r, 3) for r in call['rewards']]}"
+        )
     print(f"total {time.monotonic() - started:.0f} s")
     if args.log_history:
-        args.log_history.write_text(json.dumps({
-            "log_history": history, "scored": recorded.calls, "sft_losses": sft_losses,
-            "vocab_size": len(tokenizer), "parameters": sum(p.numel() for p in model.parameters()),
-            "prompt": PROMPT, "problem_id": PROBLEM_ID}, indent=1))
+        args.log_history.write_text(
+            json.dumps(
+                {
+                    "log_history": history,
+                    "scored": recorded.calls,
+                    "sft_losses": sft_losses,
+                    "vocab_size": len(tokenizer),
+                    "parameters": sum(p.numel() for p in model.parameters()),
+                    "prompt": PROMPT,
+                    "problem_id": PROBLEM_ID,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -19,16 +19,28 @@ from reward_service.adapters.verl import compute_score, compute_score_async, com
 url, _ = setup()
 n = len(COMPLETIONS)
 # the batch manager: one call per step (index = dataset row: the group of the diversity term)
-batch = compute_score_batch(data_sources=["cvdp_cid012"] * n, solution_strs=COMPLETIONS,
-                            ground_truths=[PROBLEM_ID] * n, extra_infos=[{"index": 0}] * n, service_url=url)
+batch = compute_score_batch(
+    data_sources=["cvdp_cid012"] * n,
+    solution_strs=COMPLETIONS,
+    ground_truths=[PROBLEM_ID] * n,
+    extra_infos=[{"index": 0}] * n,
+    service_url=url,
+)
 print("compute_score_batch:", batch)
 # the naive manager: one call per sample
-print("compute_score:", [compute_score("cvdp_cid012", text, PROBLEM_ID, {"index": 0}, service_url=url)
-                         for text in COMPLETIONS])
+print(
+    "compute_score:",
+    [compute_score("cvdp_cid012", text, PROBLEM_ID, {"index": 0}, service_url=url) for text in COMPLETIONS],
+)
 
 
 async def reward_loop() -> list[float]:  # verl's reward loop awaits async functions concurrently
-    return await asyncio.gather(*[compute_score_async("cvdp_cid012", text, '{"problem_id": "%s"}' % PROBLEM_ID,
-                                                      None, service_url=url) for text in COMPLETIONS])
+    return await asyncio.gather(
+        *[
+            compute_score_async("cvdp_cid012", text, '{"problem_id": "%s"}' % PROBLEM_ID, None, service_url=url)
+            for text in COMPLETIONS
+        ]
+    )
+
 
 print("compute_score_async:", asyncio.run(reward_loop()))

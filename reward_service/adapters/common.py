@@ -74,8 +74,10 @@ def find_problem_id(*candidates: Any, where: str) -> str:
         if pid is not None:
             return pid
     shown = ", ".join(f"{v!r:.80}" for v in candidates)
-    raise ValueError(f"{where}: no problem id found in {shown}: give the problem id "
-                     f"(letters, digits, '_.:-') or a JSON object with \"problem_id\"")
+    raise ValueError(
+        f"{where}: no problem id found in {shown}: give the problem id "
+        f"(letters, digits, '_.:-') or a JSON object with \"problem_id\""
+    )
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -96,9 +98,12 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, Mapping):
         completion = [completion]
     if isinstance(completion, Sequence):
-        return "\n\n".join(_content(m) for m in completion
-                           if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant")
-    raise TypeError(f"a completion is a string or a list of {{'role', 'content'}} messages, got {type(completion).__name__}")
+        return "\n\n".join(
+            _content(m) for m in completion if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"
+        )
+    raise TypeError(
+        f"a completion is a string or a list of {{'role', 'content'}} messages, got {type(completion).__name__}"
+    )
 
 
 def score_request(problem_id: str, text: str) -> dict[str, Any]:
@@ -113,8 +118,9 @@ def group_label(problem_id: str, *parts: Any) -> str:
     return f"{problem_id[:150]}#{digest[:12]}"
 
 
-def rewards_of(results: Sequence[ScoreResult], groups: Sequence[str | None] | None = None,
-               diversity_weight: float = 0.0) -> tuple[list[float | None], list[float | None] | None]:
+def rewards_of(
+    results: Sequence[ScoreResult], groups: Sequence[str | None] | None = None, diversity_weight: float = 0.0
+) -> tuple[list[float | None], list[float | None] | None]:
     """(rewards, diversity): ``results[i].reward`` (None for ``sandbox_error``), plus
     ``diversity_weight`` × the group diversity term when a weight and groups are given."""
     if not diversity_weight or groups is None:
@@ -135,14 +141,17 @@ def coverage_of(result: ScoreResult) -> float:
 # -- clients shared by the calls of one process --------------------------------------------------
 _lock = threading.Lock()
 _clients: dict[tuple[str, str | None], RewardClient] = {}
-_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = weakref.WeakKeyDictionary()
 
 
 def client_options() -> dict[str, float]:
     """Retry and timeout options of the shared clients, from the environment."""
     options: dict[str, float] = {}
-    for name, env, cast in (("max_retries", "REWARD_SERVICE_MAX_RETRIES", int),
-                            ("backoff_s", "REWARD_SERVICE_BACKOFF_S", float), ("timeout", "REWARD_SERVICE_TIMEOUT", float)):
+    for name, env, cast in (
+        ("max_retries", "REWARD_SERVICE_MAX_RETRIES", int),
+        ("backoff_s", "REWARD_SERVICE_BACKOFF_S", float),
+        ("timeout", "REWARD_SERVICE_TIMEOUT", float),
+    ):
         raw = os.environ.get(env)
         if raw:
             try:

@@ -37,7 +37,13 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from reward_service.adapters.common import (
-    INFRA_RETRIES, coverage_of, find_problem_id, group_label, rewards_of, score_request, shared_client,
+    INFRA_RETRIES,
+    coverage_of,
+    find_problem_id,
+    group_label,
+    rewards_of,
+    score_request,
+    shared_client,
 )
 from reward_service.client import RewardServiceError
 from reward_service.models import ScoreResult, Status
@@ -60,11 +66,13 @@ def completion_from_query(query: str, prompt: str | None) -> str:
     """The response part of ``query`` (prompt + response): ``query`` without its leading
     ``prompt``; the whole query when it does not start with the prompt."""
     if prompt and query.startswith(prompt):
-        return query[len(prompt):]
+        return query[len(prompt) :]
     return query
 
 
-def samples_from(query: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> list[RemoteSample]:
+def samples_from(
+    query: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
+) -> list[RemoteSample]:
     """The samples of an OpenRLHF body. Raises ``ValueError`` naming the offending field and
     index (lengths differ, a label without a problem id)."""
     n = len(query)
@@ -82,8 +90,9 @@ def samples_from(query: Sequence[str], prompts: Sequence[str] | None, labels: Se
     return out
 
 
-def reply(results: Sequence[ScoreResult], rewards: Sequence[float | None],
-          diversity: Sequence[float | None] | None = None) -> dict[str, Any]:
+def reply(
+    results: Sequence[ScoreResult], rewards: Sequence[float | None], diversity: Sequence[float | None] | None = None
+) -> dict[str, Any]:
     """The OpenRLHF answer for finished ``results`` (none ``sandbox_error``) and their rewards."""
     scores = [coverage_of(r) for r in results]
     logs: dict[str, list[float]] = {
@@ -105,9 +114,12 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     groups = [s.group for s in samples]
     try:
         results = shared_client(kwargs.get("service_url"), kwargs.get("api_key")).score_batch(
-            [score_request(s.problem_id, s.completion) for s in samples], groups=groups, raise_on_infra=True,
+            [score_request(s.problem_id, s.completion) for s in samples],
+            groups=groups,
+            raise_on_infra=True,
             sample_ids=[f"query {i} (problem {s.problem_id!r})" for i, s in enumerate(samples)],
-            infra_retries=INFRA_RETRIES)
+            infra_retries=INFRA_RETRIES,
+        )
     except RewardServiceError as exc:
         exc.add_note(f"while scoring {len(samples)} OpenRLHF samples")
         raise
@@ -117,6 +129,8 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
         import torch
     except ImportError:
         return out
-    return {"rewards": torch.tensor(out["rewards"], dtype=torch.float32),
-            "scores": torch.tensor(out["scores"], dtype=torch.float32),
-            "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in out["extra_logs"].items()}}
+    return {
+        "rewards": torch.tensor(out["rewards"], dtype=torch.float32),
+        "scores": torch.tensor(out["scores"], dtype=torch.float32),
+        "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in out["extra_logs"].items()},
+    }

@@ -32,7 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from reward_service.adapters.common import (
-    INFRA_RETRIES, completion_text, find_problem_id, group_label, rewards_of, score_request, shared_async_client,
+    INFRA_RETRIES,
+    completion_text,
+    find_problem_id,
+    group_label,
+    rewards_of,
+    score_request,
+    shared_async_client,
 )
 from reward_service.client import RewardServiceError
 
@@ -59,24 +65,35 @@ def _describe(sample: Any, problem_id: str | None = None) -> str:
     return f"sample ({', '.join(parts)})"
 
 
-async def reward_func(args: Any, sample: Any, *, service_url: str | None = None, api_key: str | None = None,
-                      **kwargs: Any) -> float:
+async def reward_func(
+    args: Any, sample: Any, *, service_url: str | None = None, api_key: str | None = None, **kwargs: Any
+) -> float:
     """The shaped reward of one slime ``Sample`` (see the module docstring)."""
     pid = _problem_id(sample)
     what = _describe(sample, pid)
     client = shared_async_client(_setting("url", args, service_url), _setting("api_key", args, api_key))
     try:
-        result = await client.score(score_request(pid, completion_text(sample.response)), raise_on_infra=True,
-                                    sample_id=what, infra_retries=INFRA_RETRIES)
+        result = await client.score(
+            score_request(pid, completion_text(sample.response)),
+            raise_on_infra=True,
+            sample_id=what,
+            infra_retries=INFRA_RETRIES,
+        )
     except RewardServiceError as exc:
         exc.add_note(f"while scoring the slime {what}")
         raise
     return result.reward  # type: ignore[return-value] - sandbox_error raised above
 
 
-async def batched_reward_func(args: Any, samples: Sequence[Any], *, service_url: str | None = None,
-                              api_key: str | None = None, diversity_weight: float | None = None,
-                              **kwargs: Any) -> list[float]:
+async def batched_reward_func(
+    args: Any,
+    samples: Sequence[Any],
+    *,
+    service_url: str | None = None,
+    api_key: str | None = None,
+    diversity_weight: float | None = None,
+    **kwargs: Any,
+) -> list[float]:
     """Rewards of one group of slime samples (``--group-rm``), in order; with a diversity
     weight > 0 each is ``reward + weight × diversity`` within its group."""
     if not samples:
@@ -88,8 +105,12 @@ async def batched_reward_func(args: Any, samples: Sequence[Any], *, service_url:
     client = shared_async_client(_setting("url", args, service_url), _setting("api_key", args, api_key))
     try:
         results = await client.score_batch(
-            [score_request(p, completion_text(s.response)) for p, s in zip(pids, samples)], groups=groups,
-            raise_on_infra=True, sample_ids=names, infra_retries=INFRA_RETRIES)
+            [score_request(p, completion_text(s.response)) for p, s in zip(pids, samples)],
+            groups=groups,
+            raise_on_infra=True,
+            sample_ids=names,
+            infra_retries=INFRA_RETRIES,
+        )
     except RewardServiceError as exc:
         exc.add_note(f"while scoring a slime group of {len(samples)} samples")
         raise

@@ -32,8 +32,15 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from reward_service.adapters.common import (
-    INFRA_RETRIES, completion_text, find_problem_id, group_label, infra_failures, rewards_of, score_request,
-    service_url, shared_client,
+    INFRA_RETRIES,
+    completion_text,
+    find_problem_id,
+    group_label,
+    infra_failures,
+    rewards_of,
+    score_request,
+    service_url,
+    shared_client,
 )
 from reward_service.client import RewardClient, ServiceUnavailable
 
@@ -53,11 +60,19 @@ class CoverageReward:
     ``name``: what TRL logs the reward as (``rewards/<name>``).
     """
 
-    def __init__(self, service_url: str | None = None, *, api_key: str | None = None,
-                 problem_id_column: str = "problem_id", diversity_weight: float = 0.0,
-                 on_infra_failure: Literal["none", "raise"] = "none", infra_retries: int = INFRA_RETRIES,
-                 timeout: float | None = None, client: RewardClient | None = None,
-                 name: str = "coverage_reward") -> None:
+    def __init__(
+        self,
+        service_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        problem_id_column: str = "problem_id",
+        diversity_weight: float = 0.0,
+        on_infra_failure: Literal["none", "raise"] = "none",
+        infra_retries: int = INFRA_RETRIES,
+        timeout: float | None = None,
+        client: RewardClient | None = None,
+        name: str = "coverage_reward",
+    ) -> None:
         if on_infra_failure not in ("none", "raise"):
             raise ValueError(f"on_infra_failure must be 'none' or 'raise', got {on_infra_failure!r}")
         if diversity_weight < 0:
@@ -78,8 +93,10 @@ class CoverageReward:
     def _problem_ids(self, n: int, columns: dict[str, Any]) -> list[str]:
         column = columns.get(self.problem_id_column)
         if column is None:
-            raise KeyError(f"TRL passed no dataset column {self.problem_id_column!r} (columns given: "
-                           f"{sorted(columns)}); add the problem id to the dataset or set problem_id_column")
+            raise KeyError(
+                f"TRL passed no dataset column {self.problem_id_column!r} (columns given: "
+                f"{sorted(columns)}); add the problem id to the dataset or set problem_id_column"
+            )
         if isinstance(column, (str, bytes)) or not isinstance(column, Sequence) or len(column) != n:
             raise ValueError(f"column {self.problem_id_column!r} must hold one entry per completion ({n})")
         return [find_problem_id(v, where=f"{self.problem_id_column}[{i}]") for i, v in enumerate(column)]
@@ -94,20 +111,32 @@ class CoverageReward:
         requests = [score_request(p, completion_text(c)) for p, c in zip(pids, completions)]
         names = [f"completion {i} (problem {p!r})" for i, p in enumerate(pids)]
         try:
-            results = self.client.score_batch(requests, groups=groups, timeout=self.timeout, sample_ids=names,
-                                              infra_retries=self.infra_retries,
-                                              raise_on_infra=self.on_infra_failure == "raise")
+            results = self.client.score_batch(
+                requests,
+                groups=groups,
+                timeout=self.timeout,
+                sample_ids=names,
+                infra_retries=self.infra_retries,
+                raise_on_infra=self.on_infra_failure == "raise",
+            )
         except ServiceUnavailable as exc:
             if self.on_infra_failure == "raise":
                 exc.add_note(f"while scoring {n} TRL completions")
                 raise
-            log.warning("reward service at %s unreachable: %d completions get reward None (%s)",
-                        service_url(self.service_url), n, exc)
+            log.warning(
+                "reward service at %s unreachable: %d completions get reward None (%s)",
+                service_url(self.service_url),
+                n,
+                exc,
+            )
             return [None] * n
         failed = infra_failures(results)
         if failed:
-            log.warning("%d of %d completions had an infrastructure failure (reward None): %s",
-                        len(failed), n, results[failed[0]].message)
+            log.warning(
+                "%d of %d completions had an infrastructure failure (reward None): %s",
+                len(failed),
+                n,
+                results[failed[0]].message,
+            )
         rewards, _ = rewards_of(results, groups, self.diversity_weight)
         return rewards
-

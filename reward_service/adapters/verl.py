@@ -34,7 +34,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from reward_service.adapters.common import (
-    INFRA_RETRIES, coverage_of, find_problem_id, group_label, rewards_of, score_request, shared_async_client,
+    INFRA_RETRIES,
+    coverage_of,
+    find_problem_id,
+    group_label,
+    rewards_of,
+    score_request,
+    shared_async_client,
     shared_client,
 )
 from reward_service.client import RewardServiceError, ScoreResult
@@ -58,9 +64,18 @@ def _answer(result: ScoreResult, return_dict: bool) -> float | dict[str, float]:
     return result.reward  # type: ignore[return-value] - sandbox_error raised before
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
-                  service_url: str | None = None, api_key: str | None = None, infra_retries: int = INFRA_RETRIES,
-                  return_dict: bool = False, **kwargs: Any) -> float | dict[str, float]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    *,
+    service_url: str | None = None,
+    api_key: str | None = None,
+    infra_retries: int = INFRA_RETRIES,
+    return_dict: bool = False,
+    **kwargs: Any,
+) -> float | dict[str, float]:
     """The shaped reward of one response (see the module docstring). Raises
     ``ValueError`` when no problem id is found, :class:`InfrastructureFailure`,
     :class:`ServiceUnavailable`, :class:`RequestFailed` (e.g. 404: the problem is not registered)."""
@@ -68,48 +83,74 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     what = _describe(data_source, pid)
     try:
         result = shared_client(service_url, api_key).score(
-            score_request(pid, solution_str), raise_on_infra=True, sample_id=what, infra_retries=infra_retries)
+            score_request(pid, solution_str), raise_on_infra=True, sample_id=what, infra_retries=infra_retries
+        )
     except RewardServiceError as exc:
         exc.add_note(f"while scoring the verl sample {what}")
         raise
     return _answer(result, return_dict)
 
 
-async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
-                              *, service_url: str | None = None, api_key: str | None = None,
-                              infra_retries: int = INFRA_RETRIES, return_dict: bool = False,
-                              **kwargs: Any) -> float | dict[str, float]:
+async def compute_score_async(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    *,
+    service_url: str | None = None,
+    api_key: str | None = None,
+    infra_retries: int = INFRA_RETRIES,
+    return_dict: bool = False,
+    **kwargs: Any,
+) -> float | dict[str, float]:
     """``async`` :func:`compute_score` (verl's reward loop awaits it, many samples at once)."""
     pid = _problem_id(ground_truth, extra_info, "verl ground_truth/extra_info")
     what = _describe(data_source, pid)
     try:
         result = await shared_async_client(service_url, api_key).score(
-            score_request(pid, solution_str), raise_on_infra=True, sample_id=what, infra_retries=infra_retries)
+            score_request(pid, solution_str), raise_on_infra=True, sample_id=what, infra_retries=infra_retries
+        )
     except RewardServiceError as exc:
         exc.add_note(f"while scoring the verl sample {what}")
         raise
     return _answer(result, return_dict)
 
 
-def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-                        extra_infos: Sequence[dict | None] | None = None, *, service_url: str | None = None,
-                        api_key: str | None = None, infra_retries: int = INFRA_RETRIES,
-                        diversity_weight: float = 0.0, **kwargs: Any) -> list[float]:
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[dict | None] | None = None,
+    *,
+    service_url: str | None = None,
+    api_key: str | None = None,
+    infra_retries: int = INFRA_RETRIES,
+    diversity_weight: float = 0.0,
+    **kwargs: Any,
+) -> list[float]:
     """Rewards of a whole step, in order (verl's ``batch`` reward manager). With
     ``diversity_weight`` > 0 each reward is ``reward + diversity_weight × diversity`` within its group."""
     n = len(solution_strs)
     if not (len(data_sources) == len(ground_truths) == n) or (extra_infos is not None and len(extra_infos) != n):
         raise ValueError("data_sources, solution_strs, ground_truths and extra_infos must have one entry per sample")
     extras = list(extra_infos) if extra_infos is not None else [None] * n
-    pids = [_problem_id(g, e, f"verl sample {i}: ground_truth/extra_info")
-            for i, (g, e) in enumerate(zip(ground_truths, extras))]
-    groups = [group_label(p, *((e.get("group", e.get("index")),) if isinstance(e, dict) else ()))
-              for p, e in zip(pids, extras)]
+    pids = [
+        _problem_id(g, e, f"verl sample {i}: ground_truth/extra_info")
+        for i, (g, e) in enumerate(zip(ground_truths, extras))
+    ]
+    groups = [
+        group_label(p, *((e.get("group", e.get("index")),) if isinstance(e, dict) else ()))
+        for p, e in zip(pids, extras)
+    ]
     names = [_describe(d, p, i) for i, (d, p) in enumerate(zip(data_sources, pids))]
     try:
         results = shared_client(service_url, api_key).score_batch(
-            [score_request(p, s) for p, s in zip(pids, solution_strs)], groups=groups, raise_on_infra=True,
-            sample_ids=names, infra_retries=infra_retries)
+            [score_request(p, s) for p, s in zip(pids, solution_strs)],
+            groups=groups,
+            raise_on_infra=True,
+            sample_ids=names,
+            infra_retries=infra_retries,
+        )
     except RewardServiceError as exc:
         exc.add_note(f"while scoring a verl batch of {n} samples")
         raise

@@ -22,13 +22,19 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
         from reward_service.dispatch.local import LocalDispatcher
         from reward_service.engine import Engine
 
-        return LocalDispatcher(Engine(settings), workers=settings.score_workers, max_queue=settings.max_queue,
-                               result_ttl_s=settings.result_expires_s)
+        return LocalDispatcher(
+            Engine(settings),
+            workers=settings.score_workers,
+            max_queue=settings.max_queue,
+            result_ttl_s=settings.result_expires_s,
+        )
     try:
         from reward_service.dispatch.celery import CeleryDispatcher
     except ImportError as exc:
-        raise ConfigurationError("REWARD_SERVICE_BROKER_URL is set but the Celery dispatcher "
-                                 f"(reward_service.dispatch.celery) cannot be imported: {exc}") from exc
+        raise ConfigurationError(
+            "REWARD_SERVICE_BROKER_URL is set but the Celery dispatcher "
+            f"(reward_service.dispatch.celery) cannot be imported: {exc}"
+        ) from exc
     return CeleryDispatcher(settings)
 
 
@@ -39,4 +45,6 @@ def build_problem_store(settings: Settings) -> ProblemStore:
 
 def build_batch_store(settings: Settings) -> BatchStore:
     url = settings.store_url
-    return RedisBatchStore(url, prefix=settings.redis_prefix, ttl_s=settings.batch_ttl_s) if url else InMemoryBatchStore()
+    return (
+        RedisBatchStore(url, prefix=settings.redis_prefix, ttl_s=settings.batch_ttl_s) if url else InMemoryBatchStore()
+    )

@@ -65,8 +65,9 @@ class RedisBatchStore(RedisBacked, BatchStore):
     error = StoreUnavailable
     what = "batch store"
 
-    def __init__(self, url: str | None = None, prefix: str = "reward-service:", ttl_s: int = 7 * 24 * 3600,
-                 client: Any = None) -> None:
+    def __init__(
+        self, url: str | None = None, prefix: str = "reward-service:", ttl_s: int = 7 * 24 * 3600, client: Any = None
+    ) -> None:
         super().__init__(url, prefix, client)
         self.ttl_s = ttl_s
 

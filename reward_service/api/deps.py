@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 import hmac
-from typing import Annotated, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastapi import Depends, HTTPException, Request
@@ -50,8 +51,9 @@ MetricsDep = Annotated[Metrics, Depends(_metrics)]
 _bearer = HTTPBearer(auto_error=False, description="API key (only when the service is configured with keys)")
 
 
-def require_api_key(settings: SettingsDep,
-                    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+def require_api_key(
+    settings: SettingsDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
     """401 unless ``Authorization: Bearer <key>`` names a configured key (no keys: open)."""
     if not settings.api_keys:
         return

@@ -57,12 +57,16 @@ def describe_validation(errors: list[dict[str, Any]]) -> tuple[str, list[dict[st
         if e.get("type") == "json_invalid":
             reason = (e.get("ctx") or {}).get("error", "invalid JSON")
             pos = e["loc"][1] if len(e.get("loc", ())) > 1 else "?"
-            return (f"malformed JSON body: {reason} (at character {pos})",
-                    [{"loc": "body", "msg": f"malformed JSON: {reason}", "type": "json_invalid"}])
+            return (
+                f"malformed JSON body: {reason} (at character {pos})",
+                [{"loc": "body", "msg": f"malformed JSON: {reason}", "type": "json_invalid"}],
+            )
         if tuple(e.get("loc", ())) == ("body",) and isinstance(e.get("input"), (bytes, str)):
-            return ("the body must be a JSON object sent with `Content-Type: application/json` "
-                    "(curl: -H 'Content-Type: application/json' --data-binary @request.json)",
-                    [{"loc": "body", "msg": "not a JSON object", "type": "json_type"}])
+            return (
+                "the body must be a JSON object sent with `Content-Type: application/json` "
+                "(curl: -H 'Content-Type: application/json' --data-binary @request.json)",
+                [{"loc": "body", "msg": "not a JSON object", "type": "json_type"}],
+            )
         msg = str(e.get("msg", "invalid value"))
         msg = msg.removeprefix("Value error, ")
         compact.append({"loc": _loc(e.get("loc", ())), "msg": msg, "type": e.get("type")})
@@ -85,8 +89,11 @@ def install(app: FastAPI) -> None:
             # FastAPI answers a JSON body that is not UTF-8 with its own undocumented 400
             # ("There was an error parsing the body"): it is a malformed body like any other
             at = exc.__cause__.start
-            return error(422, f"malformed JSON body: not UTF-8 text (byte {at})",
-                         errors=[{"loc": "body", "msg": "malformed JSON: not UTF-8 text", "type": "json_invalid"}])
+            return error(
+                422,
+                f"malformed JSON body: not UTF-8 text (byte {at})",
+                errors=[{"loc": "body", "msg": "malformed JSON: not UTF-8 text", "type": "json_invalid"}],
+            )
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return error(exc.status_code, detail, headers=getattr(exc, "headers", None))
 

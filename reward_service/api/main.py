@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import anyio
 from fastapi import FastAPI
@@ -12,23 +12,39 @@ from reward_service.api import errors
 from reward_service.api.backends import build_batch_store, build_dispatcher, build_problem_store
 from reward_service.api.batch_store import BatchStore
 from reward_service.api.middleware import (
-    AuthMiddleware, BodyLimitMiddleware, InternalErrorMiddleware, MetricsMiddleware,
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    InternalErrorMiddleware,
+    MetricsMiddleware,
 )
 from reward_service.api.routes import (
-    batches, health, jobs, limits, openrlhf, problems as problem_routes, score,
+    batches,
+    health,
+    jobs,
+    limits,
+    openrlhf,
+    score,
+)
+from reward_service.api.routes import (
+    problems as problem_routes,
 )
 from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher
 from reward_service.problems.store import ProblemStore
-from reward_service.settings import Settings, get_settings
 from reward_service.sandbox.toolchain import package_version
+from reward_service.settings import Settings, get_settings
 
 #: Paths whose bodies may be large (many requests, a whole JSONL): ``max_bulk_body_mb``.
 BULK_PATHS = ("/v1/batches", "/v1/problems:load", "/v1/openrlhf/reward")
 
 
-def create_app(dispatcher: Dispatcher | None = None, problems: ProblemStore | None = None, *,
-               settings: Settings | None = None, batches_store: BatchStore | None = None) -> FastAPI:
+def create_app(
+    dispatcher: Dispatcher | None = None,
+    problems: ProblemStore | None = None,
+    *,
+    settings: Settings | None = None,
+    batches_store: BatchStore | None = None,
+) -> FastAPI:
     """The API. Whatever is not given is built from ``settings`` (default: :func:`get_settings`):
     embedded mode (in-process pool, bubblewrap, in-memory stores) without a broker URL, Celery
     and Redis stores with one. What the app built, it closes at shutdown."""
@@ -52,8 +68,13 @@ def create_app(dispatcher: Dispatcher | None = None, problems: ProblemStore | No
             thing.close()
 
     # strict_content_type=False: a JSON body without Content-Type is parsed (curl -d forgets it)
-    app = FastAPI(title="reward-service", version=package_version(), lifespan=lifespan, strict_content_type=False,
-                  description="Coverage rewards for LLM-written hardware stimulus. See docs/api.md.")
+    app = FastAPI(
+        title="reward-service",
+        version=package_version(),
+        lifespan=lifespan,
+        strict_content_type=False,
+        description="Coverage rewards for LLM-written hardware stimulus. See docs/api.md.",
+    )
     app.state.settings = settings
     app.state.dispatcher = dispatcher
     app.state.problems = problems

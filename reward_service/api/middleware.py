@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -62,7 +62,7 @@ class InternalErrorMiddleware:
 
         try:
             await self.app(scope, receive, send_wrapper)
-        except Exception as exc:  # noqa: BLE001 - the last line of defence: log, answer 500
+        except Exception as exc:
             if started:
                 raise
             response = internal_error(scope["method"], scope["path"], exc)

@@ -49,9 +49,16 @@ class BatchCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     requests: list[BatchItem] = Field(min_length=1)
-    wait: float = Field(0.0, ge=0, allow_inf_nan=False, description="seconds to wait for the whole batch before answering 202")
+    wait: float = Field(
+        0.0, ge=0, allow_inf_nan=False, description="seconds to wait for the whole batch before answering 202"
+    )
     diversity_weight: float = Field(
-        0.0, ge=0, le=100, allow_inf_nan=False, description="λ of the group diversity term: group_rewards.rewards = reward + λ·diversity")
+        0.0,
+        ge=0,
+        le=100,
+        allow_inf_nan=False,
+        description="λ of the group diversity term: group_rewards.rewards = reward + λ·diversity",
+    )
 
 
 class BatchStatus(BaseModel):

@@ -9,14 +9,22 @@ import time
 from fastapi import HTTPException
 from pydantic import ValidationError
 
-from reward_service.diversity import group_rewards
+from reward_service.api.batch_store import BatchRecord
 from reward_service.api.errors import describe_validation
 from reward_service.api.schemas import BatchStatus
 from reward_service.api.telemetry import Metrics
-from reward_service.api.batch_store import BatchRecord
 from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
+from reward_service.diversity import group_rewards
 from reward_service.models import (
-    CocotbStimulus, Completion, CoverageSpec, Design, ProblemSpec, ScoreRequest, ScoreResult, Simulator, Status,
+    CocotbStimulus,
+    Completion,
+    CoverageSpec,
+    Design,
+    ProblemSpec,
+    ScoreRequest,
+    ScoreResult,
+    Simulator,
+    Status,
 )
 from reward_service.problems.resolve import resolve_request
 from reward_service.problems.store import ProblemStore
@@ -35,14 +43,18 @@ def check_wait(wait: float | None, settings: Settings, default: float) -> float:
 def check_files(files: dict[str, str], settings: Settings, where: str, count: int | None = None) -> None:
     """422 when a request carries too many files or a file over ``max_file_kb``."""
     if count is not None and count > settings.max_files:
-        raise HTTPException(422, f"{where}too many files: {count} design + stimulus files, "
-                                 f"at most {settings.max_files} per request")
+        raise HTTPException(
+            422, f"{where}too many files: {count} design + stimulus files, at most {settings.max_files} per request"
+        )
     limit = settings.max_file_kb * 1024
     for name, text in files.items():
         size = len(text.encode("utf-8", errors="surrogatepass"))
         if size > limit:
-            raise HTTPException(422, f"{where}file {name!r} is {size / 1024:.0f} KiB, "
-                                     f"larger than the {settings.max_file_kb} KiB limit per file")
+            raise HTTPException(
+                422,
+                f"{where}file {name!r} is {size / 1024:.0f} KiB, "
+                f"larger than the {settings.max_file_kb} KiB limit per file",
+            )
 
 
 def check_request(request: ScoreRequest, settings: Settings, where: str = "") -> None:
@@ -70,18 +82,23 @@ def resolve(request: ScoreRequest, problems: ProblemStore, where: str = "") -> S
         return request
     problem = problems.get(request.problem_id)
     if problem is None:
-        raise HTTPException(404, f"{where}unknown problem_id {request.problem_id!r}: register it with "
-                                 "POST /v1/problems or POST /v1/problems:load (GET /v1/problems lists them)")
+        raise HTTPException(
+            404,
+            f"{where}unknown problem_id {request.problem_id!r}: register it with "
+            "POST /v1/problems or POST /v1/problems:load (GET /v1/problems lists them)",
+        )
     try:
         return resolve_request(request, problem)
     except ValidationError as exc:
         detail, _ = describe_validation([dict(e) for e in exc.errors()])
-        raise HTTPException(422, f"{where}the request does not combine with problem "
-                                 f"{request.problem_id!r}: {detail}") from exc
+        raise HTTPException(
+            422, f"{where}the request does not combine with problem {request.problem_id!r}: {detail}"
+        ) from exc
 
 
-def submit_and_wait(request: ScoreRequest, problems: ProblemStore, dispatcher: Dispatcher,
-                    metrics: Metrics, wait: float) -> JobView:
+def submit_and_wait(
+    request: ScoreRequest, problems: ProblemStore, dispatcher: Dispatcher, metrics: Metrics, wait: float
+) -> JobView:
     resolved = resolve(request, problems)
     job_id = dispatcher.submit(resolved)
     metrics.jobs_submitted.inc()
@@ -114,8 +131,12 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
     results: list[ScoreResult | None] = []
     for job_id, view in zip(batch.job_ids, views):
         if view is None:  # the dispatcher forgot the job: say so instead of "queued" forever
-            results.append(ScoreResult(status=Status.sandbox_error, message=(
-                f"job {job_id} is unknown to the dispatcher: its result expired or was lost")))
+            results.append(
+                ScoreResult(
+                    status=Status.sandbox_error,
+                    message=(f"job {job_id} is unknown to the dispatcher: its result expired or was lost"),
+                )
+            )
         elif view.state == JobState.done and view.result is not None:
             metrics.observe_result(job_id, view.result)
             results.append(view.result)
@@ -132,8 +153,16 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
     rewards = None
     if complete and any(g is not None for g in batch.groups):
         rewards = group_rewards(results, batch.groups, batch.diversity_weight)
-    return BatchStatus(batch_id=batch.id, state=state, total=len(results), done=done, job_ids=batch.job_ids,
-                       groups=batch.groups, results=results, group_rewards=rewards)
+    return BatchStatus(
+        batch_id=batch.id,
+        state=state,
+        total=len(results),
+        done=done,
+        job_ids=batch.job_ids,
+        groups=batch.groups,
+        results=results,
+        group_rewards=rewards,
+    )
 
 
 #: A do-nothing cocotb test: scoring it builds (and caches) the problem's DUT model.
@@ -148,17 +177,24 @@ def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
     if problem.simulator != Simulator.verilator or not problem.toplevel:
         return None
     request = ScoreRequest(  # engine=auto: also makes the design's engine decision (fastcov.choice)
-        design=problem.design, simulator=Simulator.verilator, engine=problem.engine,
-        stimulus=CocotbStimulus(files={"rs_warmup.py": _WARMUP_TEST}, test_module="rs_warmup",
-                                toplevel=problem.toplevel, runtime="cocotb-2.1"),
+        design=problem.design,
+        simulator=Simulator.verilator,
+        engine=problem.engine,
+        stimulus=CocotbStimulus(
+            files={"rs_warmup.py": _WARMUP_TEST},
+            test_module="rs_warmup",
+            toplevel=problem.toplevel,
+            runtime="cocotb-2.1",
+        ),
         # with the problem's exclude_unreachable, scoring it also runs (and caches) the
         # design's unreachability proof (docs/formal.md), so no sample of it waits for yosys
         coverage=CoverageSpec(metrics=["line"], exclude_unreachable=problem.exclude_unreachable),
-        limits=problem.limits)
+        limits=problem.limits,
+    )
     try:
         return dispatcher.submit_background(request)  # behind every scoring job
     except QueueFull:
         return None
-    except Exception:  # noqa: BLE001 - best effort: registering must not fail on a warm-up
+    except Exception:
         log.warning("warm-up build of problem %s could not be queued", problem.id, exc_info=True)
         return None

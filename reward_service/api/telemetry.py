@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -20,33 +20,53 @@ STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30
 class Metrics:
     def __init__(self, queue_depth: Callable[[], int], keep_seen: int = 200_000) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("reward_service_http_requests", "HTTP requests by route template and status",
-                                ["method", "route", "status"], registry=self.registry)
-        self.request_seconds = Histogram("reward_service_http_request_duration_seconds",
-                                         "HTTP request latency by route template", ["route"],
-                                         buckets=STAGE_BUCKETS, registry=self.registry)
-        self.queue_depth = Gauge("reward_service_queue_depth", "jobs submitted and not finished",
-                                 registry=self.registry)
+        self.requests = Counter(
+            "reward_service_http_requests",
+            "HTTP requests by route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "reward_service_http_request_duration_seconds",
+            "HTTP request latency by route template",
+            ["route"],
+            buckets=STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "reward_service_queue_depth", "jobs submitted and not finished", registry=self.registry
+        )
         self.queue_depth.set_function(lambda: _safe(queue_depth))
-        self.jobs_submitted = Counter("reward_service_jobs_submitted", "score jobs submitted",
-                                      registry=self.registry)
-        self.queue_full = Counter("reward_service_queue_full", "submissions refused with 429",
-                                  registry=self.registry)
-        self.stage_seconds = Histogram("reward_service_job_stage_seconds",
-                                       "job latency by stage (ScoreResult.timings)", ["stage"],
-                                       buckets=STAGE_BUCKETS, registry=self.registry)
-        self.outcomes = Counter("reward_service_results", "results by status", ["status"],
-                                registry=self.registry)
-        self.cache_hits = Counter("reward_service_cache_hits", "results answered by a cache, by cache",
-                                  ["cache"], registry=self.registry)
-        self.engines = Counter("reward_service_engine_results", "results by coverage engine (verilator, icarus, "
-                               "fast) and whether a requested fast/auto engine fell back", ["engine", "fallback"],
-                               registry=self.registry)
-        self.shadow_checks = Counter("reward_service_fastcov_shadow_checks", "fast-path samples re-scored on "
-                                     "Verilator (shadow check), by outcome", ["agreed"], registry=self.registry)
-        self.shadow_points = Counter("reward_service_fastcov_shadow_disagreeing_points",
-                                     "points that differed between the fast path and Verilator in shadow checks",
-                                     registry=self.registry)
+        self.jobs_submitted = Counter("reward_service_jobs_submitted", "score jobs submitted", registry=self.registry)
+        self.queue_full = Counter("reward_service_queue_full", "submissions refused with 429", registry=self.registry)
+        self.stage_seconds = Histogram(
+            "reward_service_job_stage_seconds",
+            "job latency by stage (ScoreResult.timings)",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.outcomes = Counter("reward_service_results", "results by status", ["status"], registry=self.registry)
+        self.cache_hits = Counter(
+            "reward_service_cache_hits", "results answered by a cache, by cache", ["cache"], registry=self.registry
+        )
+        self.engines = Counter(
+            "reward_service_engine_results",
+            "results by coverage engine (verilator, icarus, fast) and whether a requested fast/auto engine fell back",
+            ["engine", "fallback"],
+            registry=self.registry,
+        )
+        self.shadow_checks = Counter(
+            "reward_service_fastcov_shadow_checks",
+            "fast-path samples re-scored on Verilator (shadow check), by outcome",
+            ["agreed"],
+            registry=self.registry,
+        )
+        self.shadow_points = Counter(
+            "reward_service_fastcov_shadow_disagreeing_points",
+            "points that differed between the fast path and Verilator in shadow checks",
+            registry=self.registry,
+        )
         self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._keep = keep_seen
         self._lock = threading.Lock()
@@ -76,5 +96,5 @@ class Metrics:
 def _safe(fn: Callable[[], int]) -> float:
     try:
         return float(fn())
-    except Exception:  # noqa: BLE001 - a scrape must not fail because the broker is down
+    except Exception:
         return float("nan")

@@ -20,14 +20,27 @@ unreachable service raises :class:`ServiceUnavailable`.
 from reward_service.client._flows import chunks
 from reward_service.client.aio import AsyncRewardClient
 from reward_service.client.errors import (
-    InfrastructureFailure, InvalidRequest, RequestFailed, RewardServiceError, ScoreTimeout, ServiceUnavailable,
+    InfrastructureFailure,
+    InvalidRequest,
+    RequestFailed,
+    RewardServiceError,
+    ScoreTimeout,
+    ServiceUnavailable,
 )
 from reward_service.client.sync import RewardClient
 from reward_service.models import ScoreRequest, ScoreResult, Status
 
 __all__ = [
-    "RewardClient", "AsyncRewardClient",
-    "RewardServiceError", "ServiceUnavailable", "RequestFailed", "InvalidRequest", "ScoreTimeout",
+    "RewardClient",
+    "AsyncRewardClient",
+    "RewardServiceError",
+    "ServiceUnavailable",
+    "RequestFailed",
+    "InvalidRequest",
+    "ScoreTimeout",
     "InfrastructureFailure",
-    "ScoreRequest", "ScoreResult", "Status", "chunks",
+    "ScoreRequest",
+    "ScoreResult",
+    "Status",
+    "chunks",
 ]

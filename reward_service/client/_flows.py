@@ -22,8 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from reward_service.client._transport import Call, parse_json
 from reward_service.client.errors import InfrastructureFailure, InvalidRequest, RewardServiceError, ScoreTimeout
-from reward_service.models import ScoreRequest, ScoreResult, Status
-from reward_service.models import ProblemSpec
+from reward_service.models import ProblemSpec, ScoreRequest, ScoreResult, Status
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -68,7 +67,9 @@ def _answer(model: type[M], data: Any, where: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise RewardServiceError(f"{where}: the service answered a {model.__name__} that does not validate: {exc}") from exc
+        raise RewardServiceError(
+            f"{where}: the service answered a {model.__name__} that does not validate: {exc}"
+        ) from exc
 
 
 def _result(data: Any, where: str) -> ScoreResult:
@@ -90,8 +91,15 @@ def _expired(deadline: float | None) -> bool:
 
 
 # -- one sample ----------------------------------------------------------------------------------
-def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: float | None,
-          raise_on_infra: bool, sample_id: str | None, infra_retries: int) -> Flow[ScoreResult]:
+def score(
+    request: ScoreRequest | Mapping[str, Any],
+    *,
+    wait: float,
+    timeout: float | None,
+    raise_on_infra: bool,
+    sample_id: str | None,
+    infra_retries: int,
+) -> Flow[ScoreResult]:
     body = request_body(request)
     if wait < 0:
         raise ValueError(f"wait must be >= 0 seconds, got {wait}")
@@ -116,8 +124,9 @@ def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: fl
             if response.status_code == 404:
                 lost += 1
                 if lost > MAX_LOST:
-                    raise RewardServiceError(f"the service lost job {job_id} {lost} times (404: "
-                                             f"{data.get('detail')}); giving up")
+                    raise RewardServiceError(
+                        f"the service lost job {job_id} {lost} times (404: {data.get('detail')}); giving up"
+                    )
                 log.warning("the service lost job %s (404: %s): resubmitting the sample", job_id, data.get("detail"))
                 continue
             data = data["result"]
@@ -131,8 +140,13 @@ def score(request: ScoreRequest | Mapping[str, Any], *, wait: float, timeout: fl
 
 
 # -- many samples --------------------------------------------------------------------------------
-def chunks(indices: Sequence[int], groups: Sequence[str | None] | None, size: int,
-           weights: Sequence[int] | None = None, max_weight: int | None = None) -> list[list[int]]:
+def chunks(
+    indices: Sequence[int],
+    groups: Sequence[str | None] | None,
+    size: int,
+    weights: Sequence[int] | None = None,
+    max_weight: int | None = None,
+) -> list[list[int]]:
     """``indices`` split into batches of about ``size`` requests, never splitting a group (the
     samples of one GRPO group must share a batch for its diversity term). Order inside a
     batch follows ``indices``; a group larger than ``size`` is a batch of its own. With
@@ -177,10 +191,18 @@ def limits() -> Flow[dict[str, Any] | None]:
     return parse_json(Call("GET", "/v1/limits"), response) if response.status_code == 200 else None
 
 
-def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups: Sequence[str | None] | None,
-                timeout: float | None, poll_interval: float, on_progress: ProgressFn | None,
-                raise_on_infra: bool, sample_ids: Sequence[str] | None, infra_retries: int,
-                chunk_size: int) -> Flow[list[ScoreResult]]:
+def score_batch(
+    requests: Sequence[ScoreRequest | Mapping[str, Any]],
+    *,
+    groups: Sequence[str | None] | None,
+    timeout: float | None,
+    poll_interval: float,
+    on_progress: ProgressFn | None,
+    raise_on_infra: bool,
+    sample_ids: Sequence[str] | None,
+    infra_retries: int,
+    chunk_size: int,
+) -> Flow[list[ScoreResult]]:
     """Chunks sized from the service's ``GET /v1/limits`` (at most ``batch_limit`` requests
     and ``BODY_SHARE`` of ``max_bulk_body_mb`` per batch). All chunks are submitted at once;
     a later chunk answered 429 (the queue holds the earlier ones) waits for them to progress
@@ -236,8 +258,12 @@ def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups:
                 continue
             if _expired(deadline):
                 done = sum(r is not None for r in results)
-                raise ScoreTimeout(f"{done} of {n} samples scored within the timeout of {timeout:g} s "
-                                   f"(batches still running: {', '.join(b for b, _ in open_batches)})", done, n)
+                raise ScoreTimeout(
+                    f"{done} of {n} samples scored within the timeout of {timeout:g} s "
+                    f"(batches still running: {', '.join(b for b, _ in open_batches)})",
+                    done,
+                    n,
+                )
             still_open = []
             for batch_id, chunk in open_batches:
                 # a queued chunk waits on one short poll per round; the rest long-poll
@@ -250,10 +276,17 @@ def score_batch(requests: Sequence[ScoreRequest | Mapping[str, Any]], *, groups:
                     key = tuple(chunk)
                     lost[key] = lost.get(key, 0) + 1
                     if lost[key] > MAX_LOST:
-                        raise RewardServiceError(f"the service lost batch {batch_id} {MAX_LOST + 1} times "
-                                                 f"(404: {data.get('detail')}); giving up")
-                    log.warning("the service lost batch %s (404: %s): resubmitting its %d unfinished sample(s) "
-                                "(requests %s)", batch_id, data.get("detail"), len(missing), _span(missing))
+                        raise RewardServiceError(
+                            f"the service lost batch {batch_id} {MAX_LOST + 1} times "
+                            f"(404: {data.get('detail')}); giving up"
+                        )
+                    log.warning(
+                        "the service lost batch %s (404: %s): resubmitting its %d unfinished sample(s) (requests %s)",
+                        batch_id,
+                        data.get("detail"),
+                        len(missing),
+                        _span(missing),
+                    )
                     if missing:
                         to_send.insert(0, missing)
                     continue
@@ -315,6 +348,7 @@ def delete_problem(problem_id: str) -> Flow[None]:
 def load_problems_jsonl(source: str | Path | bytes) -> Flow[dict[str, Any]]:
     """``source``: a path to a CVDP cid012 JSONL file, or its bytes."""
     content = source if isinstance(source, bytes) else Path(source).read_bytes()
-    response = yield Call("POST", "/v1/problems:load", content=content,
-                          headers={"Content-Type": "application/x-ndjson"}, ok=(201,))
+    response = yield Call(
+        "POST", "/v1/problems:load", content=content, headers={"Content-Type": "application/x-ndjson"}, ok=(201,)
+    )
     return parse_json(Call("POST", "/v1/problems:load"), response)

@@ -22,8 +22,14 @@ from typing import Any
 
 import httpx
 from tenacity import (
-    AsyncRetrying, RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_attempt,
-    wait_exponential, wait_random,
+    AsyncRetrying,
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
 )
 
 from reward_service.client.errors import RequestFailed, RewardServiceError, ServiceUnavailable
@@ -130,8 +136,13 @@ class RetryPolicy:
         log.warning("reward service call failed (%s); retry %d in %.2f s", exc, state.attempt_number, sleep)
 
     def kwargs(self, call: Call) -> dict[str, Any]:
-        return dict(stop=stop_after_attempt(self.max_retries + 1 if call.retry else 1), wait=self._wait,
-                    retry=retry_if_exception_type(_Retryable), before_sleep=self._log, reraise=False)
+        return dict(
+            stop=stop_after_attempt(self.max_retries + 1 if call.retry else 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Retryable),
+            before_sleep=self._log,
+            reraise=False,
+        )
 
     def unavailable(self, error: RetryError) -> ServiceUnavailable:
         exc = error.last_attempt.exception()
@@ -153,21 +164,33 @@ def parse_json(call: Call, response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError as exc:
-        raise RewardServiceError(f"{call.method} {call.path}: the service answered {response.status_code} "
-                                 f"with a body that is not JSON: {response.text[:200]!r}") from exc
+        raise RewardServiceError(
+            f"{call.method} {call.path}: the service answered {response.status_code} "
+            f"with a body that is not JSON: {response.text[:200]!r}"
+        ) from exc
 
 
 def http_options(base_url: str, api_key: str | None, max_connections: int, transport: Any) -> dict[str, Any]:
     """Keyword arguments of the ``httpx.Client``/``AsyncClient`` of a client."""
-    return dict(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
-                transport=transport, limits=httpx.Limits(max_connections=max_connections,
-                                                         max_keepalive_connections=max_connections))
+    return dict(
+        base_url=base_url,
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        transport=transport,
+        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+    )
 
 
 def request_options(call: Call, timeout: float) -> dict[str, Any]:
     """Keyword arguments of ``client.request`` for ``call``."""
-    return dict(method=call.method, url=call.path, params=call.params, json=call.json, content=call.content,
-                headers=call.headers, timeout=timeout_for(call, timeout))
+    return dict(
+        method=call.method,
+        url=call.path,
+        params=call.params,
+        json=call.json,
+        content=call.content,
+        headers=call.headers,
+        timeout=timeout_for(call, timeout),
+    )
 
 
 def check_base_url(base_url: str) -> str:
@@ -181,9 +204,17 @@ class ClientBase:
 
     http_class: type
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 30.0,
-                 max_retries: int = 5, backoff_s: float = 0.5, max_connections: int = 64,
-                 transport: Any = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        backoff_s: float = 0.5,
+        max_connections: int = 64,
+        transport: Any = None,
+    ) -> None:
         self.base_url = check_base_url(base_url)
         self.timeout = timeout
         self._policy = RetryPolicy(self.base_url, max_retries, backoff_s)

@@ -13,11 +13,14 @@ from tenacity import RetryError
 from reward_service.client import _flows
 from reward_service.client._flows import DEFAULT_CHUNK, Flow, ProgressFn
 from reward_service.client._transport import (
-    Call, ClientBase, check, request_options, transport_failure,
+    Call,
+    ClientBase,
+    check,
+    request_options,
+    transport_failure,
 )
 from reward_service.client.errors import RewardServiceError
-from reward_service.models import ScoreRequest, ScoreResult
-from reward_service.models import ProblemSpec
+from reward_service.models import ProblemSpec, ScoreRequest, ScoreResult
 
 T = TypeVar("T")
 
@@ -56,28 +59,61 @@ class AsyncRewardClient(ClientBase):
         """Same as :meth:`aclose`."""
         await self.aclose()
 
-    async def __aenter__(self) -> "AsyncRewardClient":
+    async def __aenter__(self) -> AsyncRewardClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def score(self, request: ScoreRequest | Mapping[str, Any], *, wait: float = 60.0,
-                    timeout: float | None = None, raise_on_infra: bool = False, sample_id: str | None = None,
-                    infra_retries: int = 0) -> ScoreResult:
+    async def score(
+        self,
+        request: ScoreRequest | Mapping[str, Any],
+        *,
+        wait: float = 60.0,
+        timeout: float | None = None,
+        raise_on_infra: bool = False,
+        sample_id: str | None = None,
+        infra_retries: int = 0,
+    ) -> ScoreResult:
         """See :meth:`RewardClient.score`."""
-        return await self._drive(_flows.score(request, wait=wait, timeout=timeout, raise_on_infra=raise_on_infra,
-                                              sample_id=sample_id, infra_retries=infra_retries))
+        return await self._drive(
+            _flows.score(
+                request,
+                wait=wait,
+                timeout=timeout,
+                raise_on_infra=raise_on_infra,
+                sample_id=sample_id,
+                infra_retries=infra_retries,
+            )
+        )
 
-    async def score_batch(self, requests: Sequence[ScoreRequest | Mapping[str, Any]], *,
-                          groups: Sequence[str | None] | None = None, timeout: float | None = None,
-                          poll_interval: float = 0.5, on_progress: ProgressFn | None = None,
-                          raise_on_infra: bool = False, sample_ids: Sequence[str] | None = None,
-                          infra_retries: int = 0, chunk_size: int = DEFAULT_CHUNK) -> list[ScoreResult]:
+    async def score_batch(
+        self,
+        requests: Sequence[ScoreRequest | Mapping[str, Any]],
+        *,
+        groups: Sequence[str | None] | None = None,
+        timeout: float | None = None,
+        poll_interval: float = 0.5,
+        on_progress: ProgressFn | None = None,
+        raise_on_infra: bool = False,
+        sample_ids: Sequence[str] | None = None,
+        infra_retries: int = 0,
+        chunk_size: int = DEFAULT_CHUNK,
+    ) -> list[ScoreResult]:
         """See :meth:`RewardClient.score_batch`."""
-        return await self._drive(_flows.score_batch(
-            requests, groups=groups, timeout=timeout, poll_interval=poll_interval, on_progress=on_progress,
-            raise_on_infra=raise_on_infra, sample_ids=sample_ids, infra_retries=infra_retries, chunk_size=chunk_size))
+        return await self._drive(
+            _flows.score_batch(
+                requests,
+                groups=groups,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                on_progress=on_progress,
+                raise_on_infra=raise_on_infra,
+                sample_ids=sample_ids,
+                infra_retries=infra_retries,
+                chunk_size=chunk_size,
+            )
+        )
 
     async def health(self) -> bool:
         """See :meth:`RewardClient.health`."""

@@ -64,16 +64,19 @@ class InfrastructureFailure(RewardServiceError):
     status ``sandbox_error``: the service broke, the model is not at fault, and no reward
     exists (never 0). ``result`` is the full :class:`ScoreResult` (its ``message`` says what broke)."""
 
-    def __init__(self, result: ScoreResult, index: int | None = None, sample_id: str | None = None,
-                 attempts: int = 1) -> None:
+    def __init__(
+        self, result: ScoreResult, index: int | None = None, sample_id: str | None = None, attempts: int = 1
+    ) -> None:
         where = []
         if index is not None:
             where.append(f"index {index}")
         if sample_id is not None:
             where.append(f"id {sample_id!r}")
         name = f"sample {' '.join(where)}" if where else "the sample"
-        super().__init__(f"infrastructure failure scoring {name} (after {attempts} attempt(s)): "
-                         f"{result.message or 'sandbox_error'}; no reward was given (not 0)")
+        super().__init__(
+            f"infrastructure failure scoring {name} (after {attempts} attempt(s)): "
+            f"{result.message or 'sandbox_error'}; no reward was given (not 0)"
+        )
         self.result = result
         self.index = index
         self.sample_id = sample_id

@@ -12,11 +12,14 @@ from tenacity import RetryError
 from reward_service.client import _flows
 from reward_service.client._flows import DEFAULT_CHUNK, Flow, ProgressFn
 from reward_service.client._transport import (
-    Call, ClientBase, check, request_options, transport_failure,
+    Call,
+    ClientBase,
+    check,
+    request_options,
+    transport_failure,
 )
 from reward_service.client.errors import RewardServiceError
-from reward_service.models import ScoreRequest, ScoreResult
-from reward_service.models import ProblemSpec
+from reward_service.models import ProblemSpec, ScoreRequest, ScoreResult
 
 T = TypeVar("T")
 
@@ -62,15 +65,23 @@ class RewardClient(ClientBase):
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "RewardClient":
+    def __enter__(self) -> RewardClient:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- scoring ----------------------------------------------------------------------------------
-    def score(self, request: ScoreRequest | Mapping[str, Any], *, wait: float = 60.0, timeout: float | None = None,
-              raise_on_infra: bool = False, sample_id: str | None = None, infra_retries: int = 0) -> ScoreResult:
+    def score(
+        self,
+        request: ScoreRequest | Mapping[str, Any],
+        *,
+        wait: float = 60.0,
+        timeout: float | None = None,
+        raise_on_infra: bool = False,
+        sample_id: str | None = None,
+        infra_retries: int = 0,
+    ) -> ScoreResult:
         """Score one sample. The server holds the call up to ``wait`` seconds (at most its
         ``max_wait_s``, 600 by default); when it answers 202 the job is long-polled until done,
         or until ``timeout`` seconds in all (:class:`ScoreTimeout`). A result with status
@@ -80,14 +91,30 @@ class RewardClient(ClientBase):
         ``request``: a :class:`ScoreRequest` or its dict (validated here: :class:`InvalidRequest`).
         Raises :class:`ServiceUnavailable`, :class:`RequestFailed` (4xx/500, e.g. 404 unknown
         ``problem_id``)."""
-        return self._drive(_flows.score(request, wait=wait, timeout=timeout, raise_on_infra=raise_on_infra,
-                                        sample_id=sample_id, infra_retries=infra_retries))
+        return self._drive(
+            _flows.score(
+                request,
+                wait=wait,
+                timeout=timeout,
+                raise_on_infra=raise_on_infra,
+                sample_id=sample_id,
+                infra_retries=infra_retries,
+            )
+        )
 
-    def score_batch(self, requests: Sequence[ScoreRequest | Mapping[str, Any]], *,
-                    groups: Sequence[str | None] | None = None, timeout: float | None = None,
-                    poll_interval: float = 0.5, on_progress: ProgressFn | None = None,
-                    raise_on_infra: bool = False, sample_ids: Sequence[str] | None = None,
-                    infra_retries: int = 0, chunk_size: int = DEFAULT_CHUNK) -> list[ScoreResult]:
+    def score_batch(
+        self,
+        requests: Sequence[ScoreRequest | Mapping[str, Any]],
+        *,
+        groups: Sequence[str | None] | None = None,
+        timeout: float | None = None,
+        poll_interval: float = 0.5,
+        on_progress: ProgressFn | None = None,
+        raise_on_infra: bool = False,
+        sample_ids: Sequence[str] | None = None,
+        infra_retries: int = 0,
+        chunk_size: int = DEFAULT_CHUNK,
+    ) -> list[ScoreResult]:
         """Score many samples (one RL step) through ``POST /v1/batches``; results in request
         order. ``groups[i]``: the GRPO group label of request i (None: ungrouped); a group is
         never split across batches of ``chunk_size`` requests (lowered to the service's
@@ -103,9 +130,19 @@ class RewardClient(ClientBase):
         ``raise_on_infra``. Raises :class:`ServiceUnavailable`, :class:`RequestFailed` (e.g. 404
         naming ``requests[i]`` for an unknown problem: the whole batch is refused),
         :class:`InvalidRequest`."""
-        return self._drive(_flows.score_batch(
-            requests, groups=groups, timeout=timeout, poll_interval=poll_interval, on_progress=on_progress,
-            raise_on_infra=raise_on_infra, sample_ids=sample_ids, infra_retries=infra_retries, chunk_size=chunk_size))
+        return self._drive(
+            _flows.score_batch(
+                requests,
+                groups=groups,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                on_progress=on_progress,
+                raise_on_infra=raise_on_infra,
+                sample_ids=sample_ids,
+                infra_retries=infra_retries,
+                chunk_size=chunk_size,
+            )
+        )
 
     # -- service ----------------------------------------------------------------------------------
     def health(self) -> bool:

@@ -39,8 +39,16 @@ def parse_functional_yaml(path: Path) -> list[CoveragePoint]:
             counts = [(bin_name, int(hits or 0)) for bin_name, hits in dict(bins).items()]
         except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(.inf)
             raise ValueError(f"{Path(path).name}: coverage item {str(name)[:80]!r} has a bad shape") from exc
-        points.extend(CoveragePoint(metric="functional", file=Path(path).name, line=0,
-                                    detail=f"{name} bin {bin_name}", hier=str(name), count=hits,
-                                    at_least=at_least)
-                      for bin_name, hits in counts)
+        points.extend(
+            CoveragePoint(
+                metric="functional",
+                file=Path(path).name,
+                line=0,
+                detail=f"{name} bin {bin_name}",
+                hier=str(name),
+                count=hits,
+                at_least=at_least,
+            )
+            for bin_name, hits in counts
+        )
     return points

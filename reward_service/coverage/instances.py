@@ -35,7 +35,7 @@ def combine_hier(old: str, add: str) -> str:
     while a > i and b > i and old[a] == add[b]:
         a -= 1
         b -= 1
-    suffix = add[b + 1:] if b < len(add) else ""
+    suffix = add[b + 1 :] if b < len(add) else ""
     return prefix + "*" + suffix
 
 
@@ -53,7 +53,7 @@ def in_scope(hier: str, prefix: str) -> bool:
 def instance_names(hiers: Iterable[str], top: str) -> list[str]:
     """The names of the instances directly under ``top`` among the instance paths ``hiers``
     (``tb.dut.u_fifo`` -> ``dut``), sorted; paths not under ``top`` are skipped."""
-    return sorted({h[len(top) + 1:].split(".")[0] for h in hiers if h.startswith(top + ".")})
+    return sorted({h[len(top) + 1 :].split(".")[0] for h in hiers if h.startswith(top + ".")})
 
 
 def merge_instances(points: Iterable[CoveragePoint], scope: str | None = None) -> list[CoveragePoint]:

@@ -72,10 +72,10 @@ def summarise(
         report.overall = sum(r * w for r, w in weighted) / total_weight
     missed = [p for p in points if p.metric in report.metrics and not p.covered]
     if len(missed) > max_uncovered:
-        missed = sorted(missed, key=lambda p: (UNCOVERED_PRIORITY.get(p.metric, len(UNCOVERED_PRIORITY)),
-                                               p.file, p.line, p.detail))[:max_uncovered]
+        missed = sorted(
+            missed, key=lambda p: (UNCOVERED_PRIORITY.get(p.metric, len(UNCOVERED_PRIORITY)), p.file, p.line, p.detail)
+        )[:max_uncovered]
     missed.sort(key=lambda p: (p.file, p.line, p.metric, p.detail))
     return report, [
-        UncoveredPoint(file=p.file, line=p.line, metric=p.metric, detail=p.detail, hier=p.hier)
-        for p in missed
+        UncoveredPoint(file=p.file, line=p.line, metric=p.metric, detail=p.detail, hier=p.hier) for p in missed
     ]

@@ -78,4 +78,3 @@ def parse_coverage_dat(path: Path, dut_files: set[str] | None = None) -> list[Co
             identity=identity,
         )
     return list(merged.values())
-

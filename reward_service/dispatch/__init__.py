@@ -6,7 +6,6 @@
   ``workers/`` (the service).
 """
 
-from reward_service.dispatch.base import (BatchTooLarge, BrokerUnavailable, Dispatcher, JobState, JobView,
-                                          QueueFull)
+from reward_service.dispatch.base import BatchTooLarge, BrokerUnavailable, Dispatcher, JobState, JobView, QueueFull
 
 __all__ = ["BatchTooLarge", "BrokerUnavailable", "Dispatcher", "JobState", "JobView", "QueueFull"]

@@ -23,9 +23,11 @@ class BatchTooLarge(RewardServiceError, ValueError):
     help, so this is not :class:`QueueFull` (HTTP 413, not retried)."""
 
     def __init__(self, count: int, bound: int) -> None:
-        super().__init__(f"{count} new jobs in one submission exceed the queue bound of {bound} "
-                         f"(queued + running jobs); split the batch into parts of at most {bound} "
-                         "(GET /v1/limits: batch_limit)")
+        super().__init__(
+            f"{count} new jobs in one submission exceed the queue bound of {bound} "
+            f"(queued + running jobs); split the batch into parts of at most {bound} "
+            "(GET /v1/limits: batch_limit)"
+        )
         self.count = count
         self.bound = bound
 

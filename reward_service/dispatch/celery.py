@@ -29,10 +29,26 @@ import redis
 from celery.backends.redis import RedisBackend
 
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
-from reward_service.dispatch.contract import (BACKGROUND_PRIORITY, QUEUE, QUEUE_LISTS, SCORE_PRIORITY, TASK_NAME,
-                                              UNACKED_KEY, JobKeys, backend_url, broker_url, encode_result,
-                                              job_id_for, make_app, message_id, notify_done, rerunnable,
-                                              result_from_meta, translating_broker_errors, wire_payload)
+from reward_service.dispatch.contract import (
+    BACKGROUND_PRIORITY,
+    QUEUE,
+    QUEUE_LISTS,
+    SCORE_PRIORITY,
+    TASK_NAME,
+    UNACKED_KEY,
+    JobKeys,
+    backend_url,
+    broker_url,
+    encode_result,
+    job_id_for,
+    make_app,
+    message_id,
+    notify_done,
+    rerunnable,
+    result_from_meta,
+    translating_broker_errors,
+    wire_payload,
+)
 from reward_service.dispatch.leases import Leases, Reaper
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.settings import Settings, get_settings
@@ -49,7 +65,7 @@ class ClientRedisBackend(RedisBackend):
     """Celery's Redis result backend minus the pub/sub subscription it opens for every sent
     task (``on_task_call``): the dispatcher reads results itself (see the module doc)."""
 
-    def on_task_call(self, producer, task_id):  # noqa: D401 - Celery hook
+    def on_task_call(self, producer, task_id):
         return None
 
 
@@ -116,23 +132,26 @@ class CeleryDispatcher(Dispatcher):
             markers = self.results.mget([self.keys.marker(i) for i in unique]) if unique else []
             seen = dict(zip(unique, raws))
             rerun = [i for i, meta in zip(unique, metas) if rerunnable(meta)]
-            fresh = [i for i, meta, marker in zip(unique, metas, markers)
-                     if meta is None and marker is None]
+            fresh = [i for i, meta, marker in zip(unique, metas, markers) if meta is None and marker is None]
             new = rerun + fresh
             if len(new) > bound:
                 raise BatchTooLarge(len(new), bound)
             if new:
                 depth = self.queue_depth()
                 if depth + len(new) > bound:
-                    raise QueueFull(f"queue full: {depth} jobs queued or running, {len(new)} more would "
-                                    f"exceed the bound of {bound}", retry_after=_retry_after(depth))
+                    raise QueueFull(
+                        f"queue full: {depth} jobs queued or running, {len(new)} more would "
+                        f"exceed the bound of {bound}",
+                        retry_after=_retry_after(depth),
+                    )
             to_send = self._claim(rerun, fresh, seen, first)
             if to_send:
                 self._send([(i, first[i]) for i in to_send], priority)
         return ids
 
-    def _claim(self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None],
-               payloads: dict[str, dict[str, Any]]) -> list[str]:
+    def _claim(
+        self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None], payloads: dict[str, dict[str, Any]]
+    ) -> list[str]:
         """Mark jobs queued and return the ids to send. A fresh job is claimed only if no other
         submitter claimed it meanwhile (SET NX); a job to re-run only if its stored result is
         still the one this submitter saw (compare-and-delete in one Lua call), so two API
@@ -142,12 +161,20 @@ class CeleryDispatcher(Dispatcher):
         for job_id in rerun + fresh:
             pipe.set(self.keys.request(job_id), json.dumps(payloads[job_id]), ex=self.ttl)
         for job_id in rerun:
-            self._rerun_claim(keys=[self._meta_key(job_id), self.keys.marker(job_id), self.keys.deliveries(job_id),
-                                    self.keys.sims(job_id), self.keys.done(job_id)],
-                              args=[seen[job_id], self.ttl], client=pipe)
+            self._rerun_claim(
+                keys=[
+                    self._meta_key(job_id),
+                    self.keys.marker(job_id),
+                    self.keys.deliveries(job_id),
+                    self.keys.sims(job_id),
+                    self.keys.done(job_id),
+                ],
+                args=[seen[job_id], self.ttl],
+                client=pipe,
+            )
         for job_id in fresh:
             pipe.set(self.keys.marker(job_id), "queued", ex=self.ttl, nx=True)
-        claimed = pipe.execute()[len(rerun) + len(fresh):]
+        claimed = pipe.execute()[len(rerun) + len(fresh) :]
         return [i for i, ok in zip(rerun + fresh, claimed) if ok]
 
     def _send(self, jobs: list[tuple[str, dict[str, Any]]], priority: int) -> None:
@@ -155,8 +182,15 @@ class CeleryDispatcher(Dispatcher):
         try:
             with self.app.producer_or_acquire() as producer:
                 for job_id, payload in jobs:
-                    self.app.send_task(TASK_NAME, args=[payload], kwargs={"enqueued_at": time.time()},
-                                       task_id=job_id, queue=QUEUE, producer=producer, priority=priority)
+                    self.app.send_task(
+                        TASK_NAME,
+                        args=[payload],
+                        kwargs={"enqueued_at": time.time()},
+                        task_id=job_id,
+                        queue=QUEUE,
+                        producer=producer,
+                        priority=priority,
+                    )
                     sent += 1
         except BaseException:
             # Jobs not sent must not look queued forever.
@@ -189,7 +223,7 @@ class CeleryDispatcher(Dispatcher):
         resent = []
         prefix = self.keys.jobs
         for key in self.results.scan_iter(match=f"{prefix}*", count=1000):
-            job_id = key.decode()[len(prefix):]
+            job_id = key.decode()[len(prefix) :]
             if not _JOB_ID.match(job_id) or job_id in present or self.results.get(key) != b"queued":
                 continue
             if self.results.delete(key) and self.resend(job_id):
@@ -214,10 +248,12 @@ class CeleryDispatcher(Dispatcher):
             job_id = lapsed.job_id
             handled.append(job_id)
             if lapsed.requeues > cap or lapsed.request is None:
-                why = (f"the worker running the job died {lapsed.requeues} times (its lease of "
-                       f"{self.settings.lease_s:g} s lapsed each time; at most {cap} requeues); giving up"
-                       if lapsed.request is not None else
-                       "the worker running the job died and the copy of its request was lost; giving up")
+                why = (
+                    f"the worker running the job died {lapsed.requeues} times (its lease of "
+                    f"{self.settings.lease_s:g} s lapsed each time; at most {cap} requeues); giving up"
+                    if lapsed.request is not None
+                    else "the worker running the job died and the copy of its request was lost; giving up"
+                )
                 log.error("job %s: %s", job_id, why)
                 self.finish(job_id, ScoreResult(status=Status.sandbox_error, message=why))
                 self.results.hincrby(self.keys.stats, "gave_up", 1)
@@ -248,8 +284,9 @@ class CeleryDispatcher(Dispatcher):
     def finish(self, job_id: str, result: ScoreResult) -> None:
         """Store ``result`` as the job's final result (as a worker would) and wake its waiters."""
         self.app.backend.store_result(job_id, encode_result(result), "SUCCESS")
-        notify_done(self.results.pipeline(transaction=False), self.keys, job_id) \
-            .delete(self.keys.marker(job_id), self.keys.request(job_id)).execute()
+        notify_done(self.results.pipeline(transaction=False), self.keys, job_id).delete(
+            self.keys.marker(job_id), self.keys.request(job_id)
+        ).execute()
 
     # -- looking up -------------------------------------------------------------------------
     @translating_broker_errors
@@ -313,14 +350,14 @@ class CeleryDispatcher(Dispatcher):
             # A ping that also asks the worker about its sandbox (workers/control.py); the first
             # answer is enough.
             replies = self.app.control.broadcast("sandbox_check", reply=True, timeout=1.0, limit=1)
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
+        except Exception as exc:
             checks["workers"] = f"ping failed: {type(exc).__name__}: {exc}"
             return checks
         if not replies:
             checks["workers"] = "no worker answered within 1 s"
             return checks
         checks["workers"] = "ok"
-        (node, answer), = replies[0].items()
+        ((node, answer),) = replies[0].items()
         answer = answer if isinstance(answer, dict) else {"error": str(answer)}
         checks["sandbox"] = "ok" if "ok" in answer else f"{node}: {answer.get('error', answer)}"
         return checks

@@ -69,8 +69,10 @@ def time_limits(settings: Settings) -> tuple[float, float, float]:
     if hard <= soft:
         raise ValueError(f"task_time_limit_s ({hard:g}) must exceed task_soft_time_limit_s ({soft:g})")
     if visibility <= hard:
-        raise ValueError(f"visibility_timeout_s ({visibility:g}) must exceed task_time_limit_s ({hard:g}): "
-                         "a job still running at the visibility timeout is delivered again")
+        raise ValueError(
+            f"visibility_timeout_s ({visibility:g}) must exceed task_time_limit_s ({hard:g}): "
+            "a job still running at the visibility timeout is delivered again"
+        )
     return soft, hard, visibility
 
 
@@ -120,8 +122,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_app(settings: Settings | None = None, main: str = "reward_service",
-             include: tuple[str, ...] | list[str] = (), **kwargs: Any) -> Celery:
+def make_app(
+    settings: Settings | None = None,
+    main: str = "reward_service",
+    include: tuple[str, ...] | list[str] = (),
+    **kwargs: Any,
+) -> Celery:
     """A Celery app configured from ``settings`` (default: :func:`get_settings`, read on first
     use, not here). ``include``: the modules a worker imports at start (its tasks and hooks; the
     worker's app names them, a client app sends tasks by name and needs none). ``kwargs`` go to
@@ -255,9 +261,10 @@ def result_from_meta(meta: dict[str, Any] | None) -> ScoreResult | None:
     if status == "SUCCESS":
         try:
             return ScoreResult.model_validate(value)
-        except Exception as exc:  # noqa: BLE001 - a malformed stored result is our failure
-            return ScoreResult(status=Status.sandbox_error,
-                               message=f"worker returned an unreadable result: {type(exc).__name__}")
+        except Exception as exc:
+            return ScoreResult(
+                status=Status.sandbox_error, message=f"worker returned an unreadable result: {type(exc).__name__}"
+            )
     if isinstance(value, dict) and "exc_type" in value:
         what = f"{value.get('exc_type')}: {value.get('exc_message')}"
     else:
@@ -288,8 +295,11 @@ def stored_answer(meta: dict[str, Any] | None) -> dict[str, Any] | None:
 # -- broker errors -------------------------------------------------------------------------------
 #: What the broker libraries raise when Redis cannot answer: redis-py's errors (the dispatcher's
 #: own reads) and kombu's (Celery's producer, after its connection retries).
-BROKER_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, kombu.exceptions.OperationalError,
-                                              kombu.exceptions.ConnectionError)
+BROKER_ERRORS: tuple[type[Exception], ...] = (
+    redis.RedisError,
+    kombu.exceptions.OperationalError,
+    kombu.exceptions.ConnectionError,
+)
 
 
 @contextlib.contextmanager

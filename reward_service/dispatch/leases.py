@@ -31,8 +31,9 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import redis
 
@@ -94,7 +95,7 @@ end
 local n = redis.call('INCR', KEYS[4])
 redis.call('EXPIRE', KEYS[4], ARGV[2])
 return n
-""" % " or ".join(f"string.find(meta, '\"status\": *\"{state}\"')" for state in READY_STATES)
+""" % " or ".join(f'string.find(meta, \'"status": *"{state}"\')' for state in READY_STATES)
 
 
 @dataclass
@@ -130,8 +131,9 @@ class Leases:
         token = f"{socket.gethostname()} {os.getpid()} {uuid.uuid4().hex[:12]}"
         current = self.client.get(self.keys.lease(job_id))
         replaceable = current.decode() if current is not None and _dead_here(current.decode()) else ""
-        ok = self._claim(keys=[self.keys.lease(job_id), self.keys.running],
-                         args=[token, self.ttl_ms, job_id, replaceable])
+        ok = self._claim(
+            keys=[self.keys.lease(job_id), self.keys.running], args=[token, self.ttl_ms, job_id, replaceable]
+        )
         return token if ok else None
 
     def renew(self, job_id: str, token: str) -> bool:
@@ -141,8 +143,10 @@ class Leases:
 
     def release(self, job_id: str, token: str, finished: bool) -> None:
         """Drop our lease once the result is stored (``finished``: also the request copy)."""
-        self._release(keys=[self.keys.lease(job_id), self.keys.running, self.keys.request(job_id)],
-                      args=[token, job_id, "1" if finished else "0"])
+        self._release(
+            keys=[self.keys.lease(job_id), self.keys.running, self.keys.request(job_id)],
+            args=[token, job_id, "1" if finished else "0"],
+        )
 
     def park(self, job_id: str, token: str, seconds: float) -> None:
         """Between attempts (a retry due in ``seconds``): keep the lease without renewals, for
@@ -162,8 +166,7 @@ class Leases:
         for job_id, live in zip(ids, alive.execute()):
             if live:
                 continue
-            keys = [self.keys.lease(job_id), self.keys.running, self.keys.meta_key(job_id),
-                    self.keys.requeues(job_id)]
+            keys = [self.keys.lease(job_id), self.keys.running, self.keys.meta_key(job_id), self.keys.requeues(job_id)]
             n = self._reap(keys=keys, args=[job_id, requeues_ttl_s])
             if n > 0:
                 raw = self.client.get(self.keys.request(job_id))
@@ -201,7 +204,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{job_id[:8]}", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
 
@@ -227,7 +230,7 @@ class Reaper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def start(self) -> "Reaper":
+    def start(self) -> Reaper:
         self._thread.start()
         return self
 
@@ -241,5 +244,5 @@ class Reaper:
                 self.reap_once()
             except BrokerUnavailable as exc:  # Redis away: one line per round, not a traceback
                 log.warning("lease reaper round failed: %s", exc)
-            except Exception:  # noqa: BLE001 - a bad record: try again next round
+            except Exception:
                 log.warning("lease reaper round failed", exc_info=True)

@@ -8,11 +8,11 @@ kept in memory for ``result_ttl_s`` (like the Redis result expiry of service mod
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import threading
 import time
 import uuid
-import logging
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
@@ -25,11 +25,16 @@ log = logging.getLogger(__name__)
 class LocalDispatcher(Dispatcher):
     """``workers`` parallel scorings (default: one per core), at most ``max_queue`` pending."""
 
-    def __init__(self, engine: Engine, workers: int | None = None, max_queue: int = 8192,
-                 keep_results: int = 10_000, result_ttl_s: float = 24 * 3600) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        workers: int | None = None,
+        max_queue: int = 8192,
+        keep_results: int = 10_000,
+        result_ttl_s: float = 24 * 3600,
+    ) -> None:
         self.engine = engine
-        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
-                                       thread_name_prefix="score")
+        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="score")
         # Background work (warm-up builds) gets one thread of its own: it never takes a
         # scoring thread, however many problems are registered at once.
         self.background_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background")
@@ -47,7 +52,7 @@ class LocalDispatcher(Dispatcher):
             self._running.add(job_id)
         try:
             return self.engine.score(request)
-        except Exception:  # noqa: BLE001 - Engine.score should not raise; if it does, the job
+        except Exception:
             log.exception("engine raised for job %s", job_id)  # must still be readable
             return ScoreResult(status=Status.sandbox_error, message="internal error while scoring")
         finally:
@@ -93,8 +98,11 @@ class LocalDispatcher(Dispatcher):
 
     def _view(self, job_id: str, fut: Future) -> JobView:
         if fut.cancelled():  # shut down before it ran
-            return JobView(job_id, JobState.done,
-                           ScoreResult(status=Status.sandbox_error, message="the service shut down before the job ran"))
+            return JobView(
+                job_id,
+                JobState.done,
+                ScoreResult(status=Status.sandbox_error, message="the service shut down before the job ran"),
+            )
         if fut.done():
             return JobView(job_id, JobState.done, fut.result())
         with self._lock:
@@ -126,7 +134,7 @@ class LocalDispatcher(Dispatcher):
         try:
             self.engine.sandbox.check()
             return {"sandbox": "ok", "workers": "ok"}
-        except Exception:  # noqa: BLE001 - reported, not raised; details go to the log
+        except Exception:
             log.exception("sandbox check failed")
             return {"sandbox": "sandbox unavailable (see the service log)"}
 

@@ -24,7 +24,11 @@ from typing import Any
 from reward_service import hdl
 from reward_service.coverage.points import CoveragePoint
 from reward_service.fastcov.instrument import (
-    FLAG_FILE, TOKEN_PLACEHOLDER, Instrumented, emulate_testbench, instrument,
+    FLAG_FILE,
+    TOKEN_PLACEHOLDER,
+    Instrumented,
+    emulate_testbench,
+    instrument,
 )
 from reward_service.fastcov.results import FlagFileError, read_points
 from reward_service.fastcov.unit import Unsupported
@@ -53,8 +57,9 @@ def design_key(files: dict[str, str]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _instrument_cached(key: str, files_json: str, metrics: tuple[str, ...], emulation: str,
-                       toplevel: str | None) -> Instrumented | Unsupported:
+def _instrument_cached(
+    key: str, files_json: str, metrics: tuple[str, ...], emulation: str, toplevel: str | None
+) -> Instrumented | Unsupported:
     try:
         return instrument(json.loads(files_json), metrics, emulation, toplevel)
     except Unsupported as exc:
@@ -76,9 +81,13 @@ _CONTEXT_CACHE: OrderedDict[tuple, Instrumented | Unsupported] = OrderedDict()
 _CONTEXT_LOCK = threading.Lock()
 
 
-def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None,
-                 emulation: str = "two_state", toplevel: str | None = None,
-                 context: ParameterContext | None = None) -> Instrumented:
+def instrumented(
+    files: dict[str, str],
+    metrics: tuple[str, ...] | None = None,
+    emulation: str = "two_state",
+    toplevel: str | None = None,
+    context: ParameterContext | None = None,
+) -> Instrumented:
     """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
     all the fast path measures), cached per design content (and, with ``context``, per the
     testbench's parameter values). Raises :class:`Unsupported` (cached too)."""
@@ -108,6 +117,7 @@ def instrumented(files: dict[str, str], metrics: tuple[str, ...] | None = None,
 def all_metrics() -> tuple[str, ...]:
     """The code metrics the fast path measures (expr only when its point kind is installed)."""
     from reward_service.fastcov.instrument import _kinds
+
     return tuple(sorted({m for k in _kinds() for m in k.metrics}))
 
 
@@ -117,11 +127,17 @@ def build_unsupported(build: Any, design_files: dict[str, str]) -> str | None:
     text as written: a parameter override of the top, or a define the design reads, would
     change the points under it (plusargs and include dirs act at run or build time: fine)."""
     if build.parameters:
-        return (f"build parameter overrides ({', '.join(build.parameters)}) are not applied on the "
-                "fast path (its points are enumerated from the DUT as written)")
-    used = [name for name in build.defines
-            if any(re.search(rf"`(?:ifn?def|elsif)\s+{name}\b|`{name}\b", hdl.strip_comments(t))
-                   for t in design_files.values())]
+        return (
+            f"build parameter overrides ({', '.join(build.parameters)}) are not applied on the "
+            "fast path (its points are enumerated from the DUT as written)"
+        )
+    used = [
+        name
+        for name in build.defines
+        if any(
+            re.search(rf"`(?:ifn?def|elsif)\s+{name}\b|`{name}\b", hdl.strip_comments(t)) for t in design_files.values()
+        )
+    ]
     if used:
         return f"the design reads the build's define(s) {', '.join(used)} (the fast path instruments it as written)"
     return None
@@ -132,9 +148,11 @@ class FastSimulator(SimulatorBackend):
     expression kind is installed) points plus test outcomes and functional coverage."""
 
     name = "fast"
-    unavailable_reason = ("the fast path measures Verilator's line, branch, toggle and expression "
-                          "points; use engine=verilator (CLI --engine verilator) for user cover points "
-                          "and FSM coverage")
+    unavailable_reason = (
+        "the fast path measures Verilator's line, branch, toggle and expression "
+        "points; use engine=verilator (CLI --engine verilator) for user cover points "
+        "and FSM coverage"
+    )
 
     def __init__(self, metrics: tuple[str, ...] | None = None, context: ParameterContext | None = None) -> None:
         #: the code metrics to instrument for (default: all the fast path measures)
@@ -150,8 +168,13 @@ class FastSimulator(SimulatorBackend):
         """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
         run's token. Raises :class:`Unsupported`."""
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
-        inst = instrumented(design, self.metrics, emulation, job.toplevel if emulation == "zero_init" else None,
-                            self.context if emulation == "two_state" else None)
+        inst = instrumented(
+            design,
+            self.metrics,
+            emulation,
+            job.toplevel if emulation == "zero_init" else None,
+            self.context if emulation == "two_state" else None,
+        )
         token = secrets.token_hex(16)
         for name, text in inst.files.items():
             (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")

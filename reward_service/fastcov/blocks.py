@@ -42,11 +42,14 @@ _K = syntax.SyntaxKind
 #: System tasks Verilator parses into an AstStop (``$error`` too: V3LinkResolve adds a stop);
 #: V3Coverage turns coverage off after it, so an arm that stops has no point.
 STOP_TASKS = {"$stop", "$fatal", "$error"}
-PROCEDURES = {_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock,
-              _K.AlwaysLatchBlock}
-LOOPS = {_K.ForLoopStatement: "forKeyword", _K.LoopStatement: "repeatOrWhile",
-         _K.ForeverStatement: "foreverKeyword", _K.DoWhileStatement: "doKeyword",
-         _K.ForeachLoopStatement: "keyword"}
+PROCEDURES = {_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock, _K.AlwaysLatchBlock}
+LOOPS = {
+    _K.ForLoopStatement: "forKeyword",
+    _K.LoopStatement: "repeatOrWhile",
+    _K.ForeverStatement: "foreverKeyword",
+    _K.DoWhileStatement: "doKeyword",
+    _K.ForeachLoopStatement: "keyword",
+}
 BLOCKS = {_K.SequentialBlockStatement, _K.ParallelBlockStatement}
 ASSIGNMENTS = {_K.AssignmentExpression, _K.NonblockingAssignmentExpression}
 _PRAGMA = re.compile(r"^(?://|/\*)\s*verilator\s+(coverage_off|coverage_on|coverage_block_off)\b")
@@ -102,11 +105,24 @@ class _Blocks:
                 for decl in child.declarators:
                     if isinstance(decl, syntax.SyntaxNode) and decl.initializer is not None:
                         self.continuous_conds(child, decl.initializer.expr)
-            elif k in (_K.ClassDeclaration, _K.InterfaceDeclaration, _K.ProgramDeclaration,
-                       _K.ModuleDeclaration, _K.CovergroupDeclaration):
+            elif k in (
+                _K.ClassDeclaration,
+                _K.InterfaceDeclaration,
+                _K.ProgramDeclaration,
+                _K.ModuleDeclaration,
+                _K.CovergroupDeclaration,
+            ):
                 raise Unsupported(f"{self.u.file}: a {k.name} inside module {self.u.name}")
-            elif k in (_K.GenerateRegion, _K.GenerateBlock, _K.IfGenerate, _K.LoopGenerate,
-                       _K.CaseGenerate, _K.ElseClause, _K.StandardCaseItem, _K.DefaultCaseItem):
+            elif k in (
+                _K.GenerateRegion,
+                _K.GenerateBlock,
+                _K.IfGenerate,
+                _K.LoopGenerate,
+                _K.CaseGenerate,
+                _K.ElseClause,
+                _K.StandardCaseItem,
+                _K.DefaultCaseItem,
+            ):
                 self.members(child)
 
     def procedure(self, node: Any) -> None:
@@ -238,8 +254,10 @@ class _Blocks:
         if node.kind == _K.ForeachLoopStatement:
             variables = [v for v in node.loopList.loopVariables if isinstance(v, syntax.SyntaxNode)]
             if len(variables) != 1:
-                raise Unsupported(f"{self.u.file}:{self.u.location(node)[0]}: foreach over several "
-                                  "dimensions (Verilator counts each level's body)")
+                raise Unsupported(
+                    f"{self.u.file}:{self.u.location(node)[0]}: foreach over several "
+                    "dimensions (Verilator counts each level's body)"
+                )
             keyword = variables[0].getFirstToken()  # Verilator's point sits at the loop variable
         if node.kind == _K.ForLoopStatement:
             for part in (*node.initializers, *node.steps):
@@ -275,8 +293,7 @@ class _Blocks:
         else_flag = self.point("branch", verilator_token(rhs.left), "cond_else", rhs, 1)
         pred = self.u.source.slice(rhs.predicate)
         inner_then, inner_else = self.cond_checks(rhs.left), self.cond_checks(rhs.right)
-        return (f"if ({pred}) begin {then_flag.set} {inner_then} end "
-                f"else begin {else_flag.set} {inner_else} end")
+        return f"if ({pred}) begin {then_flag.set} {inner_then} end else begin {else_flag.set} {inner_else} end"
 
     def continuous_conds(self, item: Any, rhs: Any) -> None:
         text = self.cond_checks(rhs)
@@ -314,7 +331,9 @@ def _find(node: Any, kinds: set, stop: set | None = None) -> list[Any]:
 def _pragma_in(token: Any, which: str) -> bool:
     return token is not None and any(
         (m := _PRAGMA.match(t.getRawText())) and m.group(1) == which
-        for t in token.trivia if t.kind.name in ("LineComment", "BlockComment"))
+        for t in token.trivia
+        if t.kind.name in ("LineComment", "BlockComment")
+    )
 
 
 def _pragma_before(node: Any, which: str) -> bool:

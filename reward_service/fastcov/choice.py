@@ -50,7 +50,7 @@ _RESET = re.compile(r"(?i)(rst|reset)")
 class Decision:
     """Which engine scores a design under ``engine=auto``, and why."""
 
-    engine: str            # "fast" or "verilator"
+    engine: str  # "fast" or "verilator"
     reason: str
     key: str
     decided_at: float = 0.0
@@ -111,25 +111,42 @@ def _decide(design: Design, metrics: tuple[str, ...], key: str, run: Simulate, s
     if not settings.fastcov_self_check:
         return Decision("fast", "instruments (self-check disabled by settings)", key, now)
     stimulus = SvTestbench(files={"rs_selfcheck_tb.sv": tb}, top=SELF_CHECK_TOP)
-    request = ScoreRequest.model_validate({
-        "design": design.model_dump(), "engine": "verilator", "stimulus": stimulus.model_dump(),
-        "coverage": {"scope": SELF_CHECK_INSTANCE, "metrics": list(metrics)},
-        "limits": {"run_s": 60, "compile_s": 600}})
+    request = ScoreRequest.model_validate(
+        {
+            "design": design.model_dump(),
+            "engine": "verilator",
+            "stimulus": stimulus.model_dump(),
+            "coverage": {"scope": SELF_CHECK_INSTANCE, "metrics": list(metrics)},
+            "limits": {"run_s": 60, "compile_s": 600},
+        }
+    )
     # the generated testbench names its top and instantiates the DUT as the scope: prepared as is
     prepared = Prepared(request=request, design=design, stimulus=stimulus)
     fast_run = run(prepared, {}, FastSimulator(metrics))
     reference_run = run(prepared, {}, get_simulator(FALLBACK))
     fast, reference = fast_run.result, reference_run.result
     if reference.status != "ok":
-        return Decision("verilator", f"self-check: Verilator run {reference.status.value}: {reference.message[:200]}", key, now)
+        return Decision(
+            "verilator", f"self-check: Verilator run {reference.status.value}: {reference.message[:200]}", key, now
+        )
     if fast.status != "ok":
         return Decision("verilator", f"self-check: fast-path run {fast.status.value}: {fast.message[:200]}", key, now)
     diff = diff_points(fast_run.points, reference_run.points, set(metrics) - {"functional"})
     if not diff.equal:
-        return Decision("verilator", f"self-check: {len(diff.only_fast) + len(diff.only_reference)} point(s) "
-                                     f"differ from Verilator ({diff.describe(2)})", key, now)
-    return Decision("fast", f"self-check agreed with Verilator on {len(reference_run.points)} points", key, now,
-                    points=len(reference_run.points))
+        return Decision(
+            "verilator",
+            f"self-check: {len(diff.only_fast) + len(diff.only_reference)} point(s) "
+            f"differ from Verilator ({diff.describe(2)})",
+            key,
+            now,
+        )
+    return Decision(
+        "fast",
+        f"self-check agreed with Verilator on {len(reference_run.points)} points",
+        key,
+        now,
+        points=len(reference_run.points),
+    )
 
 
 def self_check_testbench(files: dict[str, str], toplevel: str | None = None) -> str:
@@ -167,11 +184,13 @@ def self_check_testbench(files: dict[str, str], toplevel: str | None = None) -> 
         else:
             decls.append(f"  wire{dims} {sig};")
     clock_lines = "".join(f"      {c} = ~{c};\n" for c in clocks)
-    return (f"module {SELF_CHECK_TOP};\n" + "\n".join(decls) + "\n"
-            f"  logic [63:0] s = 64'h0123456789abcdef;\n"
-            "  function automatic logic [63:0] rs_next(input logic [63:0] v);\n"
-            "    return {v[62:0], v[63] ^ v[62] ^ v[60] ^ v[59]};\n  endfunction\n"
-            f"  {top.name} {SELF_CHECK_INSTANCE} ({', '.join(conns)});\n"
-            "  initial begin\n"
-            f"    repeat ({SELF_CHECK_CYCLES}) begin\n      #5;\n      s = rs_next(s);\n" + "\n".join(drive) + "\n"
-            f"      #5;\n{clock_lines}      #5;\n{clock_lines}    end\n    $finish;\n  end\nendmodule\n")
+    return (
+        f"module {SELF_CHECK_TOP};\n" + "\n".join(decls) + "\n"
+        f"  logic [63:0] s = 64'h0123456789abcdef;\n"
+        "  function automatic logic [63:0] rs_next(input logic [63:0] v);\n"
+        "    return {v[62:0], v[63] ^ v[62] ^ v[60] ^ v[59]};\n  endfunction\n"
+        f"  {top.name} {SELF_CHECK_INSTANCE} ({', '.join(conns)});\n"
+        "  initial begin\n"
+        f"    repeat ({SELF_CHECK_CYCLES}) begin\n      #5;\n      s = rs_next(s);\n" + "\n".join(drive) + "\n"
+        f"      #5;\n{clock_lines}      #5;\n{clock_lines}    end\n    $finish;\n  end\nendmodule\n"
+    )

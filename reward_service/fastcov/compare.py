@@ -29,21 +29,21 @@ class PointDiff:
 
     def per_metric(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        for (key, _covered) in self.only_fast + self.only_reference:
+        for key, _covered in self.only_fast + self.only_reference:
             counts[key[0]] += 1
         return dict(counts)
 
     def describe(self, limit: int = 5) -> str:
         """A short human-readable account (for logs and result messages)."""
         parts = [f"fast only: {k[1]}:{k[2]} {k[0]} {k[3]!r} @{k[4]} covered={c}" for k, c in self.only_fast[:limit]]
-        parts += [f"reference only: {k[1]}:{k[2]} {k[0]} {k[3]!r} @{k[4]} covered={c}"
-                  for k, c in self.only_reference[:limit]]
+        parts += [
+            f"reference only: {k[1]}:{k[2]} {k[0]} {k[3]!r} @{k[4]} covered={c}" for k, c in self.only_reference[:limit]
+        ]
         return "; ".join(parts)
 
 
 def _multiset(points: list[CoveragePoint], metrics: set[str]) -> Counter:
-    return Counter(((p.metric, p.file, p.line, p.detail, p.hier), p.covered)
-                   for p in points if p.metric in metrics)
+    return Counter(((p.metric, p.file, p.line, p.detail, p.hier), p.covered) for p in points if p.metric in metrics)
 
 
 def diff_points(fast: list[CoveragePoint], reference: list[CoveragePoint], metrics: set[str]) -> PointDiff:
@@ -54,7 +54,9 @@ def diff_points(fast: list[CoveragePoint], reference: list[CoveragePoint], metri
 
 def ratio_gap(fast: list[CoveragePoint], reference: list[CoveragePoint], metric: str) -> float:
     """|covered ratio difference| of one metric, in percentage points (0 when neither has points)."""
+
     def ratio(points: list[CoveragePoint]) -> float:
         mine = [p for p in points if p.metric == metric]
         return 100.0 * sum(p.covered for p in mine) / len(mine) if mine else 0.0
+
     return abs(ratio(fast) - ratio(reference))

@@ -26,7 +26,8 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import TokenKind
 
-from reward_service.fastcov.unit import SourceFile, depth as _depth
+from reward_service.fastcov.unit import SourceFile
+from reward_service.fastcov.unit import depth as _depth
 
 _K = syntax.SyntaxKind
 
@@ -45,11 +46,18 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
         if k in (_K.RegType, _K.LogicType):
             if parent is not None and parent.kind in (_K.NetDeclaration, _K.NetPortHeader, _K.NetTypeDeclaration):
                 continue
-            if parent is not None and parent.kind == _K.DataDeclaration and _unpacked(parent) \
-                    and not _in_subroutine(parent):
+            if (
+                parent is not None
+                and parent.kind == _K.DataDeclaration
+                and _unpacked(parent)
+                and not _in_subroutine(parent)
+            ):
                 continue  # arrays stay 4-state (zero_arrays)
-            if parent is not None and parent.kind == _K.VariablePortHeader and (
-                    _direction(parent) == "inout" or _unpacked_port(parent)):
+            if (
+                parent is not None
+                and parent.kind == _K.VariablePortHeader
+                and (_direction(parent) == "inout" or _unpacked_port(parent))
+            ):
                 continue  # array ports stay 4-state too (zero_arrays zeroes the outputs)
             source.replace(node.keyword, "bit")
         elif k == _K.IntegerType and node.keyword.kind == TokenKind.IntegerKeyword:
@@ -81,13 +89,20 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
             if zero is None or _unpacked(node):
                 continue  # arrays: zero_arrays
             for decl in node.declarators:
-                if isinstance(decl, syntax.SyntaxNode) and decl.initializer is None \
-                        and decl.name.valueText not in driven:
+                if (
+                    isinstance(decl, syntax.SyntaxNode)
+                    and decl.initializer is None
+                    and decl.name.valueText not in driven
+                ):
                     source.insert(source.offsets(decl)[1], f" = {zero}", closing=True, depth=0)
-        elif node.kind == _K.ImplicitAnsiPort and node.header.kind == _K.VariablePortHeader \
-                and _direction(node.header) == "output" \
-                and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
-                and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
+        elif (
+            node.kind == _K.ImplicitAnsiPort
+            and node.header.kind == _K.VariablePortHeader
+            and _direction(node.header) == "output"
+            and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType)
+            and node.declarator.initializer is None
+            and node.declarator.name.valueText not in driven
+        ):
             if not _unpacked_port(node.header):  # an array port takes no `= '0`: zero_arrays
                 source.insert(source.offsets(node.declarator)[1], " = '0", closing=True, depth=0)
 
@@ -111,21 +126,28 @@ def zero_arrays(source: SourceFile) -> None:
     """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
     driven = _continuously_driven(source.tree.root)
     for node in _walk(source.tree.root):
-        if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) \
-                and not _in_procedure(node):
+        if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
-        elif node.kind == _K.ImplicitAnsiPort and node.header.kind == _K.VariablePortHeader \
-                and _direction(node.header) == "output" and _unpacked_port(node.header) \
-                and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType) \
-                and node.declarator.initializer is None and node.declarator.name.valueText not in driven:
+        elif (
+            node.kind == _K.ImplicitAnsiPort
+            and node.header.kind == _K.VariablePortHeader
+            and _direction(node.header) == "output"
+            and _unpacked_port(node.header)
+            and node.header.dataType.kind in (_K.RegType, _K.LogicType, _K.BitType)
+            and node.declarator.initializer is None
+            and node.declarator.name.valueText not in driven
+        ):
             # `output logic [7:0] q [0:3]`: no `= '0` on a port array (not SV), an initial after
             # the module header instead
             dims = [d for d in node.declarator.dimensions if isinstance(d, syntax.SyntaxNode)]
             name = node.declarator.name.valueText
             idx = [f"__rs_i{i}" for i in range(len(dims))]
-            source.insert(source.offsets(_module_of(node).header)[1],
-                          f" initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;",
-                          closing=True, depth=0)
+            source.insert(
+                source.offsets(_module_of(node).header)[1],
+                f" initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;",
+                closing=True,
+                depth=0,
+            )
 
 
 def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> None:
@@ -142,8 +164,7 @@ def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> 
             continue
         idx = [f"__rs_i{i}" for i in range(len(dims))]
         if idx:
-            inits.append(f"initial foreach ({name}[{', '.join(idx)}]) "
-                         f"{name}{''.join(f'[{i}]' for i in idx)} = '0;")
+            inits.append(f"initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;")
         else:
             inits.append(f"initial {name} = '0;")
     if inits:
@@ -162,8 +183,7 @@ def mark_endings(source: SourceFile) -> None:
                 source.wrap(node, _depth(node)).before.append(f'$display("{name} called");')
 
 
-_LOOPS = {_K.ForLoopStatement, _K.LoopStatement, _K.DoWhileStatement, _K.ForeverStatement,
-          _K.ForeachLoopStatement}
+_LOOPS = {_K.ForLoopStatement, _K.LoopStatement, _K.DoWhileStatement, _K.ForeverStatement, _K.ForeachLoopStatement}
 _LOOP_STOPS = {_K.FunctionDeclaration, _K.TaskDeclaration, _K.ModuleDeclaration, _K.ParallelBlockStatement}
 
 
@@ -273,8 +293,14 @@ def _construct_bodies(construct: Any):
 
 def _in_procedure(node: Any) -> bool:
     while node is not None:
-        if node.kind in (_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock,
-                         _K.AlwaysLatchBlock):
+        if node.kind in (
+            _K.InitialBlock,
+            _K.FinalBlock,
+            _K.AlwaysBlock,
+            _K.AlwaysCombBlock,
+            _K.AlwaysFFBlock,
+            _K.AlwaysLatchBlock,
+        ):
             return True
         node = node.parent
     return False
@@ -327,15 +353,24 @@ def _port_names(port: Any) -> set[str]:
 
 def _input_port_names(root: Any) -> set[str]:
     """Names of non-ANSI ``input`` port declarations (``input [3:0] a; reg [3:0] a;``)."""
-    return {d.name.valueText for n in _walk(root)
-            if n.kind == _K.PortDeclaration and _direction(n.header) in ("input", "inout") and not _in_subroutine(n)
-            for d in n.declarators if isinstance(d, syntax.SyntaxNode)}
+    return {
+        d.name.valueText
+        for n in _walk(root)
+        if n.kind == _K.PortDeclaration and _direction(n.header) in ("input", "inout") and not _in_subroutine(n)
+        for d in n.declarators
+        if isinstance(d, syntax.SyntaxNode)
+    }
 
 
 def _net_names(root: Any) -> set[str]:
     """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)."""
-    return {d.name.valueText for n in _walk(root) if n.kind == _K.NetDeclaration
-            for d in n.declarators if isinstance(d, syntax.SyntaxNode)}
+    return {
+        d.name.valueText
+        for n in _walk(root)
+        if n.kind == _K.NetDeclaration
+        for d in n.declarators
+        if isinstance(d, syntax.SyntaxNode)
+    }
 
 
 def _continuously_driven(root: Any) -> set[str]:
@@ -350,8 +385,11 @@ def _continuously_driven(root: Any) -> set[str]:
         else:
             continue
         for expr in exprs:
-            names.update(n.identifier.valueText for n in [expr, *_walk(expr)]
-                         if n.kind in (_K.IdentifierName, _K.IdentifierSelectName))
+            names.update(
+                n.identifier.valueText
+                for n in [expr, *_walk(expr)]
+                if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)
+            )
     return names
 
 
@@ -369,11 +407,13 @@ def array_ports(source: SourceFile) -> list[tuple[str, str]]:
     (any instance's, and an SV testbench's DUT) keeps the sample on Verilator."""
     found = []
     for node in _walk(source.tree.root):
-        if node.kind in (_K.VariablePortHeader, _K.NetPortHeader) and not _in_subroutine(node) \
-                and _unpacked_port(node):
+        if node.kind in (_K.VariablePortHeader, _K.NetPortHeader) and not _in_subroutine(node) and _unpacked_port(node):
             port = node.parent
-            decls = [port.declarator] if port.kind == _K.ImplicitAnsiPort else \
-                [d for d in port.declarators if isinstance(d, syntax.SyntaxNode)]
+            decls = (
+                [port.declarator]
+                if port.kind == _K.ImplicitAnsiPort
+                else [d for d in port.declarators if isinstance(d, syntax.SyntaxNode)]
+            )
             found.extend((_module_name(node) or "", d.name.valueText) for d in decls)
     return found
 
@@ -395,5 +435,7 @@ def _unpacked_port(header: Any) -> bool:
 
 def _unpacked(decl: Any) -> bool:
     """Whether a data declaration declares an unpacked array."""
-    return any(isinstance(d, syntax.SyntaxNode) and any(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
-               for d in decl.declarators)
+    return any(
+        isinstance(d, syntax.SyntaxNode) and any(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
+        for d in decl.declarators
+    )

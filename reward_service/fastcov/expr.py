@@ -61,8 +61,9 @@ class _Check:
     flag: str
 
     def text(self, rename: dict[str, str] | None = None) -> str:
-        cond = " && ".join((rename or {}).get(src, src) if value else "!" + (rename or {}).get(src, src)
-                           for src, value in self.terms)
+        cond = " && ".join(
+            (rename or {}).get(src, src) if value else "!" + (rename or {}).get(src, src) for src, value in self.terms
+        )
         return f"if ({cond}) {self.flag}"
 
 
@@ -74,10 +75,10 @@ class _Settle:
     commits to the flags once the active region has settled (``#0``): the last run counts."""
 
     index: int
-    item: Any                 # the procedure (module item)
-    body: Any                 # its body statement
+    item: Any  # the procedure (module item)
+    body: Any  # its body statement
     in_generate: bool
-    pending: dict[str, tuple[str, str]] = field(default_factory=dict)   # flag -> (pending, set)
+    pending: dict[str, tuple[str, str]] = field(default_factory=dict)  # flag -> (pending, set)
 
     def set(self, flag: Flag) -> str:
         name = self.pending.setdefault(flag.name, (f"{PREFIX}expr_p{self.index}_{len(self.pending)}", flag.set))[0]
@@ -108,11 +109,11 @@ class _Target:
 
     how: str
     anchor: Any = None
-    depth: int = 0                 # begin blocks entered when the list began
+    depth: int = 0  # begin blocks entered when the list began
     loop: Any = None
     returns: list[Any] = field(default_factory=list)
-    checks: list[tuple[tuple, tuple[_Check, ...]]] = field(default_factory=list)   # (guard, checks)
-    visible: set = field(default_factory=set)   # begin blocks whose variables the checks can name
+    checks: list[tuple[tuple, tuple[_Check, ...]]] = field(default_factory=list)  # (guard, checks)
+    visible: set = field(default_factory=set)  # begin blocks whose variables the checks can name
     settle_in_generate: bool = False
 
 
@@ -134,8 +135,9 @@ class ExprKind:
             other = _Walker(unit, dry=True)
             other.scope(body, ())
             if {key for key, _ in other.points} != mine:
-                raise Unsupported(f"{unit.file}: module {unit.name} has other expression points with "
-                                  "other parameter values")
+                raise Unsupported(
+                    f"{unit.file}: module {unit.name} has other expression points with other parameter values"
+                )
         walker.flush()
 
 
@@ -145,19 +147,19 @@ KIND = ExprKind()
 class _Walker:
     def __init__(self, unit: ModuleUnit, dry: bool = False) -> None:
         self.u = unit
-        self.dry = dry    # only list the points (another parameter set's copy)
+        self.dry = dry  # only list the points (another parameter set's copy)
         self.off = _off_regions(unit.source.data)
         self.genvars: dict[Any, int] = {}
         self.low = Lowering(self._text, lambda tok: tok, lambda node: unit.location(node)[0], self.genvars)
         self.flags: dict[tuple, Flag] = {}
         self.targets: list[_Target] = []
-        self.settle: _Settle | None = None     # the combinational procedure being walked
+        self.settle: _Settle | None = None  # the combinational procedure being walked
         self.settles: list[_Settle] = []
         self._targets: dict[tuple, _Target] = {}
-        self.points: list[tuple[tuple[int, int, str], CoverExpr]] = []   # (line, column, comment)
+        self.points: list[tuple[tuple[int, int, str], CoverExpr]] = []  # (line, column, comment)
         #: variables declared in the begin blocks being walked: a check placed after such a
         #: block cannot name them (Verilator's hoisted variables can)
-        self.hidden: list[tuple[tuple, set]] = []   # (block, its variables)
+        self.hidden: list[tuple[tuple, set]] = []  # (block, its variables)
 
     # -- text and positions ---------------------------------------------------------------------
     def _text(self, node: Any, replaced: dict | None = None) -> str:
@@ -185,8 +187,9 @@ class _Walker:
                 found: list[VNode] = []
                 roots(self.low.build(m.initializer), found)
                 if found:
-                    raise Unsupported(f"{self.u.file}:{self.u.location(m.syntax)[0]}: a logical "
-                                      "expression in a variable initializer")
+                    raise Unsupported(
+                        f"{self.u.file}:{self.u.location(m.syntax)[0]}: a logical expression in a variable initializer"
+                    )
             elif k == _S.ProceduralBlock:
                 self.procedure(m, guard)
             elif k == _S.Subroutine:
@@ -209,7 +212,7 @@ class _Walker:
     def procedure(self, pb: Any, guard: tuple) -> None:
         body = pb.body
         comb = pb.procedureKind.name in ("AlwaysComb", "AlwaysLatch")
-        if body.kind == _T.Timed:   # always @(...) S: the checks go after S
+        if body.kind == _T.Timed:  # always @(...) S: the checks go after S
             self.timing(body.timing)
             comb = pb.procedureKind.name == "Always" and _level_sensitive(body.timing)
             body = body.stmt
@@ -345,17 +348,17 @@ class _Walker:
 
     # -- expressions ----------------------------------------------------------------------------
     def expression(self, e: Any, state: _State, target: _Target, guard: tuple) -> None:
-        if e.kind == _E.UnaryOp and e.op.name in _INC_DEC:   # i++ is i = i + 1
+        if e.kind == _E.UnaryOp and e.op.name in _INC_DEC:  # i++ is i = i + 1
             self.expression(e.operand, state, target, guard)
             return
-        if e.kind == _E.Call and not e.isSystemCall and e.type.isVoid:   # a task / void function call
+        if e.kind == _E.Call and not e.isSystemCall and e.type.isVoid:  # a task / void function call
             for arg in e.arguments:
                 self.expression(arg, state, target, guard)
             return
         if e.kind in (_E.EmptyArgument, _E.LValueReference):
             return
         if e.kind == _E.Assignment:
-            if e.isLValueArg:   # an output argument: only its lvalue's expressions
+            if e.isLValueArg:  # an output argument: only its lvalue's expressions
                 self.root_checks(self.low.build(e.left), state, target, guard)
                 return
             if e.isCompound:
@@ -384,14 +387,17 @@ class _Walker:
             return
         if target.how != "comb" and any(t.node.kind in ("call", "sys") for ce in points for t in ce.terms):
             # Verilator evaluates such a term once, where the expression is (a hoisted temporary)
-            raise Unsupported(f"{self.u.file}:{self.u.location(token)[0]}: a function call as an expression "
-                              "term in procedural code")
-        hidden = [names for block, names in self.hidden[target.depth:] if block not in target.visible]
+            raise Unsupported(
+                f"{self.u.file}:{self.u.location(token)[0]}: a function call as an expression term in procedural code"
+            )
+        hidden = [names for block, names in self.hidden[target.depth :] if block not in target.visible]
         if hidden:
             used = {sub.ident[1] for ce in points for t in ce.terms for sub in t.node.walk() if sub.ident}
             if used & set().union(*hidden):
-                raise Unsupported(f"{self.u.file}:{self.u.location(token)[0]}: expression term names a "
-                                  "variable of a begin block; Verilator counts it after the block")
+                raise Unsupported(
+                    f"{self.u.file}:{self.u.location(token)[0]}: expression term names a "
+                    "variable of a begin block; Verilator counts it after the block"
+                )
         line, column = self.u.location(token)
         if self.dry:
             self.points.extend(((line, column, ce.comment), ce) for ce in points)
@@ -466,8 +472,10 @@ class _Walker:
         has started; ``do ... while ((cond) ? __rs_expr_cN(1'b1, t0, ...) : 1'b0)``."""
         loop = t.loop
         if t.settle_in_generate:
-            raise Unsupported(f"{self.u.file}:{self.u.location(loop.syntax)[0]}: a loop's expression checks "
-                              "in a combinational always inside a generate block")
+            raise Unsupported(
+                f"{self.u.file}:{self.u.location(loop.syntax)[0]}: a loop's expression checks "
+                "in a combinational always inside a generate block"
+            )
         index = len(self.u.declarations)
         fn, en = f"{PREFIX}expr_c{index}", f"{PREFIX}expr_l{index}"
         guards = list(dict.fromkeys(g for g, _ in t.checks))
@@ -479,8 +487,9 @@ class _Walker:
             body.append(f"if (g{gi}) begin {texts} end")
         ports = [f"input bit g{i}" for i in range(len(guards))] + [f"input bit t{i}" for i in range(len(srcs))]
         result = "1'b0" if t.how == "for" else "1'b1"
-        self.u.declare(f"function automatic bit {fn}({', '.join(ports)}); {' '.join(body)} "
-                       f"return {result}; endfunction")
+        self.u.declare(
+            f"function automatic bit {fn}({', '.join(ports)}); {' '.join(body)} return {result}; endfunction"
+        )
         gates = [" && ".join(f"({n} == {v})" for n, v in g) or "1'b1" for g in guards]
         if t.how == "for":
             self.u.declare(f"bit {en};")
@@ -498,6 +507,7 @@ class _Walker:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
 
 def _terms(ce: CoverExpr, file: str) -> tuple[tuple[str, bool], ...]:
     out = []
@@ -555,8 +565,7 @@ def _stmt_list(s: Any) -> list[Any]:
 
 def _item_of(node: Any) -> Any:
     """The module item (``assign ...;`` / net declaration) holding a syntax node."""
-    while node is not None and node.kind not in (syntax.SyntaxKind.ContinuousAssign,
-                                                 syntax.SyntaxKind.NetDeclaration):
+    while node is not None and node.kind not in (syntax.SyntaxKind.ContinuousAssign, syntax.SyntaxKind.NetDeclaration):
         node = node.parent
     if node is None:
         raise Unsupported("continuous assignment without its item")
@@ -578,8 +587,12 @@ def _level_sensitive(timing: Any) -> bool:
 def _in_generate(node: Any) -> bool:
     node = node.parent
     while node is not None:
-        if node.kind in (syntax.SyntaxKind.GenerateBlock, syntax.SyntaxKind.LoopGenerate,
-                         syntax.SyntaxKind.IfGenerate, syntax.SyntaxKind.CaseGenerate):
+        if node.kind in (
+            syntax.SyntaxKind.GenerateBlock,
+            syntax.SyntaxKind.LoopGenerate,
+            syntax.SyntaxKind.IfGenerate,
+            syntax.SyntaxKind.CaseGenerate,
+        ):
             return True
         node = node.parent
     return False
@@ -589,7 +602,9 @@ def _in_procedure(sym: Any) -> bool:
     node = sym.syntax
     while node is not None:
         if isinstance(node, syntax.StatementSyntax) or node.kind in (
-                syntax.SyntaxKind.FunctionDeclaration, syntax.SyntaxKind.TaskDeclaration):
+            syntax.SyntaxKind.FunctionDeclaration,
+            syntax.SyntaxKind.TaskDeclaration,
+        ):
             return True
         node = node.parent
     return False

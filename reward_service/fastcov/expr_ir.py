@@ -32,24 +32,63 @@ LOGICAL_BIN = {"&&", "||", "->", "<->", "&", "|", "^"}
 LOGICAL_UN = {"!", "~", "red&", "red|", "red^"}
 
 _BINOPS = {
-    "Add": "+", "Subtract": "-", "Multiply": "*", "Divide": "/", "Mod": "%", "Power": "**",
-    "BinaryAnd": "&", "BinaryOr": "|", "BinaryXor": "^",
-    "Equality": "==", "Inequality": "!=", "CaseEquality": "===", "CaseInequality": "!==",
-    "WildcardEquality": "==?", "WildcardInequality": "!=?",
-    "GreaterThanEqual": ">=", "GreaterThan": ">", "LessThanEqual": "<=", "LessThan": "<",
-    "LogicalAnd": "&&", "LogicalOr": "||", "LogicalImplication": "->", "LogicalEquivalence": "<->",
-    "LogicalShiftLeft": "<<", "LogicalShiftRight": ">>", "ArithmeticShiftLeft": "<<",
+    "Add": "+",
+    "Subtract": "-",
+    "Multiply": "*",
+    "Divide": "/",
+    "Mod": "%",
+    "Power": "**",
+    "BinaryAnd": "&",
+    "BinaryOr": "|",
+    "BinaryXor": "^",
+    "Equality": "==",
+    "Inequality": "!=",
+    "CaseEquality": "===",
+    "CaseInequality": "!==",
+    "WildcardEquality": "==?",
+    "WildcardInequality": "!=?",
+    "GreaterThanEqual": ">=",
+    "GreaterThan": ">",
+    "LessThanEqual": "<=",
+    "LessThan": "<",
+    "LogicalAnd": "&&",
+    "LogicalOr": "||",
+    "LogicalImplication": "->",
+    "LogicalEquivalence": "<->",
+    "LogicalShiftLeft": "<<",
+    "LogicalShiftRight": ">>",
+    "ArithmeticShiftLeft": "<<",
 }
 _BOOL_OPERANDS = {"&&", "||", "->", "<->"}
-_UNOPS = {"Minus": "-", "BitwiseNot": "~", "LogicalNot": "!", "BitwiseAnd": "red&",
-          "BitwiseOr": "red|", "BitwiseXor": "red^"}
+_UNOPS = {
+    "Minus": "-",
+    "BitwiseNot": "~",
+    "LogicalNot": "!",
+    "BitwiseAnd": "red&",
+    "BitwiseOr": "red|",
+    "BitwiseXor": "red^",
+}
 _NEGATED_REDUCTIONS = {"BitwiseNand": "red&", "BitwiseNor": "red|", "BitwiseXnor": "red^"}
 #: System functions Verilator keeps as a call in a term (``isSystemFunc``: hoisted to a temp).
 _SYS_KEPT = {"$countones", "$onehot", "$onehot0", "$isunknown", "$clog2"}
 #: System functions whose node is not gate-optimizable: a term holding one is not eligible.
-_SYS_INELIGIBLE = {"$random", "$urandom", "$urandom_range", "$time", "$stime", "$realtime",
-                   "$fopen", "$feof", "$fgetc", "$fgets", "$test$plusargs", "$value$plusargs",
-                   "$sscanf", "$fscanf", "$system"}
+_SYS_INELIGIBLE = {
+    "$random",
+    "$urandom",
+    "$urandom_range",
+    "$time",
+    "$stime",
+    "$realtime",
+    "$fopen",
+    "$feof",
+    "$fgetc",
+    "$fgets",
+    "$test$plusargs",
+    "$value$plusargs",
+    "$sscanf",
+    "$fscanf",
+    "$system",
+}
 
 
 @dataclass(eq=False)
@@ -74,13 +113,13 @@ class VNode:
     loc: tuple[int, int] | None = None
     src: str | None = None
     ident: Any = None
-    basic_lo: int = 0            # lo() of the node's BasicDType (offset printed by a Sel)
+    basic_lo: int = 0  # lo() of the node's BasicDType (offset printed by a Sel)
     sel_width: int = 0
-    const_bits: str = ""         # msb first, '01xz'
-    auto: bool = True            # user function: automatic lifetime
-    param: tuple[int, bool, int] | None = None   # a parameter's (width, signed, value) as Verilator types it
-    width_min: int = 0           # < width: an unsized value (V3Width's widthMin), 0: sized
-    ineligible: str = ""         # why a term holding this node is not coverage-eligible
+    const_bits: str = ""  # msb first, '01xz'
+    auto: bool = True  # user function: automatic lifetime
+    param: tuple[int, bool, int] | None = None  # a parameter's (width, signed, value) as Verilator types it
+    width_min: int = 0  # < width: an unsized value (V3Width's widthMin), 0: sized
+    ineligible: str = ""  # why a term holding this node is not coverage-eligible
 
     @property
     def is_const(self) -> bool:
@@ -98,6 +137,7 @@ def const(width: int, value: int, signed: bool = False, loc=None, src: str | Non
 
 
 # -- V3EmitV ------------------------------------------------------------------------------------
+
 
 def emit(n: VNode) -> str:
     """The text ``V3EmitV::verilogForTree`` prints for ``n`` (formats of V3AstNodeExpr.h's
@@ -157,6 +197,7 @@ def emit_const(width: int, signed: bool, bits: str) -> str:
 
 # -- pyslang -> VNode (V3Width's lowering) ------------------------------------------------------
 
+
 class Lowering:
     """Builds :class:`VNode` trees from pyslang expressions of one module body.
 
@@ -191,7 +232,7 @@ class Lowering:
         n = self.build(e)
         if n.width == 1 or (n.width_min and n.width_min <= 1):
             return n
-        if n.is_const and not any(b in "xz" for b in n.const_bits):   # |const folds at once
+        if n.is_const and not any(b in "xz" for b in n.const_bits):  # |const folds at once
             return const(1, int("1" in n.const_bits), loc=n.loc, src=n.src)
         return reduce_or(n)
 
@@ -261,7 +302,7 @@ class Lowering:
 
     def _NamedValue(self, e: Any) -> VNode:
         sym = e.symbol
-        if e.type.isUnpackedArray:   # the array of an element select
+        if e.type.isUnpackedArray:  # the array of an element select
             width, signed = 0, False
         else:
             width, signed = self._type(e)
@@ -274,15 +315,22 @@ class Lowering:
             pkg = _package_of(sym)
             if pkg:
                 name = f"{pkg}::{name}"
-            return VNode("var", width, signed, name=name, loc=loc, src=self._src(e),
-                         ident=("enum", key))
+            return VNode("var", width, signed, name=name, loc=loc, src=self._src(e), ident=("enum", key))
         if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port):
             raise Unsupported(f"{self._where(e)}: reference to a {sym.kind.name} in an expression")
         name = sym.name
         if not name.isidentifier() and not name.replace("$", "_").isidentifier():
             raise Unsupported(f"{self._where(e)}: escaped identifier {name!r}")
-        n = VNode("var", width, signed, name=name, loc=loc, src=self._src(e) or name,
-                  ident=("param" if sym.kind == _S.Parameter else "var", key), basic_lo=_basic_lo(sym))
+        n = VNode(
+            "var",
+            width,
+            signed,
+            name=name,
+            loc=loc,
+            src=self._src(e) or name,
+            ident=("param" if sym.kind == _S.Parameter else "var", key),
+            basic_lo=_basic_lo(sym),
+        )
         if sym.kind == _S.Parameter:
             n.param = _param_value(sym)
             if _untyped(sym) and n.param is not None and n.param[0] == 32:
@@ -299,8 +347,7 @@ class Lowering:
     def _BinaryOp(self, e: Any) -> VNode:
         opname, loc, width, signed = self._operator(e)
         if opname == "BinaryXnor":  # parsed as ~(a ^ b)
-            inner = VNode("bin", width, signed, [self.build(e.left), self.build(e.right)], op="^",
-                          loc=loc, src=None)
+            inner = VNode("bin", width, signed, [self.build(e.left), self.build(e.right)], op="^", loc=loc, src=None)
             return VNode("un", width, signed, [inner], op="~", loc=loc, src=self._src(e))
         if opname == "ArithmeticShiftRight":
             op = ">>>" if e.left.type.isSigned else ">>"
@@ -314,7 +361,7 @@ class Lowering:
             kids = [self.build(e.left), self.build(e.right)]
         n = VNode("bin", width, signed, kids, op=op, loc=loc, src=self._src(e))
         if op in ("+", "-", "*", "/", "%", "&", "|", "^") and any(k.width_min for k in kids):
-            n.width_min = max(k.width_min or k.width for k in kids)   # V3Width's widthMin
+            n.width_min = max(k.width_min or k.width for k in kids)  # V3Width's widthMin
         return n
 
     def _UnaryOp(self, e: Any) -> VNode:
@@ -336,8 +383,14 @@ class Lowering:
             raise Unsupported(f"{self._where(e)}: a ?: with a pattern or several conditions")
         width, signed = self._type(e)
         syn = _unparen(e.syntax)
-        n = VNode("cond", width, signed, [self.boolean(conds[0].expr), self.build(e.left), self.build(e.right)],
-                  loc=self._tok_loc(syn.question) if syn is not None else None, src=self._src(e))
+        n = VNode(
+            "cond",
+            width,
+            signed,
+            [self.boolean(conds[0].expr), self.build(e.left), self.build(e.right)],
+            loc=self._tok_loc(syn.question) if syn is not None else None,
+            src=self._src(e),
+        )
         return n
 
     def _Conversion(self, e: Any) -> VNode:
@@ -370,8 +423,14 @@ class Lowering:
         if not items:
             raise Unsupported(f"{self._where(e)}: empty concatenation")
         syn = _unparen(e.syntax)
-        return VNode("concat", width, False, items,
-                     loc=self._tok_loc(syn.openBrace) if syn is not None else None, src=self._src(e))
+        return VNode(
+            "concat",
+            width,
+            False,
+            items,
+            loc=self._tok_loc(syn.openBrace) if syn is not None else None,
+            src=self._src(e),
+        )
 
     def _Replication(self, e: Any) -> VNode:
         width, _ = self._type(e)
@@ -382,9 +441,14 @@ class Lowering:
         concat = e.concat
         items = [self.build(x) for x in concat.operands]
         syn = _unparen(e.syntax)
-        return VNode("replicate", width, False, [count, *items],
-                     loc=self._tok_loc(syn.concatenation.openBrace) if syn is not None else None,
-                     src=self._src(e))
+        return VNode(
+            "replicate",
+            width,
+            False,
+            [count, *items],
+            loc=self._tok_loc(syn.concatenation.openBrace) if syn is not None else None,
+            src=self._src(e),
+        )
 
     # selects ------------------------------------------------------------------------------------
     def _ElementSelect(self, e: Any) -> VNode:
@@ -438,7 +502,7 @@ class Lowering:
         loc = _select_loc(self, e)
         kind = e.selectionKind.name
         selwidth = max(1, hi_bound.bit_length())
-        if rng.left < rng.right:   # ascending: V3WidthSel counts from hi, unfolded
+        if rng.left < rng.right:  # ascending: V3WidthSel counts from hi, unfolded
             if kind == "Simple":
                 lsb = _from_high(hi_bound, self.build(e.right))
             elif kind == "IndexedUp":
@@ -446,15 +510,16 @@ class Lowering:
             else:
                 lsb = _from_high(hi_bound, self.build(e.left))
             lsb = fit(lsb, selwidth)
-            return VNode("sel", width, False, [frm, lsb], sel_width=width, loc=loc,
-                         src=self._select_src(e, frm, lsb, width))
+            return VNode(
+                "sel", width, False, [frm, lsb], sel_width=width, loc=loc, src=self._select_src(e, frm, lsb, width)
+            )
         if kind == "Simple":
             left, right = _const_int(e.left), _const_int(e.right)
             lsb = const(32, min(left, right) - lo_bound)
         else:
             base = self.build(e.left)
             w = _const_int(e.right)
-            base = constify(base)   # V3WidthSel constant-folds the base of +: / -:
+            base = constify(base)  # V3WidthSel constant-folds the base of +: / -:
             if kind == "IndexedUp":
                 if base.is_const:
                     lsb = const(32, int(base.const_bits, 2) - lo_bound)
@@ -469,8 +534,9 @@ class Lowering:
                     raise Unsupported(f"{self._where(e)}: -: select of a range with lo != 0")
                 else:
                     lsb = fit(_minus(base, w - 1), selwidth)
-        return VNode("sel", width, False, [frm, lsb], sel_width=width, loc=loc,
-                     src=self._select_src(e, frm, lsb, width))
+        return VNode(
+            "sel", width, False, [frm, lsb], sel_width=width, loc=loc, src=self._select_src(e, frm, lsb, width)
+        )
 
     def _MemberAccess(self, e: Any) -> VNode:
         value_t = e.value.type.canonicalType
@@ -483,8 +549,9 @@ class Lowering:
             raise Unsupported(f"{self._where(e)}: member of a packed union")
         if value_t.isStruct and value_t.isIntegral:  # packed struct: a Sel of the member's bits
             frm.basic_lo = 0
-            return VNode("sel", width, signed, [frm, const(32, member.bitOffset)], sel_width=width,
-                         loc=loc, src=self._src(e))
+            return VNode(
+                "sel", width, signed, [frm, const(32, member.bitOffset)], sel_width=width, loc=loc, src=self._src(e)
+            )
         return VNode("structsel", width, signed, [frm], name=member.name, loc=loc, src=self._src(e))
 
     # calls --------------------------------------------------------------------------------------
@@ -498,13 +565,20 @@ class Lowering:
             if name in ("$signed", "$unsigned"):
                 return self.build(args[0])
             if name in _SYS_INELIGIBLE:
-                return VNode("sys", width, signed, [], name=name, loc=loc, src=self._src(e),
-                             ineligible=f"{name} is not coverage-eligible")
+                return VNode(
+                    "sys",
+                    width,
+                    signed,
+                    [],
+                    name=name,
+                    loc=loc,
+                    src=self._src(e),
+                    ineligible=f"{name} is not coverage-eligible",
+                )
             if name in _SYS_KEPT:
                 if all(a.kind in (_E.IntegerLiteral, _E.UnbasedUnsizedIntegerLiteral) for a in args):
                     raise Unsupported(f"{self._where(e)}: {name} of a literal in expression coverage")
-                return VNode("sys", width, signed, [self.build(a) for a in args], name=name, loc=loc,
-                             src=self._src(e))
+                return VNode("sys", width, signed, [self.build(a) for a in args], name=name, loc=loc, src=self._src(e))
             raise Unsupported(f"{self._where(e)}: system function {name} in expression coverage")
         sub = e.subroutine
         auto = sub.defaultLifetime.name == "Automatic"
@@ -521,12 +595,14 @@ class Lowering:
             if item.kind == _E.ValueRange:
                 lo_n = self._compare(left, item.left, ">=")
                 hi_n = self._compare(left, item.right, "<=")
-                piece = VNode("bin", 1, False, [lo_n, hi_n], op="&&", loc=lo_n.loc,
-                              src=f"({lo_n.src} && {hi_n.src})")
+                piece = VNode("bin", 1, False, [lo_n, hi_n], op="&&", loc=lo_n.loc, src=f"({lo_n.src} && {hi_n.src})")
             else:
                 piece = self._compare(left, item, "==?")
-            out = piece if out is None else VNode("bin", 1, False, [out, piece], op="||", loc=loc,
-                                                  src=f"({out.src} || {piece.src})")
+            out = (
+                piece
+                if out is None
+                else VNode("bin", 1, False, [out, piece], op="||", loc=loc, src=f"({out.src} || {piece.src})")
+            )
         if out is None:
             raise Unsupported(f"{self._where(e)}: empty inside list")
         out.src = self._src(e)
@@ -544,6 +620,7 @@ class Lowering:
 
 
 # -- shared lowering helpers --------------------------------------------------------------------
+
 
 def reduce_or(n: VNode) -> VNode:
     """V3Width's ``fixWidthReduce``: a multi-bit value in a boolean context becomes ``|x``
@@ -578,10 +655,19 @@ def constify(n: VNode) -> VNode:
             rv -= 1 << right.width
         if n.op in ("/", "%") and rv == 0:
             raise Unsupported("division by zero in a constant expression")
-        value = {"+": lv + rv, "-": lv - rv, "*": lv * rv, "<<": lv << rv, ">>": lv >> rv,
-                 "/": int(lv / rv) if rv else 0, "%": lv - rv * int(lv / rv) if rv else 0,
-                 "&": lv & rv, "|": lv | rv, "^": lv ^ rv}[n.op]
-        return const(n.width, value, False, loc=n.loc, src=n.src)   # V3Const folds to unsigned
+        value = {
+            "+": lv + rv,
+            "-": lv - rv,
+            "*": lv * rv,
+            "<<": lv << rv,
+            ">>": lv >> rv,
+            "/": int(lv / rv) if rv else 0,
+            "%": lv - rv * int(lv / rv) if rv else 0,
+            "&": lv & rv,
+            "|": lv | rv,
+            "^": lv ^ rv,
+        }[n.op]
+        return const(n.width, value, False, loc=n.loc, src=n.src)  # V3Const folds to unsigned
     if n.op not in ("+", "-", "*", "<<", ">>"):
         raise Unsupported(f"a parameter in {emit(n)}, an expression Verilator constant-folds")
     if n.op in ("+", "*") and right.is_const and not left.is_const:
@@ -589,8 +675,9 @@ def constify(n: VNode) -> VNode:
     if n.op == "*" and left.is_const:
         value = int(left.const_bits, 2)
         if value > 1 and value & (value - 1) == 0 and not (left.signed and left.const_bits[0] == "1"):
-            return VNode("bin", n.width, n.signed, [right, const(32, value.bit_length() - 1)], op="<<",
-                         loc=n.loc, src=n.src)
+            return VNode(
+                "bin", n.width, n.signed, [right, const(32, value.bit_length() - 1)], op="<<", loc=n.loc, src=n.src
+            )
     return VNode("bin", n.width, n.signed, [left, right], op=n.op, loc=n.loc, src=n.src)
 
 
@@ -646,7 +733,7 @@ def _resized_const(n: VNode, width: int) -> VNode:
 
 
 def _truncate(n: VNode, width: int) -> VNode:
-    src = f"$unsigned({width}'({n.src}))" if n.src is not None else None   # a Sel is unsigned
+    src = f"$unsigned({width}'({n.src}))" if n.src is not None else None  # a Sel is unsigned
     return VNode("sel", width, False, [n, const(32, 0)], sel_width=width, loc=n.loc, src=src)
 
 
@@ -677,8 +764,7 @@ def _check_vector(low: Lowering, e: Any, t: Any) -> None:
     ct = t.canonicalType
     if not t.hasFixedRange or not ct.isIntegral or ct.isStruct or ct.isPackedUnion:
         raise Unsupported(f"{low._where(e)}: select of a {t}")
-    if ct.kind.name == "PackedArrayType" and ct.arrayElementType is not None \
-            and ct.arrayElementType.bitWidth != 1:
+    if ct.kind.name == "PackedArrayType" and ct.arrayElementType is not None and ct.arrayElementType.bitWidth != 1:
         raise Unsupported(f"{low._where(e)}: select of a multi-dimensional packed array")
 
 
@@ -732,7 +818,7 @@ def _param_value(sym: Any) -> tuple[int, bool, int] | None:
     value = const_int_value(sym.value)
     if not _untyped(sym):
         return sym.type.bitWidth, bool(sym.type.isSigned), value
-    if sym.initializer is None:   # (an override's expression when overridden)
+    if sym.initializer is None:  # (an override's expression when overridden)
         return None
     typed = _folded_type(sym.initializer)
     return (*typed, value) if typed is not None else None
@@ -764,8 +850,7 @@ def _min_bits(bits: str) -> int:
 
 def _untyped(sym: Any) -> bool:
     t = sym.declaredType.typeSyntax
-    return t is None or (t.kind.name == "ImplicitType" and not _token_text(t.signing)
-                         and len(list(t.dimensions)) == 0)
+    return t is None or (t.kind.name == "ImplicitType" and not _token_text(t.signing) and len(list(t.dimensions)) == 0)
 
 
 def _token_text(token: Any) -> str:

@@ -27,7 +27,7 @@ class _Abort(Exception):
 class Term:
     node: VNode
     objective: bool
-    text: str               # V3EmitV text of the node
+    text: str  # V3EmitV text of the node
 
     @property
     def var(self):
@@ -73,7 +73,7 @@ def roots(n: VNode, out: list[VNode]) -> None:
         return  # a wider &, |, ^, ~ is not looked into at all
     if k == "un" and op.startswith("red"):
         w = n.kids[0].width
-        if (2 ** w if op == "red^" else w + 1) > MAX_EXPRS:
+        if (2**w if op == "red^" else w + 1) > MAX_EXPRS:
             return
         roots(unroll(n), out)
         return
@@ -102,6 +102,7 @@ def unroll(n: VNode) -> VNode:
 
 # -- the seeking visitor ----------------------------------------------------------------------
 
+
 def _seek(n: VNode, obj: bool) -> list[list[Term]]:
     k, op = n.kind, n.op
     if k == "bin" and op in ("||", "|"):
@@ -118,7 +119,7 @@ def _seek(n: VNode, obj: bool) -> list[list[Term]]:
         return _seek(n.kids[0], not obj)
     if k == "un" and op.startswith("red"):
         w = n.kids[0].width
-        if (2 ** w if op == "red^" else w + 1) > MAX_EXPRS:
+        if (2**w if op == "red^" else w + 1) > MAX_EXPRS:
             raise _Abort
         return _seek(unroll(n), obj)
     if k == "cond":

@@ -21,12 +21,18 @@ from reward_service import hdl
 from reward_service.fastcov import emulate
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.unit import (
-    FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, PointSpec, SourceFile, Unsupported, instance_bodies,
+    FLAG_FILE,
+    PREFIX,
+    TOKEN_PLACEHOLDER,
+    ModuleUnit,
+    PointSpec,
+    SourceFile,
+    Unsupported,
+    instance_bodies,
 )
 
 log = logging.getLogger(__name__)
 _K = syntax.SyntaxKind
-
 
 
 def _kinds(metrics: tuple[str, ...] | None = None) -> list[Any]:
@@ -39,6 +45,7 @@ def _kinds(metrics: tuple[str, ...] | None = None) -> list[Any]:
     except ImportError:
         pass
     from reward_service.fastcov.toggle import ToggleKind
+
     kinds.append(ToggleKind())
     if metrics is not None:
         kinds = [k for k in kinds if set(k.metrics) & set(metrics)]
@@ -53,7 +60,7 @@ class ModuleTable:
     module: str
     file: str
     points: list[PointSpec]
-    scopes: list[int]           # scope index per point (0: module level)
+    scopes: list[int]  # scope index per point (0: module level)
     n_scopes: int
     toggles: list[Any] = field(default_factory=list)
 
@@ -98,7 +105,8 @@ def modules_of(source: SourceFile) -> list[Any]:
         if m.kind in (_K.InterfaceDeclaration, _K.ClassDeclaration, _K.ProgramDeclaration):
             raise Unsupported(f"{source.name}: {m.kind.name} in the design is not instrumented")
         if m.kind == _K.PackageDeclaration and any(
-                c.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) for c in m.members):
+            c.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) for c in m.members
+        ):
             raise Unsupported(f"{source.name}: functions in a package are not instrumented")
     return [m for m in members if m.kind == _K.ModuleDeclaration]
 
@@ -106,9 +114,13 @@ def modules_of(source: SourceFile) -> list[Any]:
 EMULATIONS = ("two_state", "zero_init")
 
 
-def instrument(design: dict[str, str], metrics: tuple[str, ...] | None = None,
-               emulation: str = "two_state", toplevel: str | None = None,
-               context: dict[str, str] | None = None) -> Instrumented:
+def instrument(
+    design: dict[str, str],
+    metrics: tuple[str, ...] | None = None,
+    emulation: str = "two_state",
+    toplevel: str | None = None,
+    context: dict[str, str] | None = None,
+) -> Instrumented:
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
     point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
     (``two_state`` for SV testbenches, ``zero_init`` for cocotb with HDL ``toplevel``; see
@@ -171,8 +183,9 @@ def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]
     return out, skipped
 
 
-def _emulate(source: SourceFile, emulation: str, toplevel: str | None = None,
-             bodies: dict[str, Any] | None = None) -> None:
+def _emulate(
+    source: SourceFile, emulation: str, toplevel: str | None = None, bodies: dict[str, Any] | None = None
+) -> None:
     if emulation == "two_state":
         emulate.two_state(source)
     else:  # cocotb: 4-state, zeroed; inputs of modules below the toplevel 2-state (X -> 0)
@@ -192,7 +205,7 @@ def _instance_bodies(compilation: Any, strict: bool = False) -> dict[str, Any]:
     try:
         for body in instance_bodies(compilation):
             bodies.setdefault(body.definition.name, body)
-    except Exception as exc:  # noqa: BLE001 - elaboration problems only cost the semantic model
+    except Exception as exc:
         if strict:
             raise Unsupported(f"pyslang cannot elaborate the design with the testbench: {exc}") from exc
         log.debug("pyslang elaboration failed: %s", exc)
@@ -200,12 +213,28 @@ def _instance_bodies(compilation: Any, strict: bool = False) -> dict[str, Any]:
 
 
 #: Syntax whose expressions are evaluated at elaboration (constant context).
-_CONSTANT_CONTEXTS = {_K.ParameterDeclaration, _K.TypeParameterDeclaration, _K.ParameterDeclarationStatement,
-                      _K.TypedefDeclaration, _K.VariableDimension, _K.ParameterValueAssignment,
-                      _K.GenvarDeclaration}
-_RUNTIME_CONTEXTS = {_K.ContinuousAssign, _K.FunctionDeclaration, _K.TaskDeclaration, _K.InitialBlock,
-                     _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock, _K.AlwaysLatchBlock,
-                     _K.NetDeclaration, _K.HierarchicalInstance}
+_CONSTANT_CONTEXTS = {
+    _K.ParameterDeclaration,
+    _K.TypeParameterDeclaration,
+    _K.ParameterDeclarationStatement,
+    _K.TypedefDeclaration,
+    _K.VariableDimension,
+    _K.ParameterValueAssignment,
+    _K.GenvarDeclaration,
+}
+_RUNTIME_CONTEXTS = {
+    _K.ContinuousAssign,
+    _K.FunctionDeclaration,
+    _K.TaskDeclaration,
+    _K.InitialBlock,
+    _K.FinalBlock,
+    _K.AlwaysBlock,
+    _K.AlwaysCombBlock,
+    _K.AlwaysFFBlock,
+    _K.AlwaysLatchBlock,
+    _K.NetDeclaration,
+    _K.HierarchicalInstance,
+}
 
 
 def _constant_call(call: Any) -> bool:
@@ -228,10 +257,16 @@ def _split_constant_functions(unit: ModuleUnit) -> frozenset[str]:
     ``__rs_c_<name>`` (Icarus cannot evaluate a constant function that writes module variables,
     and Verilator does not count elaboration-time calls); those calls are redirected to it.
     Returns the names of the copied functions."""
-    funcs = {f.prototype.name.getLastToken().valueText: f for f in _walk(unit.syntax)
-             if f.kind == _K.FunctionDeclaration}
-    calls = [c for c in _walk(unit.syntax) if c.kind == _K.InvocationExpression
-             and c.left.kind == _K.IdentifierName and c.left.identifier.valueText in funcs]
+    funcs = {
+        f.prototype.name.getLastToken().valueText: f for f in _walk(unit.syntax) if f.kind == _K.FunctionDeclaration
+    }
+    calls = [
+        c
+        for c in _walk(unit.syntax)
+        if c.kind == _K.InvocationExpression
+        and c.left.kind == _K.IdentifierName
+        and c.left.identifier.valueText in funcs
+    ]
     constant = {c.left.identifier.valueText for c in calls if _constant_call(c)}
     pending = list(constant)
     while pending:  # functions called by constant functions are constant too
@@ -316,9 +351,18 @@ def _finish_module(unit: ModuleUnit) -> ModuleTable:
     params = _parameters(unit)
     param_fmt = ",".join("%0d" for _ in params) or "-"
     param_args = "".join(f", {p}" for p in params)
-    unit.tail.insert(0, f'final begin {PREFIX}fd = $fopen("{FLAG_FILE}", "a"); '
-                        f'$fwrite({PREFIX}fd, "{TOKEN_PLACEHOLDER} F {unit.name} %m {param_fmt} %b %b\\n"{param_args}, '
-                        f'{bits}, {scope_bits}); $fclose({PREFIX}fd); end')
+    unit.tail.insert(
+        0,
+        f'final begin {PREFIX}fd = $fopen("{FLAG_FILE}", "a"); '
+        f'$fwrite({PREFIX}fd, "{TOKEN_PLACEHOLDER} F {unit.name} %m {param_fmt} %b %b\\n"{param_args}, '
+        f"{bits}, {scope_bits}); $fclose({PREFIX}fd); end",
+    )
     unit.insert_before(unit.syntax.endmodule, f"int {PREFIX}fd; " + " ".join(unit.tail) + " ")
-    return ModuleTable(module=unit.name, file=unit.file, points=[f.spec for f in flags], scopes=[f.scope for f in flags],
-                       n_scopes=n_scopes, toggles=list(getattr(unit, "toggles", [])))
+    return ModuleTable(
+        module=unit.name,
+        file=unit.file,
+        points=[f.spec for f in flags],
+        scopes=[f.scope for f in flags],
+        n_scopes=n_scopes,
+        toggles=list(getattr(unit, "toggles", [])),
+    )

@@ -104,7 +104,7 @@ def _values(design: dict[str, str], testbench: dict[str, str]) -> tuple[dict, di
     try:
         _, compilation = parse(dut, tb)
         return own, instance_values(compilation)
-    except Exception as exc:  # noqa: BLE001 - Unsupported (syntax, an `include) or an elaboration failure
+    except Exception as exc:
         reason = _textual_override(own, testbench)
         if reason is not None:
             raise Unsupported(reason) from exc
@@ -122,6 +122,8 @@ def _textual_override(own: dict[str, Any], testbench: dict[str, str]) -> str | N
             return f"{name} uses defparam (not elaborated here), so the DUT's parameters may differ"
         for module in own:
             if re.search(rf"\b{re.escape(module)}\s*[#`]", code):
-                return (f"{name} instantiates {module} with parameters (not elaborated here), "
-                        "so the DUT's parameters may differ")
+                return (
+                    f"{name} instantiates {module} with parameters (not elaborated here), "
+                    "so the DUT's parameters may differ"
+                )
     return None

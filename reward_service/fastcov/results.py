@@ -45,8 +45,12 @@ def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint
     (``hier`` is the instance's path, ``identity`` set); lines without the run's ``token`` are
     ignored. Raises :class:`FlagFileError` when no line has it, ``ValueError`` on a malformed
     line of this run."""
-    return [CoveragePoint(metric=i.metric, file=i.file, line=i.line, detail=i.detail, hier=i.hier,
-                          count=i.count, identity=i.identity) for i in read_items(text, token, inst)]
+    return [
+        CoveragePoint(
+            metric=i.metric, file=i.file, line=i.line, detail=i.detail, hier=i.hier, count=i.count, identity=i.identity
+        )
+        for i in read_items(text, token, inst)
+    ]
 
 
 def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
@@ -69,8 +73,12 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
             for spec, scope, bit in zip(table.points, table.scopes, bits[1:]):
                 if scope and scopes[scope] != "1":
                     continue  # the generate block holding the point is not in this instance
-                _add(items, (spec.file, spec.line, spec.column, spec.metric, spec.module, spec.comment, params),
-                     path, int(bit == "1"))
+                _add(
+                    items,
+                    (spec.file, spec.line, spec.column, spec.metric, spec.module, spec.comment, params),
+                    path,
+                    int(bit == "1"),
+                )
         elif words[1] == "T" and len(words) == 10:
             toggles.append(words[2:])
         else:
@@ -91,8 +99,9 @@ def _add(items: dict, key: tuple, hier: str, count: int) -> None:
     item.count += count
 
 
-def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, dict[str, str]],
-                   inst: Instrumented) -> None:
+def _toggle_points(
+    items: dict, lines: list[list[str]], instances: dict[str, dict[str, str]], inst: Instrumented
+) -> None:
     # group the element lines of one signal of one instance (and generate scope): the width
     # limit applies to the signal as a whole
     groups: dict[tuple[str, str, str, int], list[tuple[str, int, int, str, str]]] = {}
@@ -100,9 +109,8 @@ def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, dic
         owner = _instance_of(path, list(instances.get(module, {})))
         if owner is None:
             continue  # an instance whose module line is missing (cannot happen on an ending)
-        scope = ".".join(seg for seg in path[len(owner) + 1:].split(".") if seg and not seg.startswith(PREFIX))
-        groups.setdefault((module, owner, scope, int(index)), []).append(
-            (element, int(left), int(right), rise, fall))
+        scope = ".".join(seg for seg in path[len(owner) + 1 :].split(".") if seg and not seg.startswith(PREFIX))
+        groups.setdefault((module, owner, scope, int(index)), []).append((element, int(left), int(right), rise, fall))
     for (module, owner, scope, index), elements in sorted(groups.items()):
         table = inst.tables[module]
         sig = table.toggles[index]
@@ -117,8 +125,20 @@ def _toggle_points(items: dict, lines: list[list[str]], instances: dict[str, dic
             for p, bit in enumerate(names):
                 pos = len(rise) - 1 - p
                 for edge, bits in (("0->1", rise), ("1->0", fall)):
-                    _add(items, (table.file, sig.line, sig.column, "toggle", module, f"{name}{suffix}{bit}:{edge}",
-                                 instances[module][owner]), owner, int(bits[pos] == "1"))
+                    _add(
+                        items,
+                        (
+                            table.file,
+                            sig.line,
+                            sig.column,
+                            "toggle",
+                            module,
+                            f"{name}{suffix}{bit}:{edge}",
+                            instances[module][owner],
+                        ),
+                        owner,
+                        int(bits[pos] == "1"),
+                    )
 
 
 def _element_key(element: str) -> tuple[int, ...]:
@@ -131,4 +151,3 @@ def _instance_of(path: str, paths: list[str]) -> str | None:
         if (path == p or path.startswith(p + ".")) and (best is None or len(p) > len(best)):
             best = p
     return best
-

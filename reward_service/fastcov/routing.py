@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import logging
 import random
+import re
 import time
+
 from reward_service import hdl
 from reward_service.fastcov.backend import (
-    FastSimulator, ParameterContext, all_metrics, build_unsupported, instrumented,
+    FastSimulator,
+    ParameterContext,
+    all_metrics,
+    build_unsupported,
+    instrumented,
 )
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.unit import Unsupported
@@ -74,8 +79,10 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
     ports = _connected_array_ports(prepared)
     if ports:
         shown = ", ".join(f"{m}.{n}" for m, n in ports[:3]) + (" ..." if len(ports) > 3 else "")
-        return None, (f"Icarus 11 does not connect unpacked-array ports ({shown}): their values would "
-                      f"read X on the other side{SCORED_ON_VERILATOR}")
+        return None, (
+            f"Icarus 11 does not connect unpacked-array ports ({shown}): their values would "
+            f"read X on the other side{SCORED_ON_VERILATOR}"
+        )
     from reward_service.fastcov.screen import reads_files
 
     reading = reads_files(prepared.stimulus)
@@ -87,8 +94,11 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
         from reward_service.fastcov.params import testbench_values
 
         files = dict(prepared.stimulus.files)
-        testbench = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)
-                     and not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+        testbench = {
+            n: t
+            for n, t in files.items()
+            if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
+        }
         try:
             signature = testbench_values(dict(prepared.design.files), files)
         except Unsupported as exc:
@@ -114,8 +124,9 @@ def simulate(prepared: Prepared, timings: dict[str, float], run: Simulate, setti
     return scored
 
 
-def attempt(prepared: Prepared, timings: dict[str, float], run: Simulate,
-            settings: Settings) -> tuple[Scored | None, str | None]:
+def attempt(
+    prepared: Prepared, timings: dict[str, float], run: Simulate, settings: Settings
+) -> tuple[Scored | None, str | None]:
     """The fast path's own part of :func:`simulate`: ``(scored, None)`` when the fast path
     scored the sample (shadow check included), ``(None, reason)`` when it goes to Verilator
     (the reason becomes the result's ``fallback``). Nothing runs on Verilator here
@@ -156,8 +167,11 @@ def attempt(prepared: Prepared, timings: dict[str, float], run: Simulate,
 def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
     """The design's unpacked-array ports that a run would connect: all of them, except those
     of a cocotb toplevel (cocotb reads the toplevel's own signals, no port between)."""
-    files = {n: t for n, t in prepared.design.files.items()
-             if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)}
+    files = {
+        n: t
+        for n, t in prepared.design.files.items()
+        if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
+    }
     toplevel = getattr(prepared.stimulus, "toplevel", None) if prepared.stimulus.kind == "cocotb" else None
     return [p for p in _array_ports(json.dumps(files, sort_keys=True)) if p[0] != toplevel]
 
@@ -214,11 +228,19 @@ def shadow_check(prepared: Prepared, fast: Scored, run: Simulate) -> ShadowCheck
         return ShadowCheck(agreed=False, message=f"Verilator run {reference.status.value}: {reference.message[:200]}")
     metrics = set(all_metrics()) & set(prepared.request.coverage.metrics)
     diff = diff_points(fast.points, scored.points, metrics)
-    check = ShadowCheck(agreed=diff.equal, differences=len(diff.only_fast) + len(diff.only_reference),
-                        metrics=diff.per_metric(), message=diff.describe(3) or None)
+    check = ShadowCheck(
+        agreed=diff.equal,
+        differences=len(diff.only_fast) + len(diff.only_reference),
+        metrics=diff.per_metric(),
+        message=diff.describe(3) or None,
+    )
     if not diff.equal:
-        log.warning("fastcov shadow check disagrees (%d points: %s); inputs: %s", check.differences,
-                    check.message, json.dumps({"design": prepared.design.files,
-                                               "stimulus": prepared.stimulus.files,
-                                               "metrics": sorted(metrics)})[:200_000])
+        log.warning(
+            "fastcov shadow check disagrees (%d points: %s); inputs: %s",
+            check.differences,
+            check.message,
+            json.dumps(
+                {"design": prepared.design.files, "stimulus": prepared.stimulus.files, "metrics": sorted(metrics)}
+            )[:200_000],
+        )
     return check

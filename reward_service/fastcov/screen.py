@@ -43,7 +43,7 @@ def reads_files(stimulus: Any) -> str | None:
             if call.group("s"):
                 continue  # "$fopen(" inside a string literal
             end = code.find(";", call.end())
-            mode = _fopen_mode(code[call.end():end if end >= 0 else len(code)])
+            mode = _fopen_mode(code[call.end() : end if end >= 0 else len(code)])
             if mode is not None and ("r" in mode or "+" in mode or mode == "?"):
                 return f"{name} opens a file for reading (`$fopen` mode {mode if mode != '?' else 'not a literal'})"
     return None
@@ -66,6 +66,6 @@ def _fopen_mode(args: str) -> str | None:
             comma = i
     if comma < 0:
         return None
-    mode = args[comma + 1:].strip()
+    mode = args[comma + 1 :].strip()
     literal = hdl.STRING_LITERAL.fullmatch(mode)
     return mode[1:-1] if literal else "?"

@@ -40,11 +40,11 @@ class ToggleSignal:
     name: str
     line: int
     column: int
-    scoped: bool = False         # declared in a generate block (named by its runtime scope)
+    scoped: bool = False  # declared in a generate block (named by its runtime scope)
     scalar: bool = False
     bits: list[str] | None = None
     dims: list[tuple[str, str]] = field(default_factory=list)  # unpacked (low, high) expressions
-    width: str | None = None     # constant expression of the element's width (None: 1 bit)
+    width: str | None = None  # constant expression of the element's width (None: 1 bit)
 
     def bit_names(self, left: int, right: int) -> list[str]:
         """Names (after the signal name and element suffix) of bits 0 (LSB) .. width-1."""
@@ -212,13 +212,19 @@ def _packed_dims(unit: ModuleUnit, decl: Any) -> tuple[str, str, str] | None:
         owner = owner.parent
     if owner is None:
         return None
-    dtype = owner.header.dataType if hasattr(owner, "header") and hasattr(owner.header, "dataType") \
+    dtype = (
+        owner.header.dataType
+        if hasattr(owner, "header") and hasattr(owner.header, "dataType")
         else getattr(owner, "type", None)
+    )
     if dtype is None or dtype.kind not in (_K.RegType, _K.LogicType, _K.BitType, _K.ImplicitType):
         return None
     dims = [d for d in dtype.dimensions if isinstance(d, syntax.SyntaxNode)]
-    if len(dims) != 1 or dims[0].specifier.kind != _K.RangeDimensionSpecifier \
-            or dims[0].specifier.selector.kind != _K.SimpleRangeSelect:
+    if (
+        len(dims) != 1
+        or dims[0].specifier.kind != _K.RangeDimensionSpecifier
+        or dims[0].specifier.selector.kind != _K.SimpleRangeSelect
+    ):
         return None
     sel = dims[0].specifier.selector
     return unit.source.slice(dims[0]), unit.source.slice(sel.left), unit.source.slice(sel.right)
@@ -236,15 +242,19 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
     left_right = "0, 0" if (sig.scalar or sig.bits is not None) else f"$left({c}), $right({c})"
     element, element_args = ("-", "") if not genvars else (",".join("%0d" for _ in genvars), ", " + ", ".join(genvars))
     fd = f"{PREFIX}fd{i}"
-    body = (f"int {fd}; {shadow} {c}, {p}, {r}, {f}; "
-            f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); #0; end "
-            f"final begin {fd} = $fopen(\"{FLAG_FILE}\", \"a\"); "
-            f"$fwrite({fd}, \"{TOKEN_PLACEHOLDER} T {unit.name} {i} {element} %m %0d %0d %b %b\\n\"{element_args}, "
-            f"{left_right}, {r}, {f}); $fclose({fd}); end")
+    body = (
+        f"int {fd}; {shadow} {c}, {p}, {r}, {f}; "
+        f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); #0; end "
+        f'final begin {fd} = $fopen("{FLAG_FILE}", "a"); '
+        f'$fwrite({fd}, "{TOKEN_PLACEHOLDER} T {unit.name} {i} {element} %m %0d %0d %b %b\\n"{element_args}, '
+        f"{left_right}, {r}, {f}); $fclose({fd}); end"
+    )
     for d in reversed(range(len(genvars))):
         lo, hi = sig.dims[d]
-        body = (f"for (genvar {genvars[d]} = {lo}; {genvars[d]} <= {hi}; {genvars[d]} = {genvars[d]} + 1) "
-                f"begin : {PREFIX}a{i}_{d} {body} end")
+        body = (
+            f"for (genvar {genvars[d]} = {lo}; {genvars[d]} <= {hi}; {genvars[d]} = {genvars[d]} + 1) "
+            f"begin : {PREFIX}a{i}_{d} {body} end"
+        )
     # --coverage-max-width: no points (and no watchers) when the signal has more bits in all;
     # evaluated per instance, parameters may differ
     total = "*".join([f"(({hi}) - ({lo}) + 1)" for lo, hi in sig.dims] + [sig.width or "1"])
@@ -253,4 +263,5 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
 
 def _off_regions(unit: ModuleUnit) -> list[tuple[int, int]]:
     from reward_service.fastcov.blocks import _off_regions as regions
+
     return regions(unit.source.data)

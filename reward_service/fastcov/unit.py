@@ -72,8 +72,8 @@ class Flag:
 @dataclass(order=True)
 class _Insertion:
     offset: int
-    phase: int          # 0: closes a construct ending here, 1: opens one, 2: replaces a token
-    depth_key: int      # closing: -depth (inner first); opening: depth (outer first)
+    phase: int  # 0: closes a construct ending here, 1: opens one, 2: replaces a token
+    depth_key: int  # closing: -depth (inner first); opening: depth (outer first)
     seq: int
     text: str = field(compare=False)
     until: int | None = field(default=None, compare=False)  # replace text[offset:until]
@@ -122,8 +122,9 @@ class SourceFile:
         rng = node.range if isinstance(node, Token) else node.sourceRange
         for loc in (rng.start, rng.end):
             if self.sm.isMacroLoc(loc):
-                raise Unsupported(f"{self.name}:{self.line_col(loc)[0]}: instrumenting code inside "
-                                  "a macro expansion is not supported")
+                raise Unsupported(
+                    f"{self.name}:{self.line_col(loc)[0]}: instrumenting code inside a macro expansion is not supported"
+                )
         return self._file_loc(rng.start).offset, self._file_loc(rng.end).offset
 
     # -- insertions -----------------------------------------------------------------------
@@ -131,8 +132,7 @@ class SourceFile:
         if "\n" in text:
             raise ValueError("inserted text must not contain a newline")
         self._seq += 1
-        self._insertions.append(_Insertion(offset, 0 if closing else 1,
-                                           -depth if closing else depth, self._seq, text))
+        self._insertions.append(_Insertion(offset, 0 if closing else 1, -depth if closing else depth, self._seq, text))
 
     def replace(self, node: Any, text: str) -> None:
         """Replace a token or node (no insertion may fall strictly inside it)."""
@@ -153,15 +153,14 @@ class SourceFile:
         seq = self._seq
         for w in self._wraps.values():
             seq += 1
-            items.append(_Insertion(w.start, 1, w.depth, seq,
-                                    "begin " + "".join(t + " " for t in w.before)))
+            items.append(_Insertion(w.start, 1, w.depth, seq, "begin " + "".join(t + " " for t in w.before)))
             items.append(_Insertion(w.end, 0, -w.depth, seq, "".join(" " + t for t in w.after) + " end"))
         items.sort()
         out, pos = [], 0
         for ins in items:
             if ins.offset < pos:
                 raise Unsupported(f"{self.name}: overlapping instrumentation at offset {ins.offset}")
-            out.append(self.data[pos:ins.offset])
+            out.append(self.data[pos : ins.offset])
             out.append(ins.text.encode("utf-8"))
             pos = ins.offset if ins.until is None else ins.until
         out.append(self.data[pos:])
@@ -176,7 +175,7 @@ class SourceFile:
             start = self.sm.getExpansionRange(start).start
         while self.sm.isMacroLoc(end):
             end = self.sm.getExpansionRange(end).end
-        return self.data[self._file_loc(start).offset:self._file_loc(end).offset].decode("utf-8")
+        return self.data[self._file_loc(start).offset : self._file_loc(end).offset].decode("utf-8")
 
 
 def depth(node: Any) -> int:
@@ -199,9 +198,14 @@ class ModuleUnit:
     """One module declaration of the DUT, as point kinds see it (see the package docstring
     for the contract). Built by :mod:`reward_service.fastcov.instrument`."""
 
-    def __init__(self, source: SourceFile, module: syntax.ModuleDeclarationSyntax,
-                 compilation: Any = None, body: Any = None,
-                 constant_functions: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        source: SourceFile,
+        module: syntax.ModuleDeclarationSyntax,
+        compilation: Any = None,
+        body: Any = None,
+        constant_functions: frozenset[str] = frozenset(),
+    ) -> None:
         self.source = source
         self.syntax = module
         self.tree = source.tree
@@ -211,10 +215,10 @@ class ModuleUnit:
         self.body = body
         self.constant_functions = constant_functions
         self.flags: list[Flag] = []
-        self.scopes: list[Any] = [None]      # generate blocks holding points (index 0: module)
+        self.scopes: list[Any] = [None]  # generate blocks holding points (index 0: module)
         self._scope_index: dict[tuple[int, int], int] = {}
         self.declarations: list[str] = []
-        self.tail: list[str] = []            # framework items added before `endmodule`
+        self.tail: list[str] = []  # framework items added before `endmodule`
         self.wrapped_bodies: set[tuple[int, int]] = set()  # generate bodies given `begin : genblkN`
         self._depth0 = depth(module)
 
@@ -227,9 +231,11 @@ class ModuleUnit:
         return self.source.line_col(node.location)
 
     def in_constant_function(self, node: Any) -> bool:
-        return any(a.kind == syntax.SyntaxKind.FunctionDeclaration
-                   and a.prototype.name.getLastToken().valueText in self.constant_functions
-                   for a in ancestors(node))
+        return any(
+            a.kind == syntax.SyntaxKind.FunctionDeclaration
+            and a.prototype.name.getLastToken().valueText in self.constant_functions
+            for a in ancestors(node)
+        )
 
     # -- points -----------------------------------------------------------------------------
     def add_point(self, metric: str, line: int, column: int, comment: str, anchor: Any) -> Flag:
@@ -286,8 +292,11 @@ def _is_generate_body(node: Any, parent: Any) -> bool:
         return node.kind not in (_K.ElseClause,) and _is_member(node)
     if parent.kind == _K.ElseClause and parent.parent is not None and parent.parent.kind == _K.IfGenerate:
         return _is_member(node)
-    if parent.kind in (_K.StandardCaseItem, _K.DefaultCaseItem) and parent.parent is not None \
-            and parent.parent.kind == _K.CaseGenerate:
+    if (
+        parent.kind in (_K.StandardCaseItem, _K.DefaultCaseItem)
+        and parent.parent is not None
+        and parent.parent.kind == _K.CaseGenerate
+    ):
         return _is_member(node)
     return False
 
@@ -375,6 +384,6 @@ def other_bodies(unit: ModuleUnit) -> list[Any]:
         for body in instance_bodies(unit.compilation):
             if body.definition.name == unit.name:
                 found.setdefault(parameter_values(body), body)
-    except Exception as exc:  # noqa: BLE001 - whatever pyslang's elaboration raises
+    except Exception as exc:
         raise Unsupported(f"{unit.file}: pyslang cannot elaborate every instance of {unit.name}: {exc}") from exc
     return [b for key, b in found.items() if key != mine]

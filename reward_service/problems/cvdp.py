@@ -38,8 +38,9 @@ import json
 import os
 import posixpath
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -166,8 +167,10 @@ class Problem(BaseModel):
     context: dict[str, str] = Field(default_factory=dict, description="files given with the prompt")
     simulator: Simulator = Simulator.verilator
     engine: Literal["verilator", "fast", "auto"] | None = Field(
-        "auto", description="code-coverage engine of its samples: auto = the fast path once the design "
-                            "passed its self-check against Verilator, decided once per design (docs/fastcov.md)")
+        "auto",
+        description="code-coverage engine of its samples: auto = the fast path once the design "
+        "passed its self-check against Verilator, decided once per design (docs/fastcov.md)",
+    )
 
     @property
     def toplevel(self) -> str | None:
@@ -180,10 +183,18 @@ class Problem(BaseModel):
         proved unreachable are excluded from the judged figure, where CVDP's own grading did
         not; docs/formal.md)."""
         return ProblemSpec(
-            id=self.id, design=self.design, dut_instance=self.dut_instance, metrics=list(self.metrics),
-            targets=[Target(metric="overall", percent=self.target_percent)], simulator=self.simulator,
-            engine=self.engine, exclude_unreachable=True, difficulty=self.difficulty, prompt=self.prompt,
-            context=dict(self.context), testbench_path=self.testbench_path,
+            id=self.id,
+            design=self.design,
+            dut_instance=self.dut_instance,
+            metrics=list(self.metrics),
+            targets=[Target(metric="overall", percent=self.target_percent)],
+            simulator=self.simulator,
+            engine=self.engine,
+            exclude_unreachable=True,
+            difficulty=self.difficulty,
+            prompt=self.prompt,
+            context=dict(self.context),
+            testbench_path=self.testbench_path,
         )
 
     def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str, **overrides: Any) -> ScoreRequest:
@@ -229,8 +240,11 @@ def problem_from_row(row: dict[str, Any]) -> Problem:
     testbench_path = next(iter(out))
 
     files = _harness_files(row)
-    rtl = {path[len("src/"):]: text for path, text in files.items()
-           if path.startswith("src/") and path.endswith(RTL_SUFFIXES)}
+    rtl = {
+        path[len("src/") :]: text
+        for path, text in files.items()
+        if path.startswith("src/") and path.endswith(RTL_SUFFIXES)
+    }
     if not any(not name.endswith(_HEADER_SUFFIXES) for name in rtl):
         raise ValueError(f"{pid}: the harness holds no RTL file (src/*.sv, src/*.v)")
     if "src/.env" not in files:

@@ -24,8 +24,7 @@ class Problem(Protocol):
     """What resolution needs of a problem (:class:`~reward_service.models.ProblemSpec`, a CVDP
     :class:`~reward_service.problems.cvdp.Problem`)."""
 
-    def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str,
-                **overrides: Any) -> ScoreRequest: ...
+    def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str, **overrides: Any) -> ScoreRequest: ...
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -42,8 +41,9 @@ def resolve_request(request: ScoreRequest, problem: Problem) -> ScoreRequest:
     request sets overriding them; :data:`MERGED_FIELDS` merge field by field. Raises
     ``pydantic.ValidationError`` when they do not combine."""
     given = request.model_fields_set
-    overrides: dict[str, Any] = {k: getattr(request, k) for k in given
-                                 if k not in ("problem_id", "design", "stimulus", *MERGED_FIELDS)}
+    overrides: dict[str, Any] = {
+        k: getattr(request, k) for k in given if k not in ("problem_id", "design", "stimulus", *MERGED_FIELDS)
+    }
     base = problem.request(request.stimulus, **overrides)
     merged = [n for n in MERGED_FIELDS if n in given]
     if not merged:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import threading
+
 from pydantic import ValidationError
 
 from reward_service.errors import RewardServiceError
@@ -26,8 +27,13 @@ from reward_service.problems.resolve import resolve_request
 from reward_service.redis_backed import RedisBacked
 
 __all__ = [
-    "PROBLEM_ID_PATTERN", "ProblemSpec", "ProblemStore", "ProblemStoreError", "InMemoryProblemStore",
-    "RedisProblemStore", "resolve_request",
+    "PROBLEM_ID_PATTERN",
+    "ProblemSpec",
+    "ProblemStore",
+    "ProblemStoreError",
+    "InMemoryProblemStore",
+    "RedisProblemStore",
+    "resolve_request",
 ]
 
 
@@ -117,7 +123,9 @@ class RedisProblemStore(RedisBacked, ProblemStore):
         try:
             return ProblemSpec.model_validate_json(raw)
         except ValidationError as exc:
-            raise ProblemStoreError(f"stored problem {problem_id!r} is unreadable: {exc.error_count()} error(s)") from exc
+            raise ProblemStoreError(
+                f"stored problem {problem_id!r} is unreadable: {exc.error_count()} error(s)"
+            ) from exc
 
     def put(self, problem: ProblemSpec) -> bool:
         return self.put_many([problem]) == 1

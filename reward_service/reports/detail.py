@@ -11,14 +11,17 @@ from reward_service.coverage.points import CoveragePoint
 from reward_service.models import CoverageDetail, PointRecord
 
 
-def coverage_detail(points: Iterable[CoveragePoint], design_files: Mapping[str, str],
-                    metrics: Iterable[str]) -> CoverageDetail:
+def coverage_detail(
+    points: Iterable[CoveragePoint], design_files: Mapping[str, str], metrics: Iterable[str]
+) -> CoverageDetail:
     """Records of the ``points`` of the requested ``metrics`` (the ones ``coverage`` counts), in
     file/line order, and the design's HDL files (data files such as ROM images left out)."""
     wanted = set(metrics)
-    records = [PointRecord(metric=p.metric, file=p.file, line=p.line, detail=p.detail, count=p.count,
-                           covered=p.covered)
-               for p in points if p.metric in wanted]
+    records = [
+        PointRecord(metric=p.metric, file=p.file, line=p.line, detail=p.detail, count=p.count, covered=p.covered)
+        for p in points
+        if p.metric in wanted
+    ]
     records.sort(key=lambda r: (r.file, r.line, r.metric, r.detail))
     sources = {name: text for name, text in design_files.items() if name.lower().endswith(hdl.HDL_SUFFIXES)}
     return CoverageDetail(points=records, sources=sources)

@@ -30,9 +30,13 @@ __all__ = ["render", "write", "HtmlUnavailable"]
 _COLUMNS = ("line", "branch", "expr", "toggle", "user", "fsm_state", "fsm_arc")
 _TOGGLE = re.compile(r"^(?P<signal>[^\[:]+)(?P<bit>\[[^\]]*\])?(?::(?P<edge>.*))?$")
 
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("reward_service.reports", "templates"),
-                          autoescape=jinja2.select_autoescape(("html", "j2")),
-                          trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("reward_service.reports", "templates"),
+    autoescape=jinja2.select_autoescape(("html", "j2")),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
 
 
 def template(name: str) -> jinja2.Template:
@@ -91,8 +95,10 @@ def _missed_text(metric: str, points: list) -> list[str]:
 def _context(result: ScoreResult, title: str) -> dict:
     detail = result.detail
     if detail is None:
-        raise HtmlUnavailable("the result holds no coverage points: score with report.points "
-                              "(CLI --html sets it; API: \"report\": {\"points\": true})")
+        raise HtmlUnavailable(
+            "the result holds no coverage points: score with report.points "
+            '(CLI --html sets it; API: "report": {"points": true})'
+        )
     by_file: dict[str, list[PointRecord]] = defaultdict(list)
     for p in detail.points:
         by_file[p.file].append(p)
@@ -113,25 +119,52 @@ def _context(result: ScoreResult, title: str) -> dict:
             row = lines[number - 1]
             row.cells[metric] = _Cell(sum(p.covered for p in points), len(points))
             row.missed += _missed_text(metric, [p for p in points if not p.covered])
-        totals = {m: _Cell(sum(p.covered for p in by_file.get(name, []) if p.metric == m),
-                           sum(1 for p in by_file.get(name, []) if p.metric == m)) for m in columns}
+        totals = {
+            m: _Cell(
+                sum(p.covered for p in by_file.get(name, []) if p.metric == m),
+                sum(1 for p in by_file.get(name, []) if p.metric == m),
+            )
+            for m in columns
+        }
         files.append({"name": name, "index": i, "lines": lines, "totals": totals, "orphans": orphans})
     # one entry per file, line and metric (a 32-bit port's 64 toggle bits are one entry)
     grouped_uncovered: dict[tuple[str, int, str], list] = {}
     for u in result.uncovered:
         grouped_uncovered.setdefault((u.file, u.line, u.metric), []).append(u)
-    uncovered = [{"file": f, "line": n, "text": "; ".join(_missed_text(metric, points)),
-                  "href": f"#{_anchor(index[f], n)}" if f in index and n > 0 else None}
-                 for (f, n, metric), points in grouped_uncovered.items()]
+    uncovered = [
+        {
+            "file": f,
+            "line": n,
+            "text": "; ".join(_missed_text(metric, points)),
+            "href": f"#{_anchor(index[f], n)}" if f in index and n > 0 else None,
+        }
+        for (f, n, metric), points in grouped_uncovered.items()
+    ]
     others = [p for p in detail.points if p.file not in detail.sources]  # functional bins
     summary = []
     for name, m in result.coverage.metrics.items():
-        summary.append({"metric": name, "available": m.available, "reason": m.reason, "covered": m.covered,
-                        "total": m.total, "percent": None if m.ratio is None else 100 * m.ratio})
-    return {"title": title, "result": result, "summary": summary, "columns": columns, "files": files,
-            "uncovered": uncovered, "uncovered_points": len(result.uncovered), "uncovered_missing": sum(1 for p in detail.points if not p.covered) - len(result.uncovered),
-            "others": others,
-            "overall": None if result.coverage.overall is None else 100 * result.coverage.overall}
+        summary.append(
+            {
+                "metric": name,
+                "available": m.available,
+                "reason": m.reason,
+                "covered": m.covered,
+                "total": m.total,
+                "percent": None if m.ratio is None else 100 * m.ratio,
+            }
+        )
+    return {
+        "title": title,
+        "result": result,
+        "summary": summary,
+        "columns": columns,
+        "files": files,
+        "uncovered": uncovered,
+        "uncovered_points": len(result.uncovered),
+        "uncovered_missing": sum(1 for p in detail.points if not p.covered) - len(result.uncovered),
+        "others": others,
+        "overall": None if result.coverage.overall is None else 100 * result.coverage.overall,
+    }
 
 
 def render(result: ScoreResult, title: str = "Coverage report") -> str:

@@ -38,8 +38,10 @@ def tracefile(result: ScoreResult, test_name: str = "reward_service") -> str:
     line (letters, digits and ``_``; other characters become ``_``). Files appear in name order."""
     detail: CoverageDetail | None = result.detail
     if detail is None:
-        raise LcovUnavailable("the result holds no coverage points: score with report.points "
-                              "(CLI --lcov/--html set it; API: \"report\": {\"points\": true})")
+        raise LcovUnavailable(
+            "the result holds no coverage points: score with report.points "
+            '(CLI --lcov/--html set it; API: "report": {"points": true})'
+        )
     tn = "".join(c if c.isalnum() or c == "_" else "_" for c in test_name) or "reward_service"
     lines: dict[str, dict[int, int]] = defaultdict(dict)
     branches: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))

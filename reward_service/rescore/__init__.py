@@ -14,5 +14,17 @@ from reward_service.rescore.report import render_markdown, summarise
 from reward_service.rescore.runner import RunOutcome, engine_scorer, plan, run
 from reward_service.rescore.store import CompletionSet, ResultStore, Sample, read_completions
 
-__all__ = ["pass_at_k", "mean_pass_at_k", "summarise", "render_markdown", "run", "plan", "engine_scorer",
-           "RunOutcome", "ResultStore", "Sample", "CompletionSet", "read_completions"]
+__all__ = [
+    "pass_at_k",
+    "mean_pass_at_k",
+    "summarise",
+    "render_markdown",
+    "run",
+    "plan",
+    "engine_scorer",
+    "RunOutcome",
+    "ResultStore",
+    "Sample",
+    "CompletionSet",
+    "read_completions",
+]

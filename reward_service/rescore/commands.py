@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -65,6 +65,7 @@ def _setup_logging(verbose: bool) -> None:
     logger.setLevel(logging.INFO)
     if err.is_terminal:
         from rich.logging import RichHandler
+
         handler: logging.Handler = RichHandler(console=err, show_time=False, show_path=False)
     else:
         handler = logging.StreamHandler()
@@ -80,8 +81,11 @@ def _first_n(completions: CompletionSet, n: int) -> CompletionSet:
             kept.append(sample)
     short = sorted(pid for pid, count in seen.items() if count < n)
     if short:
-        err.print(f"note: {len(short)} problem(s) have fewer than --n {n} samples (e.g. {short[0]}); "
-                  "their Pass@1 averages the samples they have", highlight=False)
+        err.print(
+            f"note: {len(short)} problem(s) have fewer than --n {n} samples (e.g. {short[0]}); "
+            "their Pass@1 averages the samples they have",
+            highlight=False,
+        )
     return CompletionSet(samples=kept, duplicates=completions.duplicates)
 
 
@@ -126,13 +130,20 @@ def _execute(opts: _Options) -> tuple[dict[str, Any], RunOutcome, dict[str, Any]
             raise typer.BadParameter(f"--out: {exc}") from exc
         others = len(held.keys() - {s.key for s in completions.samples})
         if others:
-            err.print(f"note: {opts.out} also holds {others} results of samples not in {opts.completions} "
-                      "(left out of the report)", highlight=False, markup=False)
+            err.print(
+                f"note: {opts.out} also holds {others} results of samples not in {opts.completions} "
+                "(left out of the report)",
+                highlight=False,
+                markup=False,
+            )
         if not opts.quiet:
-            err.print(f"{len(completions.samples)} samples of {len({s.problem_id for s in completions.samples})} "
-                      f"problems: {final} already in {opts.out}, {retry} infrastructure failures to retry, "
-                      f"{len(todo)} to score ({'server ' + opts.server if opts.server else 'embedded'})",
-                      highlight=False, markup=False)
+            err.print(
+                f"{len(completions.samples)} samples of {len({s.problem_id for s in completions.samples})} "
+                f"problems: {final} already in {opts.out}, {retry} infrastructure failures to retry, "
+                f"{len(todo)} to score ({'server ' + opts.server if opts.server else 'embedded'})",
+                highlight=False,
+                markup=False,
+            )
         outcome = RunOutcome()
         if todo:
             if opts.server:
@@ -147,10 +158,10 @@ def _execute(opts: _Options) -> tuple[dict[str, Any], RunOutcome, dict[str, Any]
                     settings = settings.model_copy(update={"result_cache": False})
                 scorer = engine_scorer(problems, settings)
                 concurrency = opts.concurrency or os.cpu_count() or 1
-            outcome = run(todo, problems, scorer, store, concurrency=concurrency, show_progress=not opts.quiet,
-                          console=err)
-        report = summarise(completions.samples, store.load(), problems, opts.ks,
-                           duplicates=len(completions.duplicates))
+            outcome = run(
+                todo, problems, scorer, store, concurrency=concurrency, show_progress=not opts.quiet, console=err
+            )
+        report = summarise(completions.samples, store.load(), problems, opts.ks, duplicates=len(completions.duplicates))
         store.close()
     return report, outcome, problems
 
@@ -162,34 +173,62 @@ def _write_json(path: Path | None, report: dict[str, Any]) -> None:
 
 def _finish(report: dict[str, Any], outcome: RunOutcome) -> None:
     if outcome.interrupted:
-        err.print(f"interrupted: {outcome.scored} samples scored in this run are kept; re-run the same "
-                  "command to continue", highlight=False)
+        err.print(
+            f"interrupted: {outcome.scored} samples scored in this run are kept; re-run the same command to continue",
+            highlight=False,
+        )
         raise typer.Exit(EXIT_INTERRUPTED)
     if outcome.stopped_by:
-        err.print(f"stopped: the service is unreachable ({outcome.stopped_by}); {outcome.scored} samples "
-                  "scored in this run are kept; re-run to continue", highlight=False, markup=False)
+        err.print(
+            f"stopped: the service is unreachable ({outcome.stopped_by}); {outcome.scored} samples "
+            "scored in this run are kept; re-run to continue",
+            highlight=False,
+            markup=False,
+        )
         raise typer.Exit(EXIT_INFRA)
     if report["sandbox_errors"]:
-        err.print(f"{report['sandbox_errors']} samples hit infrastructure failures (sandbox_error); they are "
-                  "not counted as failures; re-run the same command to retry them", highlight=False)
+        err.print(
+            f"{report['sandbox_errors']} samples hit infrastructure failures (sandbox_error); they are "
+            "not counted as failures; re-run the same command to retry them",
+            highlight=False,
+        )
         raise typer.Exit(EXIT_INFRA)
 
 
 _Problems = Annotated[Path, typer.Option("--problems", help="CVDP cid012 JSONL holding the problems")]
-_Completions = Annotated[Path, typer.Option(
-    "--completions", help='JSONL, one sample a line: {"problem_id", "sample_id", "completion"} (raw model text)')]
-_Server = Annotated[Optional[str], typer.Option(
-    "--server", help="score through a running reward-service at this URL (default: embedded, on this machine)")]
-_ApiKey = Annotated[Optional[str], typer.Option("--api-key", envvar="REWARD_SERVICE_API_KEY",
-                                                help="bearer API key for --server")]
-_Concurrency = Annotated[Optional[int], typer.Option(
-    "--concurrency", "-j", min=1, help="samples scored at once (default: one per core embedded, 8 with --server)")]
-_ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="write the summary as JSON")]
-_ReportMd = Annotated[Optional[Path], typer.Option("--report-md", help="write the summary as Markdown")]
-_ReportHtml = Annotated[Optional[Path], typer.Option(
-    "--report-html", help="write the summary as an HTML page: pass@k, per-problem coverage (docs/reports.md)")]
+_Completions = Annotated[
+    Path,
+    typer.Option(
+        "--completions", help='JSONL, one sample a line: {"problem_id", "sample_id", "completion"} (raw model text)'
+    ),
+]
+_Server = Annotated[
+    str | None,
+    typer.Option(
+        "--server", help="score through a running reward-service at this URL (default: embedded, on this machine)"
+    ),
+]
+_ApiKey = Annotated[
+    str | None, typer.Option("--api-key", envvar="REWARD_SERVICE_API_KEY", help="bearer API key for --server")
+]
+_Concurrency = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency", "-j", min=1, help="samples scored at once (default: one per core embedded, 8 with --server)"
+    ),
+]
+_ReportJson = Annotated[Path | None, typer.Option("--report-json", help="write the summary as JSON")]
+_ReportMd = Annotated[Path | None, typer.Option("--report-md", help="write the summary as Markdown")]
+_ReportHtml = Annotated[
+    Path | None,
+    typer.Option(
+        "--report-html", help="write the summary as an HTML page: pass@k, per-problem coverage (docs/reports.md)"
+    ),
+]
 # metavar="": shown as bare flags in --help (typer 0.2x prints `<bool>` after them)
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", metavar="", help="no progress bar or start line (warnings still go to stderr)")]
+_Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", metavar="", help="no progress bar or start line (warnings still go to stderr)")
+]
 _Verbose = Annotated[bool, typer.Option("--verbose", "-v", metavar="", help="log one line per scored sample (stderr)")]
 _NoCache = Annotated[bool, typer.Option("--no-cache", metavar="", help="embedded: do not reuse cached results")]
 
@@ -222,8 +261,7 @@ def rescore_cmd(
 
       reward-service rescore --problems cid012.jsonl --completions samples.jsonl --out results.jsonl --report-json report.json
     """
-    opts = _Options(problems, completions, out, server, api_key, concurrency, parse_ks(k), quiet, verbose,
-                    no_cache)
+    opts = _Options(problems, completions, out, server, api_key, concurrency, parse_ks(k), quiet, verbose, no_cache)
     report, outcome, _ = _execute(opts)
     _write_json(report_json, report)
     markdown = render_markdown(report)
@@ -236,12 +274,19 @@ def rescore_cmd(
 
 def eval_cvdp_cmd(
     completions: _Completions,
-    problems: Annotated[Optional[Path], typer.Option(
-        "--problems", help="cid012 JSONL (default: $REWARD_SERVICE_CASES/cvdp/cid012.jsonl, else "
-                           "../shared/cases/cvdp/cid012.jsonl)")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", min=1, help="samples per problem: the first N of each")] = None,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", help="results JSONL, resumed when it exists (default: <completions>.cvdp-results.jsonl)")] = None,
+    problems: Annotated[
+        Path | None,
+        typer.Option(
+            "--problems",
+            help="cid012 JSONL (default: $REWARD_SERVICE_CASES/cvdp/cid012.jsonl, else "
+            "../shared/cases/cvdp/cid012.jsonl)",
+        ),
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, help="samples per problem: the first N of each")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="results JSONL, resumed when it exists (default: <completions>.cvdp-results.jsonl)"),
+    ] = None,
     server: _Server = None,
     api_key: _ApiKey = None,
     concurrency: _Concurrency = None,
@@ -262,8 +307,11 @@ def eval_cvdp_cmd(
         cases = os.environ.get("REWARD_SERVICE_CASES")
         problems = Path(cases) / "cvdp" / "cid012.jsonl" if cases else Path("../shared/cases/cvdp/cid012.jsonl")
         if not problems.is_file():
-            raise typer.BadParameter(f"no cid012 file at {problems} (relative to the current directory): "
-                                     "pass --problems FILE or set REWARD_SERVICE_CASES", param_hint="--problems")
+            raise typer.BadParameter(
+                f"no cid012 file at {problems} (relative to the current directory): "
+                "pass --problems FILE or set REWARD_SERVICE_CASES",
+                param_hint="--problems",
+            )
     out = out or completions.with_name(completions.stem + ".cvdp-results.jsonl")
     opts = _Options(problems, completions, out, server, api_key, concurrency, [1], quiet, verbose, no_cache, n=n)
     report, outcome, loaded = _execute(opts)

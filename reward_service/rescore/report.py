@@ -83,22 +83,30 @@ class _Problem:
 
     def summary(self, ks: Sequence[int]) -> dict[str, Any]:
         return {
-            "difficulty": self.difficulty, "agentic": self.agentic, "target_percent": self.target,
-            "samples": self.samples, "n": self.n, "passed": self.c,
+            "difficulty": self.difficulty,
+            "agentic": self.agentic,
+            "target_percent": self.target,
+            "samples": self.samples,
+            "n": self.n,
+            "passed": self.c,
             **{f"pass@{k}": pass_at_k(self.n, self.c, k) if self.n else None for k in ks},
             "passed_raw": self.c_raw,
             **{f"pass@{k}_raw": pass_at_k(self.n, self.c_raw, k) if self.n else None for k in ks},
             "mean_coverage": _mean(self.coverage),
             "coverage_per_metric": {m: _mean(v) for m, v in sorted(self.metrics.items())},
             "status_counts": dict(sorted(self.statuses.items())),
-            "sandbox_errors": self.sandbox_errors, "pending": self.pending,
+            "sandbox_errors": self.sandbox_errors,
+            "pending": self.pending,
         }
 
 
 def _group(problems: Sequence[_Problem], ks: Sequence[int]) -> dict[str, Any]:
     scored = [p for p in problems if p.n]
-    out: dict[str, Any] = {"problems": len(scored), "samples": sum(p.n for p in scored),
-                           "passed": sum(p.c for p in scored)}
+    out: dict[str, Any] = {
+        "problems": len(scored),
+        "samples": sum(p.n for p in scored),
+        "passed": sum(p.c for p in scored),
+    }
     counted: dict[str, int] = {}
     for k in ks:
         out[f"pass@{k}"], counted[f"pass@{k}"] = mean_pass_at_k(((p.n, p.c) for p in scored), k)
@@ -113,8 +121,13 @@ def _group(problems: Sequence[_Problem], ks: Sequence[int]) -> dict[str, Any]:
     return out
 
 
-def summarise(samples: Sequence[Sample], records: Mapping[SampleKey, Mapping[str, Any]],
-              problems: Mapping[str, Any], ks: Sequence[int] = (1,), duplicates: int = 0) -> dict[str, Any]:
+def summarise(
+    samples: Sequence[Sample],
+    records: Mapping[SampleKey, Mapping[str, Any]],
+    problems: Mapping[str, Any],
+    ks: Sequence[int] = (1,),
+    duplicates: int = 0,
+) -> dict[str, Any]:
     """The report of ``samples`` given the result ``records`` (``ResultStore.load()``).
 
     ``problems`` maps ids to :class:`~reward_service.problems.Problem` (for ``difficulty``,
@@ -129,13 +142,16 @@ def summarise(samples: Sequence[Sample], records: Mapping[SampleKey, Mapping[str
     for sample in samples:
         if sample.problem_id not in per:
             p = problems[sample.problem_id]
-            per[sample.problem_id] = _Problem(sample.problem_id, getattr(p, "difficulty", None),
-                                              bool(getattr(p, "agentic", False)), getattr(p, "target_percent", None))
+            per[sample.problem_id] = _Problem(
+                sample.problem_id,
+                getattr(p, "difficulty", None),
+                bool(getattr(p, "agentic", False)),
+                getattr(p, "target_percent", None),
+            )
         per[sample.problem_id].add(records.get(sample.key))
     ordered = [per[pid] for pid in problems if pid in per]
     statuses = sum((p.statuses for p in ordered), Counter())
-    infra = [[s.problem_id, s.sample_id] for s in samples
-             if (r := records.get(s.key)) is not None and not is_final(r)]
+    infra = [[s.problem_id, s.sample_id] for s in samples if (r := records.get(s.key)) is not None and not is_final(r)]
     report: dict[str, Any] = {
         "k": list(ks),
         **_group(ordered, ks),
@@ -148,10 +164,13 @@ def summarise(samples: Sequence[Sample], records: Mapping[SampleKey, Mapping[str
     }
     report["complete"] = report["sandbox_errors"] == 0 and report["pending"] == 0
     difficulties = sorted({p.difficulty or "unknown" for p in ordered})
-    report["by_difficulty"] = {d: _group([p for p in ordered if (p.difficulty or "unknown") == d], ks)
-                               for d in difficulties}
-    report["by_kind"] = {kind: _group([p for p in ordered if p.agentic == agentic], ks)
-                         for kind, agentic in (("non-agentic", False), ("agentic", True))}
+    report["by_difficulty"] = {
+        d: _group([p for p in ordered if (p.difficulty or "unknown") == d], ks) for d in difficulties
+    }
+    report["by_kind"] = {
+        kind: _group([p for p in ordered if p.agentic == agentic], ks)
+        for kind, agentic in (("non-agentic", False), ("agentic", True))
+    }
     report["by_problem"] = {p.id: p.summary(ks) for p in ordered}
     report["sandbox_error_samples"] = infra[:100]
     versions = sorted({f"{tool} {v}" for r in records.values() for tool, v in (r.get("versions") or {}).items()})
@@ -176,8 +195,14 @@ def _group_rows(rows: Sequence[tuple[str, Mapping[str, Any]]], ks: Sequence[int]
     head = ["group", "problems", "samples", "passed", *(f"pass@{k} %" for k in ks), "mean coverage %"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, g in rows:
-        cells = [name, str(g["problems"]), str(g["samples"]), str(g["passed"]),
-                 *(_passk_cell(g, k) for k in ks), _pct(g["mean_coverage"])]
+        cells = [
+            name,
+            str(g["problems"]),
+            str(g["samples"]),
+            str(g["passed"]),
+            *(_passk_cell(g, k) for k in ks),
+            _pct(g["mean_coverage"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -187,13 +212,17 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
     coverage per metric, the per-problem table and the definitions."""
     ks = report["k"]
     out = [f"# {title}", ""]
-    out.append(f"{report['samples_given']} samples of {len(report['by_problem'])} problems: "
-               f"{report['scored']} scored, {report['sandbox_errors']} infrastructure failures (sandbox_error), "
-               f"{report['pending']} not scored yet, {report['duplicates']} duplicate lines ignored.")
+    out.append(
+        f"{report['samples_given']} samples of {len(report['by_problem'])} problems: "
+        f"{report['scored']} scored, {report['sandbox_errors']} infrastructure failures (sandbox_error), "
+        f"{report['pending']} not scored yet, {report['duplicates']} duplicate lines ignored."
+    )
     if not report["complete"]:
         out.append("")
-        out.append("**Incomplete**: re-run the same command to score the samples not scored yet and to "
-                   "retry the infrastructure failures; the numbers below cover the scored samples only.")
+        out.append(
+            "**Incomplete**: re-run the same command to score the samples not scored yet and to "
+            "retry the infrastructure failures; the numbers below cover the scored samples only."
+        )
     statuses = ", ".join(f"{s} {n}" for s, n in report["status_counts"].items()) or "none"
     out += ["", f"Statuses: {statuses}.", ""]
     rows = [("all", report)]
@@ -202,32 +231,61 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
     out += _group_rows(rows, ks)
     if report.get("passed_raw", report["passed"]) != report["passed"]:
         raw = ", ".join(f"pass@{k} {_pct(report[f'pass@{k}_raw'])} %" for k in ks)
-        out += ["", f"With the points proved unreachable counted (CVDP's own grading, docs/formal.md): "
-                    f"{report['passed_raw']} passed, {raw}; the table judges targets without them."]
+        out += [
+            "",
+            f"With the points proved unreachable counted (CVDP's own grading, docs/formal.md): "
+            f"{report['passed_raw']} passed, {raw}; the table judges targets without them.",
+        ]
     if report["coverage_per_metric"]:
-        out += ["", "Coverage per metric (mean over `ok` samples whose metric has points, by problem):", "",
-                "| metric | mean % |", "|---|---|"]
+        out += [
+            "",
+            "Coverage per metric (mean over `ok` samples whose metric has points, by problem):",
+            "",
+            "| metric | mean % |",
+            "|---|---|",
+        ]
         out += [f"| {m} | {_pct(v)} |" for m, v in report["coverage_per_metric"].items()]
     out += ["", "## By problem", ""]
-    head = ["problem", "difficulty", "kind", "n", "passed", *(f"pass@{k} %" for k in ks), "mean coverage %",
-            "statuses", "infra / pending"]
+    head = [
+        "problem",
+        "difficulty",
+        "kind",
+        "n",
+        "passed",
+        *(f"pass@{k} %" for k in ks),
+        "mean coverage %",
+        "statuses",
+        "infra / pending",
+    ]
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for pid, p in report["by_problem"].items():
         statuses = ", ".join(f"{s} {n}" for s, n in p["status_counts"].items())
-        cells = [pid, p["difficulty"] or "", "agentic" if p["agentic"] else "non-agentic", str(p["n"]),
-                 str(p["passed"]), *(_pct(p[f"pass@{k}"]) for k in ks), _pct(p["mean_coverage"]), statuses,
-                 f"{p['sandbox_errors']} / {p['pending']}"]
+        cells = [
+            pid,
+            p["difficulty"] or "",
+            "agentic" if p["agentic"] else "non-agentic",
+            str(p["n"]),
+            str(p["passed"]),
+            *(_pct(p[f"pass@{k}"]) for k in ks),
+            _pct(p["mean_coverage"]),
+            statuses,
+            f"{p['sandbox_errors']} / {p['pending']}",
+        ]
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", "## Definitions", "",
-            "- pass@k: unbiased estimator of Chen et al. 2021, `1 - C(n-c,k)/C(n,k)` per problem "
-            "(n scored samples, c passed), averaged over problems. It is undefined for a problem with "
-            "fewer than k samples (`n/a`); `(P/Q)` after a value means it averages the P of Q problems "
-            "that have at least k samples.",
-            "- passed: every target met (CVDP: overall coverage of the DUT instance >= the problem's TARGET).",
-            "- mean coverage: overall coverage of a sample (0 when it yielded none: compile error, "
-            "timeout, no code, ...), averaged per problem, then over problems.",
-            "- Infrastructure failures (sandbox_error) are not counted as failures: they are left out of "
-            "n and re-tried by the next run."]
+    out += [
+        "",
+        "## Definitions",
+        "",
+        "- pass@k: unbiased estimator of Chen et al. 2021, `1 - C(n-c,k)/C(n,k)` per problem "
+        "(n scored samples, c passed), averaged over problems. It is undefined for a problem with "
+        "fewer than k samples (`n/a`); `(P/Q)` after a value means it averages the P of Q problems "
+        "that have at least k samples.",
+        "- passed: every target met (CVDP: overall coverage of the DUT instance >= the problem's TARGET).",
+        "- mean coverage: overall coverage of a sample (0 when it yielded none: compile error, "
+        "timeout, no code, ...), averaged per problem, then over problems.",
+        "- Infrastructure failures (sandbox_error) are not counted as failures: they are left out of "
+        "n and re-tried by the next run.",
+    ]
     if report.get("tool_versions"):
         out += ["", "Tools: " + ", ".join(report["tool_versions"]) + "."]
     return "\n".join(out) + "\n"
@@ -235,18 +293,27 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
 
 def metric_mapping(metrics: Sequence[str]) -> str:
     """One paragraph stating which open-source metrics stand for the commercial tool's."""
-    names = {"line": "Block", "branch": "Branch", "toggle": "Toggle", "expr": "Expression",
-             "user": "Assertion/cover", "fsm_state": "FSM state", "fsm_arc": "FSM transition",
-             "functional": "Covergroup"}
+    names = {
+        "line": "Block",
+        "branch": "Branch",
+        "toggle": "Toggle",
+        "expr": "Expression",
+        "user": "Assertion/cover",
+        "fsm_state": "FSM state",
+        "fsm_arc": "FSM transition",
+        "functional": "Covergroup",
+    }
     pairs = ", ".join(f"`{m}` for {names.get(m, m)}" for m in metrics)
-    return ("Metric mapping: CVDP cid012 scores with a commercial simulator (`xrun -coverage all`, "
-            "IMC \"Overall Average\" of the DUT instance). We measure the DUT instance with Verilator "
-            f"(open source) and take the unweighted mean of {pairs} — Verilator's point types standing "
-            "for IMC's coverage kinds; FSM coverage is off (it crashes the pinned Verilator on some RTL). "
-            "Pass = that overall >= the problem's TARGET (`src/.env`). Known differences (docs/coverage.md): "
-            "Verilator's point model differs from IMC's (e.g. an unreachable `default:` arm counts, so some "
-            "TARGETs cannot be reached), Verilator is 2-state (no X/Z toggles), and random sequences differ "
-            "between simulators. Numbers are therefore comparable in kind, not identical, to the papers'.")
+    return (
+        "Metric mapping: CVDP cid012 scores with a commercial simulator (`xrun -coverage all`, "
+        'IMC "Overall Average" of the DUT instance). We measure the DUT instance with Verilator '
+        f"(open source) and take the unweighted mean of {pairs} — Verilator's point types standing "
+        "for IMC's coverage kinds; FSM coverage is off (it crashes the pinned Verilator on some RTL). "
+        "Pass = that overall >= the problem's TARGET (`src/.env`). Known differences (docs/coverage.md): "
+        "Verilator's point model differs from IMC's (e.g. an unreachable `default:` arm counts, so some "
+        "TARGETs cannot be reached), Verilator is 2-state (no X/Z toggles), and random sequences differ "
+        "between simulators. Numbers are therefore comparable in kind, not identical, to the papers'."
+    )
 
 
 def render_cvdp_table(report: Mapping[str, Any], metrics: Sequence[str], problems_total: int) -> str:
@@ -261,10 +328,14 @@ def render_cvdp_table(report: Mapping[str, Any], metrics: Sequence[str], problem
     evaluated = len(report["by_problem"])
     lines += [""]
     if evaluated < problems_total:
-        lines.append(f"**{problems_total - evaluated} of the {problems_total} problems have no completion** "
-                     "and are not in the table.")
+        lines.append(
+            f"**{problems_total - evaluated} of the {problems_total} problems have no completion** "
+            "and are not in the table."
+        )
     if not report["complete"]:
-        lines.append(f"**Incomplete**: {report['pending']} samples not scored, {report['sandbox_errors']} "
-                     "infrastructure failures; re-run to finish.")
+        lines.append(
+            f"**Incomplete**: {report['pending']} samples not scored, {report['sandbox_errors']} "
+            "infrastructure failures; re-run to finish."
+        )
     lines += ["", metric_mapping(metrics), ""]
     return "\n".join(lines)

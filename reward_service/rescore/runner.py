@@ -26,7 +26,13 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.text import Text
@@ -35,7 +41,12 @@ from reward_service.errors import RewardServiceError
 from reward_service.models import Completion, ScoreRequest, ScoreResult, Status
 from reward_service.problems.resolve import resolve_request
 from reward_service.rescore.store import (
-    ResultStore, Sample, SampleKey, is_final, problem_digest, result_record,
+    ResultStore,
+    Sample,
+    SampleKey,
+    is_final,
+    problem_digest,
+    result_record,
 )
 
 __all__ = ["Scorer", "ServiceDown", "engine_scorer", "client_scorer", "plan", "run", "RunOutcome"]
@@ -85,11 +96,16 @@ def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 60.
                 raise ServiceDown(str(exc)) from exc
             if exc.status_code in (413, 422):
                 if _about_the_sample(exc.detail):
-                    return ScoreResult(status=Status.invalid_input, reward=0.0,
-                                       message=f"the service refused the sample: {exc.detail}"[:500])
-                raise ServiceDown(f"the service refused a request for a reason that is not the sample's "
-                                  f"({exc.status_code}: {exc.detail}); fix the problem or the server's limits "
-                                  "and re-run") from exc
+                    return ScoreResult(
+                        status=Status.invalid_input,
+                        reward=0.0,
+                        message=f"the service refused the sample: {exc.detail}"[:500],
+                    )
+                raise ServiceDown(
+                    f"the service refused a request for a reason that is not the sample's "
+                    f"({exc.status_code}: {exc.detail}); fix the problem or the server's limits "
+                    "and re-run"
+                ) from exc
             raise
 
     return score
@@ -101,8 +117,9 @@ def _about_the_sample(detail: str | None) -> bool:
     return ("stimulus" in text or "completion" in text) and "design" not in text
 
 
-def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]],
-         problems: Mapping[str, Any] | None = None) -> tuple[list[Sample], int, int]:
+def plan(
+    samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]], problems: Mapping[str, Any] | None = None
+) -> tuple[list[Sample], int, int]:
     """Split ``samples`` by what ``R.jsonl`` holds: ``(to score, already final, sandbox_error
     lines to retry)``. Raises ``ValueError`` when a held result was written for another
     completion text or (given ``problems``) another version of its problem."""
@@ -123,14 +140,18 @@ def plan(samples: list[Sample], done: Mapping[SampleKey, Mapping[str, Any]],
             todo.append(sample)
     if stale:
         names = ", ".join(f"{s.problem_id}/{s.sample_id}" for s in stale[:5])
-        raise ValueError(f"the output file holds results of {len(stale)} sample(s) whose completion text "
-                         f"differs from the completions file ({names}{', ...' if len(stale) > 5 else ''}); "
-                         "write to a new --out")
+        raise ValueError(
+            f"the output file holds results of {len(stale)} sample(s) whose completion text "
+            f"differs from the completions file ({names}{', ...' if len(stale) > 5 else ''}); "
+            "write to a new --out"
+        )
     if changed:
         names = ", ".join(sorted({s.problem_id for s in changed})[:5])
-        raise ValueError(f"the output file holds results of {len(changed)} sample(s) scored against another "
-                         f"version of their problem ({names}: design, targets, engine or limits changed in "
-                         "the problems file); write to a new --out")
+        raise ValueError(
+            f"the output file holds results of {len(changed)} sample(s) scored against another "
+            f"version of their problem ({names}: design, targets, engine or limits changed in "
+            "the problems file); write to a new --out"
+        )
     return todo, final, retry
 
 
@@ -159,8 +180,9 @@ def _request(problems: Mapping[str, Any], sample: Sample) -> ScoreRequest | Scor
         given = ScoreRequest(problem_id=sample.problem_id, stimulus=Completion(text=sample.completion))
         return resolve_request(given, problems[sample.problem_id])
     except ValidationError as exc:  # the completion cannot even form a request
-        return ScoreResult(status=Status.invalid_input, reward=0.0,
-                           message=f"invalid request: {exc.errors()[0]['msg']}")
+        return ScoreResult(
+            status=Status.invalid_input, reward=0.0, message=f"invalid request: {exc.errors()[0]['msg']}"
+        )
 
 
 def _score(scorer: Scorer, problems: Mapping[str, Any], sample: Sample) -> ScoreResult:
@@ -171,13 +193,21 @@ def _score(scorer: Scorer, problems: Mapping[str, Any], sample: Sample) -> Score
         return scorer(request)
     except ServiceDown:
         raise
-    except Exception as exc:  # noqa: BLE001 - a client-side failure is an infrastructure failure
+    except Exception as exc:
         log.warning("scoring %s/%s failed: %r", sample.problem_id, sample.sample_id, exc)
         return ScoreResult(status=Status.sandbox_error, message=f"scoring failed: {exc}"[:500])
 
 
-def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, store: ResultStore, *,
-        concurrency: int = 1, show_progress: bool = True, console: Console | None = None) -> RunOutcome:
+def run(
+    samples: list[Sample],
+    problems: Mapping[str, Any],
+    scorer: Scorer,
+    store: ResultStore,
+    *,
+    concurrency: int = 1,
+    show_progress: bool = True,
+    console: Console | None = None,
+) -> RunOutcome:
     """Score ``samples`` (see :func:`plan`) with up to ``concurrency`` at once, appending each
     result to ``store`` as it finishes. Returns the :class:`RunOutcome`; never raises for a
     sample (a scorer exception other than :class:`ServiceDown` is recorded as ``sandbox_error``).
@@ -187,10 +217,17 @@ def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, stor
     outcome = RunOutcome()
     console = console or Console(stderr=True)
     progress = Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        _RateColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
         TextColumn("{task.fields[passed]} passed, {task.fields[infra]} infra errors"),
-        console=console, disable=not show_progress or not console.is_terminal)
+        console=console,
+        disable=not show_progress or not console.is_terminal,
+    )
     digests = {pid: problem_digest(p) for pid, p in problems.items()}
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rescore")
     queue: Iterator[Sample] = iter(samples)
@@ -242,11 +279,14 @@ def run(samples: list[Sample], problems: Mapping[str, Any], scorer: Scorer, stor
                     outcome.interrupted = True
                     for fut in [f for f in in_flight if f.cancel()]:
                         in_flight.pop(fut)
-                    console.print(f"interrupted: finishing the {len(in_flight)} samples being scored "
-                                  "(Ctrl-C again to drop them)", highlight=False)
+                    console.print(
+                        f"interrupted: finishing the {len(in_flight)} samples being scored (Ctrl-C again to drop them)",
+                        highlight=False,
+                    )
     except KeyboardInterrupt:  # second Ctrl-C: results still running are not written
-        console.print(f"dropped {len(in_flight)} samples being scored; exiting when their simulations end",
-                      highlight=False)
+        console.print(
+            f"dropped {len(in_flight)} samples being scored; exiting when their simulations end", highlight=False
+        )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         store.close()

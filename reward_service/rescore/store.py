@@ -26,8 +26,7 @@ import filelock
 
 from reward_service.models import ScoreResult, Status
 
-__all__ = ["Sample", "CompletionSet", "read_completions", "ResultStore", "result_record", "is_final",
-           "SampleKey"]
+__all__ = ["Sample", "CompletionSet", "read_completions", "ResultStore", "result_record", "is_final", "SampleKey"]
 
 #: ``(problem_id, str(sample_id))``: sample ids 3 and "3" name the same sample.
 SampleKey = tuple[str, str]
@@ -101,7 +100,8 @@ def read_completions(path: str | os.PathLike[str], problems: Mapping[str, Any]) 
             if first is not None:
                 out.duplicates.append(
                     f"{where}: sample {sid!r} of {pid} repeats line {first.line}"
-                    f"{'' if first.completion == completion else ' with a different completion'} (ignored)")
+                    f"{'' if first.completion == completion else ' with a different completion'} (ignored)"
+                )
                 continue
             seen[sample.key] = sample
             out.samples.append(sample)
@@ -142,8 +142,10 @@ def result_record(sample: Sample, result: ScoreResult, problem_sha256: str | Non
         "status": result.status.value,
         "passed": result.passed,
         "reward": result.reward,
-        "coverage": {"overall": result.coverage.overall,
-                     **{name: (m.ratio if m.available else None) for name, m in metrics.items()}},
+        "coverage": {
+            "overall": result.coverage.overall,
+            **{name: (m.ratio if m.available else None) for name, m in metrics.items()},
+        },
         "points": {name: [m.covered, m.total] for name, m in metrics.items() if m.available},
         "overall_reachable": result.coverage.overall_reachable,  # proved points excluded (docs/formal.md)
         "message": result.message[:_MESSAGE_CHARS],
@@ -174,8 +176,9 @@ class ResultStore:
         try:
             lock.acquire(timeout=0)
         except filelock.Timeout:
-            raise ValueError(f"another run is writing {self.path} (it holds {lock.lock_file}); "
-                             "wait for it or use another --out") from None
+            raise ValueError(
+                f"another run is writing {self.path} (it holds {lock.lock_file}); wait for it or use another --out"
+            ) from None
         try:
             yield
         finally:
@@ -215,8 +218,10 @@ class ResultStore:
         try:
             record = json.loads(raw)
         except ValueError as exc:
-            raise ValueError(f"{where}: not a JSON line ({exc}); this file was not written by "
-                             "`rescore` or was edited: fix the line or use another --out") from None
+            raise ValueError(
+                f"{where}: not a JSON line ({exc}); this file was not written by "
+                "`rescore` or was edited: fix the line or use another --out"
+            ) from None
         if not isinstance(record, dict) or not {"problem_id", "sample_id", "status"} <= record.keys():
             raise ValueError(f"{where}: not a result record (needs problem_id, sample_id, status)")
         return record

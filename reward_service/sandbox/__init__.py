@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reward_service.sandbox.base import (
-    Bind, ExecResult, ExecSpec, Sandbox, SandboxError, base_env,
+    Bind,
+    ExecResult,
+    ExecSpec,
+    Sandbox,
+    SandboxError,
+    base_env,
 )
 from reward_service.sandbox.bwrap import BwrapSandbox
 from reward_service.sandbox.toolchain import Toolchain
@@ -18,8 +23,17 @@ from reward_service.sandbox.toolchain import Toolchain
 if TYPE_CHECKING:
     from reward_service.settings import Settings
 
-__all__ = ["Bind", "ExecResult", "ExecSpec", "Sandbox", "SandboxError", "Toolchain", "BwrapSandbox",
-           "base_env", "get_sandbox"]
+__all__ = [
+    "Bind",
+    "ExecResult",
+    "ExecSpec",
+    "Sandbox",
+    "SandboxError",
+    "Toolchain",
+    "BwrapSandbox",
+    "base_env",
+    "get_sandbox",
+]
 
 BACKENDS = ("bwrap", "docker")
 
@@ -36,6 +50,7 @@ def get_sandbox(name: str = "bwrap", settings: Settings | None = None) -> Sandbo
         from reward_service.settings import get_settings
 
         settings = settings or get_settings()
-        return DockerSandbox(image=settings.sim_image, volume_prefix=settings.docker_volume_prefix,
-                             cpus=settings.docker_cpus)
+        return DockerSandbox(
+            image=settings.sim_image, volume_prefix=settings.docker_volume_prefix, cpus=settings.docker_cpus
+        )
     raise SandboxError(f"unknown sandbox backend {name!r} (available: {', '.join(BACKENDS)})")

@@ -55,7 +55,7 @@ class _ChunkReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, target) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, target) -> int:
         while not self._buf:
             try:
                 self._buf = next(self._chunks)
@@ -79,8 +79,9 @@ def _safe_relative(name: str) -> str | None:
     return "" if norm == "." else norm
 
 
-def unpack(chunks: Iterable[bytes], dest: Path, *, max_bytes: int,
-           rename: Callable[[str], str | None] = lambda n: n) -> int:
+def unpack(
+    chunks: Iterable[bytes], dest: Path, *, max_bytes: int, rename: Callable[[str], str | None] = lambda n: n
+) -> int:
     """Extract the tar stream ``chunks`` under ``dest`` (created if missing). ``rename`` maps a
     member name (relative, normalised) to its path under ``dest``, or None to skip it. Only
     regular files and directories are taken (links, devices, fifos are skipped); modes keep

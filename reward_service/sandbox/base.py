@@ -9,7 +9,6 @@ from pathlib import Path
 from reward_service.errors import RewardServiceError
 from reward_service.sandbox.toolchain import Toolchain
 
-
 #: Shells of a Debian system (host or image), hidden in ``no_shell`` steps.
 SHELLS = ("/usr/bin/sh", "/usr/bin/dash", "/usr/bin/bash", "/usr/bin/rbash")
 
@@ -67,8 +66,13 @@ def base_env(toolchain: Toolchain) -> dict[str, str]:
     """The environment every sandboxed command starts from (``ExecSpec.env`` is added on top);
     nothing of the worker's own environment is passed."""
     return {
-        "PATH": toolchain.path_env(), "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+        "PATH": toolchain.path_env(),
+        "HOME": "/work",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
     }
 
 

@@ -25,11 +25,16 @@ import time
 from pathlib import Path
 
 from reward_service.sandbox.base import (
-    SHELLS, ExecResult, ExecSpec, Sandbox, SandboxError, base_env,
+    SHELLS,
+    ExecResult,
+    ExecSpec,
+    Sandbox,
+    SandboxError,
+    base_env,
 )
 from reward_service.sandbox.cgroup import CgroupV1
-from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, address_space_mb, nproc_prefix
 from reward_service.sandbox.output import BoundedOutput
+from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, address_space_mb, nproc_prefix
 from reward_service.sandbox.toolchain import Toolchain, host_toolchain
 
 log = logging.getLogger(__name__)
@@ -39,8 +44,7 @@ _SHELLS = tuple(p for p in SHELLS if os.path.exists(p))
 #: Size cap (MiB) of a step's /dev/shm (its /tmp has ExecSpec.tmp_mb).
 _SHM_MB = 64
 #: Files of /etc that compilers and the dynamic loader need; nothing else of /etc is visible.
-_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
-        "passwd", "group")
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf", "passwd", "group")
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,10 +104,29 @@ class BwrapSandbox(Sandbox):
         self.fresh_proc: bool | None = None
 
     def _probe(self, proc: bool) -> subprocess.CompletedProcess:
-        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
-                "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--ro-bind", "/", "/",
-                *(["--proc", "/proc"] if proc else ["--tmpfs", "/proc"]), "--dev", "/dev", "--tmpfs", "/tmp",
-                "--", "true"]
+        argv = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--hostname",
+            "sandbox",
+            "--ro-bind",
+            "/",
+            "/",
+            *(["--proc", "/proc"] if proc else ["--tmpfs", "/proc"]),
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--",
+            "true",
+        ]
         try:
             return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, env={})
         except (OSError, subprocess.SubprocessError) as exc:
@@ -119,21 +142,25 @@ class BwrapSandbox(Sandbox):
         if not shutil.which(self.bwrap):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         if not self.use_cgroups and self.prlimit is None:
-            raise SandboxError("prlimit (util-linux) is not in /usr/bin: steps without cgroups need it "
-                               "for their process limit")
+            raise SandboxError(
+                "prlimit (util-linux) is not in /usr/bin: steps without cgroups need it for their process limit"
+            )
         probe = self._probe(proc=True)
         fresh = probe.returncode == 0
         if not fresh and "proc" in probe.stderr:  # "Can't mount proc on /newroot/proc"
             if self._probe(proc=False).returncode == 0:
-                log.warning("bwrap: no fresh /proc here (%s): steps run with an empty /proc (docs/sandbox.md)",
-                            probe.stderr.strip()[:200])
+                log.warning(
+                    "bwrap: no fresh /proc here (%s): steps run with an empty /proc (docs/sandbox.md)",
+                    probe.stderr.strip()[:200],
+                )
                 probe = subprocess.CompletedProcess(probe.args, 0)
         if probe.returncode != 0:
             raise SandboxError(
                 f"bubblewrap cannot make a sandbox here ({probe.stderr.strip()[:300] or probe.returncode}): "
                 "in a container it needs user namespaces allowed by the seccomp profile "
                 "(docker/seccomp/worker.json); on Ubuntu 24.04 also an AppArmor profile allowing userns "
-                "(docs/deploy.md)")
+                "(docs/deploy.md)"
+            )
         self.fresh_proc = fresh
         self._works = True
 
@@ -144,9 +171,21 @@ class BwrapSandbox(Sandbox):
     def command(self, spec: ExecSpec) -> list[str]:
         """The full bwrap argv for ``spec``."""
         toolchain = self.toolchain()
-        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-                "--hostname", "sandbox", "--clearenv"]
+        argv = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--hostname",
+            "sandbox",
+            "--clearenv",
+        ]
         for bind in _system_binds():
             argv.extend(bind)
         if toolchain.cocotb19_venv:  # the optional cocotb 1.9 runtime, part of the toolchain
@@ -168,10 +207,23 @@ class BwrapSandbox(Sandbox):
         # (the worker container) no limit counts their pages: a step writing there could fill the
         # container's memory unseen. Both end read-only; /dev/shm (POSIX shm, semaphores) gets a
         # small capped tmpfs of its own.
-        argv += ["--dev", "/dev", "--size", str(min(spec.tmp_mb, _SHM_MB) * 1024 * 1024), "--tmpfs", "/dev/shm",
-                 "--remount-ro", "/dev",
-                 "--size", str(spec.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
-                 "--bind", str(spec.workdir), "/work"]
+        argv += [
+            "--dev",
+            "/dev",
+            "--size",
+            str(min(spec.tmp_mb, _SHM_MB) * 1024 * 1024),
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",
+            "--size",
+            str(spec.tmp_mb * 1024 * 1024),
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(spec.workdir),
+            "/work",
+        ]
         for bind in spec.binds:
             argv += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.target]
         if spec.no_shell:
@@ -183,7 +235,11 @@ class BwrapSandbox(Sandbox):
         argv += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
         # Without cgroups the process limit is RLIMIT_NPROC, set inside the step's user namespace
         # (counted there alone; see proctree).
-        return argv + ([] if self.use_cgroups else nproc_prefix(spec.processes, self.prlimit or "prlimit")) + list(spec.argv)
+        return (
+            argv
+            + ([] if self.use_cgroups else nproc_prefix(spec.processes, self.prlimit or "prlimit"))
+            + list(spec.argv)
+        )
 
     def run(self, spec: ExecSpec) -> ExecResult:
         self.check()
@@ -212,9 +268,15 @@ class BwrapSandbox(Sandbox):
                 os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
                 os.lseek(args_fd, 0, os.SEEK_SET)
                 proc = subprocess.Popen(
-                    [argv[0], "--args", str(args_fd), *argv[split:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, pass_fds=(args_fd,),
-                    env={}, preexec_fn=functools.partial(_preexec, spec, cgroup),
+                    [argv[0], "--args", str(args_fd), *argv[split:]],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(args_fd,),
+                    env={},
+                    preexec_fn=functools.partial(_preexec, spec, cgroup),
                 )
             except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec step
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
@@ -282,13 +344,23 @@ class BwrapSandbox(Sandbox):
         # compile error to be cached. Exactly bwrap's one line naming our program, exit 1: a
         # sample cannot produce that before its program exists.
         line = text.strip()
-        if proc.returncode == 1 and not timed_out and "\n" not in line and line.startswith(
-                (f"bwrap: execvp {spec.argv[0]}: ", f"bwrap: execvp {program}: ")):
+        if (
+            proc.returncode == 1
+            and not timed_out
+            and "\n" not in line
+            and line.startswith((f"bwrap: execvp {spec.argv[0]}: ", f"bwrap: execvp {program}: "))
+        ):
             raise SandboxError(f"the sandbox cannot start {spec.argv[0]}: {line}")
         return ExecResult(
-            exit_code=proc.returncode, output=text, output_bytes=out.total,
-            dropped_bytes=out.dropped, duration_ms=(time.monotonic() - start) * 1000,
-            timed_out=timed_out, oom=oom, pids_exhausted=pids, output_flood=flood,
+            exit_code=proc.returncode,
+            output=text,
+            output_bytes=out.total,
+            dropped_bytes=out.dropped,
+            duration_ms=(time.monotonic() - start) * 1000,
+            timed_out=timed_out,
+            oom=oom,
+            pids_exhausted=pids,
+            output_flood=flood,
         )
 
 

@@ -40,13 +40,19 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import docker
 import requests
 from docker.types import Mount, Ulimit
 
+import docker
 from reward_service.sandbox import archive, reaper
 from reward_service.sandbox.base import (
-    SHELLS, Bind, ExecResult, ExecSpec, Sandbox, SandboxError, base_env,
+    SHELLS,
+    Bind,
+    ExecResult,
+    ExecSpec,
+    Sandbox,
+    SandboxError,
+    base_env,
 )
 from reward_service.sandbox.output import BoundedOutput
 from reward_service.sandbox.toolchain import DEFAULT_VENV, Toolchain
@@ -71,15 +77,17 @@ POLL_S = 0.1
 #: How long to wait for the daemon's ``oom`` event after an unexplained SIGKILL exit (s).
 OOM_EVENT_GRACE_S = 1.0
 #: cgroup files holding the pids.events of a container, where the daemon's host is ours.
-_PIDS_EVENTS = ("/sys/fs/cgroup/pids/docker/{id}/pids.events",
-                "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/pids.events",
-                "/sys/fs/cgroup/docker/{id}/pids.events",
-                "/sys/fs/cgroup/system.slice/docker-{id}.scope/pids.events")
+_PIDS_EVENTS = (
+    "/sys/fs/cgroup/pids/docker/{id}/pids.events",
+    "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/pids.events",
+    "/sys/fs/cgroup/docker/{id}/pids.events",
+    "/sys/fs/cgroup/system.slice/docker-{id}.scope/pids.events",
+)
 
 #: What a failing daemon call raises (the SDK does not wrap transport errors).
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
-_TOOLCHAINS: dict[str, Toolchain] = {}   # image id -> probed toolchain (one probe per process)
+_TOOLCHAINS: dict[str, Toolchain] = {}  # image id -> probed toolchain (one probe per process)
 _TOOLCHAIN_LOCK = threading.Lock()
 
 
@@ -104,8 +112,14 @@ class DockerSandbox(Sandbox):
 
     name = "docker"
 
-    def __init__(self, image: str = "reward-service-sim:latest", volume_prefix: str = "reward-service",
-                 cpus: float = 1.0, client=None, host_cgroups: bool = True) -> None:  # noqa: ANN001
+    def __init__(
+        self,
+        image: str = "reward-service-sim:latest",
+        volume_prefix: str = "reward-service",
+        cpus: float = 1.0,
+        client=None,
+        host_cgroups: bool = True,
+    ) -> None:
         self.image = image
         self.volume_prefix = volume_prefix
         self.cpus = cpus
@@ -118,7 +132,7 @@ class DockerSandbox(Sandbox):
 
     # -- connection ------------------------------------------------------------------------------
     @property
-    def client(self):  # noqa: ANN201 - docker.DockerClient
+    def client(self):
         with self._lock:
             if self._client is None:
                 try:  # many threads share it: a connection per concurrent call
@@ -140,8 +154,9 @@ class DockerSandbox(Sandbox):
         try:
             return self.client.api.inspect_image(self.image)["Id"]
         except docker.errors.ImageNotFound as exc:
-            raise SandboxError(f"the simulation image {self.image} is missing: build it with "
-                               "scripts/build_images.sh") from exc
+            raise SandboxError(
+                f"the simulation image {self.image} is missing: build it with scripts/build_images.sh"
+            ) from exc
         except _DOCKER_ERRORS as exc:
             raise SandboxError(f"the Docker daemon does not answer: {exc}") from exc
 
@@ -168,18 +183,21 @@ class DockerSandbox(Sandbox):
         work = Path(tempfile.mkdtemp(prefix="rs-probe-"))
         try:
             shutil.copyfile(probe, work / probe.name)
-            spec = ExecSpec(argv=["python", f"/work/{probe.name}", COCOTB19_VENV], workdir=work,
-                            timeout_s=120, outputs=())
+            spec = ExecSpec(
+                argv=["python", f"/work/{probe.name}", COCOTB19_VENV], workdir=work, timeout_s=120, outputs=()
+            )
             # The image's own PATH (no toolchain yet): its first python is the one with cocotb.
             result = self._run(spec, {"HOME": "/work", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
         finally:
             shutil.rmtree(work, ignore_errors=True)
         line = next((l for l in result.output.splitlines() if l.startswith("RS_TOOLCHAIN ")), None)
         if result.exit_code != 0 or line is None:
-            raise SandboxError(f"cannot probe the tools of {self.image}: exit {result.exit_code}: "
-                               f"{result.output[-2000:]}")
-        return Toolchain.from_probe(f"docker:{image_id.removeprefix('sha256:')[:12]}",
-                                    json.loads(line.partition(" ")[2]))
+            raise SandboxError(
+                f"cannot probe the tools of {self.image}: exit {result.exit_code}: {result.output[-2000:]}"
+            )
+        return Toolchain.from_probe(
+            f"docker:{image_id.removeprefix('sha256:')[:12]}", json.loads(line.partition(" ")[2])
+        )
 
     # -- one step --------------------------------------------------------------------------------
     def run(self, spec: ExecSpec) -> ExecResult:
@@ -195,10 +213,16 @@ class DockerSandbox(Sandbox):
         labels = reaper.labels(time.time() + spec.timeout_s + SETUP_ALLOWANCE_S)
         try:
             container = api.create_container(
-                self.image_id(), command=self_limited(spec), user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                environment=env, working_dir=spec.cwd, hostname="sandbox",
-                name=f"{self.volume_prefix}-{uuid.uuid4().hex[:12]}", labels=labels,
-                host_config=self._host_config(spec, mounts, labels))["Id"]
+                self.image_id(),
+                command=self_limited(spec),
+                user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                environment=env,
+                working_dir=spec.cwd,
+                hostname="sandbox",
+                name=f"{self.volume_prefix}-{uuid.uuid4().hex[:12]}",
+                labels=labels,
+                host_config=self._host_config(spec, mounts, labels),
+            )["Id"]
             for mount in mounts:
                 data = archive.pack(mount.host, SANDBOX_UID if mount.writable else 0)
                 if data is not None:
@@ -213,8 +237,9 @@ class DockerSandbox(Sandbox):
             # the next step, so /readyz (which checks the tag) and the jobs agree again
             with self._lock:
                 self._image_id = None
-            raise SandboxError(f"the simulation image {self.image} ({exc}) is gone; the next step uses "
-                               "the image the tag names now") from exc
+            raise SandboxError(
+                f"the simulation image {self.image} ({exc}) is gone; the next step uses the image the tag names now"
+            ) from exc
         except _DOCKER_ERRORS as exc:
             raise SandboxError(f"docker: {exc}") from exc
         except tarfile.TarError as exc:
@@ -232,8 +257,10 @@ class DockerSandbox(Sandbox):
             if bind.cache is not None:
                 continue
             if bind.writable and bind.target not in WRITABLE_TARGETS:
-                raise SandboxError(f"writable bind target {bind.target} is not one of the image's "
-                                   f"writable mount points {WRITABLE_TARGETS}")
+                raise SandboxError(
+                    f"writable bind target {bind.target} is not one of the image's "
+                    f"writable mount points {WRITABLE_TARGETS}"
+                )
             if not bind.host.is_dir():
                 raise SandboxError(f"bind source {bind.host} is not a directory")
             mounts.append(_Mount(bind.target, bind.host, bind.writable))
@@ -241,26 +268,41 @@ class DockerSandbox(Sandbox):
 
     def _host_config(self, spec: ExecSpec, mounts: list[_Mount], labels: dict[str, str]) -> dict:
         volumes = [Mount(m.target, None, type="volume", labels=labels) for m in mounts]
-        volumes += [Mount(b.target, self._cache_volume(b), type="volume", read_only=not b.writable)
-                    for b in spec.binds if b.cache is not None]
+        volumes += [
+            Mount(b.target, self._cache_volume(b), type="volume", read_only=not b.writable)
+            for b in spec.binds
+            if b.cache is not None
+        ]
         if spec.no_shell:
             volumes += [Mount(s, "/dev/null", type="bind", read_only=True) for s in SHELLS]
         file_bytes = spec.file_mb << 20
         memory = f"{spec.memory_mb}m"
         return self.client.api.create_host_config(
-            mounts=volumes, read_only=True, network_mode="none", cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], init=True, mem_limit=memory, memswap_limit=memory,
-            pids_limit=spec.processes, nano_cpus=int(self.cpus * 1e9),
-            ulimits=[Ulimit(name="fsize", soft=file_bytes, hard=file_bytes),
-                     Ulimit(name="core", soft=0, hard=0),
-                     Ulimit(name="nofile", soft=4096, hard=4096)],
-            tmpfs={"/tmp": f"size={spec.tmp_mb}m,mode=1777"}, log_config={"type": "none"})
+            mounts=volumes,
+            read_only=True,
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+            mem_limit=memory,
+            memswap_limit=memory,
+            pids_limit=spec.processes,
+            nano_cpus=int(self.cpus * 1e9),
+            ulimits=[
+                Ulimit(name="fsize", soft=file_bytes, hard=file_bytes),
+                Ulimit(name="core", soft=0, hard=0),
+                Ulimit(name="nofile", soft=4096, hard=4096),
+            ],
+            tmpfs={"/tmp": f"size={spec.tmp_mb}m,mode=1777"},
+            log_config={"type": "none"},
+        )
 
     def _cache_volume(self, bind: Bind) -> str:
         """The named volume of ``bind.cache``, created (labelled as a cache) on first use."""
         if bind.writable and bind.target not in WRITABLE_TARGETS:
-            raise SandboxError(f"cache bind target {bind.target} is not one of the image's "
-                               f"writable mount points {WRITABLE_TARGETS}")
+            raise SandboxError(
+                f"cache bind target {bind.target} is not one of the image's writable mount points {WRITABLE_TARGETS}"
+            )
         name = f"{self.volume_prefix}-{bind.cache}"
         with self._lock:
             if name not in self._caches:
@@ -285,7 +327,7 @@ class DockerSandbox(Sandbox):
                         out.feed(chunk)
                         if out.total > flood_bytes:
                             flood.set()
-            except Exception:  # noqa: BLE001 - the stream breaks when the container is killed
+            except Exception:
                 pass
 
         reader = threading.Thread(target=pump, name=f"sandbox-output-{container[:12]}", daemon=True)
@@ -315,7 +357,7 @@ class DockerSandbox(Sandbox):
         if killed:
             try:
                 api.kill(container)  # SIGKILL to init: the pid namespace goes with it
-            except Exception:  # noqa: BLE001 - it may have exited meanwhile
+            except Exception:
                 pass
         status = api.wait(container, timeout=60)
         reader.join(2.0)
@@ -327,8 +369,15 @@ class DockerSandbox(Sandbox):
             oom = _oom_event(api, container, state, started)
         return ExecResult(
             exit_code=-9 if killed else exit_code,
-            output=out.text(), output_bytes=out.total, dropped_bytes=out.dropped, duration_ms=0.0,
-            timed_out=timed_out, oom=oom, pids_exhausted=pids.hit, output_flood=flood.is_set())
+            output=out.text(),
+            output_bytes=out.total,
+            dropped_bytes=out.dropped,
+            duration_ms=0.0,
+            timed_out=timed_out,
+            oom=oom,
+            pids_exhausted=pids.hit,
+            output_flood=flood.is_set(),
+        )
 
     def _copy_back(self, container: str, spec: ExecSpec, mounts: list[_Mount]) -> None:
         """Bring back the declared outputs (all of ``/work`` and of the writable binds when
@@ -339,8 +388,7 @@ class DockerSandbox(Sandbox):
             if spec.outputs is None:
                 wanted = [""]
             else:
-                wanted = [rel for path in spec.outputs
-                          if (rel := _relative(path, mount.target)) is not None]
+                wanted = [rel for path in spec.outputs if (rel := _relative(path, mount.target)) is not None]
             for rel in wanted:
                 if rel:
                     archive.clear(mount.host / rel)
@@ -373,7 +421,7 @@ class DockerSandbox(Sandbox):
         """Remove the container and its anonymous volumes; the reaper retries on failure."""
         try:
             self.client.api.remove_container(container, v=True, force=True)
-        except Exception as exc:  # noqa: BLE001 - never mask the step's own outcome
+        except Exception as exc:
             log.warning("cannot remove sandbox container %s (the reaper will): %s", container[:12], exc)
 
 
@@ -389,7 +437,7 @@ def _relative(path: str, target: str) -> str | None:
     if path == target:
         return ""
     if path.startswith(target.rstrip("/") + "/"):
-        return path[len(target.rstrip("/")) + 1:]
+        return path[len(target.rstrip("/")) + 1 :]
     return None
 
 
@@ -398,7 +446,7 @@ def _empty(directory: Path) -> None:
         archive.clear(child)
 
 
-def _oom_event(api, container: str, state: dict, started: float) -> bool:  # noqa: ANN001
+def _oom_event(api, container: str, state: dict, started: float) -> bool:
     """Whether the daemon logged an ``oom`` event for ``container`` during its run (``state``:
     its inspected ``State``; ``started``: our epoch seconds at start, used when the daemon's
     times cannot be read).
@@ -412,13 +460,17 @@ def _oom_event(api, container: str, state: dict, started: float) -> bool:  # noq
     since = _daemon_epoch(state.get("StartedAt")) or started
     finished = _daemon_epoch(state.get("FinishedAt")) or time.time()
     try:
-        events = api.events(since=int(since) - 1, until=int(finished + OOM_EVENT_GRACE_S) + 1,
-                            filters={"container": container, "event": "oom"}, decode=True)
+        events = api.events(
+            since=int(since) - 1,
+            until=int(finished + OOM_EVENT_GRACE_S) + 1,
+            filters={"container": container, "event": "oom"},
+            decode=True,
+        )
         try:
             return any(True for _ in events)
         finally:
             events.close()
-    except Exception:  # noqa: BLE001 - no evidence: the exit stays a plain SIGKILL
+    except Exception:
         return False
 
 
@@ -428,7 +480,7 @@ def _daemon_epoch(stamp: str | None) -> float | None:
         return None
     head, _, frac = stamp.rstrip("Z").partition(".")
     try:
-        moment = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.timezone.utc)
+        moment = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC)
     except ValueError:
         return None
     digits = "".join(ch for ch in frac if ch.isdigit())[:6]
@@ -442,7 +494,7 @@ class _PidsWatch:
     count sat at the limit: a fork bomb, which holds the limit, is seen; a burst that hits it for
     less than a second may not be."""
 
-    def __init__(self, api, container: str, limit: int, host_cgroups: bool) -> None:  # noqa: ANN001
+    def __init__(self, api, container: str, limit: int, host_cgroups: bool) -> None:
         self.hit = False
         self._file: Path | None = None
         if host_cgroups:
@@ -452,8 +504,12 @@ class _PidsWatch:
                     self._file = path
                     break
         if self._file is None:
-            threading.Thread(target=self._follow_stats, args=(api, container, limit),
-                             name=f"sandbox-stats-{container[:12]}", daemon=True).start()
+            threading.Thread(
+                target=self._follow_stats,
+                args=(api, container, limit),
+                name=f"sandbox-stats-{container[:12]}",
+                daemon=True,
+            ).start()
 
     def poll(self) -> None:
         if self._file is None or self.hit:
@@ -463,11 +519,11 @@ class _PidsWatch:
         except (OSError, ValueError, IndexError):
             pass
 
-    def _follow_stats(self, api, container: str, limit: int) -> None:  # noqa: ANN001
+    def _follow_stats(self, api, container: str, limit: int) -> None:
         try:
             for sample in api.stats(container, stream=True, decode=True):
                 if (sample.get("pids_stats") or {}).get("current", 0) >= limit:
                     self.hit = True
                     return
-        except Exception:  # noqa: BLE001 - the stream ends (or breaks) with the container
+        except Exception:
             return

@@ -34,6 +34,6 @@ class BoundedOutput:
         return max(0, self.total - len(self.head) - min(self.tail_size, self.tail_limit))
 
     def text(self) -> str:
-        tail = b"".join(self.tail)[-self.tail_limit:] if self.tail else b""
+        tail = b"".join(self.tail)[-self.tail_limit :] if self.tail else b""
         middle = f"\n... [{self.dropped} bytes of output dropped] ...\n".encode() if self.dropped else b""
         return (bytes(self.head) + middle + tail).decode("utf-8", errors="replace")

@@ -50,7 +50,7 @@ def _table() -> dict[int, tuple[int, int, int]]:
                 stat = fh.read()
         except OSError:  # it ended meanwhile
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+        fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
         try:
             table[int(name)] = (int(fields[1]), int(fields[17]), int(fields[21]))
         except (IndexError, ValueError):
@@ -62,8 +62,8 @@ def _table() -> dict[int, tuple[int, int, int]]:
 class TreeSample:
     """One look at a process tree below (not including) its root process."""
 
-    tasks: int = 0       # threads of every descendant
-    rss_bytes: int = 0   # resident memory of every descendant
+    tasks: int = 0  # threads of every descendant
+    rss_bytes: int = 0  # resident memory of every descendant
 
 
 def sample_tree(root: int) -> TreeSample:

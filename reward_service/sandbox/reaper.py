@@ -90,7 +90,7 @@ class Reaped:
     failed: list[str] = field(default_factory=list)
 
 
-def reap(client=None, *, margin_s: float = MARGIN_S, now: float | None = None) -> Reaped:  # noqa: ANN001
+def reap(client=None, *, margin_s: float = MARGIN_S, now: float | None = None) -> Reaped:
     """Remove orphaned sandbox containers (with their anonymous volumes), then orphaned
     sandbox volumes. ``client`` is a ``docker.DockerClient`` (default: ``docker.from_env()``).
     Never raises for one object that cannot be removed (listed in ``failed``); raises
@@ -106,7 +106,7 @@ def reap(client=None, *, margin_s: float = MARGIN_S, now: float | None = None) -
             client.close()
 
 
-def _reap(client, margin_s: float, now: float) -> Reaped:  # noqa: ANN001
+def _reap(client, margin_s: float, now: float) -> Reaped:
     import docker
 
     here = _here()
@@ -148,7 +148,7 @@ def start_periodic(interval_s: float = 300.0, margin_s: float = MARGIN_S) -> thr
         while True:
             try:
                 reap(margin_s=margin_s)
-            except Exception:  # noqa: BLE001 - a reaper must outlive a daemon hiccup
+            except Exception:
                 log.exception("sandbox reaper failed")
             if stop.wait(interval_s):
                 return
@@ -173,8 +173,10 @@ def ensure_periodic(interval_s: float = 300.0) -> None:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     done = reap()
-    print(f"reaped {len(done.containers)} container(s), {len(done.volumes)} volume(s)"
-          + (f"; could not remove: {'; '.join(done.failed)}" if done.failed else ""))
+    print(
+        f"reaped {len(done.containers)} container(s), {len(done.volumes)} volume(s)"
+        + (f"; could not remove: {'; '.join(done.failed)}" if done.failed else "")
+    )
 
 
 if __name__ == "__main__":

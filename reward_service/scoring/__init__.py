@@ -28,8 +28,14 @@ if TYPE_CHECKING:
 
 __all__ = ["Engine", "InvalidInput", "Prepared", "Scored", "Simulate", "score"]
 
-_HOMES = {"Engine": "engine", "score": "engine", "InvalidInput": "types", "Prepared": "types",
-          "Scored": "types", "Simulate": "types"}
+_HOMES = {
+    "Engine": "engine",
+    "score": "engine",
+    "InvalidInput": "types",
+    "Prepared": "types",
+    "Scored": "types",
+    "Simulate": "types",
+}
 
 
 def __getattr__(name: str) -> Any:

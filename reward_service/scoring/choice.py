@@ -39,8 +39,9 @@ class EngineChoice:
         return self.path in ("icarus", "fast")
 
 
-def choose_engine(simulator: str, engine: EngineName | None = None, *, given: bool = True,
-                  problem_engine: EngineName | None = None) -> EngineChoice:
+def choose_engine(
+    simulator: str, engine: EngineName | None = None, *, given: bool = True, problem_engine: EngineName | None = None
+) -> EngineChoice:
     """The engine choice of a request on ``simulator`` ("verilator" or "icarus"; a
     :class:`~reward_service.models.Simulator` is a str).
 

@@ -10,38 +10,50 @@ from reward_service.sandbox import ExecResult
 from reward_service.simulators.base import SimRun
 
 
-def classify(run: SimRun, runres: ExecResult, sim_name: str, has_cov: bool, tests: list[TestOutcome],
-             run_s: float) -> tuple[Status, str]:
+def classify(
+    run: SimRun, runres: ExecResult, sim_name: str, has_cov: bool, tests: list[TestOutcome], run_s: float
+) -> tuple[Status, str]:
     """The status and message of a simulation that built: resource limits, timeout, no test
     run, crash without coverage, runtime error, signal, else ``ok`` with notes on how it ended
     (``$stop``/``$fatal``, failed cocotb tests, error lines in the log). ``runres``: the run
     step's sandbox result; ``has_cov``: code coverage data exists; ``run_s``: the run-time
     limit in seconds."""
     if runres.output_flood:
-        return Status.resource_limit, f"output flood: more than {runres.output_bytes // (1 << 20)} MiB written to stdout/stderr"
+        return (
+            Status.resource_limit,
+            f"output flood: more than {runres.output_bytes // (1 << 20)} MiB written to stdout/stderr",
+        )
     if runres.oom:
         return Status.resource_limit, "memory limit exceeded (the simulation was killed)"
     if runres.pids_exhausted:
         return Status.resource_limit, "process limit exceeded (fork bomb?)"
     if runres.timed_out or run.ended_by == "timeout":
         hint = "" if tests else " (does the testbench end with $finish?)"
-        return Status.timeout, (f"the simulation hit its {run_s:g} s run-time limit{hint}; coverage "
-                                "up to the kill is reported for information")
+        return Status.timeout, (
+            f"the simulation hit its {run_s:g} s run-time limit{hint}; coverage "
+            "up to the kill is reported for information"
+        )
     if _file_too_large(runres):
         return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
     if run.not_run is not None:  # a cocotb run that ran no test: nothing the stimulus did is measured
         return run.not_run
     if sim_name in ("verilator", "fast") and not has_cov and run.results_xml is None:
-        return Status.runtime_error, (f"the simulation crashed without coverage data (exit {runres.exit_code}): "
-                                      f"{first_error(runres.output)}")
+        return Status.runtime_error, (
+            f"the simulation crashed without coverage data (exit {runres.exit_code}): {first_error(runres.output)}"
+        )
     if run.ended_by == "error":
-        return Status.runtime_error, (f"simulator runtime error: {first_error(runres.output)} "
-                                      "(coverage up to the error is reported for information)")
+        return Status.runtime_error, (
+            f"simulator runtime error: {first_error(runres.output)} "
+            "(coverage up to the error is reported for information)"
+        )
     if runres.exit_code is not None and runres.exit_code < 0:
         return Status.runtime_error, f"the simulation was killed by signal {-runres.exit_code}"
-    ended = {"stop": "ended by $stop", "fatal": "ended by $fatal",
-             "no_events": "ended with no events left (no $finish)",
-             "sim_ended_early": "the HDL ended the simulation while the cocotb test was running"}
+    ended = {
+        "stop": "ended by $stop",
+        "fatal": "ended by $fatal",
+        "no_events": "ended with no events left (no $finish)",
+        "sim_ended_early": "the HDL ended the simulation while the cocotb test was running",
+    }
     notes = [ended.get(run.ended_by or "", "")]
     failed = [t for t in tests if not t.passed]
     if failed:
@@ -74,7 +86,7 @@ def _error_lines(log_text: str, limit: int = 20) -> list[str]:
     out = []
     for m in _ERROR_LINE.finditer(log_text):
         end = log_text.find("\n", m.start())
-        line = log_text[m.start(): end if end >= 0 else None].strip()
+        line = log_text[m.start() : end if end >= 0 else None].strip()
         if "Verilog $stop" not in line:  # Verilator's note on an ordinary $stop ending
             out.append(line[:300])
         if len(out) >= limit:

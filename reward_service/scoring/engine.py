@@ -43,9 +43,13 @@ class Engine:
     catch-all lets through instead of reporting them as an internal error (a worker's time
     limit, e.g. Celery's ``SoftTimeLimitExceeded``, handled where it is raised)."""
 
-    def __init__(self, settings: Settings | None = None, sandbox: Sandbox | None = None,
-                 problems: Mapping[str, Any] | None = None,
-                 reraise: tuple[type[BaseException], ...] = ()) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        sandbox: Sandbox | None = None,
+        problems: Mapping[str, Any] | None = None,
+        reraise: tuple[type[BaseException], ...] = (),
+    ) -> None:
         self.settings = settings or get_settings()
         self.sandbox = sandbox or get_sandbox(self.settings.sandbox, self.settings)
         self.problems = dict(problems or {})
@@ -67,12 +71,21 @@ class Engine:
                 request = ScoreRequest.model_validate(request)
             prepared = self.prepare(request)
         except ValidationError as exc:
-            return Scored(self._finish(ScoreResult(status=Status.invalid_input, message=validation_message(exc)),
-                                       None, start))
+            return Scored(
+                self._finish(ScoreResult(status=Status.invalid_input, message=validation_message(exc)), None, start)
+            )
         except (InvalidInput, ExtractionError) as exc:
-            return Scored(self._finish(ScoreResult(status=Status.invalid_input, message=str(exc),
-                                                   stimulus_block=getattr(exc, "stimulus_block", None)),
-                                       request if isinstance(request, ScoreRequest) else None, start))
+            return Scored(
+                self._finish(
+                    ScoreResult(
+                        status=Status.invalid_input,
+                        message=str(exc),
+                        stimulus_block=getattr(exc, "stimulus_block", None),
+                    ),
+                    request if isinstance(request, ScoreRequest) else None,
+                    start,
+                )
+            )
         timings = {"prepare": (time.perf_counter() - start) * 1000}
         scored = Scored(ScoreResult(status=Status.sandbox_error))
         try:
@@ -91,8 +104,8 @@ class Engine:
                 from reward_service.reports.detail import coverage_detail
 
                 result.detail = coverage_detail(
-                    scored.points, prepared.design.files,
-                    [m for m, c in result.coverage.metrics.items() if c.available])
+                    scored.points, prepared.design.files, [m for m, c in result.coverage.metrics.items() if c.available]
+                )
         except self.reraise:
             raise
         except (SandboxError, ToolMissing, OSError) as exc:
@@ -113,8 +126,9 @@ class Engine:
         :class:`InvalidInput`, ``ExtractionError`` or ``pydantic.ValidationError``."""
         return prepare(request, self.problems)
 
-    def simulate(self, prepared: Prepared, timings: dict[str, float],
-                 simulator: SimulatorBackend | None = None) -> Scored:
+    def simulate(
+        self, prepared: Prepared, timings: dict[str, float], simulator: SimulatorBackend | None = None
+    ) -> Scored:
         """Simulate and measure ``prepared`` with ``simulator`` (None: the request's) in this
         engine's sandbox (:func:`reward_service.scoring.run.simulate`; a
         :data:`~reward_service.scoring.types.Simulate`)."""

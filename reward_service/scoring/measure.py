@@ -11,7 +11,12 @@ from reward_service.coverage.instances import in_scope, instance_names, merge_in
 from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
 from reward_service.models import (
-    CocotbStimulus, CoverageReport, ScoreResult, Status, SvTestbench, UncoveredPoint,
+    CocotbStimulus,
+    CoverageReport,
+    ScoreResult,
+    Status,
+    SvTestbench,
+    UncoveredPoint,
 )
 from reward_service.reward import targets_met
 from reward_service.safe_io import UnsafeOutput
@@ -21,8 +26,7 @@ from reward_service.scoring.types import Prepared, Scored
 from reward_service.simulators.base import SimRun, SimulatorBackend
 
 
-def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbox: Sandbox,
-            cache_dir: Path) -> Scored:
+def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbox: Sandbox, cache_dir: Path) -> Scored:
     """The result of ``run`` (``simulator``'s run of ``prepared``) with the points behind it:
     the build's failure, or the DUT instance's coverage (``coverage.dat``, the fast path's flags,
     cocotb-coverage bins) summarised per metric, the points proved unreachable (``sandbox`` runs
@@ -34,18 +38,30 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
         build = run.build
         assert build is not None
         if build.timed_out:
-            return Scored(ScoreResult(status=Status.timeout, log=build.output,
-                                      message=f"build exceeded its {request.limits.compile_s:g} s limit"))
+            return Scored(
+                ScoreResult(
+                    status=Status.timeout,
+                    log=build.output,
+                    message=f"build exceeded its {request.limits.compile_s:g} s limit",
+                )
+            )
         if build.oom or build.pids_exhausted:
-            return Scored(ScoreResult(status=Status.resource_limit, log=build.output,
-                                      message=f"build hit a resource limit ({build.limit_hit})"))
+            return Scored(
+                ScoreResult(
+                    status=Status.resource_limit,
+                    log=build.output,
+                    message=f"build hit a resource limit ({build.limit_hit})",
+                )
+            )
         message = f"{simulator.name} rejected the design or stimulus: {first_error(build.output)}"
         groups = _covergroups(prepared.stimulus)
         if groups and simulator.name in ("icarus", "fast"):  # both compile with Icarus
             use = "--engine verilator / engine" if simulator.name == "fast" else "--simulator verilator / simulator"
-            message = (f"{simulator.name} rejected the design or stimulus: Icarus Verilog 11 does not "
-                       f"support covergroups, and the testbench declares {groups} (use {use}=verilator, "
-                       f"where they compile but are not measured); first error: {first_error(build.output)}")
+            message = (
+                f"{simulator.name} rejected the design or stimulus: Icarus Verilog 11 does not "
+                f"support covergroups, and the testbench declares {groups} (use {use}=verilator, "
+                f"where they compile but are not measured); first error: {first_error(build.output)}"
+            )
         return Scored(ScoreResult(status=Status.compile_error, log=build.output, message=message))
     runres = run.run
     assert runres is not None
@@ -83,40 +99,57 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
             report, _ = summarise(merge_instances(points), list(spec.metrics), unavailable, spec.weights)
             report.scope, report.scope_found = spec.scope, False
             found = instance_names(dut_hiers, top)
-            return Scored(ScoreResult(
-                status=Status.invalid_input, coverage=report, log=runres.output,
-                message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` "
-                        f"(found: {', '.join(found)})"))
+            return Scored(
+                ScoreResult(
+                    status=Status.invalid_input,
+                    coverage=report,
+                    log=runres.output,
+                    message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` (found: {', '.join(found)})",
+                )
+            )
     points = merge_instances(points, dut_scope)
     report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
     report.scope, report.scope_found = spec.scope, scope_found
     judged = report  # what the targets are judged on
     if spec.exclude_unreachable is not None and has_code_coverage:
-        judged, uncovered, note = _reachable(prepared, points, report, unavailable, uncovered,
-                                                   sandbox, cache_dir)
+        judged, uncovered, note = _reachable(prepared, points, report, unavailable, uncovered, sandbox, cache_dir)
         if note:
             notes.append(note)
     log_text = runres.output
-    status, message = classify(run, runres, simulator.name, has_code_coverage, tests,
-                                     request.limits.run_s)
+    status, message = classify(run, runres, simulator.name, has_code_coverage, tests, request.limits.run_s)
     if status == Status.ok and report.overall is None and unavailable:
         # the metrics' own reasons say what would measure them (never "use Verilator" to a
         # Verilator user: a covergroup or a missing bin export is not fixed by a simulator)
         reasons = "; ".join(dict.fromkeys(unavailable.values()))
-        notes.append(f"none of the requested metrics ({', '.join(spec.metrics)}) can be measured "
-                     f"with {simulator.name}, so the sample yields no coverage (reward "
-                     f"{'0' if request.reward.shaping == 'chorus' else 'failure value'}): {reasons}")
+        notes.append(
+            f"none of the requested metrics ({', '.join(spec.metrics)}) can be measured "
+            f"with {simulator.name}, so the sample yields no coverage (reward "
+            f"{'0' if request.reward.shaping == 'chorus' else 'failure value'}): {reasons}"
+        )
     if notes:
         message = "; ".join([message, *notes]) if message else "; ".join(notes)
-    result = ScoreResult(status=status, message=message, coverage=report, uncovered=uncovered,
-                         tests=tests, log=log_text, ended_by=run.ended_by)
+    result = ScoreResult(
+        status=status,
+        message=message,
+        coverage=report,
+        uncovered=uncovered,
+        tests=tests,
+        log=log_text,
+        ended_by=run.ended_by,
+    )
     result.passed = status == Status.ok and targets_met(judged, spec.targets)
     return Scored(result, points)
 
 
-def _reachable(prepared: Prepared, points: list[CoveragePoint], report: CoverageReport,
-               unavailable: dict[str, str], uncovered: list[UncoveredPoint], sandbox: Sandbox,
-               cache_dir: Path) -> tuple[CoverageReport, list[UncoveredPoint], str]:
+def _reachable(
+    prepared: Prepared,
+    points: list[CoveragePoint],
+    report: CoverageReport,
+    unavailable: dict[str, str],
+    uncovered: list[UncoveredPoint],
+    sandbox: Sandbox,
+    cache_dir: Path,
+) -> tuple[CoverageReport, list[UncoveredPoint], str]:
     """The report targets are judged on, the uncovered points and a note, with the points
     proved unreachable (docs/formal.md) counted in ``report`` and, when the request's
     ``exclude_unreachable`` is True, left out of the judged figure and of ``uncovered``."""
@@ -124,8 +157,9 @@ def _reachable(prepared: Prepared, points: list[CoveragePoint], report: Coverage
     from reward_service.formal.verdicts import applicable
 
     request, spec = prepared.request, prepared.request.coverage
-    dead, _, why = applicable(prepared.design, prepared.stimulus, spec.scope, request.build.parameters,
-                              sandbox, cache_dir / "formal")
+    dead, _, why = applicable(
+        prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, cache_dir / "formal"
+    )
     if dead is None:
         return report, uncovered, f"no point excluded as unreachable ({why})"
     reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
@@ -140,14 +174,19 @@ def _reachable(prepared: Prepared, points: list[CoveragePoint], report: Coverage
 #: get_coverage() returns 0.00; Icarus 11 rejects the syntax. Only cocotb-coverage bins count.
 COVERGROUPS_UNMEASURED = "covergroups are not measured by Verilator 5.48"
 _NO_BINS = "the stimulus exported no cocotb-coverage bins"
-_FUNCTIONAL_HOW = ("functional coverage counts the bins of cocotb-coverage coverpoints and crosses "
-                   "that a cocotb test exports (docs/coverage.md)")
+_FUNCTIONAL_HOW = (
+    "functional coverage counts the bins of cocotb-coverage coverpoints and crosses "
+    "that a cocotb test exports (docs/coverage.md)"
+)
 
 
 def _covergroups(stimulus: SvTestbench | CocotbStimulus) -> str:
     """The covergroups the stimulus's HDL files declare, as ``cg, cg2 (tb.sv)``; "" if none."""
-    found = [f"{', '.join(names)} ({name})" for name, text in stimulus.files.items()
-             if name.lower().endswith(hdl.HDL_SUFFIXES) and (names := hdl.covergroups(text))]
+    found = [
+        f"{', '.join(names)} ({name})"
+        for name, text in stimulus.files.items()
+        if name.lower().endswith(hdl.HDL_SUFFIXES) and (names := hdl.covergroups(text))
+    ]
     return "; ".join(found)
 
 
@@ -156,6 +195,8 @@ def _no_functional_reason(stimulus: SvTestbench | CocotbStimulus) -> str:
     measured (named), or it exported no cocotb-coverage bins."""
     groups = _covergroups(stimulus)
     if groups:
-        return (f"{COVERGROUPS_UNMEASURED} (it ignores them with a COVERIGN warning; the testbench "
-                f"declares {groups}) and Icarus 11 cannot compile them; {_FUNCTIONAL_HOW}")
+        return (
+            f"{COVERGROUPS_UNMEASURED} (it ignores them with a COVERIGN warning; the testbench "
+            f"declares {groups}) and Icarus 11 cannot compile them; {_FUNCTIONAL_HOW}"
+        )
     return f"{_NO_BINS}; {_FUNCTIONAL_HOW}"

@@ -50,8 +50,9 @@ def prepare(request: ScoreRequest, problems: Mapping[str, Any]) -> Prepared:
     return prepared
 
 
-def check(request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus,
-          design_modules: set[str]) -> Prepared:
+def check(
+    request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus, design_modules: set[str]
+) -> Prepared:
     """Check a resolved request's files and find the testbench top (:func:`prepare`'s second
     half). Raises :class:`InvalidInput`."""
     _check_sources(design.files, "design")
@@ -62,9 +63,11 @@ def check(request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbS
     for name, macros in hdl.design_macros_set_by(dict(stimulus.files), dict(design.files), dirs).items():
         # the included design file is preprocessed after the stimulus's text: its macros would
         # change the DUT (a width, say) and so its coverage
-        raise InvalidInput(f"the stimulus `includes design file {name!r} and sets macro(s) "
-                           f"{', '.join(macros)} that it reads, which would change the DUT; set "
-                           "design macros with build.defines (CLI --define) instead")
+        raise InvalidInput(
+            f"the stimulus `includes design file {name!r} and sets macro(s) "
+            f"{', '.join(macros)} that it reads, which would change the DUT; set "
+            "design macros with build.defines (CLI --define) instead"
+        )
     if isinstance(stimulus, SvTestbench):
         stim_texts = [t for n, t in stimulus.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)]
         top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
@@ -86,9 +89,11 @@ def check(request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbS
             raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
         on_icarus = choose_engine(request.simulator.value, request.engine).on_icarus
         if stimulus.runtime == "cocotb-1.9" and not on_icarus:
-            raise InvalidInput("the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
-                               "(CLI --simulator icarus) or engine=fast (--engine fast), or "
-                               "stimulus.runtime cocotb-2.1")
+            raise InvalidInput(
+                "the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
+                "(CLI --simulator icarus) or engine=fast (--engine fast), or "
+                "stimulus.runtime cocotb-2.1"
+            )
         if f"{stimulus.test_module}.py" not in stimulus.files:
             raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
         stimulus = stimulus.model_copy(update={"toplevel": toplevel})
@@ -120,16 +125,22 @@ def _check_sources(files: Mapping[str, str], what: str) -> None:
     for name, text in files.items():
         if hdl.is_data_file(name):
             if name in _RESERVED_RUN_NAMES or name.startswith("rs_"):
-                raise InvalidInput(f"{what} data file {name!r}: the name is one of the simulation's own "
-                                   "outputs in its run dir (rename it or put it in a folder)")
+                raise InvalidInput(
+                    f"{what} data file {name!r}: the name is one of the simulation's own "
+                    "outputs in its run dir (rename it or put it in a folder)"
+                )
             continue  # an empty data file is a valid (empty) input
         if hdl.is_vhdl(name, text):
-            raise InvalidInput(f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported")
+            raise InvalidInput(
+                f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported"
+            )
         if not text.strip():
             raise InvalidInput(f"{what} file {name!r} is empty")
         if not name.lower().endswith(hdl.HDL_SUFFIXES + (".py",)):
-            raise InvalidInput(f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh, "
-                               f".py, or a data file: {' '.join(hdl.DATA_SUFFIXES)})")
+            raise InvalidInput(
+                f"{what} file {name!r}: unsupported file type (expected .v/.sv/.vh/.svh, "
+                f".py, or a data file: {' '.join(hdl.DATA_SUFFIXES)})"
+            )
 
 
 #: SV constructs that run host code inside the simulator process (Verilator's inline C++ and
@@ -148,10 +159,14 @@ def _screen_stimulus(stimulus: SvTestbench | CocotbStimulus) -> None:
             m = _SV_HOST_CODE.search(hdl.strip_comments(text))
             if m:
                 what = "a DPI import" if m.group(0).startswith(("import", "export")) else f"`{m.group(0)}`"
-                raise InvalidInput(f"{name}: {what} runs host code inside the simulator (Verilator $c / "
-                                   "DPI); stimulus may not use it, it could forge coverage")
+                raise InvalidInput(
+                    f"{name}: {what} runs host code inside the simulator (Verilator $c / "
+                    "DPI); stimulus may not use it, it could forge coverage"
+                )
         else:
             m = _COCOTB_TAMPER.search(text)
             if m:
-                raise InvalidInput(f"{name}: the test refers to `{m.group(0)}`, which touches the scorer's "
-                                   "own outputs or ends the simulator abruptly; refused (it could forge coverage)")
+                raise InvalidInput(
+                    f"{name}: the test refers to `{m.group(0)}`, which touches the scorer's "
+                    "own outputs or ends the simulator abruptly; refused (it could forge coverage)"
+                )

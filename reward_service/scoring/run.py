@@ -21,8 +21,13 @@ from reward_service.simulators import get_simulator
 from reward_service.simulators.base import Job, SimulatorBackend
 
 
-def simulate(prepared: Prepared, timings: dict[str, float], simulator: SimulatorBackend | None,
-             sandbox: Sandbox, settings: Settings) -> Scored:
+def simulate(
+    prepared: Prepared,
+    timings: dict[str, float],
+    simulator: SimulatorBackend | None,
+    sandbox: Sandbox,
+    settings: Settings,
+) -> Scored:
     """Simulate ``prepared`` with ``simulator`` (None: the request's) in a fresh work dir under
     ``settings.work_root`` and measure the run. ``timings`` gets the build, run, simulate and
     measure stages (ms) and becomes the result's ``timings``. Raises ``SandboxError``,
@@ -44,16 +49,29 @@ def simulate(prepared: Prepared, timings: dict[str, float], simulator: Simulator
         included = hdl.included_files(files, dirs)
         data = [n for n in files if hdl.is_data_file(n)]
         job = Job(
-            root=root, design_files=hdl.compilation_units(list(prepared.design.files), included),
+            root=root,
+            design_files=hdl.compilation_units(list(prepared.design.files), included),
             stimulus_files=hdl.compilation_units(list(stimulus.files), included)
-            if isinstance(stimulus, SvTestbench) else [n for n in stimulus.files if not hdl.is_data_file(n)],
-            include_files=[n for n in files if n.lower().endswith(hdl.HDL_SUFFIXES)
-                           and (n in included or n.lower().endswith(hdl.HEADER_SUFFIXES))],
-            data_files=data, include_dirs=dirs, defines=dict(build.defines),
-            parameters=dict(build.parameters), plusargs=list(build.plusargs),
-            limits=request.limits, sandbox=sandbox, cache_dir=settings.cache_dir,
-            seed=request.seed, fsm=request.coverage.fsm, build_jobs=settings.build_jobs,
-            top=getattr(stimulus, "top", None), toplevel=getattr(stimulus, "toplevel", None),
+            if isinstance(stimulus, SvTestbench)
+            else [n for n in stimulus.files if not hdl.is_data_file(n)],
+            include_files=[
+                n
+                for n in files
+                if n.lower().endswith(hdl.HDL_SUFFIXES) and (n in included or n.lower().endswith(hdl.HEADER_SUFFIXES))
+            ],
+            data_files=data,
+            include_dirs=dirs,
+            defines=dict(build.defines),
+            parameters=dict(build.parameters),
+            plusargs=list(build.plusargs),
+            limits=request.limits,
+            sandbox=sandbox,
+            cache_dir=settings.cache_dir,
+            seed=request.seed,
+            fsm=request.coverage.fsm,
+            build_jobs=settings.build_jobs,
+            top=getattr(stimulus, "top", None),
+            toplevel=getattr(stimulus, "toplevel", None),
             test_module=getattr(stimulus, "test_module", None),
             cocotb_runtime=getattr(stimulus, "runtime", "auto"),
             cocotb_env=dict(getattr(stimulus, "env", {})),
@@ -83,8 +101,11 @@ def simulate(prepared: Prepared, timings: dict[str, float], simulator: Simulator
 
 
 #: A data file the simulation did not find: Verilator's warning, Icarus's error.
-_MISSING_DATA = re.compile(r"^%Warning: (\S+):0: \$readmem file not found|"
-                           r"\$readmem[hb]: Unable to open (\S+) for reading", re.M)
+_MISSING_DATA = re.compile(
+    r"^%Warning: (\S+):0: \$readmem file not found|"
+    r"\$readmem[hb]: Unable to open (\S+) for reading",
+    re.M,
+)
 
 
 def _missing_data_notes(files: Mapping[str, str], log_text: str) -> list[str]:
@@ -94,11 +115,12 @@ def _missing_data_notes(files: Mapping[str, str], log_text: str) -> list[str]:
     missing = [a or b for a, b in _MISSING_DATA.findall(log_text)]
     for name, text in files.items():
         if name.lower().endswith(hdl.HDL_SUFFIXES):
-            missing += [f for f in hdl.files_read(text)
-                        if not f.startswith("/") and posixpath.normpath(f) not in files]
+            missing += [f for f in hdl.files_read(text) if not f.startswith("/") and posixpath.normpath(f) not in files]
     missing = list(dict.fromkeys(missing))
     if not missing:
         return []
-    return [f"data file(s) not found: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} "
-            "(the simulation reads them relative to the source root; give them with the design or "
-            "stimulus files, e.g. --testbench data.hex)"]
+    return [
+        f"data file(s) not found: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} "
+        "(the simulation reads them relative to the source root; give them with the design or "
+        "stimulus files, e.g. --testbench data.hex)"
+    ]

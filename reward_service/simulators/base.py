@@ -32,10 +32,10 @@ class Job:
     sandbox: Sandbox
     cache_dir: Path
     seed: int = 0
-    top: str | None = None           # SV testbench top module
-    toplevel: str | None = None      # DUT module (cocotb HDL toplevel)
-    test_module: str | None = None   # cocotb test module
-    cocotb_runtime: str = "auto"     # "auto", "cocotb-2.1" or "cocotb-1.9" (CocotbStimulus.runtime)
+    top: str | None = None  # SV testbench top module
+    toplevel: str | None = None  # DUT module (cocotb HDL toplevel)
+    test_module: str | None = None  # cocotb test module
+    cocotb_runtime: str = "auto"  # "auto", "cocotb-2.1" or "cocotb-1.9" (CocotbStimulus.runtime)
     cocotb_env: dict[str, str] = field(default_factory=dict)  # CocotbStimulus.env (validated)
     fsm: bool = False
     build_jobs: int = 2
@@ -91,7 +91,7 @@ class SimRun:
     ended_by: str | None = None
     build_cached: bool = False
     tests: list[TestOutcome] = field(default_factory=list)  # cocotb outcomes (from results_xml)
-    notes: list[str] = field(default_factory=list)           # for the result message
+    notes: list[str] = field(default_factory=list)  # for the result message
     #: (status, message) when a cocotb run ran no test (import error, no test defined, every
     #: test skipped, no results.xml): the result is that failure whatever coverage exists.
     not_run: tuple[Status, str] | None = None
@@ -120,4 +120,3 @@ class SimulatorBackend(abc.ABC):
         """Requested metrics this simulator cannot measure -> the reason (never scored as 0).
         ``fsm``: FSM coverage was requested (coverage.fsm)."""
         return {m: self.unavailable_reason for m in metrics if m not in self.measures}
-

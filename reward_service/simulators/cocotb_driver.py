@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
             status.update(exit=EXIT_DRIVER_ERROR, error="".join(traceback.format_exception_only(exc)).strip())
             traceback.print_exc()
         print(f"cocotb_driver: {step}: {exc}", file=sys.stderr)
-    except BaseException as exc:  # noqa: BLE001 - report every failure as a status
+    except BaseException as exc:
         status.update(exit=EXIT_DRIVER_ERROR, error="".join(traceback.format_exception_only(exc)).strip())
         traceback.print_exc()
     else:

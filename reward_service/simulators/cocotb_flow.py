@@ -76,20 +76,23 @@ PYGPI_STANDINS = {"cocotb.regression:_run_regression": "rs_fcov_export:run_regre
 #: cocotb 2.1's default PyGPI entry points (pygpi/entry.py; ``_run_regression`` through our
 #: stand-in, which records a failed test discovery), plus our coverage export, which must come
 #: after ``_run_regression`` so that its shutdown callback runs after cocotb's.
-PYGPI_USERS = ",".join(PYGPI_STANDINS.get(e, e) for e in [
-    "cocotb_tools._coverage:start_cocotb_library_coverage",
-    "cocotb.logging:_configure",
-    "cocotb._init:init_package_from_simulation",
-    "cocotb.regression:_run_regression",
-    "rs_fcov_export:install",
-])
+PYGPI_USERS = ",".join(
+    PYGPI_STANDINS.get(e, e)
+    for e in [
+        "cocotb_tools._coverage:start_cocotb_library_coverage",
+        "cocotb.logging:_configure",
+        "cocotb._init:init_package_from_simulation",
+        "cocotb.regression:_run_regression",
+        "rs_fcov_export:install",
+    ]
+)
 PREMATURE = "simulation ended prematurely"
 PREMATURE_19 = "before test run completion"  # cocotb 1.9's SimFailure text
 #: cocotb 1.9 has no PyGPI users: our module is the entry point and starts cocotb itself.
 PYGPI_ENTRY_19 = "rs_fcov_export:entry_cocotb19"
 
-TOOLS = "/rs"           # driver + exporter, read-only
-MODEL = "/model"        # build dir: writable while building, read-only in the run step
+TOOLS = "/rs"  # driver + exporter, read-only
+MODEL = "/model"  # build dir: writable while building, read-only in the run step
 SRC = "/work/src"
 RESULTS = "results.xml"
 FCOV = "rs_fcov.yml"
@@ -221,15 +224,28 @@ def build_spec(job: Job, simulator: str, build_args: list[str], includes: list[s
     (cocotb's name), ``build_args`` then :func:`sources`, the include dirs ``includes``
     (sandbox paths), in ``build_dir`` (a sandbox path), from cwd :data:`SRC`."""
     return {
-        "simulator": simulator, "hdl_toplevel": job.toplevel, "sources": [],
-        "build_args": [*build_args, *sources(job)], "includes": includes, "cwd": SRC,
-        "timescale": list(TIMESCALE), "build_jobs": job.build_jobs,
-        "status": f"/work/{BUILD_STATUS}", "build_dir": build_dir,
+        "simulator": simulator,
+        "hdl_toplevel": job.toplevel,
+        "sources": [],
+        "build_args": [*build_args, *sources(job)],
+        "includes": includes,
+        "cwd": SRC,
+        "timescale": list(TIMESCALE),
+        "build_jobs": job.build_jobs,
+        "status": f"/work/{BUILD_STATUS}",
+        "build_dir": build_dir,
     }
 
 
-def run_build(job: Job, tools: Path, spec: dict, outputs: tuple[str, ...], env: Mapping[str, str] | None = None,
-              binds: Sequence[Bind] = (), **limits) -> tuple[ExecResult, dict]:
+def run_build(
+    job: Job,
+    tools: Path,
+    spec: dict,
+    outputs: tuple[str, ...],
+    env: Mapping[str, str] | None = None,
+    binds: Sequence[Bind] = (),
+    **limits,
+) -> tuple[ExecResult, dict]:
     """Run the driver's build step for ``spec`` (:func:`build_spec`) in ``job``'s sandbox, cwd
     ``/work`` (``job.root``), with the tools dir ``tools`` bound at :data:`TOOLS` besides
     ``binds``, :func:`common_env` over ``env``, and the job's compile limits unless ``limits``
@@ -237,12 +253,23 @@ def run_build(job: Job, tools: Path, spec: dict, outputs: tuple[str, ...], env: 
     is read after the step). Returns the step's result and the driver's build status
     (``{}`` if none). Raises :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run``."""
     toolchain = job.sandbox.toolchain()
-    limits = {"timeout_s": job.limits.compile_s, "memory_mb": job.limits.memory_mb,
-              "output_kb": job.limits.output_kb, **limits}
-    result = job.sandbox.run(ExecSpec(
-        argv=_driver_argv("build", spec, toolchain.python), workdir=job.root, cwd="/work",
-        binds=[*binds, Bind(tools, TOOLS)], env={**(env or {}), **common_env(toolchain)},
-        outputs=outputs, **limits))
+    limits = {
+        "timeout_s": job.limits.compile_s,
+        "memory_mb": job.limits.memory_mb,
+        "output_kb": job.limits.output_kb,
+        **limits,
+    }
+    result = job.sandbox.run(
+        ExecSpec(
+            argv=_driver_argv("build", spec, toolchain.python),
+            workdir=job.root,
+            cwd="/work",
+            binds=[*binds, Bind(tools, TOOLS)],
+            env={**(env or {}), **common_env(toolchain)},
+            outputs=outputs,
+            **limits,
+        )
+    )
     return result, _read_status(job.root / BUILD_STATUS)
 
 
@@ -277,8 +304,11 @@ def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict
         return "timeout"
     if run.limit_hit:
         return "killed"
-    premature = any(p in (t.message or "") for t in tests for p in (PREMATURE, PREMATURE_19)) \
-        or PREMATURE in log_text or PREMATURE_19 in log_text
+    premature = (
+        any(p in (t.message or "") for t in tests for p in (PREMATURE, PREMATURE_19))
+        or PREMATURE in log_text
+        or PREMATURE_19 in log_text
+    )
     if out.results_xml is not None:
         return "sim_ended_early" if premature else "finish"
     rc = status.get("returncode")
@@ -297,8 +327,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     when the cocotb runtime cannot run, :class:`~reward_service.sandbox.SandboxError` for
     failures of the sandbox."""
     hdl_toplevel(job)
-    test_module = job.test_module or next(
-        (Path(f).stem for f in job.stimulus_files if f.endswith(".py")), None)
+    test_module = job.test_module or next((Path(f).stem for f in job.stimulus_files if f.endswith(".py")), None)
     if not test_module:
         raise ValueError("cocotb stimulus needs a test module (job.test_module)")
 
@@ -310,8 +339,9 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
             except OSError:
                 pass
     toolchain = job.sandbox.toolchain()
-    runtime: Runtime = cocotb_runtime.resolve(job.cocotb_runtime or cocotb_runtime.AUTO, stimulus_py,
-                                              simulator.name, toolchain)  # ToolMissing -> sandbox_error
+    runtime: Runtime = cocotb_runtime.resolve(
+        job.cocotb_runtime or cocotb_runtime.AUTO, stimulus_py, simulator.name, toolchain
+    )  # ToolMissing -> sandbox_error
     out = SimRun()
     out.notes.extend(runtime.notes)
     tools = _stage_tools(job)
@@ -321,26 +351,46 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
 
     run = _fresh_run_dir(job)
     spec = {
-        "simulator": simulator.name, "hdl_toplevel": job.toplevel, "hdl_toplevel_lang": "verilog",
-        "test_module": test_module, "build_dir": MODEL, "test_dir": "/work",
-        "results_xml": f"/work/{RESULTS}", "seed": job.seed, "status": f"/work/{STATUS}",
+        "simulator": simulator.name,
+        "hdl_toplevel": job.toplevel,
+        "hdl_toplevel_lang": "verilog",
+        "test_module": test_module,
+        "build_dir": MODEL,
+        "test_dir": "/work",
+        "results_xml": f"/work/{RESULTS}",
+        "seed": job.seed,
+        "status": f"/work/{STATUS}",
         "test_args": list(simulator.cocotb_test_args),
-        "runtime": runtime.name, "plusargs": job.plusarg_args(),
+        "runtime": runtime.name,
+        "plusargs": job.plusarg_args(),
     }
-    env = {**job.cocotb_env, **common_env(toolchain), "RS_FCOV_FILE": f"/work/{FCOV}",
-           "RS_DISCOVERY_FILE": f"/work/{DISCOVERY}"}
+    env = {
+        **job.cocotb_env,
+        **common_env(toolchain),
+        "RS_FCOV_FILE": f"/work/{FCOV}",
+        "RS_DISCOVERY_FILE": f"/work/{DISCOVERY}",
+    }
     binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
     if runtime.venv is not None:  # cocotb 1.9 (the venv is part of the sandbox's toolchain)
         env["PYGPI_ENTRY_POINT"] = PYGPI_ENTRY_19
         env["VIRTUAL_ENV"] = runtime.venv  # cocotb 1.9's embedding picks the venv from it
     else:
         env["PYGPI_USERS"] = PYGPI_USERS
-    out.run = job.sandbox.run(ExecSpec(
-        argv=_driver_argv("test", spec, runtime.python), workdir=run, cwd="/work", env=env,
-        binds=binds,
-        timeout_s=job.limits.run_s, memory_mb=job.limits.memory_mb,
-        processes=job.limits.processes, file_mb=job.limits.file_mb,
-        output_kb=job.limits.output_kb, outputs=(*RUN_OUTPUTS, *outputs)))
+    out.run = job.sandbox.run(
+        ExecSpec(
+            argv=_driver_argv("test", spec, runtime.python),
+            workdir=run,
+            cwd="/work",
+            env=env,
+            binds=binds,
+            timeout_s=job.limits.run_s,
+            memory_mb=job.limits.memory_mb,
+            processes=job.limits.processes,
+            file_mb=job.limits.file_mb,
+            output_kb=job.limits.output_kb,
+            outputs=(*RUN_OUTPUTS, *outputs),
+        )
+    )
 
     out.results_xml = output_file(run / RESULTS)
     coverage = simulator.cocotb_coverage_file
@@ -349,8 +399,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)
     out.ended_by = _ended_by(out, out.run.output, out.tests, status)
-    out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module,
-                              toolchain.versions)
+    out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module, toolchain.versions)
     if out.not_run is not None:
         out.ended_by = "no_tests"
     elif status.get("error") and not out.run.limit_hit:
@@ -367,8 +416,14 @@ def _skipped(test: TestOutcome) -> bool:
     return test.passed and (test.message or "").startswith("skipped:")
 
 
-def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
-                test_module: str, versions: Mapping[str, str] | None = None) -> tuple[Status, str] | None:
+def no_test_ran(
+    out: SimRun,
+    status: dict,
+    discovery: dict,
+    runtime: str,
+    test_module: str,
+    versions: Mapping[str, str] | None = None,
+) -> tuple[Status, str] | None:
     """Why the cocotb run ``out`` ran no test, as ``(status, message)``, or None when a test
     ran (or the run was cut short: timeouts, limits and crashes keep their own status).
 
@@ -383,28 +438,34 @@ def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
         return None
     if out.tests:
         if all(_skipped(t) for t in out.tests):
-            return Status.runtime_error, (f"every cocotb test was skipped ({len(out.tests)} of "
-                                          f"{len(out.tests)}): no stimulus ran")
+            return Status.runtime_error, (
+                f"every cocotb test was skipped ({len(out.tests)} of {len(out.tests)}): no stimulus ran"
+            )
         return None
     exception = str(discovery.get("exception") or "")
     kind = discovery.get("kind")
     if kind == "import":
         missing = discovery.get("missing")
         if isinstance(missing, str) and cocotb_runtime.shipped(runtime, missing, versions):
-            return Status.sandbox_error, (f"the cocotb test module could not be imported: {exception} "
-                                          f"({missing} is shipped for {runtime}: the installation is broken)")
+            return Status.sandbox_error, (
+                f"the cocotb test module could not be imported: {exception} "
+                f"({missing} is shipped for {runtime}: the installation is broken)"
+            )
         bad = Status.compile_error if discovery.get("syntax_error") else Status.runtime_error
         return bad, f"the cocotb test module could not be imported: {exception}"
     if kind == "no_tests":
-        return Status.runtime_error, (f"the cocotb test module {test_module!r} defines no test (no "
-                                      "@cocotb.test() function was discovered)")
+        return Status.runtime_error, (
+            f"the cocotb test module {test_module!r} defines no test (no @cocotb.test() function was discovered)"
+        )
     if kind:
         bad = Status.compile_error if discovery.get("syntax_error") else Status.runtime_error
         return bad, f"cocotb's test discovery failed, no test ran: {exception}"
     if out.results_xml is not None:  # cocotb 1.9 writes an empty one when it discovers no test
-        return Status.runtime_error, (f"results.xml lists no test case: the cocotb test module "
-                                      f"{test_module!r} defines no test (no @cocotb.test() function "
-                                      "was discovered) or none ran")
+        return Status.runtime_error, (
+            f"results.xml lists no test case: the cocotb test module "
+            f"{test_module!r} defines no test (no @cocotb.test() function "
+            "was discovered) or none ran"
+        )
     # The status file and the log are writable by the test itself (it runs in the same sandbox,
     # and can kill the driver before it writes): ours only when the step's exit code agrees,
     # bwrap's 1 when it could not start the driver, the driver's own 2/3 when the runner failed.
@@ -415,8 +476,7 @@ def no_test_ran(out: SimRun, status: dict, discovery: dict, runtime: str,
     if status.get("exit") in _RUNNER_FAILED and out.run.exit_code == status.get("exit"):
         return Status.sandbox_error, f"the cocotb runner failed, no test ran: {status.get('error')}"
     last = _last_exception(out.run.output)
-    return Status.runtime_error, ("the cocotb run wrote no results.xml, no test ran"
-                                  + (f": {last}" if last else ""))
+    return Status.runtime_error, ("the cocotb run wrote no results.xml, no test ran" + (f": {last}" if last else ""))
 
 
 _EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?.*)$", re.M)
@@ -478,7 +538,12 @@ def parse_results_xml(path: Path) -> list[TestOutcome]:
                 message = lines[-1] if lines else bad.tag
         elif skipped is not None:
             message = "skipped: " + (skipped.get("message") or "")
-        outcomes.append(TestOutcome(
-            name=case.get("name") or "?", passed=bad is None,
-            message=message[:MAX_MESSAGE] if message else None, sim_time_ns=_sim_time_ns(case)))
+        outcomes.append(
+            TestOutcome(
+                name=case.get("name") or "?",
+                passed=bad is None,
+                message=message[:MAX_MESSAGE] if message else None,
+                sim_time_ns=_sim_time_ns(case),
+            )
+        )
     return outcomes

@@ -61,8 +61,21 @@ from dataclasses import dataclass, field
 from reward_service.sandbox.toolchain import DEFAULT_VENV, VENV_ENV, Toolchain, ToolMissing, venv_dir
 from reward_service.sandbox.toolchain_probe import STIMULUS_DISTS
 
-__all__ = ["AUTO", "COCOTB_19", "COCOTB_21", "DEFAULT_VENV", "RUNTIMES", "STIMULUS_PACKAGES", "VENV_ENV",
-           "Detection", "Runtime", "detect", "resolve", "shipped", "venv_dir"]
+__all__ = [
+    "AUTO",
+    "COCOTB_19",
+    "COCOTB_21",
+    "DEFAULT_VENV",
+    "RUNTIMES",
+    "STIMULUS_PACKAGES",
+    "VENV_ENV",
+    "Detection",
+    "Runtime",
+    "detect",
+    "resolve",
+    "shipped",
+    "venv_dir",
+]
 
 COCOTB_21 = "cocotb-2.1"
 COCOTB_19 = "cocotb-1.9"
@@ -75,20 +88,49 @@ RUNTIMES = (AUTO, COCOTB_21, COCOTB_19)
 #: fails to import one of these found a broken installation (``sandbox_error``), not its own
 #: mistake. ``cocotbext.spi`` 0.5 imports ``cocotb.clock.BaseClock``, gone in cocotb 2.x: 1.9 only.
 STIMULUS_PACKAGES: dict[str, tuple[str, ...]] = {
-    COCOTB_21: ("cocotb", "cocotb_tools", "pygpi", "cocotb_coverage", "cocotb_bus", "cocotbext.axi",
-                "cocotbext.uart", "pyuvm", "numpy", "cocotb_test", "yaml"),
-    COCOTB_19: ("cocotb", "cocotb_coverage", "cocotb_bus", "cocotbext.axi", "cocotbext.uart",
-                "cocotbext.spi", "pyuvm", "numpy", "cocotb_test", "yaml"),
+    COCOTB_21: (
+        "cocotb",
+        "cocotb_tools",
+        "pygpi",
+        "cocotb_coverage",
+        "cocotb_bus",
+        "cocotbext.axi",
+        "cocotbext.uart",
+        "pyuvm",
+        "numpy",
+        "cocotb_test",
+        "yaml",
+    ),
+    COCOTB_19: (
+        "cocotb",
+        "cocotb_coverage",
+        "cocotb_bus",
+        "cocotbext.axi",
+        "cocotbext.uart",
+        "cocotbext.spi",
+        "pyuvm",
+        "numpy",
+        "cocotb_test",
+        "yaml",
+    ),
 }
 
 
 #: shipped package -> the distribution the toolchain probe reports (sandbox/toolchain_probe.py).
-_DISTRIBUTIONS = {"cocotb": "cocotb", "cocotb_tools": "cocotb", "pygpi": "cocotb",
-                  "cocotb_coverage": "cocotb-coverage", "cocotb_bus": "cocotb-bus",
-                  "cocotbext.axi": "cocotbext-axi", "cocotbext.uart": "cocotbext-uart",
-                  "cocotbext.spi": "cocotbext-spi", "pyuvm": "pyuvm", "numpy": "numpy",
-                  "cocotb_test": "cocotb-test",
-                  "yaml": "cocotb-coverage"}  # pyyaml is a requirement of cocotb-coverage
+_DISTRIBUTIONS = {
+    "cocotb": "cocotb",
+    "cocotb_tools": "cocotb",
+    "pygpi": "cocotb",
+    "cocotb_coverage": "cocotb-coverage",
+    "cocotb_bus": "cocotb-bus",
+    "cocotbext.axi": "cocotbext-axi",
+    "cocotbext.uart": "cocotbext-uart",
+    "cocotbext.spi": "cocotbext-spi",
+    "pyuvm": "pyuvm",
+    "numpy": "numpy",
+    "cocotb_test": "cocotb-test",
+    "yaml": "cocotb-coverage",
+}  # pyyaml is a requirement of cocotb-coverage
 
 
 def _probed(runtime: str, dist: str, versions: Mapping[str, str]) -> bool:
@@ -115,31 +157,37 @@ def shipped(runtime: str, module: str, versions: Mapping[str, str] | None = None
 
 
 #: name -> pattern of cocotb 1.x-only idioms (see the module docstring).
-IDIOMS_1X: dict[str, re.Pattern] = {name: re.compile(p) for name, p in {
-    "cocotb.runner": r"\bcocotb\.runner\b",
-    "cocotb.binary": r"\bcocotb\.binary\b",
-    "BinaryValue": r"\bBinaryValue\b",
-    "TestFailure": r"\bTest(?:Failure|Error)\b",
-    "cocotb.result": r"\bcocotb\.result\b",
-    "cocotb.fork": r"\bcocotb\.fork\b",
-    "cocotb.coroutine": r"\bcocotb\.coroutine\b|\bcocotb\.decorators\b|^\s*@coroutine\b",
-    "GPI_NET": r"\bGPI_(?:NET|REGISTER)\b",
-    "ModifiableObject": r"\b(?:ModifiableObject|NonHierarchyIndexableObject)\b",
-    ".integer": r"\.(?:integer|signed_integer|binstr|buff)\b(?!\s*\()",
-    "units=": r"[(,]\s*units\s*=(?!=)",
-}.items()}
+IDIOMS_1X: dict[str, re.Pattern] = {
+    name: re.compile(p)
+    for name, p in {
+        "cocotb.runner": r"\bcocotb\.runner\b",
+        "cocotb.binary": r"\bcocotb\.binary\b",
+        "BinaryValue": r"\bBinaryValue\b",
+        "TestFailure": r"\bTest(?:Failure|Error)\b",
+        "cocotb.result": r"\bcocotb\.result\b",
+        "cocotb.fork": r"\bcocotb\.fork\b",
+        "cocotb.coroutine": r"\bcocotb\.coroutine\b|\bcocotb\.decorators\b|^\s*@coroutine\b",
+        "GPI_NET": r"\bGPI_(?:NET|REGISTER)\b",
+        "ModifiableObject": r"\b(?:ModifiableObject|NonHierarchyIndexableObject)\b",
+        ".integer": r"\.(?:integer|signed_integer|binstr|buff)\b(?!\s*\()",
+        "units=": r"[(,]\s*units\s*=(?!=)",
+    }.items()
+}
 #: name -> pattern of cocotb 2.x-only idioms.
-IDIOMS_2X: dict[str, re.Pattern] = {name: re.compile(p) for name, p in {
-    "cocotb_tools": r"\bcocotb_tools\b",
-    "LogicArray.from_unsigned": r"\bLogicArray\.from_(?:unsigned|signed|bytes)\b",
-    "cocotb.parametrize": r"\bcocotb\.parametrize\b",
-    "cocotb.pass_test": r"\bcocotb\.(?:pass_test|end_test)\b",
-    "unit=": r"[(,]\s*unit\s*=(?!=)",
-    "Immediate": r"\bcocotb\.handle\.Immediate\b|\bimport\b[^\n]*\bImmediate\b",
-    "ValueChange": r"\bValueChange\b|\.value_change\b",
-    ".rising_edge": r"\.(?:rising|falling)_edge\b(?!\s*\()",
-    "TaskComplete": r"\bTaskComplete\b",
-}.items()}
+IDIOMS_2X: dict[str, re.Pattern] = {
+    name: re.compile(p)
+    for name, p in {
+        "cocotb_tools": r"\bcocotb_tools\b",
+        "LogicArray.from_unsigned": r"\bLogicArray\.from_(?:unsigned|signed|bytes)\b",
+        "cocotb.parametrize": r"\bcocotb\.parametrize\b",
+        "cocotb.pass_test": r"\bcocotb\.(?:pass_test|end_test)\b",
+        "unit=": r"[(,]\s*unit\s*=(?!=)",
+        "Immediate": r"\bcocotb\.handle\.Immediate\b|\bimport\b[^\n]*\bImmediate\b",
+        "ValueChange": r"\bValueChange\b|\.value_change\b",
+        ".rising_edge": r"\.(?:rising|falling)_edge\b(?!\s*\()",
+        "TaskComplete": r"\bTaskComplete\b",
+    }.items()
+}
 
 
 @dataclass
@@ -154,8 +202,9 @@ class Detection:
         if self.runtime == COCOTB_19:
             return f"cocotb 1.x idioms: {', '.join(self.idioms_1x)}"
         if self.idioms_1x:
-            return (f"cocotb 2.x idioms ({', '.join(self.idioms_2x)}) outweigh the 1.x ones "
-                    f"({', '.join(self.idioms_1x)})")
+            return (
+                f"cocotb 2.x idioms ({', '.join(self.idioms_2x)}) outweigh the 1.x ones ({', '.join(self.idioms_1x)})"
+            )
         return "no cocotb 1.x idioms"
 
 
@@ -163,8 +212,7 @@ def _code_only(text: str) -> str:
     """The Python source without comments (an idiom in a comment is no evidence); the text
     as given when it does not tokenize."""
     try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
-                  if t.type != tokenize.COMMENT]
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type != tokenize.COMMENT]
         return tokenize.untokenize(tokens)
     except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
         return text
@@ -213,19 +261,21 @@ def resolve(requested: str, files: dict[str, str], simulator: str, toolchain: To
     why = f"auto picked cocotb 1.9 ({detection.reason()})" if detection else "cocotb 1.9 requested"
     if simulator != "icarus":
         if detection is None:
-            raise ToolMissing(f"the cocotb 1.9 runtime supports Icarus only, not {simulator} "
-                              "(use simulator 'icarus' or runtime 'cocotb-2.1')")
+            raise ToolMissing(
+                f"the cocotb 1.9 runtime supports Icarus only, not {simulator} "
+                "(use simulator 'icarus' or runtime 'cocotb-2.1')"
+            )
         default.notes.append(f"{why}, but cocotb 1.9 supports Icarus only: ran on cocotb 2.1")
         return default
     if toolchain.cocotb19_python is None:
         where = _missing_where(toolchain)
         if detection is None:
-            raise ToolMissing(f"the cocotb 1.9 runtime is not installed {where} "
-                              "(scripts/install.sh creates it; the simulation image has it)")
-        default.notes.append(f"{why}, but the cocotb 1.9 runtime is not installed {where}: "
-                             "ran on cocotb 2.1")
+            raise ToolMissing(
+                f"the cocotb 1.9 runtime is not installed {where} "
+                "(scripts/install.sh creates it; the simulation image has it)"
+            )
+        default.notes.append(f"{why}, but the cocotb 1.9 runtime is not installed {where}: ran on cocotb 2.1")
         return default
     version = toolchain.cocotb19_version
     note = f"ran on cocotb {version}: {why}" if detection else f"ran on cocotb {version} (requested)"
-    return Runtime(COCOTB_19, toolchain.cocotb19_python, venv=toolchain.cocotb19_venv,
-                   version=version, notes=[note])
+    return Runtime(COCOTB_19, toolchain.cocotb19_python, venv=toolchain.cocotb19_venv, version=version, notes=[note])

@@ -28,8 +28,7 @@ from reward_service.simulators.base import Job, SimRun, SimulatorBackend
 
 #: iverilog's lines of a failed compile (its exit status counts errors modulo 256, so a log with
 #: one of these is a failed build whatever the status says).
-ELAB_ERRORS = re.compile(r"\d+ error\(s\) during elaboration|I give up|syntax error|Elaboration failed",
-                         re.I)
+ELAB_ERRORS = re.compile(r"\d+ error\(s\) during elaboration|I give up|syntax error|Elaboration failed", re.I)
 
 
 def compile_failed(build: ExecResult) -> bool:
@@ -58,9 +57,11 @@ class IcarusSimulator(SimulatorBackend):
     cocotb_test_args: tuple[str, ...] = ("-n",)
     cocotb_coverage_file: str | None = None
     measures = ("functional",)
-    unavailable_reason = ("Icarus Verilog has no code coverage: use simulator=verilator (CLI "
-                          "--simulator verilator) or engine=fast (--engine fast, Icarus with an "
-                          "instrumented DUT) for line/branch/toggle/expr coverage")
+    unavailable_reason = (
+        "Icarus Verilog has no code coverage: use simulator=verilator (CLI "
+        "--simulator verilator) or engine=fast (--engine fast, Icarus with an "
+        "instrumented DUT) for line/branch/toggle/expr coverage"
+    )
 
     def run_sv(self, job: Job) -> SimRun:
         toolchain = job.sandbox.toolchain()
@@ -86,8 +87,9 @@ class IcarusSimulator(SimulatorBackend):
             shutil.rmtree(obj)
         obj.mkdir(parents=True)
         spec = cocotb_flow.build_spec(job, self.name, build_options(job), cocotb_flow.include_dirs(job), "/work/obj")
-        out.build, status = cocotb_flow.run_build(job, tools, spec,
-                                                  outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", "/work/obj"))
+        out.build, status = cocotb_flow.run_build(
+            job, tools, spec, outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", "/work/obj")
+        )
         if out.build.limit_hit or out.build.exit_code != 0 or not (obj / "sim.vvp").is_file():
             cocotb_flow.mark_build_failed(out, status, "icarus build")
             return None
@@ -160,14 +162,34 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     try:
         # The compile needs a few processes (timeout, sh, ivlpp, ivl) and room for the vvp file
         # and its log whatever the run's limits; vvp itself cannot fork.
-        result = job.sandbox.run(ExecSpec(
-            argv=["/bin/sh", "-c", _STEP, "rs-icarus", compiler, vvp, job.top, f"{limits.compile_s:g}",
-                  f"{limits.run_s:g}", str(len(job.plusargs)), *job.plusarg_args(), *build_options(job),
-                  *job.design_files, *job.stimulus_files],
-            workdir=job.root, cwd="/work/src", timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
-            memory_mb=limits.memory_mb, processes=max(limits.processes, COMPILE_PROCESSES),
-            file_mb=max(limits.file_mb, COMPILE_FILE_MB), output_kb=limits.output_kb,
-            outputs=("/work/obj/status", *outputs)))
+        result = job.sandbox.run(
+            ExecSpec(
+                argv=[
+                    "/bin/sh",
+                    "-c",
+                    _STEP,
+                    "rs-icarus",
+                    compiler,
+                    vvp,
+                    job.top,
+                    f"{limits.compile_s:g}",
+                    f"{limits.run_s:g}",
+                    str(len(job.plusargs)),
+                    *job.plusarg_args(),
+                    *build_options(job),
+                    *job.design_files,
+                    *job.stimulus_files,
+                ],
+                workdir=job.root,
+                cwd="/work/src",
+                timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
+                memory_mb=limits.memory_mb,
+                processes=max(limits.processes, COMPILE_PROCESSES),
+                file_mb=max(limits.file_mb, COMPILE_FILE_MB),
+                output_kb=limits.output_kb,
+                outputs=("/work/obj/status", *outputs),
+            )
+        )
         protected = _read_only(status / "build.rc")
     finally:
         _writable_again(obj)
@@ -184,9 +206,16 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     failed = rc != 0
     if not failed and not protected:  # chmod failed: the run did not start (nothing to trust)
         raise SandboxError("the Icarus step could not make its build files read-only before the run")
-    build = ExecResult(exit_code=rc, output=log, output_bytes=len(log), dropped_bytes=0, duration_ms=0.0,
-                       timed_out=_limit_noted(status / "build.limit"),
-                       oom=failed and result.oom, pids_exhausted=failed and result.pids_exhausted)
+    build = ExecResult(
+        exit_code=rc,
+        output=log,
+        output_bytes=len(log),
+        dropped_bytes=0,
+        duration_ms=0.0,
+        timed_out=_limit_noted(status / "build.limit"),
+        oom=failed and result.oom,
+        pids_exhausted=failed and result.pids_exhausted,
+    )
     if not failed and _limit_noted(status / "run.limit"):
         result = dataclasses.replace(result, timed_out=True)
     return build, result

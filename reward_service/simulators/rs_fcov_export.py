@@ -54,7 +54,7 @@ def export() -> None:
         tmp = f"{path}.tmp"
         db.export_to_yaml(filename=tmp)
         os.replace(tmp, path)
-    except Exception as exc:  # noqa: BLE001 - never break cocotb's shutdown
+    except Exception as exc:
         print(f"rs_fcov_export: export failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
@@ -93,8 +93,15 @@ def record_discovery_error(exc: BaseException | None) -> None:
     try:
         tmp = f"{path}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"kind": kind, "exception": text[:2000], "syntax_error": isinstance(exc, SyntaxError),
-                       "missing": missing if isinstance(missing, str) else None}, fh)
+            json.dump(
+                {
+                    "kind": kind,
+                    "exception": text[:2000],
+                    "syntax_error": isinstance(exc, SyntaxError),
+                    "missing": missing if isinstance(missing, str) else None,
+                },
+                fh,
+            )
         os.replace(tmp, path)
     except OSError as err:  # never hide cocotb's own report
         print(f"rs_fcov_export: cannot record the discovery error: {err}", file=sys.stderr)
@@ -108,8 +115,9 @@ def run_regression() -> None:
     try:
         cocotb.regression._run_regression()
     except BaseException as exc:
-        if getattr(cocotb.regression, "_manager_inst", None) is None or \
-                not getattr(cocotb.regression._manager_inst, "_test_queue", None):
+        if getattr(cocotb.regression, "_manager_inst", None) is None or not getattr(
+            cocotb.regression._manager_inst, "_test_queue", None
+        ):
             record_discovery_error(exc)  # discovery failed: no test was queued
         raise
 
@@ -158,7 +166,7 @@ def entry_cocotb19(*args):
         global _last_error
         try:
             outcome.get()
-        except BaseException as exc:  # noqa: BLE001 - only its text is kept
+        except BaseException as exc:
             text = str(exc).strip().splitlines()
             _last_error = f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
         else:

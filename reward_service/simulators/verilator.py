@@ -55,8 +55,14 @@ COMMON_FLAGS = [*VERILATOR_LINT_FLAGS, "-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR]
 #: VM_PARALLEL_BUILDS=1) failed with "Vtop__pch.h.fast: No such file or directory".
 #: OPT_GLOBAL is set again from the wheel's value (-Os): a command-line ``+=`` alone would drop it.
 #: Verilator passes -MAKEFLAGS words to make unquoted, hence one word per flag.
-USER_STOP_FLAGS = ["-MAKEFLAGS", "OPT_GLOBAL=-Os", "-MAKEFLAGS", "OPT_GLOBAL+=-DVL_USER_STOP_MAYBE",
-                   "-MAKEFLAGS", "OPT_GLOBAL+=-include/work/src/rs_user.h"]
+USER_STOP_FLAGS = [
+    "-MAKEFLAGS",
+    "OPT_GLOBAL=-Os",
+    "-MAKEFLAGS",
+    "OPT_GLOBAL+=-DVL_USER_STOP_MAYBE",
+    "-MAKEFLAGS",
+    "OPT_GLOBAL+=-include/work/src/rs_user.h",
+]
 USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
 RUN_GRACE_S = 1.0  # the sandbox kills this long after the watchdog in rs_main.cpp fires
 #: What the host reads of a run dir (rs_main.cpp writes both).
@@ -66,12 +72,41 @@ RUN_OUTPUTS = ("/work/rs_end.txt", "/work/coverage.dat")
 #: Verilator metacomments (manual, "Language Extensions"); any other comment whose first word is
 #: "verilator" (any case) is a hard BADVLTPRAGMA error that -Wno-fatal cannot turn off.
 METACOMMENTS = {
-    "clock_enable", "clocker", "no_clocker", "coverage_block_off", "coverage_off", "coverage_on",
-    "forceable", "full_case", "parallel_case", "hier_block", "inline_module", "no_inline_module",
-    "no_inline_task", "isolate_assignments", "lint_off", "lint_on", "lint_save", "lint_restore",
-    "public", "public_flat", "public_flat_rd", "public_flat_rw", "public_module", "public_off",
-    "public_on", "sc_bv", "sc_clock", "sformat", "split_var", "tag", "timing_off", "timing_on",
-    "trace_init_task", "tracing_off", "tracing_on",
+    "clock_enable",
+    "clocker",
+    "no_clocker",
+    "coverage_block_off",
+    "coverage_off",
+    "coverage_on",
+    "forceable",
+    "full_case",
+    "parallel_case",
+    "hier_block",
+    "inline_module",
+    "no_inline_module",
+    "no_inline_task",
+    "isolate_assignments",
+    "lint_off",
+    "lint_on",
+    "lint_save",
+    "lint_restore",
+    "public",
+    "public_flat",
+    "public_flat_rd",
+    "public_flat_rw",
+    "public_module",
+    "public_off",
+    "public_on",
+    "sc_bv",
+    "sc_clock",
+    "sformat",
+    "split_var",
+    "tag",
+    "timing_off",
+    "timing_on",
+    "trace_init_task",
+    "tracing_off",
+    "tracing_on",
 }
 _META = re.compile(r"(//|/\*)(\s*)(verilator)\b(\s*)(\w*)", re.I)
 
@@ -100,10 +135,12 @@ def stops_header(src: Path, files: list[str]) -> str:
     """C++ header listing the ``file:line`` of every ``$stop`` call, for ``vl_stop_maybe`` in
     rs_main.cpp to tell a ``$stop`` from an ``$error``. A line that only mentions ``$stop`` in a
     comment or string is listed too; harmless, since only real calls reach vl_stop_maybe."""
-    entries = [f'"{name}:{lineno}"'
-               for name in files
-               for lineno, line in enumerate((src / name).read_text(errors="replace").splitlines(), start=1)
-               if _STOP_CALL.search(line)]
+    entries = [
+        f'"{name}:{lineno}"'
+        for name in files
+        for lineno, line in enumerate((src / name).read_text(errors="replace").splitlines(), start=1)
+        if _STOP_CALL.search(line)
+    ]
     return "static const char* const RS_STOPS[] = {" + ", ".join(entries + ["nullptr"]) + "};\n"
 
 
@@ -119,8 +156,9 @@ def read_run_end(run_dir: Path, token: str, notes: list[str]) -> tuple[str | Non
     except (OSError, UnsafeOutput):
         words = []
     if len(words) != 3 or not secrets.compare_digest(words[2], token):
-        notes.append("the coverage files in the run dir were not written by the simulator's own "
-                     "ending and were ignored")
+        notes.append(
+            "the coverage files in the run dir were not written by the simulator's own ending and were ignored"
+        )
         return None, None
     return words[0], output_file(run_dir / "coverage.dat")
 
@@ -167,16 +205,33 @@ def build_env(job: Job, ccache: bool = True) -> tuple[dict[str, str], list[Bind]
         return verilator_env(job.sandbox.toolchain()), []
     ccache_dir = job.cache_dir / "ccache"
     ccache_dir.mkdir(parents=True, exist_ok=True)
-    env = {**verilator_env(job.sandbox.toolchain()), "OBJCACHE": "ccache", "CCACHE_DIR": "/ccache",
-           "CCACHE_BASEDIR": "/work", "CCACHE_NOHASHDIR": "1", "CCACHE_MAXSIZE": "5G"}
+    env = {
+        **verilator_env(job.sandbox.toolchain()),
+        "OBJCACHE": "ccache",
+        "CCACHE_DIR": "/ccache",
+        "CCACHE_BASEDIR": "/work",
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_MAXSIZE": "5G",
+    }
     return env, [Bind(ccache_dir, "/ccache", writable=True, cache="ccache")]
 
 
 def _build(job: Job, argv: list[str], env: dict[str, str], binds: list[Bind]) -> ExecResult:
-    return job.sandbox.run(ExecSpec(
-        argv=argv, workdir=job.root, cwd="/work/src", env=env, binds=binds,
-        timeout_s=job.limits.compile_s, memory_mb=max(job.limits.memory_mb, 4096),
-        processes=256, output_kb=job.limits.output_kb, file_mb=1024, outputs=("/work/obj/sim",)))
+    return job.sandbox.run(
+        ExecSpec(
+            argv=argv,
+            workdir=job.root,
+            cwd="/work/src",
+            env=env,
+            binds=binds,
+            timeout_s=job.limits.compile_s,
+            memory_mb=max(job.limits.memory_mb, 4096),
+            processes=256,
+            output_kb=job.limits.output_kb,
+            file_mb=1024,
+            outputs=("/work/obj/sim",),
+        )
+    )
 
 
 def _failed(job: Job, build: ExecResult) -> bool:
@@ -196,8 +251,10 @@ def _clean_rebuild(job: Job, argv: list[str], first: ExecResult, notes: list[str
     again = _build(job, argv, env, binds)
     again = dataclasses.replace(again, duration_ms=first.duration_ms + again.duration_ms)
     if not _failed(job, again):
-        notes.append("the C++ build failed once and a clean rebuild (fresh objects, no ccache) "
-                     f"succeeded; first failure: {first_cxx_error(first.output)}")
+        notes.append(
+            "the C++ build failed once and a clean rebuild (fresh objects, no ccache) "
+            f"succeeded; first failure: {first_cxx_error(first.output)}"
+        )
         return again
     check_own_build_failure(again, "(also in a clean rebuild without ccache)")
     return again
@@ -209,8 +266,10 @@ def check_own_build_failure(build: ExecResult, context: str = "") -> None:
     sample's compile_error. ``context`` is added to the message."""
     own = None if build.limit_hit else own_build_failure(build.output)
     if own is not None:
-        raise SandboxError(" ".join(filter(None, ["our Verilator build failed on a file of its own, not on the sources",
-                                                  context])) + f": {own}")
+        raise SandboxError(
+            " ".join(filter(None, ["our Verilator build failed on a file of its own, not on the sources", context]))
+            + f": {own}"
+        )
 
 
 #: Verilator's line when its front end accepted the sources and the C++ build (make) failed, or
@@ -230,7 +289,8 @@ _OWN_FAILURE = re.compile(
     r"|^make(?:\[\d+\])?: \*\*\* No rule to make target '[^']*(?:Vtop|verilated|rs_)[^']*'.*"
     r"|^[^\n]*undefined reference to `vl_stop_maybe\b.*"
     r"|^[^\n]*No space left on device.*",
-    re.M)
+    re.M,
+)
 _CXX_ERROR = re.compile(r"^\S[^\n]*(?:fatal )?error: [^\n]*", re.M)
 
 
@@ -250,7 +310,7 @@ def own_build_failure(build_log: str) -> str | None:
     if m is None:
         return None
     end = build_log.find("\n", m.start())
-    return build_log[m.start(): end if end >= 0 else None].strip()[:500]
+    return build_log[m.start() : end if end >= 0 else None].strip()[:500]
 
 
 def first_cxx_error(build_log: str) -> str:
@@ -275,7 +335,9 @@ def solver_env(job: Job) -> dict[str, str]:
 #: (which a limit's kill, e.g. the OOM killer's, explains too).
 _SOLVER_BROKEN = re.compile(
     r"^(?:%Warning: (?:[^\n]*: )?(?:Unable to communicate with SAT solver|Internal: Unable to parse solver)"
-    r"|VlRProcess::open: )[^\n]*", re.M)
+    r"|VlRProcess::open: )[^\n]*",
+    re.M,
+)
 _SOLVER_DIED = re.compile(r"^%Warning: (?:[^\n]*: )?Subprocess command `[^`\n]*' failed[^\n]*", re.M)
 _SOLVER_ERROR = re.compile(r"^%Warning: (?:[^\n]*: )?Internal: Solver error: [^\n]*", re.M)
 _UNSAT = re.compile(r"^%Warning-UNSATCONSTR: [^\n]*", re.M)
@@ -298,18 +360,30 @@ def solver_works(job: Job) -> bool:
         probe = job.root / "solver_probe"
         probe.mkdir(exist_ok=True)
         try:
-            res = job.sandbox.run(ExecSpec(
-                argv=["/bin/sh", "-c", 'printf "(check-sat)\\n(exit)\\n" | "$@"', "rs-solver",
-                      *toolchain.solver.split()], workdir=probe, timeout_s=30,
-                memory_mb=job.limits.memory_mb, processes=job.limits.processes))
+            res = job.sandbox.run(
+                ExecSpec(
+                    argv=[
+                        "/bin/sh",
+                        "-c",
+                        'printf "(check-sat)\\n(exit)\\n" | "$@"',
+                        "rs-solver",
+                        *toolchain.solver.split(),
+                    ],
+                    workdir=probe,
+                    timeout_s=30,
+                    memory_mb=job.limits.memory_mb,
+                    processes=job.limits.processes,
+                )
+            )
         except SandboxError:
             return False
         _SOLVER_WORKS[key] = not res.limit_hit and res.exit_code == 0 and "sat" in res.output.split()
     return _SOLVER_WORKS[key]
 
 
-def check_solver(run_log: str, notes: list[str], limit_hit: str | None = None,
-                 works: Callable[[], bool] | None = None) -> None:
+def check_solver(
+    run_log: str, notes: list[str], limit_hit: str | None = None, works: Callable[[], bool] | None = None
+) -> None:
     """Surface what constrained ``randomize()`` reported in a simulation log: a solver that could
     not be run is ours (raises :class:`SandboxError`: every randomize() returned 0 and the
     testbench drove its defaults, so its coverage says nothing); unsatisfied constraints
@@ -321,15 +395,21 @@ def check_solver(run_log: str, notes: list[str], limit_hit: str | None = None,
     taken as ours (the testbench's $display can print them) but only noted."""
     broken = _SOLVER_BROKEN.search(run_log) or (None if limit_hit else _SOLVER_DIED.search(run_log))
     if broken and works is not None and works():
-        notes.append("the log says the constraint solver could not be used, yet it answers in this "
-                     f"sandbox: scored as the run went ({broken.group(0).strip()[:200]})")
+        notes.append(
+            "the log says the constraint solver could not be used, yet it answers in this "
+            f"sandbox: scored as the run went ({broken.group(0).strip()[:200]})"
+        )
     elif broken:
-        raise SandboxError("the SMT solver that Verilator's randomize() needs could not be used "
-                           f"({broken.group(0).strip()[:300]}); install z3 (scripts/install.sh)")
+        raise SandboxError(
+            "the SMT solver that Verilator's randomize() needs could not be used "
+            f"({broken.group(0).strip()[:300]}); install z3 (scripts/install.sh)"
+        )
     unsat = _UNSAT.findall(run_log)
     if unsat:
-        notes.append(f"randomize() failed: {len(unsat)} unsatisfied-constraint warning(s), first: "
-                     f"{unsat[0].removeprefix('%Warning-UNSATCONSTR: ')[:300]}")
+        notes.append(
+            f"randomize() failed: {len(unsat)} unsatisfied-constraint warning(s), first: "
+            f"{unsat[0].removeprefix('%Warning-UNSATCONSTR: ')[:300]}"
+        )
     errors = _SOLVER_ERROR.findall(run_log)
     if errors:
         notes.append(f"the constraint solver reported {len(errors)} error(s), first: {errors[0][:300]}")
@@ -359,13 +439,26 @@ def cocotb_model_key(job: Job, build_args: list[str]) -> str:
 
     toolchain = job.sandbox.toolchain()
     tools = toolchain.versions
-    put(json.dumps({
-        "flow": cocotb_flow.FLOW_VERSION, "simulator": "verilator", "toplevel": job.toplevel,
-        "flags": build_args, "timescale": cocotb_flow.TIMESCALE, "python": tools.get("python"),
-        "verilator": tools.get("verilator"), "verilator_root": require_verilator(toolchain),
-        "cocotb": tools.get("cocotb"), "executable": toolchain.python, "toolchain": toolchain.identity,
-        "sources": cocotb_flow.sources(job), "includes": cocotb_flow.include_dirs(job),
-    }, sort_keys=True))
+    put(
+        json.dumps(
+            {
+                "flow": cocotb_flow.FLOW_VERSION,
+                "simulator": "verilator",
+                "toplevel": job.toplevel,
+                "flags": build_args,
+                "timescale": cocotb_flow.TIMESCALE,
+                "python": tools.get("python"),
+                "verilator": tools.get("verilator"),
+                "verilator_root": require_verilator(toolchain),
+                "cocotb": tools.get("cocotb"),
+                "executable": toolchain.python,
+                "toolchain": toolchain.identity,
+                "sources": cocotb_flow.sources(job),
+                "includes": cocotb_flow.include_dirs(job),
+            },
+            sort_keys=True,
+        )
+    )
     headers = cocotb_flow.design_headers(job)
     included = [f for f in job.include_files if f not in headers and f not in job.stimulus_files]
     for name in [*job.design_files, *headers, *included]:  # headers and included files too
@@ -374,8 +467,9 @@ def cocotb_model_key(job: Job, build_args: list[str]) -> str:
     return h.hexdigest()
 
 
-def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str], key: str,
-                        final: Path) -> Path | None:
+def _build_cocotb_model(
+    job: Job, tools: Path, out: SimRun, build_args: list[str], key: str, final: Path
+) -> Path | None:
     """Build the model of ``key`` into a temp dir and publish it at ``final``; the caller holds
     the key's lock (or timed out waiting for it)."""
     toplevel = cocotb_flow.hdl_toplevel(job)
@@ -389,17 +483,27 @@ def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str
         # The wheel leaves this make variable empty: larger models then fail to link.
         env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
         env["PATH"] = toolchain.path_env("/rsbin")  # cocotb's runner looks `verilator` up on PATH
-        binds = [*binds, Bind(tmp, cocotb_flow.MODEL, writable=True),
-                 Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin")]
+        binds = [
+            *binds,
+            Bind(tmp, cocotb_flow.MODEL, writable=True),
+            Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin"),
+        ]
         # Verilator names a file it finds through an include dir by that dir's spelling in
         # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
         # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
         relative = [f"-I{posixpath.relpath(d, cocotb_flow.SRC)}" for d in cocotb_flow.include_dirs(job)]
         spec = cocotb_flow.build_spec(job, "verilator", [*build_args, *relative], [], cocotb_flow.MODEL)
         out.build, status = cocotb_flow.run_build(
-            job, tools, spec, env=env, binds=binds,
+            job,
+            tools,
+            spec,
+            env=env,
+            binds=binds,
             outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{toplevel}"),
-            memory_mb=max(job.limits.memory_mb, 4096), processes=256, file_mb=1024)
+            memory_mb=max(job.limits.memory_mb, 4096),
+            processes=256,
+            file_mb=1024,
+        )
         binary = tmp / toplevel
         if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
             check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error
@@ -413,10 +517,19 @@ def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-        (tmp / "rs_model.json").write_text(json.dumps({
-            "key": key, "toplevel": job.toplevel, "design_files": job.design_files,
-            "build_args": build_args, "build_ms": round(out.build.duration_ms, 1),
-            "versions": versions(job.sandbox)}, indent=1))
+        (tmp / "rs_model.json").write_text(
+            json.dumps(
+                {
+                    "key": key,
+                    "toplevel": job.toplevel,
+                    "design_files": job.design_files,
+                    "build_args": build_args,
+                    "build_ms": round(out.build.duration_ms, 1),
+                    "versions": versions(job.sandbox),
+                },
+                indent=1,
+            )
+        )
         tmp.chmod(0o755)
         try:
             os.rename(tmp, final)
@@ -447,8 +560,9 @@ class VerilatorSimulator(SimulatorBackend):
         (job.root / "obj").mkdir(exist_ok=True)
         (job.src / "rs_main.cpp").write_text(MAIN_CPP.read_text())
         (job.src / "rs_user.h").write_text(USER_STOP_DECL)
-        (job.src / "rs_stops.h").write_text(stops_header(job.src, job.design_files + job.stimulus_files
-                                                         + job.include_files))
+        (job.src / "rs_stops.h").write_text(
+            stops_header(job.src, job.design_files + job.stimulus_files + job.include_files)
+        )
         rewritten = 0
         stimulus_included = [n for n in job.include_files if n not in job.design_files]
         for name in [*job.stimulus_files, *stimulus_included]:
@@ -460,11 +574,32 @@ class VerilatorSimulator(SimulatorBackend):
         if rewritten:
             out.notes.append(f"{rewritten} comment(s) starting with 'verilator' were read as plain comments")
         env, binds = build_env(job)
-        argv = [f"{require_verilator(job.sandbox.toolchain())}/bin/verilator", "--cc", "--exe", "--build", "--timing",
-                *coverage_flags(job.fsm), *COMMON_FLAGS, *USER_STOP_FLAGS, "--prefix", "Vtop", "--top-module", job.top,
-                "-Mdir", "/work/obj", "-o", "sim", "--build-jobs", str(job.build_jobs),
-                *job.include_args(), *job.define_args(), *parameter_args(job),
-                *job.design_files, *job.stimulus_files, "rs_main.cpp"]
+        argv = [
+            f"{require_verilator(job.sandbox.toolchain())}/bin/verilator",
+            "--cc",
+            "--exe",
+            "--build",
+            "--timing",
+            *coverage_flags(job.fsm),
+            *COMMON_FLAGS,
+            *USER_STOP_FLAGS,
+            "--prefix",
+            "Vtop",
+            "--top-module",
+            job.top,
+            "-Mdir",
+            "/work/obj",
+            "-o",
+            "sim",
+            "--build-jobs",
+            str(job.build_jobs),
+            *job.include_args(),
+            *job.define_args(),
+            *parameter_args(job),
+            *job.design_files,
+            *job.stimulus_files,
+            "rs_main.cpp",
+        ]
         out.build = _build(job, argv, env, binds)
         if _failed(job, out.build) and not out.build.limit_hit and cxx_stage_failed(out.build.output):
             out.build = _clean_rebuild(job, argv, out.build, out.notes)
@@ -474,13 +609,21 @@ class VerilatorSimulator(SimulatorBackend):
         job.run_dir.mkdir(exist_ok=True)
         job.stage_data_files(job.run_dir)
         token = secrets.token_hex(16)
-        out.run = job.sandbox.run(ExecSpec(
-            argv=["/obj/sim", f"+verilator+seed+{job.seed + 1}", *job.plusarg_args()], workdir=job.run_dir,
-            binds=[Bind(job.root / "obj", "/obj")],
-            env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token, **solver_env(job)},
-            timeout_s=job.limits.run_s + RUN_GRACE_S, memory_mb=job.limits.memory_mb,
-            processes=job.limits.processes, file_mb=job.limits.file_mb, output_kb=job.limits.output_kb,
-            no_shell=True, outputs=RUN_OUTPUTS))
+        out.run = job.sandbox.run(
+            ExecSpec(
+                argv=["/obj/sim", f"+verilator+seed+{job.seed + 1}", *job.plusarg_args()],
+                workdir=job.run_dir,
+                binds=[Bind(job.root / "obj", "/obj")],
+                env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token, **solver_env(job)},
+                timeout_s=job.limits.run_s + RUN_GRACE_S,
+                memory_mb=job.limits.memory_mb,
+                processes=job.limits.processes,
+                file_mb=job.limits.file_mb,
+                output_kb=job.limits.output_kb,
+                no_shell=True,
+                outputs=RUN_OUTPUTS,
+            )
+        )
         out.ended_by, out.coverage_dat = read_run_end(job.run_dir, token, out.notes)
         if out.ended_by == "stop" and "%Fatal:" in out.run.output:
             out.ended_by = "fatal"  # $fatal reaches main the same way as $stop
@@ -505,9 +648,13 @@ class VerilatorSimulator(SimulatorBackend):
 
         def cached() -> Path:
             out.build_cached = True
-            out.build = ExecResult(exit_code=0, output=f"DUT model {key[:16]} reused from the build cache\n",
-                                   output_bytes=0, dropped_bytes=0,
-                                   duration_ms=(time.monotonic() - start) * 1000)
+            out.build = ExecResult(
+                exit_code=0,
+                output=f"DUT model {key[:16]} reused from the build cache\n",
+                output_bytes=0,
+                dropped_bytes=0,
+                duration_ms=(time.monotonic() - start) * 1000,
+            )
             return final
 
         if binary.is_file():  # fast path, no lock needed: a published model never changes

@@ -11,7 +11,13 @@ from fastapi.responses import JSONResponse
 from reward_service.api import service
 from reward_service.api.batch_store import BatchRecord
 from reward_service.api.deps import (
-    Authenticated, BatchStoreDep, DispatcherDep, MetricsDep, ProblemStoreDep, SettingsDep, in_thread,
+    Authenticated,
+    BatchStoreDep,
+    DispatcherDep,
+    MetricsDep,
+    ProblemStoreDep,
+    SettingsDep,
+    in_thread,
 )
 from reward_service.api.schemas import BatchCreate, BatchStatus, ErrorBody
 from reward_service.dispatch.base import JobState
@@ -29,24 +35,47 @@ def _create(body: BatchCreate, settings, problems, dispatcher, batches, metrics)
         resolved.append(service.resolve(request, problems, where))
     job_ids = dispatcher.submit_many(resolved)
     metrics.jobs_submitted.inc(len(job_ids))
-    record = BatchRecord(id=uuid.uuid4().hex, job_ids=job_ids, groups=[item.group for item in body.requests],
-                         diversity_weight=body.diversity_weight)
+    record = BatchRecord(
+        id=uuid.uuid4().hex,
+        job_ids=job_ids,
+        groups=[item.group for item in body.requests],
+        diversity_weight=body.diversity_weight,
+    )
     batches.put(record)
     return service.batch_view(record, dispatcher, metrics, body.wait)
 
 
 def _answer(view: BatchStatus) -> JSONResponse:
     done = view.state == JobState.done
-    return JSONResponse(view.model_dump(mode="json"), status_code=200 if done else 202,
-                        headers=None if done else {"Location": f"/v1/batches/{view.batch_id}"})
+    return JSONResponse(
+        view.model_dump(mode="json"),
+        status_code=200 if done else 202,
+        headers=None if done else {"Location": f"/v1/batches/{view.batch_id}"},
+    )
 
 
-@router.post("/batches", response_model=BatchStatus, status_code=200,
-             responses={202: {"model": BatchStatus, "description": "not finished within `wait`; poll Location"},
-                        401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 413: {"model": ErrorBody},
-                        422: {"model": ErrorBody}, 429: {"model": ErrorBody}})
-async def create_batch(body: BatchCreate, request: Request, settings: SettingsDep, problems: ProblemStoreDep,
-                       dispatcher: DispatcherDep, batches: BatchStoreDep, metrics: MetricsDep) -> JSONResponse:
+@router.post(
+    "/batches",
+    response_model=BatchStatus,
+    status_code=200,
+    responses={
+        202: {"model": BatchStatus, "description": "not finished within `wait`; poll Location"},
+        401: {"model": ErrorBody},
+        404: {"model": ErrorBody},
+        413: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        429: {"model": ErrorBody},
+    },
+)
+async def create_batch(
+    body: BatchCreate,
+    request: Request,
+    settings: SettingsDep,
+    problems: ProblemStoreDep,
+    dispatcher: DispatcherDep,
+    batches: BatchStoreDep,
+    metrics: MetricsDep,
+) -> JSONResponse:
     """Queue every request (all or none: 429 when they do not fit the queue now, 413 naming the
     bound when they never could (``GET /v1/limits``: ``batch_limit``); 404/422 naming
     ``requests[i]`` for an unknown problem or a request over the limits). Answers 200 with all
@@ -59,13 +88,25 @@ async def create_batch(body: BatchCreate, request: Request, settings: SettingsDe
     return _answer(view)
 
 
-@router.get("/batches/{batch_id}", response_model=BatchStatus,
-            responses={202: {"model": BatchStatus, "description": "not finished yet"},
-                       401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def get_batch(request: Request, settings: SettingsDep, dispatcher: DispatcherDep, batches: BatchStoreDep,
-                    metrics: MetricsDep, batch_id: Annotated[str, Path(max_length=200)],
-                    wait: Annotated[float, Query(ge=0, description="long-poll: seconds to wait for the batch")] = 0.0,
-                    ) -> JSONResponse:
+@router.get(
+    "/batches/{batch_id}",
+    response_model=BatchStatus,
+    responses={
+        202: {"model": BatchStatus, "description": "not finished yet"},
+        401: {"model": ErrorBody},
+        404: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+    },
+)
+async def get_batch(
+    request: Request,
+    settings: SettingsDep,
+    dispatcher: DispatcherDep,
+    batches: BatchStoreDep,
+    metrics: MetricsDep,
+    batch_id: Annotated[str, Path(max_length=200)],
+    wait: Annotated[float, Query(ge=0, description="long-poll: seconds to wait for the batch")] = 0.0,
+) -> JSONResponse:
     """Progress (``done``/``total``), results in request order (null while not done), group
     labels, and ``group_rewards`` once done. 200 when done, 202 while running."""
     wait_s = service.check_wait(wait, settings, 0.0)

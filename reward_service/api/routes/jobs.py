@@ -17,10 +17,16 @@ from reward_service.models import ScoreResult
 router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Authenticated])
 
 
-@router.get("/jobs/{job_id}", response_model=JobStatus,
-            responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobStatus,
+    responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
 async def get_job(
-    request: Request, settings: SettingsDep, dispatcher: DispatcherDep, metrics: MetricsDep,
+    request: Request,
+    settings: SettingsDep,
+    dispatcher: DispatcherDep,
+    metrics: MetricsDep,
     job_id: Annotated[str, Path(max_length=200)],
     wait: Annotated[float, Query(ge=0, description="long-poll: seconds to wait for the job to finish")] = 0.0,
 ) -> JobStatus:
@@ -35,10 +41,10 @@ async def get_job(
 
 # Spelled out, not {"model": ErrorBody}: FastAPI files a model's schema under the route's own
 # media type (text/plain, text/html), but error bodies are JSON (errors.py).
-_REPORT_ERRORS = {code: {"description": text, "content": {"application/json": {
-                      "schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-                  for code, text in ((401, "Unauthorized"), (404, "Not Found"), (409, "Conflict"),
-                                     (422, "Unprocessable Entity"))}
+_REPORT_ERRORS = {
+    code: {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+    for code, text in ((401, "Unauthorized"), (404, "Not Found"), (409, "Conflict"), (422, "Unprocessable Entity"))
+}
 #: The report page has no script and loads nothing: a DUT source is user text (escaped anyway).
 _HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -50,17 +56,24 @@ async def _finished_with_points(request: Request, dispatcher, metrics, job_id: s
     if view is None:
         raise HTTPException(404, f"unknown job id {job_id!r} (never submitted, or its result expired)")
     if view.state != JobState.done or view.result is None:
-        raise HTTPException(409, f"job {job_id!r} is {view.state.value}: the report exists once it is done "
-                                 f"(GET /v1/jobs/{job_id}?wait=60 waits for it)")
+        raise HTTPException(
+            409,
+            f"job {job_id!r} is {view.state.value}: the report exists once it is done "
+            f"(GET /v1/jobs/{job_id}?wait=60 waits for it)",
+        )
     if view.result.detail is None:
-        raise HTTPException(409, f"job {job_id!r} was scored without its coverage points: submit the request "
-                                 "with \"report\": {\"points\": true} to get lcov and HTML reports")
+        raise HTTPException(
+            409,
+            f"job {job_id!r} was scored without its coverage points: submit the request "
+            'with "report": {"points": true} to get lcov and HTML reports',
+        )
     return view.result
 
 
 @router.get("/jobs/{job_id}/coverage.info", response_class=PlainTextResponse, responses=_REPORT_ERRORS)
-async def get_job_lcov(request: Request, dispatcher: DispatcherDep, metrics: MetricsDep,
-                       job_id: Annotated[str, Path(max_length=200)]) -> PlainTextResponse:
+async def get_job_lcov(
+    request: Request, dispatcher: DispatcherDep, metrics: MetricsDep, job_id: Annotated[str, Path(max_length=200)]
+) -> PlainTextResponse:
     """The job's lcov tracefile (``DA`` lines, ``BRDA`` branches per DUT file; docs/reports.md),
     for ``genhtml``. The job must have been submitted with ``report.points``."""
     from reward_service.reports.lcov import tracefile
@@ -70,12 +83,14 @@ async def get_job_lcov(request: Request, dispatcher: DispatcherDep, metrics: Met
 
 
 @router.get("/jobs/{job_id}/report.html", response_class=HTMLResponse, responses=_REPORT_ERRORS)
-async def get_job_html(request: Request, dispatcher: DispatcherDep, metrics: MetricsDep,
-                       job_id: Annotated[str, Path(max_length=200)]) -> HTMLResponse:
+async def get_job_html(
+    request: Request, dispatcher: DispatcherDep, metrics: MetricsDep, job_id: Annotated[str, Path(max_length=200)]
+) -> HTMLResponse:
     """The job's HTML coverage report: summary table, uncovered points linked to the DUT source
     annotated per line and metric. The job must have been submitted with ``report.points``."""
     from reward_service.reports.html import render
 
     result = await _finished_with_points(request, dispatcher, metrics, job_id)
-    return HTMLResponse(render(result, title=f"Coverage report of job {job_id}"),
-                        headers={"Content-Security-Policy": _HTML_CSP})
+    return HTMLResponse(
+        render(result, title=f"Coverage report of job {job_id}"), headers={"Content-Security-Policy": _HTML_CSP}
+    )

@@ -31,11 +31,17 @@ class ServiceLimits(BaseModel):
 
 def _limits(settings, dispatcher) -> ServiceLimits:
     bound = dispatcher.max_queue
-    return ServiceLimits(batch_limit=min(settings.max_batch, bound), max_batch=settings.max_batch,
-                         queue_bound=bound, queue_depth=dispatcher.queue_depth(),
-                         max_body_mb=settings.max_body_mb, max_bulk_body_mb=settings.max_bulk_body_mb,
-                         max_files=settings.max_files, max_file_kb=settings.max_file_kb,
-                         max_wait_s=settings.max_wait_s)
+    return ServiceLimits(
+        batch_limit=min(settings.max_batch, bound),
+        max_batch=settings.max_batch,
+        queue_bound=bound,
+        queue_depth=dispatcher.queue_depth(),
+        max_body_mb=settings.max_body_mb,
+        max_bulk_body_mb=settings.max_bulk_body_mb,
+        max_files=settings.max_files,
+        max_file_kb=settings.max_file_kb,
+        max_wait_s=settings.max_wait_s,
+    )
 
 
 @router.get("/limits", response_model=ServiceLimits, responses={401: {"model": ErrorBody}})

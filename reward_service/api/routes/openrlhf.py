@@ -20,7 +20,13 @@ from reward_service.adapters.openrlhf import RemoteSample, reply, samples_from
 from reward_service.api import service
 from reward_service.api.batch_store import BatchRecord
 from reward_service.api.deps import (
-    Authenticated, BatchStoreDep, DispatcherDep, MetricsDep, ProblemStoreDep, SettingsDep, in_thread,
+    Authenticated,
+    BatchStoreDep,
+    DispatcherDep,
+    MetricsDep,
+    ProblemStoreDep,
+    SettingsDep,
+    in_thread,
 )
 from reward_service.api.schemas import ErrorBody
 from reward_service.cache import content_hash
@@ -54,8 +60,17 @@ class OpenRLHFReply(BaseModel):
     extra_logs: dict[str, list[float]]
 
 
-def _score(samples: list[RemoteSample], body: OpenRLHFRequest, weight: float, wait: float, settings, problems,
-           dispatcher, batches, metrics) -> dict[str, Any]:
+def _score(
+    samples: list[RemoteSample],
+    body: OpenRLHFRequest,
+    weight: float,
+    wait: float,
+    settings,
+    problems,
+    dispatcher,
+    batches,
+    metrics,
+) -> dict[str, Any]:
     resolved = []
     for i, s in enumerate(samples):
         req = ScoreRequest.model_validate(score_request(s.problem_id, s.completion))
@@ -64,26 +79,36 @@ def _score(samples: list[RemoteSample], body: OpenRLHFRequest, weight: float, wa
     batch_id = "openrlhf-" + content_hash({"body": body.model_dump(mode="json"), "weight": weight})[:32]
     record = batches.get(batch_id)
     if record is None:
-        record = BatchRecord(id=batch_id, job_ids=dispatcher.submit_many(resolved), diversity_weight=weight,
-                             groups=[s.group if weight else None for s in samples])
+        record = BatchRecord(
+            id=batch_id,
+            job_ids=dispatcher.submit_many(resolved),
+            diversity_weight=weight,
+            groups=[s.group if weight else None for s in samples],
+        )
         metrics.jobs_submitted.inc(len(resolved))
         batches.put(record)
     deadline = time.monotonic() + wait
     for attempt in range(INFRA_RETRIES + 1):
         view = service.batch_view(record, dispatcher, metrics, max(0.0, deadline - time.monotonic()))
         if view.state != JobState.done:
-            raise HTTPException(503, f"still scoring: {view.done} of {view.total} samples done within {wait:g} s "
-                                     f"(batch {record.id}); POST the same body again to keep waiting",
-                                headers={"Retry-After": "1"})
+            raise HTTPException(
+                503,
+                f"still scoring: {view.done} of {view.total} samples done within {wait:g} s "
+                f"(batch {record.id}); POST the same body again to keep waiting",
+                headers={"Retry-After": "1"},
+            )
         failed = [i for i, r in enumerate(view.results) if r is not None and r.status == Status.sandbox_error]
         if not failed:
             break
         if attempt == INFRA_RETRIES:
             names = ", ".join(f"query[{i}] (problem {samples[i].problem_id!r})" for i in failed[:10])
             more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
-            raise HTTPException(503, f"infrastructure failure scoring {names}{more} after {attempt + 1} attempts: "
-                                     f"{view.results[failed[0]].message}; no reward given (not 0)",
-                                headers={"Retry-After": "5"})
+            raise HTTPException(
+                503,
+                f"infrastructure failure scoring {names}{more} after {attempt + 1} attempts: "
+                f"{view.results[failed[0]].message}; no reward given (not 0)",
+                headers={"Retry-After": "5"},
+            )
         job_ids = list(record.job_ids)
         for i, job_id in zip(failed, dispatcher.submit_many([resolved[i] for i in failed])):
             job_ids[i] = job_id
@@ -97,17 +122,38 @@ def _score(samples: list[RemoteSample], body: OpenRLHFRequest, weight: float, wa
     return reply(results, [r.reward for r in results])  # type: ignore[union-attr]
 
 
-@router.post("/openrlhf/reward", response_model=OpenRLHFReply,
-             responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 413: {"model": ErrorBody},
-                        422: {"model": ErrorBody}, 429: {"model": ErrorBody},
-                        503: {"model": ErrorBody, "description": "not finished within `wait` (POST again), "
-                                                                 "or an infrastructure failure after retries"}})
+@router.post(
+    "/openrlhf/reward",
+    response_model=OpenRLHFReply,
+    responses={
+        401: {"model": ErrorBody},
+        404: {"model": ErrorBody},
+        413: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        429: {"model": ErrorBody},
+        503: {
+            "model": ErrorBody,
+            "description": "not finished within `wait` (POST again), or an infrastructure failure after retries",
+        },
+    },
+)
 async def openrlhf_reward(
-    body: OpenRLHFRequest, request: Request, settings: SettingsDep, problems: ProblemStoreDep,
-    dispatcher: DispatcherDep, batches: BatchStoreDep, metrics: MetricsDep,
-    diversity_weight: Annotated[float, Query(ge=0, le=100, description="λ of the group diversity term "
-                                             "(groups: the samples of one prompt)")] = 0.0,
-    wait: Annotated[float | None, Query(ge=0, description="seconds to wait for the batch (default: 150, under OpenRLHF's own 180 s request timeout)")] = None,
+    body: OpenRLHFRequest,
+    request: Request,
+    settings: SettingsDep,
+    problems: ProblemStoreDep,
+    dispatcher: DispatcherDep,
+    batches: BatchStoreDep,
+    metrics: MetricsDep,
+    diversity_weight: Annotated[
+        float, Query(ge=0, le=100, description="λ of the group diversity term (groups: the samples of one prompt)")
+    ] = 0.0,
+    wait: Annotated[
+        float | None,
+        Query(
+            ge=0, description="seconds to wait for the batch (default: 150, under OpenRLHF's own 180 s request timeout)"
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Rewards for OpenRLHF (``--remote_rm_url http://HOST:PORT/v1/openrlhf/reward``), in
     request order; empty lists give empty lists. 422 names the bad ``labels[i]``/``query[i]``,
@@ -124,5 +170,6 @@ async def openrlhf_reward(
         raise HTTPException(422, str(exc)) from None
     if not samples:
         return {"rewards": [], "scores": [], "extra_logs": {}}
-    return await in_thread(request, _score, samples, body, diversity_weight, wait_s, settings, problems, dispatcher,
-                           batches, metrics)
+    return await in_thread(
+        request, _score, samples, body, diversity_weight, wait_s, settings, problems, dispatcher, batches, metrics
+    )

@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse
 from reward_service.api import service
 from reward_service.api.deps import Authenticated, DispatcherDep, ProblemStoreDep, SettingsDep, in_thread
 from reward_service.api.schemas import ErrorBody, ProblemList, ProblemsLoaded, ProblemSummary
+from reward_service.hdl import HEADER_SUFFIXES
 from reward_service.problems.cvdp import find_toplevel, problem_from_row
 from reward_service.problems.store import PROBLEM_ID_PATTERN, ProblemSpec
-from reward_service.hdl import HEADER_SUFFIXES
 
 router = APIRouter(prefix="/v1", tags=["problems"], dependencies=[Authenticated])
 
@@ -21,16 +21,32 @@ ProblemId = Annotated[str, Path(pattern=PROBLEM_ID_PATTERN)]
 
 
 def _summary(p: ProblemSpec) -> ProblemSummary:
-    return ProblemSummary(id=p.id, toplevel=p.toplevel, dut_instance=p.dut_instance, simulator=p.simulator.value,
-                          metrics=list(p.metrics), targets=[t.model_dump() for t in p.targets],
-                          files=sorted(p.design.files), difficulty=p.difficulty)
+    return ProblemSummary(
+        id=p.id,
+        toplevel=p.toplevel,
+        dut_instance=p.dut_instance,
+        simulator=p.simulator.value,
+        metrics=list(p.metrics),
+        targets=[t.model_dump() for t in p.targets],
+        files=sorted(p.design.files),
+        difficulty=p.difficulty,
+    )
 
 
-@router.post("/problems", response_model=ProblemSpec, status_code=201,
-             responses={200: {"model": ProblemSpec, "description": "replaced an existing problem"},
-                        401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def register_problem(body: ProblemSpec, request: Request, settings: SettingsDep,
-                           problems: ProblemStoreDep, dispatcher: DispatcherDep) -> JSONResponse:
+@router.post(
+    "/problems",
+    response_model=ProblemSpec,
+    status_code=201,
+    responses={
+        200: {"model": ProblemSpec, "description": "replaced an existing problem"},
+        401: {"model": ErrorBody},
+        413: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+    },
+)
+async def register_problem(
+    body: ProblemSpec, request: Request, settings: SettingsDep, problems: ProblemStoreDep, dispatcher: DispatcherDep
+) -> JSONResponse:
     """Register (or replace) a problem: design files, DUT module (``design.toplevel``; found
     when omitted: the module nothing instantiates), DUT instance, metrics, targets, simulator,
     limits, reward shaping. 201 when new, 200 when it replaced one."""
@@ -44,8 +60,9 @@ async def register_problem(body: ProblemSpec, request: Request, settings: Settin
     new = await in_thread(request, problems.put, body)
     if settings.warm_on_register:
         await in_thread(request, service.warm_build, body, dispatcher)
-    return JSONResponse(body.model_dump(mode="json"), status_code=201 if new else 200,
-                        headers={"Location": f"/v1/problems/{body.id}"})
+    return JSONResponse(
+        body.model_dump(mode="json"), status_code=201 if new else 200, headers={"Location": f"/v1/problems/{body.id}"}
+    )
 
 
 @router.get("/problems", response_model=ProblemList, responses={401: {"model": ErrorBody}})
@@ -55,8 +72,11 @@ async def list_problems(request: Request, problems: ProblemStoreDep) -> ProblemL
     return ProblemList(problems=[_summary(p) for p in found])
 
 
-@router.get("/problems/{problem_id}", response_model=ProblemSpec,
-            responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+@router.get(
+    "/problems/{problem_id}",
+    response_model=ProblemSpec,
+    responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
 async def get_problem(problem_id: ProblemId, request: Request, problems: ProblemStoreDep) -> ProblemSpec:
     """The whole problem, design files and prompt included."""
     problem = await in_thread(request, problems.get, problem_id)
@@ -65,8 +85,11 @@ async def get_problem(problem_id: ProblemId, request: Request, problems: Problem
     return problem
 
 
-@router.delete("/problems/{problem_id}", status_code=204,
-               responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+@router.delete(
+    "/problems/{problem_id}",
+    status_code=204,
+    responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
 async def delete_problem(problem_id: ProblemId, request: Request, problems: ProblemStoreDep) -> Response:
     if not await in_thread(request, problems.delete, problem_id):
         raise HTTPException(404, f"unknown problem_id {problem_id!r}")
@@ -99,12 +122,18 @@ def _parse_cvdp_jsonl(raw: bytes, settings) -> dict[str, ProblemSpec]:
     return specs
 
 
-@router.post("/problems:load", response_model=ProblemsLoaded, status_code=201,
-             openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/x-ndjson": {"schema": {"type": "string"}}}}},
-             responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def load_problems(request: Request, settings: SettingsDep, problems: ProblemStoreDep,
-                        dispatcher: DispatcherDep) -> ProblemsLoaded:
+@router.post(
+    "/problems:load",
+    response_model=ProblemsLoaded,
+    status_code=201,
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}
+    },
+    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+async def load_problems(
+    request: Request, settings: SettingsDep, problems: ProblemStoreDep, dispatcher: DispatcherDep
+) -> ProblemsLoaded:
     """Register every problem of a CVDP cid012 JSONL body (one row per line; any content type).
     All or nothing: a bad row is a 422 naming its line."""
     raw = await request.body()
