@@ -44,8 +44,9 @@ def _corpus() -> list[dict]:
     """Cocotb corpus items as rows of this bench: id, design files (in source order), top."""
     with open(CASES / "cvdp" / "cocotb_corpus.jsonl", encoding="utf-8") as fh:
         items = [json.loads(line) for line in fh if line.strip()]
-    return [{"id": i["id"], "files": {p: i["rtl"][p] for p in i["rtl_sources_order"]}, "top": i["toplevel"]}
-            for i in items]
+    return [
+        {"id": i["id"], "files": {p: i["rtl"][p] for p in i["rtl_sources_order"]}, "top": i["toplevel"]} for i in items
+    ]
 
 
 def _target(row: dict) -> int | None:
@@ -68,8 +69,10 @@ def main() -> int:
     rows = [r for r in (_corpus() if args.corpus else _rows()) if not args.only or args.only in r["id"]]
     out = []
     start = time.monotonic()
-    print(f"{'problem':50} {'status':11} {'points':>6} {'unreach':>7} {'undec':>6} {'time s':>7} "
-          f"{'max_raw':>7} {'TARGET':>6}  reason")
+    print(
+        f"{'problem':50} {'status':11} {'points':>6} {'unreach':>7} {'undec':>6} {'time s':>7} "
+        f"{'max_raw':>7} {'TARGET':>6}  reason"
+    )
     for row in rows:
         if "files" in row:
             result = prove(row["files"], row["top"], timeout_s=args.timeout, cache_dir=args.cache_dir)
@@ -79,23 +82,39 @@ def main() -> int:
         ratios = [(n - u) / n for n, u in result.per_metric.values() if n]
         max_raw = 100 * sum(ratios) / len(ratios) if ratios else None
         target = _target(row)
-        item = {"id": row["id"], "target": target, "max_raw": max_raw,
-                "target_becomes_reachable": bool(max_raw is not None and target and max_raw < target), "status": result.status, "points": result.points,
-                "unreachable": _count(result), "unreachable_keys": len(result.unreachable),
-                "undecided": undecided, "seconds": result.seconds, "reason": result.reason,
-                "unreachable_points": [list(k) for k in result.unreachable]}
+        item = {
+            "id": row["id"],
+            "target": target,
+            "max_raw": max_raw,
+            "target_becomes_reachable": bool(max_raw is not None and target and max_raw < target),
+            "status": result.status,
+            "points": result.points,
+            "unreachable": _count(result),
+            "unreachable_keys": len(result.unreachable),
+            "undecided": undecided,
+            "seconds": result.seconds,
+            "reason": result.reason,
+            "unreachable_points": [list(k) for k in result.unreachable],
+        }
         out.append(item)
         raw = f"{max_raw:7.2f}" if max_raw is not None else "      -"
-        print(f"{row['id'][:50]:50} {result.status:11} {result.points:6d} {item['unreachable']:7d} "
-              f"{undecided:6d} {result.seconds:7.2f} {raw} {target or '-':>6}  {' '.join(result.reason.split())[:60]}", flush=True)
+        print(
+            f"{row['id'][:50]:50} {result.status:11} {result.points:6d} {item['unreachable']:7d} "
+            f"{undecided:6d} {result.seconds:7.2f} {raw} {target or '-':>6}  {' '.join(result.reason.split())[:60]}",
+            flush=True,
+        )
     total = time.monotonic() - start
     proved = [i for i in out if i["status"] == "proved"]
-    print(f"\n{len(out)} designs in {total:.0f} s: {len(proved)} proved runs, "
-          f"{sum(1 for i in proved if i['unreachable'])} with unreachable points, "
-          f"{sum(i['unreachable'] for i in out)} points proved unreachable of {sum(i['points'] for i in out)}")
-    print(f"TARGETs that become reachable with the proved points excluded: "
-          f"{sum(i['target_becomes_reachable'] for i in out)} "
-          f"({', '.join(i['id'] for i in out if i['target_becomes_reachable'])})")
+    print(
+        f"\n{len(out)} designs in {total:.0f} s: {len(proved)} proved runs, "
+        f"{sum(1 for i in proved if i['unreachable'])} with unreachable points, "
+        f"{sum(i['unreachable'] for i in out)} points proved unreachable of {sum(i['points'] for i in out)}"
+    )
+    print(
+        f"TARGETs that become reachable with the proved points excluded: "
+        f"{sum(i['target_becomes_reachable'] for i in out)} "
+        f"({', '.join(i['id'] for i in out if i['target_becomes_reachable'])})"
+    )
     for status in sorted({i["status"] for i in out}):
         print(f"  {status}: {sum(1 for i in out if i['status'] == status)}")
     if args.json:

@@ -27,12 +27,15 @@ def proofs():
 def _score(engine, pid: str, tb: str, engine_name: str = "fast"):
     expected = json.loads((STIMULUS / pid / "expected.json").read_text())
     tb_file = expected["testbenches"][tb]["file"]
-    scored = engine.scored({
-        "design": {"files": rtl_files(cid012_rows()[pid])},
-        "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / pid / tb_file).read_text()}},
-        "simulator": "verilator", "engine": engine_name,  # fast: Verilator's points on Icarus
-        "coverage": {"scope": expected["dut_instance"]},
-    })
+    scored = engine.scored(
+        {
+            "design": {"files": rtl_files(cid012_rows()[pid])},
+            "stimulus": {"kind": "sv_testbench", "files": {tb_file: (STIMULUS / pid / tb_file).read_text()}},
+            "simulator": "verilator",
+            "engine": engine_name,  # fast: Verilator's points on Icarus
+            "coverage": {"scope": expected["dut_instance"]},
+        }
+    )
     assert scored.result.status == "ok", scored.result.message
     return scored, expected
 
@@ -56,16 +59,15 @@ endmodule
     result = prove({"m.v": rtl})
     assert result.status == "proved", result.reason
     dead = set(result.unreachable)
-    assert ("m.v", 9, "line", "case") in dead                  # default:
+    assert ("m.v", 9, "line", "case") in dead  # default:
     assert not any(k[1] == 8 and k[2] == "line" for k in dead)  # the four decoded items
-    assert ("m.v", 4, "branch", "if") not in dead              # reset
-    assert ("m.v", 1, "toggle", "clk:0->1") not in dead        # a free input
+    assert ("m.v", 4, "branch", "if") not in dead  # reset
+    assert ("m.v", 1, "toggle", "clk:0->1") not in dead  # a free input
     # n counts 0..5: bits 3..31 are never 1 (both edges unreachable), bits 0..2 toggle
     assert ("m.v", 2, "toggle", "n[3]:0->1") in dead and ("m.v", 2, "toggle", "n[31]:1->0") in dead
     assert ("m.v", 2, "toggle", "n[2]:0->1") not in dead
     model = build_model({"m.v": rtl})
     assert len(model.points) == result.points
-
 
 
 def test_verdicts_are_cached_per_design_and_limits(tmp_path):
@@ -83,8 +85,11 @@ def test_verdicts_are_cached_per_design_and_limits(tmp_path):
     assert hurried.status == "timeout" and len(list(tmp_path.glob("*.json"))) == 2
     assert prove({"c.v": rtl}, cache_dir=tmp_path, timeout_s=0.001) == hurried
 
-@pytest.mark.parametrize("pid", ["cvdp_copilot_ring_token_0004", "cvdp_copilot_binary_to_BCD_0030",
-                                 "cvdp_copilot_hamming_code_tx_and_rx_0037"])
+
+@pytest.mark.parametrize(
+    "pid",
+    ["cvdp_copilot_ring_token_0004", "cvdp_copilot_binary_to_BCD_0030", "cvdp_copilot_hamming_code_tx_and_rx_0037"],
+)
 def test_one_by_one_route_gives_the_run_over_all_outputs_verdicts(pid):
     """The route taken when ABC's run over all properties leaves some undecided (each output on
     its own sequential cone) gives the same verdicts as that run on the designs where it
@@ -95,11 +100,20 @@ def test_one_by_one_route_gives_the_run_over_all_outputs_verdicts(pid):
     cones = _run(build_model(files), get_sandbox("bwrap"), 30.0, 2000, at_once=False)
     assert cones.status == "proved", cones.reason
     assert cones.reason == f"one by one: {len(build_model(files).properties)} decided, 0 undecided"
-    assert (cones.unreachable, cones.disproved, cones.undecided, cones.per_metric) == \
-        (whole.unreachable, whole.disproved, whole.undecided, whole.per_metric)
-    assert sum(u for _, u in whole.per_metric.values()) == {"cvdp_copilot_ring_token_0004": 1,
-                                                            "cvdp_copilot_binary_to_BCD_0030": 25,
-                                                            "cvdp_copilot_hamming_code_tx_and_rx_0037": 22}[pid]
+    assert (cones.unreachable, cones.disproved, cones.undecided, cones.per_metric) == (
+        whole.unreachable,
+        whole.disproved,
+        whole.undecided,
+        whole.per_metric,
+    )
+    assert (
+        sum(u for _, u in whole.per_metric.values())
+        == {
+            "cvdp_copilot_ring_token_0004": 1,
+            "cvdp_copilot_binary_to_BCD_0030": 25,
+            "cvdp_copilot_hamming_code_tx_and_rx_0037": 22,
+        }[pid]
+    )
 
 
 def test_a_signal_with_two_drivers_is_not_modelled():
@@ -127,16 +141,19 @@ def test_partial_verdicts_keep_only_decided_outputs(tmp_path):
     from reward_service.formal.prover import _read_groups
 
     verdicts = [None] * 4
-    text = ("Output 1 was asserted in frame 3 (3) (solved 1 out of 2 outputs).\n"
-            "Properties:  All = 2. Proved = 1. Disproved = 1. Undecided = 0.   Time = 0.1 sec\n"
-            "@@rs_group 0 2\n"
-            "Properties:  All = 2. Proved = 1. Disproved = 0. Undecided = 1.   Time = 2.0 sec\n"
-            "@@rs_group 2 2\n")
+    text = (
+        "Output 1 was asserted in frame 3 (3) (solved 1 out of 2 outputs).\n"
+        "Properties:  All = 2. Proved = 1. Disproved = 1. Undecided = 0.   Time = 0.1 sec\n"
+        "@@rs_group 0 2\n"
+        "Properties:  All = 2. Proved = 1. Disproved = 0. Undecided = 1.   Time = 2.0 sec\n"
+        "@@rs_group 2 2\n"
+    )
     assert _read_groups(text, verdicts) == [2, 3]  # proved one of two, which is unknown: one by one
     assert verdicts == [True, False, None, None]
     verdicts = [None] * 2
-    assert _read_groups("Properties:  All = 2. Proved = 1. Disproved = 1. Undecided = 0.\n@@rs_group 0 2\n",
-                        verdicts) == [] and verdicts == [None, None]
+    assert _read_groups(
+        "Properties:  All = 2. Proved = 1. Disproved = 1. Undecided = 0.\n@@rs_group 0 2\n", verdicts
+    ) == [] and verdicts == [None, None]
 
 
 @pytest.mark.slow
@@ -176,13 +193,19 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
     one recomputed from the run's points without it, and `passed` follows the option."""
     pid = "cvdp_copilot_ring_token_0004"
     expected = json.loads((STIMULUS / pid / "expected.json").read_text())
-    scored = engine.scored({
-        "design": {"files": rtl_files(cid012_rows()[pid])},
-        "stimulus": {"kind": "sv_testbench", "files": {"best.sv": (STIMULUS / pid / "best.sv").read_text()}},
-        "simulator": "verilator", "engine": "fast",
-        "coverage": {"scope": expected["dut_instance"], "exclude_unreachable": exclude,
-                     "targets": [{"metric": "overall", "percent": expected["target_percent"]}]},
-    })
+    scored = engine.scored(
+        {
+            "design": {"files": rtl_files(cid012_rows()[pid])},
+            "stimulus": {"kind": "sv_testbench", "files": {"best.sv": (STIMULUS / pid / "best.sv").read_text()}},
+            "simulator": "verilator",
+            "engine": "fast",
+            "coverage": {
+                "scope": expected["dut_instance"],
+                "exclude_unreachable": exclude,
+                "targets": [{"metric": "overall", "percent": expected["target_percent"]}],
+            },
+        }
+    )
     result = scored.result
     assert result.status == "ok", result.message
     dead = set(proofs[pid].unreachable)

@@ -74,8 +74,9 @@ ITEMS: dict[str, int] = {
 #: unreachable under Verilator's semantics, which the model follows; these items run on
 #: Verilator too, which never covers them.
 FAST_PATH_X_ARMS = {
-    "cvdp_agentic_nbit_swizzling_0001__rtl_from__cvdp_agentic_nbit_swizzling_0005":
-        {("rtl/nbit_swizzling.sv", 49, "line", "case")},
+    "cvdp_agentic_nbit_swizzling_0001__rtl_from__cvdp_agentic_nbit_swizzling_0005": {
+        ("rtl/nbit_swizzling.sv", 49, "line", "case")
+    },
     "cvdp_copilot_load_store_unit_0016": {("rtl/load_store_unit.sv", 86, "line", "case")},
 }
 
@@ -91,8 +92,9 @@ def proofs(shared_cache_dir):
     out = {}
     for item_id in ITEMS:
         row = ROWS[item_id]
-        out[item_id] = prove({p: row["rtl"][p] for p in row["rtl_sources_order"]}, row["toplevel"],
-                             cache_dir=shared_cache_dir / "formal")
+        out[item_id] = prove(
+            {p: row["rtl"][p] for p in row["rtl_sources_order"]}, row["toplevel"], cache_dir=shared_cache_dir / "formal"
+        )
     return out
 
 
@@ -128,8 +130,7 @@ def test_no_covered_point_of_the_corpus_is_proved_unreachable(engine, proofs, it
     assert "no point excluded" not in result.message, result.message
     for metric, entry in result.coverage.metrics.items():
         assert entry.unreachable == sum(1 for p in code if p.metric == metric and key_of(p) in dead), metric
-    assert sum(m.unreachable for m in result.coverage.metrics.values()) == sum(
-        1 for p in code if key_of(p) in dead) > 0
+    assert sum(m.unreachable for m in result.coverage.metrics.values()) == sum(1 for p in code if key_of(p) in dead) > 0
     assert not {(u.file, u.line, u.metric, u.detail) for u in result.uncovered} & dead
     if not known:
         assert result.coverage.overall_reachable >= result.coverage.overall

@@ -22,16 +22,23 @@ def reachable(points: Iterable[CoveragePoint], unreachable: Iterable[PointKey]) 
     return [p for p in points if key_of(p) not in dead]
 
 
-def reachable_report(points: list[CoveragePoint], unreachable: Iterable[PointKey],
-                     metrics: list[str]) -> CoverageReport:
+def reachable_report(
+    points: list[CoveragePoint], unreachable: Iterable[PointKey], metrics: list[str]
+) -> CoverageReport:
     """The coverage report of ``points`` over ``metrics`` with the proved points excluded."""
     report, _ = summarise(reachable(points, unreachable), metrics)
     return report
 
 
-def annotate(report: CoverageReport, points: list[CoveragePoint], unreachable: Iterable[PointKey],
-             metrics: list[str], unavailable: dict[str, str], weights: dict[str, float] | None,
-             max_uncovered: int = 200) -> tuple[CoverageReport, list]:
+def annotate(
+    report: CoverageReport,
+    points: list[CoveragePoint],
+    unreachable: Iterable[PointKey],
+    metrics: list[str],
+    unavailable: dict[str, str],
+    weights: dict[str, float] | None,
+    max_uncovered: int = 200,
+) -> tuple[CoverageReport, list]:
     """Fill in ``report``'s per-metric ``unreachable`` counts and ``overall_reachable``;
     returns the report of the reachable points (what a target is judged on when proved points
     are excluded) and their uncovered points (the proved ones never listed)."""

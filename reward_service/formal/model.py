@@ -111,8 +111,11 @@ def build_model(design: dict[str, str], top: str | None = None) -> FormalModel:
             kept = []
             for flag, anchor in zip(unit.flags, anchors):
                 key = (flag.spec.file, flag.spec.line, flag.spec.metric, flag.spec.comment)
-                why = _unmodelled(anchor) or ("in a generate block" if flag.scope else None) \
+                why = (
+                    _unmodelled(anchor)
+                    or ("in a generate block" if flag.scope else None)
                     or ("module has several parameter sets" if several else None)
+                )
                 if why:
                     removed.append(flag.set)
                     notes.append(f"{key[0]}:{key[1]} {key[3]}: {why}")
@@ -155,20 +158,33 @@ def _unmodelled(anchor: Any) -> str | None:
         if k == _K.AlwaysBlock:
             body = node.statement
             if body.kind == _K.TimingControlStatement and body.timingControl.kind in (
-                    _K.EventControl, _K.EventControlWithExpression, _K.ImplicitEventControl):
+                _K.EventControl,
+                _K.EventControlWithExpression,
+                _K.ImplicitEventControl,
+            ):
                 return None
             return "in an always block without an event control"
     return "outside a procedure"
 
 
-def _toggles(unit: ModuleUnit, tag: str, several: bool, properties: list[Property],
-             points: list[tuple[PointKey, tuple[int, ...]]], notes: list[str]) -> list[str]:
+def _toggles(
+    unit: ModuleUnit,
+    tag: str,
+    several: bool,
+    properties: list[Property],
+    points: list[tuple[PointKey, tuple[int, ...]]],
+    notes: list[str],
+) -> list[str]:
     """Toggle points of the module (the fast path's :class:`ToggleKind` finds the signals) and
     the declarations of their property wires."""
     if unit.body is None:
         return []
-    probe = ModuleUnit(unit.source.__class__(unit.source.name, unit.source.text, unit.source.tree),
-                       unit.syntax, unit.compilation, unit.body)
+    probe = ModuleUnit(
+        unit.source.__class__(unit.source.name, unit.source.text, unit.source.tree),
+        unit.syntax,
+        unit.compilation,
+        unit.body,
+    )
     try:
         ToggleKind().instrument(probe)  # only its signal list is used; the probe's text is dropped
     except Unsupported as exc:
@@ -182,21 +198,23 @@ def _toggles(unit: ModuleUnit, tag: str, several: bool, properties: list[Propert
             continue
         names = sig.bit_names(*shape)
         width = len(names)
-        keys = [[(unit.file, sig.line, "toggle", f"{sig.name}{bit}:{edge}") for edge in ("0->1", "1->0")]
-                for bit in names]
+        keys = [
+            [(unit.file, sig.line, "toggle", f"{sig.name}{bit}:{edge}") for edge in ("0->1", "1->0")] for bit in names
+        ]
         if several or width > 256:
             notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: several parameter sets or too wide")
             points.extend((key, ()) for pair in keys for key in pair)
             continue
         high, low = f"{TOGGLE_PREFIX}{tag}{sig.index}_h", f"{TOGGLE_PREFIX}{tag}{sig.index}_l"
-        decls.append(f"(* keep *) wire [{width - 1}:0] {high} = {sig.name}; "
-                     f"(* keep *) wire [{width - 1}:0] {low} = ~{sig.name};")
+        decls.append(
+            f"(* keep *) wire [{width - 1}:0] {high} = {sig.name}; (* keep *) wire [{width - 1}:0] {low} = ~{sig.name};"
+        )
         for p, (rise, fall) in enumerate(keys):
             never_1, never_0 = len(properties), len(properties) + 1
             properties.append(Property(unit.name, high, p))
             properties.append(Property(unit.name, low, p))
-            points.append((rise, (never_1,)))            # 0->1 needs the bit at 1
-            points.append((fall, (never_1, never_0)))    # 1->0 needs it at 1, then at 0
+            points.append((rise, (never_1,)))  # 0->1 needs the bit at 1
+            points.append((fall, (never_1, never_0)))  # 1->0 needs it at 1, then at 0
     return decls
 
 
@@ -219,7 +237,7 @@ def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
 
 
 def _renamed(flag_name: str, tag: str) -> str:
-    return f"{FLAG_PREFIX}{tag}{flag_name[len(FLAG_PREFIX):]}"
+    return f"{FLAG_PREFIX}{tag}{flag_name[len(FLAG_PREFIX) :]}"
 
 
 _ALWAYS_COMB = re.compile(r"\balways_comb\b")

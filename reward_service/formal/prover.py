@@ -42,9 +42,33 @@ PROVER_REVISION = "6"
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}
 _LATCH_CELLS = {"$dlatch"}
-_UNSUPPORTED = {"$adlatch", "$dlatchsr", "$sr", "$dffsr", "$dffsre", "$aldff", "$aldffe", "$mem", "$mem_v2",
-                "$memrd", "$memrd_v2", "$memwr", "$memwr_v2", "$meminit", "$meminit_v2", "$fsm", "$print",
-                "$check", "$assert", "$assume", "$cover", "$live", "$fair", "$ff", "$anyinit"}
+_UNSUPPORTED = {
+    "$adlatch",
+    "$dlatchsr",
+    "$sr",
+    "$dffsr",
+    "$dffsre",
+    "$aldff",
+    "$aldffe",
+    "$mem",
+    "$mem_v2",
+    "$memrd",
+    "$memrd_v2",
+    "$memwr",
+    "$memwr_v2",
+    "$meminit",
+    "$meminit_v2",
+    "$fsm",
+    "$print",
+    "$check",
+    "$assert",
+    "$assume",
+    "$cover",
+    "$live",
+    "$fair",
+    "$ff",
+    "$anyinit",
+}
 
 
 @dataclass
@@ -83,14 +107,20 @@ def design_key(design: dict[str, str], top: str | None = None, limits: tuple[flo
     """The cache key of a design's verdict: its HDL files, top, the prover revision and the
     time limits (a timeout is a verdict too). The yosys/ABC build is Debian bookworm's on the
     host and in the images alike; a change of it needs a PROVER_REVISION bump."""
-    blob = json.dumps({"files": design, "top": top, "rev": PROVER_REVISION, "limits": list(limits)},
-                      sort_keys=True).encode()
+    blob = json.dumps(
+        {"files": design, "top": top, "rev": PROVER_REVISION, "limits": list(limits)}, sort_keys=True
+    ).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
-def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | None = None,
-          timeout_s: float = 30.0, per_property_ms: int = 2000,
-          cache_dir: Path | None = None) -> ProofResult:
+def prove(
+    design: dict[str, str],
+    top: str | None = None,
+    sandbox: Sandbox | None = None,
+    timeout_s: float = 30.0,
+    per_property_ms: int = 2000,
+    cache_dir: Path | None = None,
+) -> ProofResult:
     """Prove the coverage points of the DUT files ``design`` (name -> text) unreachable where
     they are. ``top``: the DUT's top module (default: the design's single top). Runs yosys and
     ABC in ``sandbox`` (default: bwrap) with ``timeout_s`` for each step (yosys, ABC over all
@@ -120,8 +150,9 @@ def prove(design: dict[str, str], top: str | None = None, sandbox: Sandbox | Non
     return result
 
 
-def _prove(design: dict[str, str], top: str | None, sandbox: Sandbox | None, timeout_s: float,
-           per_property_ms: int) -> ProofResult:
+def _prove(
+    design: dict[str, str], top: str | None, sandbox: Sandbox | None, timeout_s: float, per_property_ms: int
+) -> ProofResult:
     start = time.monotonic()
     try:
         model = build_model(design, top)
@@ -136,29 +167,32 @@ def _prove(design: dict[str, str], top: str | None, sandbox: Sandbox | None, tim
 
 def _yosys_script(model: FormalModel) -> str:
     names = " ".join(sorted(model.files))
-    return "\n".join([
-        f"read_verilog -formal -sv {names}",
-        f"hierarchy -check -top {model.top}",
-        f"prep -top {model.top} -flatten",
-        "write_json pre.json",
-        "async2sync",
-        "dffunmap",
-        "setundef -undriven -anyseq",
-        "setundef -anyseq",
-        "setundef -init -zero",
-        "delete -output o:*",
-        f"expose w:*{FLAG_PREFIX}* w:*{TOGGLE_PREFIX}*",
-        "techmap",
-        "aigmap",
-        "opt_clean",
-        "write_json final.json",
-        "write_aiger -zinit -map model.map model.aig",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"read_verilog -formal -sv {names}",
+            f"hierarchy -check -top {model.top}",
+            f"prep -top {model.top} -flatten",
+            "write_json pre.json",
+            "async2sync",
+            "dffunmap",
+            "setundef -undriven -anyseq",
+            "setundef -anyseq",
+            "setundef -init -zero",
+            "delete -output o:*",
+            f"expose w:*{FLAG_PREFIX}* w:*{TOGGLE_PREFIX}*",
+            "techmap",
+            "aigmap",
+            "opt_clean",
+            "write_json final.json",
+            "write_aiger -zinit -map model.map model.aig",
+            "",
+        ]
+    )
 
 
-def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int,
-         at_once: bool = True) -> ProofResult:
+def _run(
+    model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int, at_once: bool = True
+) -> ProofResult:
     """Prove ``model``'s properties. ``at_once=False`` skips the run over all outputs and goes
     straight to the one-by-one runs (tests compare the two routes' verdicts)."""
     base = ProofResult("error", points=len(model.points), undecided=len(model.points), notes=model.notes[:50])
@@ -176,8 +210,15 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_text(text)
         (work / "model.ys").write_text(_yosys_script(model))
-        res = sandbox.run(ExecSpec(argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"], workdir=work,
-                                   timeout_s=timeout_s, memory_mb=2048, output_kb=64))
+        res = sandbox.run(
+            ExecSpec(
+                argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
+                workdir=work,
+                timeout_s=timeout_s,
+                memory_mb=2048,
+                output_kb=64,
+            )
+        )
         if res.timed_out:
             base.status, base.reason = "timeout", f"yosys: over {timeout_s:g} s"
             return base
@@ -192,8 +233,11 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
             return base
         if res.exit_code != 0 or not (work / "model.aig").exists():
             base.status = "unsupported"
-            base.reason = "yosys: " + (f"crashed (signal {-(res.exit_code or 0)})" if (res.exit_code or 0) < 0
-                                       else _first_error(res.output + _read(work / "yosys.log")))
+            base.reason = "yosys: " + (
+                f"crashed (signal {-(res.exit_code or 0)})"
+                if (res.exit_code or 0) < 0
+                else _first_error(res.output + _read(work / "yosys.log"))
+            )
             return base
         outputs = _read_map(work / "model.map")
         count = _aig_outputs(work / "model.aig")
@@ -203,9 +247,17 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
         verdicts: list[bool | None] = [None] * count
         if at_once:
             (work / "abc.cmd").write_text(
-                f"read_aiger model.aig; fold; pdr -a -T {int(timeout_s)} -H {per_property_ms}\n")
-            res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "abc.cmd"], workdir=work,
-                                       timeout_s=timeout_s + 10, memory_mb=2048, output_kb=4096))
+                f"read_aiger model.aig; fold; pdr -a -T {int(timeout_s)} -H {per_property_ms}\n"
+            )
+            res = sandbox.run(
+                ExecSpec(
+                    argv=["yosys-abc", "-f", "abc.cmd"],
+                    workdir=work,
+                    timeout_s=timeout_s + 10,
+                    memory_mb=2048,
+                    output_kb=4096,
+                )
+            )
             if res.exit_code != 0 and not res.timed_out:
                 base.reason = "abc: " + res.output[-300:]
                 return base
@@ -221,8 +273,9 @@ def _run(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms
             before = verdicts.count(None)
             _per_output(work, sandbox, verdicts, timeout_s, per_property_ms)
             left = verdicts.count(None)
-            route = (f"all outputs at once: {before} of {count} undecided; " if at_once else "") + \
-                f"one by one: {before - left} decided, {left} undecided"
+            route = (
+                f"all outputs at once: {before} of {count} undecided; " if at_once else ""
+            ) + f"one by one: {before - left} decided, {left} undecided"
             if left == before:
                 base.status, base.reason = "timeout", route
                 return base
@@ -266,8 +319,9 @@ def _all_outputs(text: str, count: int) -> tuple[list[bool | None], str]:
 _GROUP = 16
 
 
-def _per_output(work: Path, sandbox: Sandbox, verdicts: list[bool | None], budget_s: float,
-                per_property_ms: int) -> None:
+def _per_output(
+    work: Path, sandbox: Sandbox, verdicts: list[bool | None], budget_s: float, per_property_ms: int
+) -> None:
     """Decide the undecided outputs (None in ``verdicts``, filled in place) on their own
     sequential cones (``cone -s``): groups of up to :data:`_GROUP` consecutive undecided
     outputs, then one by one the outputs of the groups that proved some but left some
@@ -283,10 +337,15 @@ def _per_output(work: Path, sandbox: Sandbox, verdicts: list[bool | None], budge
         # the model is read once (backup); each group works on a copy (restore)
         lines = ["read_aiger model.aig; backup"] + [
             f"restore; cone -s -O {start} -R {n}; scleanup; fold; pdr -a -T {limit} -H {per_property_ms}; "
-            f"echo {_MARK} {start} {n}" for start, n in runs]
+            f"echo {_MARK} {start} {n}"
+            for start, n in runs
+        ]
         (work / "cones.cmd").write_text("\n".join(lines) + "\n")
-        res = sandbox.run(ExecSpec(argv=["yosys-abc", "-f", "cones.cmd"], workdir=work, timeout_s=left,
-                                   memory_mb=2048, output_kb=16384))
+        res = sandbox.run(
+            ExecSpec(
+                argv=["yosys-abc", "-f", "cones.cmd"], workdir=work, timeout_s=left, memory_mb=2048, output_kb=16384
+            )
+        )
         retry = _read_groups(res.output, verdicts)
         runs = [(i, 1) for i in retry if verdicts[i] is None]
 
@@ -350,8 +409,9 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
     module = netlist.get("modules", {}).get(top)
     if module is None:
         return f"yosys has no module {top}"
-    flag_bits = {b for name, net in module.get("netnames", {}).items() if f"{FLAG_PREFIX}m" in name
-                 for b in net["bits"]}
+    flag_bits = {
+        b for name, net in module.get("netnames", {}).items() if f"{FLAG_PREFIX}m" in name for b in net["bits"]
+    }
     clocks = set()
     for name, cell in module.get("cells", {}).items():
         kind = cell["type"]
@@ -368,16 +428,31 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
         return f"{len(clocks)} clock edges (one clock edge only)"
     # A signal written by a clocked and a combinational block (or two cells): yosys keeps both
     # drivers and the AIG one of them, where a simulator lets the last write win.
-    drivers = Counter(b for port in module.get("ports", {}).values() if port["direction"] == "input"
-                      for b in port["bits"] if isinstance(b, int))
+    drivers = Counter(
+        b
+        for port in module.get("ports", {}).values()
+        if port["direction"] == "input"
+        for b in port["bits"]
+        if isinstance(b, int)
+    )
     for cell in module.get("cells", {}).values():
         directions = cell.get("port_directions", {})
-        drivers.update(b for port, bits in cell["connections"].items() if directions.get(port) == "output"
-                       for b in bits if isinstance(b, int))
+        drivers.update(
+            b
+            for port, bits in cell["connections"].items()
+            if directions.get(port) == "output"
+            for b in bits
+            if isinstance(b, int)
+        )
     several = [b for b, n in drivers.items() if n > 1]
     if several:
-        names = sorted({name for name, net in module.get("netnames", {}).items()
-                        if set(net["bits"]) & set(several) and not name.rsplit(".", 1)[-1].startswith(FLAG_PREFIX)})
+        names = sorted(
+            {
+                name
+                for name, net in module.get("netnames", {}).items()
+                if set(net["bits"]) & set(several) and not name.rsplit(".", 1)[-1].startswith(FLAG_PREFIX)
+            }
+        )
         return f"{len(several)} signal bits have several drivers ({', '.join(names[:3])})"
     return None
 
@@ -399,8 +474,13 @@ _ASSERTED = re.compile(r"Output\s+(\d+) was (?:trivially )?asserted")
 _SUMMARY = re.compile(r"Properties:\s+All = (\d+)\. Proved = (\d+)\. Disproved = (\d+)\. Undecided = (\d+)\.")
 
 
-def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], verdicts: list[bool | None],
-              base: ProofResult, netnames: dict) -> ProofResult:
+def _verdicts(
+    model: FormalModel,
+    outputs: dict[int, list[tuple[str, int]]],
+    verdicts: list[bool | None],
+    base: ProofResult,
+    netnames: dict,
+) -> ProofResult:
     """The result from the outputs' verdicts (True proved, False disproved, None undecided)."""
     # a property holds when its signal bit is unreachable in every instance of its module
     # (the flattened wire is `<instance path>.<signal>`; model signal names are design-unique)
@@ -415,8 +495,10 @@ def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], ver
         for bit, value in enumerate(net["bits"]):
             known = (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
             instances.setdefault((leaf, bit), []).append(known)
-    held = [bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
-            for p in model.properties]
+    held = [
+        bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
+        for p in model.properties
+    ]
     refuted = [any(v is False for v in instances.get((p.signal, p.bit), [])) for p in model.properties]
     # a key is unreachable only if every point with that key is (two case items on one line)
     verdict: dict[PointKey, bool] = {}
@@ -431,12 +513,25 @@ def _verdicts(model: FormalModel, outputs: dict[int, list[tuple[str, int]]], ver
     n_unreachable = sum(u for _, u in per_metric.values())
     no_property = sum(1 for key, provers in model.points if not provers and not verdict[key])
     if None not in verdicts:  # every output decided: whatever has a property and is not proved is reachable
-        return ProofResult("proved", points=len(model.points), unreachable=unreachable, undecided=no_property,
-                           disproved=len(model.points) - n_unreachable - no_property, notes=base.notes,
-                           per_metric=per_metric)
+        return ProofResult(
+            "proved",
+            points=len(model.points),
+            unreachable=unreachable,
+            undecided=no_property,
+            disproved=len(model.points) - n_unreachable - no_property,
+            notes=base.notes,
+            per_metric=per_metric,
+        )
     # some outputs undecided: reachable only where every property that could prove it was refuted
-    disproved = sum(1 for key, provers in model.points
-                    if provers and not verdict[key] and all(refuted[i] for i in provers))
-    return ProofResult("partial", points=len(model.points), unreachable=unreachable,
-                       undecided=len(model.points) - n_unreachable - disproved, disproved=disproved,
-                       notes=base.notes, per_metric=per_metric)
+    disproved = sum(
+        1 for key, provers in model.points if provers and not verdict[key] and all(refuted[i] for i in provers)
+    )
+    return ProofResult(
+        "partial",
+        points=len(model.points),
+        unreachable=unreachable,
+        undecided=len(model.points) - n_unreachable - disproved,
+        disproved=disproved,
+        notes=base.notes,
+        per_metric=per_metric,
+    )

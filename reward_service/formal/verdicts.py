@@ -21,9 +21,14 @@ from reward_service.models import CocotbStimulus, Design, SvTestbench
 from reward_service.sandbox import Sandbox
 
 
-def applicable(design: Design, stimulus: SvTestbench | CocotbStimulus, scope: str | None,
-               build_parameters: dict[str, str], sandbox: Sandbox | None,
-               cache_dir: Path | None) -> tuple[list[PointKey] | None, ProofResult | None, str]:
+def applicable(
+    design: Design,
+    stimulus: SvTestbench | CocotbStimulus,
+    scope: str | None,
+    build_parameters: dict[str, str],
+    sandbox: Sandbox | None,
+    cache_dir: Path | None,
+) -> tuple[list[PointKey] | None, ProofResult | None, str]:
     """(proved-unreachable keys or None, the proof, a note) for one sample. The proof runs
     on first use of a design and is cached under ``cache_dir`` (it does not depend on the
     stimulus). None: no point is excluded (the note says why)."""
@@ -50,6 +55,7 @@ def applicable(design: Design, stimulus: SvTestbench | CocotbStimulus, scope: st
 
 def _model_top(files: dict[str, str]) -> str | None:
     from reward_service.formal.model import build_model
+
     try:
         return build_model(files).top
     except Exception:  # no top: no exclusion
