@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from reward_service.scoring.choice import choose_engine
+from reward_service.engine_choice import EngineName, choose_engine
 
 #: Metric keys. The code metrics are Verilator's coverage point types (the ``t`` key of a
 #: ``coverage.dat`` record, see the Verilator manual, "Coverage Analysis"); ``functional`` counts
@@ -340,7 +340,7 @@ class ScoreRequest(_Strict):
     build: BuildOptions = Field(
         default_factory=BuildOptions, description="defines, top-level parameters, plusargs, include dirs"
     )
-    engine: Literal["verilator", "fast", "auto"] | None = Field(
+    engine: EngineName | None = Field(
         None,
         description="code-coverage engine: 'verilator' (the reference), 'fast' (Icarus with an "
         "instrumented DUT, Verilator-equal points, falls back to Verilator when it cannot "
@@ -378,7 +378,7 @@ class ProblemSpec(BaseModel):
     metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     targets: list[Target] = Field(default_factory=list)
     simulator: Simulator = Simulator.verilator
-    engine: Literal["verilator", "fast", "auto"] | None = Field(
+    engine: EngineName | None = Field(
         None, description="code-coverage engine of its samples (unset: `simulator` decides; CVDP problems: auto)"
     )
     limits: Limits = Field(default_factory=Limits)
@@ -408,7 +408,7 @@ class ProblemSpec(BaseModel):
         :class:`Completion`) on this problem; ``overrides`` replace top-level fields of the
         request (e.g. ``reward=RewardSpec(shaping="ratio")``, ``seed=3``). Without an ``engine``
         override the problem's engine applies on Verilator only
-        (:func:`~reward_service.scoring.choice.choose_engine`). Raises
+        (:func:`~reward_service.engine_choice.choose_engine`). Raises
         ``pydantic.ValidationError`` for invalid overrides."""
         if isinstance(stimulus, str):
             stimulus = Completion(text=stimulus)

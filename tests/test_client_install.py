@@ -63,10 +63,8 @@ SERVER_IMPORTS = [
 ]
 #: the reward_service modules a trainer node may load: the client, the adapters, the pure models
 #: they share with the server, and the engine-choice rule a problem's ``request()`` applies
-#: (scoring.choice is pure; the scoring package loads its engine only on first use)
-CLIENT_SIDE = re.compile(
-    r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.scoring|\.scoring\.choice)?$"
-)
+#: (nothing of the scoring layer)
+CLIENT_SIDE = re.compile(r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.engine_choice)?$")
 
 #: run inside the venv: import the client, the diversity term and every adapter module, report
 #: what that loaded

@@ -101,3 +101,16 @@ def test_the_cocotb_flow_does_not_import_the_simulators():
     the simulator's own method): it imports neither simulator module, so there is no loop."""
     flow = PACKAGE / "simulators" / "cocotb_flow.py"
     assert offending(flow, ("reward_service.simulators.verilator", "reward_service.simulators.icarus")) == []
+
+
+def test_the_wire_models_import_only_the_engine_choice():
+    """The wire models (shared with a client-only install) import nothing of the service but the
+    pure engine-choice rule, which itself imports nothing of the service: a problem's
+    ``request()`` applies the same rule as the scoring layer without importing it."""
+    models = PACKAGE / "models.py"
+    choice = PACKAGE / "engine_choice.py"
+    assert offending(choice, ("reward_service",)) == []
+    service = {m for _, m in imports(models.read_text(), "reward_service") if m.split(".")[0] == "reward_service"}
+    assert service == {"reward_service.engine_choice"} | {
+        f"reward_service.engine_choice.{name}" for name in ("EngineName", "choose_engine")
+    }
