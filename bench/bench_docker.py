@@ -158,27 +158,29 @@ def sample_bench(cases: list[Case], sims: list[str], args, base: Path) -> list[d
             )
             if args.cocotb and (req := cocotb_request(case, args.cases, sim, args)) is not None:
                 jobs.append((f"{case.short} cocotb {sim}", None, sim, req))
+
+    def bare(label: str, case: Case | None, sim: str) -> float | None:
+        """Seconds of the sample's bare run (no service); None for a cocotb sample (no bare run)."""
+        if case is None:
+            return None
+        root = Path(tempfile.mkdtemp(prefix="rs-bench-bare-", dir=base))
+        step = bare_verilator(case, root, ccache, args) if sim == "verilator" else bare_icarus(case, root, args)
+        shutil.rmtree(root, ignore_errors=True)
+        if not step.ok:
+            raise SystemExit(f"{label}: bare run failed: {step.note}")
+        return step.seconds
+
+    def engine(name: str, request: dict) -> tuple[float, object]:
+        """Seconds and result of scoring ``request`` on the engine of sandbox ``name``."""
+        t0 = time.perf_counter()
+        result = engines[name].score(request)
+        return time.perf_counter() - t0, result
+
     rows = []
     for label, case, sim, request in jobs:
-
-        def bare() -> float | None:
-            if case is None:
-                return None
-            root = Path(tempfile.mkdtemp(prefix="rs-bench-bare-", dir=base))
-            step = bare_verilator(case, root, ccache, args) if sim == "verilator" else bare_icarus(case, root, args)
-            shutil.rmtree(root, ignore_errors=True)
-            if not step.ok:
-                raise SystemExit(f"{label}: bare run failed: {step.note}")
-            return step.seconds
-
-        def engine(name: str) -> tuple[float, object]:
-            t0 = time.perf_counter()
-            result = engines[name].score(request)
-            return time.perf_counter() - t0, result
-
         console.print(f"[dim]{label}: warm-up[/dim]")
-        bare()
-        first = {name: engine(name)[1] for name in engines}
+        bare(label, case, sim)
+        first = {name: engine(name, request)[1] for name in engines}
         if outcome(first["docker"]) != outcome(first["bwrap"]):
             raise SystemExit(
                 f"{label}: docker and bwrap differ: {outcome(first['docker'])} vs "
@@ -187,11 +189,11 @@ def sample_bench(cases: list[Case], sims: list[str], args, base: Path) -> list[d
         times: dict[str, list[float]] = {"bare": [], "bwrap": [], "docker": []}
         steps: dict[str, list[dict]] = {"bwrap": [], "docker": []}
         for _ in range(args.reps):
-            seconds = bare()
+            seconds = bare(label, case, sim)
             if seconds is not None:
                 times["bare"].append(seconds)
             for name in engines:
-                seconds, result = engine(name)
+                seconds, result = engine(name, request)
                 times[name].append(seconds)
                 steps[name].append(result.timings)
         med = {k: median(v) if v else None for k, v in times.items()}

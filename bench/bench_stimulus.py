@@ -487,6 +487,18 @@ def _fmt(key: str, value: float | None) -> str:
     return f"{value:.2f}"
 
 
+def _total(rows: list[dict], key: str) -> float | None:
+    """Sum of ``key`` over ``rows``; None when a row has no value for it."""
+    vals = [r.get(key) for r in rows]
+    return None if any(v is None for v in vals) else sum(vals)
+
+
+def _ratio_of_totals(rows: list[dict], a: str, b: str) -> float | None:
+    """Total of ``a`` over total of ``b`` (None when either is missing or ``b``'s is 0)."""
+    num, den = _total(rows, a), _total(rows, b)
+    return None if num is None or not den else num / den
+
+
 def summarise(samples: list[dict]) -> dict:
     out: dict[str, dict] = {}
     for sim in dict.fromkeys(s["simulator"] for s in samples):
@@ -503,20 +515,11 @@ def summarise(samples: list[dict]) -> dict:
                     "min": min(vals),
                     "max": max(vals),
                 }
-
-        def total(key: str) -> float | None:
-            vals = [r.get(key) for r in rows]
-            return None if any(v is None for v in vals) else sum(vals)
-
-        def over(a: str, b: str) -> float | None:
-            num, den = total(a), total(b)
-            return None if num is None or not den else num / den
-
         overall = {
-            "cold": over("engine_cold_s", "bare_cold_s"),
-            "warm": over("engine_warm_s", "bare_warm_s"),
-            "cold_cpu": over("engine_cold_cpu_s", "bare_cold_cpu_s"),
-            "warm_cpu": over("engine_warm_cpu_s", "bare_warm_cpu_s"),
+            "cold": _ratio_of_totals(rows, "engine_cold_s", "bare_cold_s"),
+            "warm": _ratio_of_totals(rows, "engine_warm_s", "bare_warm_s"),
+            "cold_cpu": _ratio_of_totals(rows, "engine_cold_cpu_s", "bare_cold_cpu_s"),
+            "warm_cpu": _ratio_of_totals(rows, "engine_warm_cpu_s", "bare_warm_cpu_s"),
             "overhead_cold_s_median": statistics.median(r["engine_cold_s"] - r["bare_cold_s"] for r in rows),
             "overhead_warm_s_median": statistics.median(r["engine_warm_s"] - r["bare_warm_s"] for r in rows),
         }

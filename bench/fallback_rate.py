@@ -42,7 +42,7 @@ def stimulus_requests(cases: Path, cid012: Path) -> list[tuple[str, dict]]:
         expected = json.loads((d / "expected.json").read_text())
         files = rows[d.name]["harness"].get("files", rows[d.name]["harness"])
         rtl = {k[4:]: v for k, v in files.items() if k.startswith("src/") and k.endswith((".sv", ".v"))}
-        for tb, info in expected["testbenches"].items():
+        for info in expected["testbenches"].values():
             out.append(
                 (
                     f"{d.name}/{info['file']}",

@@ -210,7 +210,7 @@ def _normalize(code: str) -> str:
 
 def _has_module(code: str) -> bool:
     m = _MODULE_HEADER.search(code)
-    return bool(m) and _ENDMODULE.search(code, m.end()) is not None
+    return m is not None and _ENDMODULE.search(code, m.end()) is not None
 
 
 def _has_cocotb_test(code: str) -> bool:
@@ -430,13 +430,13 @@ def extract(text: str, *, toplevel: str | None = None, design_modules: Iterable[
             "or a cocotb test (@cocotb.test)"
         )
 
-    code = _bare_verilog(body, known)
-    if code is not None:
-        role = _verilog_role(code, known)[1]
-        code, dropped = _drop_design_copies(code, known)
-        stimulus = _result("verilog", code, toplevel)
+    bare = _bare_verilog(body, known)
+    if bare is not None:
+        bare_role = _verilog_role(bare, known)[1]
+        bare, dropped = _drop_design_copies(bare, known)
+        stimulus = _result("verilog", bare, toplevel)
         lines = len(next(iter(stimulus.files.values())).splitlines())
-        return Extraction(stimulus, f"bare code ({lines} lines, no code fence)", role, dropped=dropped)
+        return Extraction(stimulus, f"bare code ({lines} lines, no code fence)", bare_role, dropped=dropped)
     if _has_cocotb_test(body):
         stimulus = _result("cocotb", body, toplevel)
         lines = len(next(iter(stimulus.files.values())).splitlines())

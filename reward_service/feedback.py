@@ -127,7 +127,7 @@ def _group(points: Iterable[UncoveredPoint]) -> list[_Line]:
     lines: dict[tuple[str, int], _Line] = {}
     for p in points:
         lines.setdefault((p.file, p.line), _Line(p.file, p.line)).add(p)
-    return sorted(lines.values(), key=lambda l: (l.rank, l.file, l.line))
+    return sorted(lines.values(), key=lambda ln: (ln.rank, ln.file, ln.line))
 
 
 def _source_line(sources: Mapping[str, str] | None, file: str, line: int) -> str | None:

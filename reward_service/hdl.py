@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 #: A Verilog string literal (backslash escapes included).
@@ -135,7 +136,7 @@ def include_targets(text: str) -> list[str]:
     return _INCLUDE.findall(strip_comments_only(text))
 
 
-def search_dirs(names: list[str], extra: list[str] = ()) -> list[str]:
+def search_dirs(names: list[str], extra: Sequence[str] = ()) -> list[str]:
     """Where ``include`` files are looked up, relative to the source root, in order: the root
     (``"."``), the ``extra`` dirs (the request's include dirs), then every folder holding an HDL
     file of ``names`` (sorted). These are the ``-I`` dirs every build gets, so that an include

@@ -14,6 +14,7 @@ def targets_met(report: CoverageReport, targets: list[Target]) -> bool:
     if report.overall is None:
         return False
     for target in targets:
+        ratio: float | None
         if target.metric == "overall":
             ratio = report.overall
         else:
@@ -38,9 +39,10 @@ def shape_reward(status: Status, report: CoverageReport, passed: bool, spec: Rew
     if status == Status.sandbox_error:
         return None
     scored = status in _SCORED or (status == Status.timeout and spec.timeout_scores)
-    has_coverage = scored and report.overall is not None
+    # None when the sample yields no coverage
+    coverage = report.overall if scored else None
     if spec.shaping == "chorus":
-        return 1.0 + report.overall if has_coverage else 0.0
+        return 1.0 + coverage if coverage is not None else 0.0
     if spec.shaping == "ratio":
-        return report.overall if has_coverage else spec.failure_value
-    return 1.0 if (has_coverage and passed) else 0.0
+        return coverage if coverage is not None else spec.failure_value
+    return 1.0 if (coverage is not None and passed) else 0.0

@@ -140,7 +140,7 @@ def test_readme_example_runs(shared_cache_dir):
     """README's first command (minus the install step) scores the shipped example."""
     readme = (REPO / "README.md").read_text()
     line = next(
-        l for l in readme.splitlines() if l.startswith("bash scripts/install.sh && python -m reward_service score")
+        ln for ln in readme.splitlines() if ln.startswith("bash scripts/install.sh && python -m reward_service score")
     )
     args = line.split("python -m reward_service ", 1)[1].split()
     out = cli(*args, cache=shared_cache_dir)
@@ -155,7 +155,7 @@ README_SCORES = [
 ]
 
 
-@pytest.mark.parametrize("line", README_SCORES, ids=lambda l: l.split("examples/cvdp/", 2)[1].split()[0])
+@pytest.mark.parametrize("line", README_SCORES, ids=lambda ln: ln.split("examples/cvdp/", 2)[1].split()[0])
 def test_readme_scoring_examples_run_on_the_shipped_files(shared_cache_dir, line):
     """Every `reward-service score` example of the README that names examples/cvdp files runs
     as printed and scores what that stimulus covers (testbench and cocotb test: all of the
@@ -210,8 +210,8 @@ def gray_files(tmp_path_factory) -> tuple[list[Path], Path, str]:
 
 def test_human_output_lists_the_testbench_verdict_lines(gray_files, shared_cache_dir):
     rtl, tb, bare = gray_files
-    passes = [l for l in bare.splitlines() if l.startswith("PASS :")]
-    finished = [l for l in bare.splitlines() if l.startswith("Test finished with")]
+    passes = [ln for ln in bare.splitlines() if ln.startswith("PASS :")]
+    finished = [ln for ln in bare.splitlines() if ln.startswith("Test finished with")]
     assert len(passes) > 1 and len(finished) == 1  # what the testbench printed on its own
     args = [a for p in rtl for a in ("--design", str(p))]
     out = cli(

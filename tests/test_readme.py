@@ -126,7 +126,7 @@ def test_help_shows_boolean_options_as_flags(command):
         "eval-cvdp": ["--quiet", "--verbose", "--no-cache"],
     }
     for flag in flags[command]:
-        row = next(l for l in out.stdout.splitlines() if re.search(rf"\s{flag}\s", l))
+        row = next(ln for ln in out.stdout.splitlines() if re.search(rf"\s{flag}\s", ln))
         assert "<bool>" not in row, row
     assert "<path>" in out.stdout  # options with a value keep their metavar
 
@@ -136,12 +136,12 @@ def test_piped_tables_keep_their_words():
     out = cli("problems", "--problems", str(SHARED_CASES / "cvdp" / "cid012.jsonl"))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    header = next(l for l in lines if "difficulty" in l)
+    header = next(ln for ln in lines if "difficulty" in ln)
     assert "DUT module" in header and "target %" in header
-    rows = [l for l in lines if "cvdp_" in l]
+    rows = [ln for ln in lines if "cvdp_" in ln]
     assert len(rows) == 82  # one line per problem, none folded
     narrow = cli("problems", "--problems", str(SHARED_CASES / "cvdp" / "cid012.jsonl"), COLUMNS="60")
-    assert max(len(l) for l in narrow.stdout.splitlines()) <= 60  # COLUMNS still rules
+    assert max(len(ln) for ln in narrow.stdout.splitlines()) <= 60  # COLUMNS still rules
 
 
 @pytest.mark.slow

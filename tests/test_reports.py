@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import REPO, STIMULUS, cid012_rows, live_server, rtl_files
+from test_workers import Service
+from test_workers import redis_server as redis_server  # a module fixture (private redis-server), re-exported for pytest
 
 from reward_service.models import ScoreResult
 from reward_service.reports import html as html_report
@@ -431,7 +433,6 @@ def test_rescore_report_html_shows_the_reports_numbers(tmp_path, shared_cache_di
 
 
 # -- through Celery workers ---------------------------------------------------------------------
-from test_workers import Service, redis_server  # noqa: E402,F401 - a private redis-server (module fixture)
 
 
 @needs_genhtml

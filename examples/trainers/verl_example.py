@@ -11,6 +11,7 @@ Run against a service: ``reward-service serve --port 8000 & python examples/trai
 """
 
 import asyncio
+import json
 
 from _shared import COMPLETIONS, PROBLEM_ID, setup
 
@@ -37,7 +38,7 @@ print(
 async def reward_loop() -> list[float]:  # verl's reward loop awaits async functions concurrently
     return await asyncio.gather(
         *[
-            compute_score_async("cvdp_cid012", text, '{"problem_id": "%s"}' % PROBLEM_ID, None, service_url=url)
+            compute_score_async("cvdp_cid012", text, json.dumps({"problem_id": PROBLEM_ID}), None, service_url=url)
             for text in COMPLETIONS
         ]
     )

@@ -112,6 +112,7 @@ class Sandbox(abc.ABC):
         """Run the command to completion or to a limit. Raises :class:`SandboxError` when the
         sandbox cannot be set up (never for a failing command)."""
 
+    @abc.abstractmethod
     def check(self) -> None:
         """Raise :class:`SandboxError` if the backend cannot run here."""
 

@@ -186,8 +186,8 @@ class BwrapSandbox(Sandbox):
             "sandbox",
             "--clearenv",
         ]
-        for bind in _system_binds():
-            argv.extend(bind)
+        for system_args in _system_binds():
+            argv.extend(system_args)
         if toolchain.cocotb19_venv:  # the optional cocotb 1.9 runtime, part of the toolchain
             argv += ["--ro-bind", toolchain.cocotb19_venv, toolchain.cocotb19_venv]
         # An empty, read-only /proc where no fresh one can be mounted (see fresh_proc): nothing
@@ -284,10 +284,13 @@ class BwrapSandbox(Sandbox):
                 if args_fd is not None:
                     os.close(args_fd)
             deadline = start + spec.timeout_s
-            fd = proc.stdout.fileno()
+            stdout = proc.stdout
+            assert stdout is not None, "Popen was given stdout=PIPE"
+            fd = stdout.fileno()
             os.set_blocking(fd, False)
             watch = None if cgroup is not None else TreeWatch(proc.pid, spec.memory_mb, spec.processes)
-            interval, next_look = (0.5, None) if watch is None else (INTERVAL_S, start)
+            # next_look is read only with a watch
+            interval, next_look = (0.5 if watch is None else INTERVAL_S), start
             while True:
                 now = time.monotonic()
                 left = deadline - now
@@ -322,9 +325,12 @@ class BwrapSandbox(Sandbox):
                     proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired as exc:  # unkillable: the host is in trouble
                     raise SandboxError(f"sandbox process {proc.pid} survived SIGKILL") from exc
-            proc.stdout.close()
-            oom = cgroup.oom() if cgroup else watch.oom
-            pids = cgroup.pids_exhausted() if cgroup else watch.pids_exhausted
+            stdout.close()
+            if cgroup is not None:
+                oom, pids = cgroup.oom(), cgroup.pids_exhausted()
+            else:
+                assert watch is not None, "a step without a cgroup has a tree watch"
+                oom, pids = watch.oom, watch.pids_exhausted
         except BaseException:
             # An exception raised into this frame (a caller's time limit from a signal handler,
             # as Celery's soft limit is; KeyboardInterrupt) must not leave the step running:

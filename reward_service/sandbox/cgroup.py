@@ -51,7 +51,7 @@ class CgroupV1:
         """Whether the memory limit was hit (an OOM kill or a failed charge)."""
         try:
             control = (self.memory / "memory.oom_control").read_text()
-            killed = any(l.startswith("oom_kill ") and l.split()[1] != "0" for l in control.splitlines())
+            killed = any(row.startswith("oom_kill ") and row.split()[1] != "0" for row in control.splitlines())
             return killed or int((self.memory / "memory.failcnt").read_text()) > 0
         except OSError:
             return False

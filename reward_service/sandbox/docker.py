@@ -190,7 +190,7 @@ class DockerSandbox(Sandbox):
             result = self._run(spec, {"HOME": "/work", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        line = next((l for l in result.output.splitlines() if l.startswith("RS_TOOLCHAIN ")), None)
+        line = next((ln for ln in result.output.splitlines() if ln.startswith("RS_TOOLCHAIN ")), None)
         if result.exit_code != 0 or line is None:
             raise SandboxError(
                 f"cannot probe the tools of {self.image}: exit {result.exit_code}: {result.output[-2000:]}"

@@ -153,6 +153,7 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     step's result, with the build log in front of the output. Raises
     :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run`` does, and when the build
     succeeded but its files were not made read-only (the run was then not started)."""
+    assert job.top is not None, "an SV testbench job has its top module (scoring.prepare chooses it)"
     obj = job.root / "obj"
     obj.mkdir(exist_ok=True)
     job.run_dir.mkdir(exist_ok=True)

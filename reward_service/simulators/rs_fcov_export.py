@@ -141,11 +141,12 @@ def _forward_compat_19() -> None:
     from cocotb.binary import BinaryValue
     from cocotb.types import LogicArray
 
+    # mypy checks against the installed cocotb 2.x, whose LogicArray has these methods; 1.9's lack them
     for cls in (BinaryValue, LogicArray):
         if not hasattr(cls, "to_unsigned"):
-            cls.to_unsigned = lambda self: self.integer
+            cls.to_unsigned = lambda self: self.integer  # type: ignore[method-assign]
         if not hasattr(cls, "to_signed"):
-            cls.to_signed = lambda self: self.signed_integer
+            cls.to_signed = lambda self: self.signed_integer  # type: ignore[method-assign]
 
 
 def entry_cocotb19(*args):

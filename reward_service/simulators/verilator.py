@@ -556,6 +556,7 @@ class VerilatorSimulator(SimulatorBackend):
         return {} if fsm else super().unavailable(metrics)
 
     def run_sv(self, job: Job) -> SimRun:
+        assert job.top is not None, "an SV testbench job has its top module (scoring.prepare chooses it)"
         out = SimRun()
         (job.root / "obj").mkdir(exist_ok=True)
         (job.src / "rs_main.cpp").write_text(MAIN_CPP.read_text())
