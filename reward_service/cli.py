@@ -133,14 +133,16 @@ def _build_options(defines: list[str], params: list[str], plusargs: list[str], i
 
 @app.command()
 def score(
-    design: Annotated[list[Path], typer.Option("--design", "-d", help="DUT source file (repeat for several)")] = [],
+    design: Annotated[
+        list[Path] | None, typer.Option("--design", "-d", help="DUT source file (repeat for several)")
+    ] = None,
     testbench: Annotated[
-        list[Path], typer.Option("--testbench", "-t", help="SystemVerilog testbench file (repeat)")
-    ] = [],
+        list[Path] | None, typer.Option("--testbench", "-t", help="SystemVerilog testbench file (repeat)")
+    ] = None,
     cocotb: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option("--cocotb", help="cocotb test module .py (the first is the test module; repeat for helpers)"),
-    ] = [],
+    ] = None,
     completion: Annotated[
         Path | None,
         typer.Option("--completion", "-c", help="raw LLM completion; the stimulus is extracted from its code blocks"),
@@ -170,8 +172,9 @@ def score(
         ),
     ] = None,
     metric: Annotated[
-        list[str], typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr")
-    ] = [],
+        list[str] | None,
+        typer.Option("--metric", "-m", help="metric to measure (repeat); default line, branch, toggle, expr"),
+    ] = None,
     target: Annotated[
         float | None, typer.Option("--target", min=0, max=100, help="overall coverage target in percent (e.g. 90)")
     ] = None,
@@ -203,25 +206,25 @@ def score(
         ),
     ] = False,
     define: Annotated[
-        list[str], typer.Option("--define", "-D", help="preprocessor macro NAME or NAME=VALUE (repeat)")
-    ] = [],
+        list[str] | None, typer.Option("--define", "-D", help="preprocessor macro NAME or NAME=VALUE (repeat)")
+    ] = None,
     param: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--param",
             "-P",
             help="top-level parameter override NAME=VALUE of the testbench top (cocotb: the toplevel) (repeat)",
         ),
-    ] = [],
+    ] = None,
     plusarg: Annotated[
-        list[str], typer.Option("--plusarg", help="runtime plusarg ARG or ARG=VALUE, passed as +ARG (repeat)")
-    ] = [],
+        list[str] | None, typer.Option("--plusarg", help="runtime plusarg ARG or ARG=VALUE, passed as +ARG (repeat)")
+    ] = None,
     include_dir: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option(
             "--include-dir", "-I", help="extra `include dir (the files' folders are searched anyway) (repeat)"
         ),
-    ] = [],
+    ] = None,
     lcov: Annotated[
         Path | None,
         typer.Option(
@@ -250,6 +253,9 @@ def score(
     from reward_service.problems import load_problems
     from reward_service.settings import get_settings
 
+    # a repeatable option that is not given arrives as None (a None default, not a shared list)
+    design, testbench, cocotb, metric = design or [], testbench or [], cocotb or [], metric or []
+    define, param, plusarg, include_dir = define or [], param or [], plusarg or [], include_dir or []
     stimuli = [bool(testbench), bool(cocotb), completion is not None]
     if sum(stimuli) != 1:
         raise typer.BadParameter("give exactly one stimulus: --testbench, --cocotb or --completion")
@@ -269,6 +275,7 @@ def score(
             "toplevel": toplevel,
         }
     else:
+        assert completion is not None, "exactly one stimulus is given (checked above)"
         stimulus = {"kind": "completion", "text": _read(completion)}
 
     problem_set = {}
