@@ -31,6 +31,7 @@ from typing import Any
 
 import redis
 from celery import Task
+from celery.backends.base import Backend
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 
 from reward_service.dispatch.contract import (
@@ -38,6 +39,7 @@ from reward_service.dispatch.contract import (
     JobKeys,
     backend_url,
     encode_result,
+    meta_key_of,
     notify_done,
     stored_answer,
     time_limits,
@@ -80,7 +82,7 @@ def store() -> redis.Redis:
 
 def keys() -> JobKeys:
     """The job keys of this worker's settings (the contract's names)."""
-    return JobKeys(get_settings().redis_prefix, app.backend.get_key_for_task)
+    return JobKeys(get_settings().redis_prefix, meta_key_of(app))
 
 
 def leases() -> Leases:
@@ -111,6 +113,7 @@ def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = 
     """Score one request (``ScoreRequest`` JSON); returns ``ScoreResult`` JSON."""
     settings = get_settings()
     job_id = self.request.id
+    assert job_id is not None, "Celery gives every task it runs an id"
     names, r = keys(), store()
     started, started_wall = time.monotonic(), time.time()
 
@@ -122,11 +125,12 @@ def score(self: ScoreTask, payload: dict[str, Any], enqueued_at: float | None = 
         raise Ignore()
     _tokens[job_id] = token
     with Heartbeat(lease, job_id, token):
-        return _score(self, payload, enqueued_at, settings, names, r, lease, token, started, started_wall)
+        return _score(self, job_id, payload, enqueued_at, settings, names, r, lease, token, started, started_wall)
 
 
 def _score(
     self: ScoreTask,
+    job_id: str,
     payload: dict[str, Any],
     enqueued_at: float | None,
     settings: Settings,
@@ -137,7 +141,6 @@ def _score(
     started: float,
     started_wall: float,
 ) -> dict[str, Any]:
-    job_id = self.request.id
     retries = self.request.retries or 0
     existing, deliveries = _begin(r, keys, job_id, self.backend)
     if existing is not None:
@@ -168,9 +171,11 @@ def _score(
         result = ScoreResult(status=Status.sandbox_error, message=f"engine unavailable: {type(exc).__name__}: {exc}")
     elapsed = time.monotonic() - started
     if not result.cache.result and result.status != Status.sandbox_error:
-        r.pipeline(transaction=False).incr(keys.sims(job_id)).expire(
-            keys.sims(job_id), settings.result_expires_s
-        ).hincrby(keys.stats, "simulations", 1).execute()
+        pipe = r.pipeline(transaction=False)
+        pipe.incr(keys.sims(job_id))
+        pipe.expire(keys.sims(job_id), settings.result_expires_s)
+        pipe.hincrby(keys.stats, "simulations", 1)
+        pipe.execute()
     if enqueued_at is not None:
         result.timings["queue"] = max(0.0, (started_wall - enqueued_at) * 1000)
 
@@ -203,17 +208,16 @@ def soft_limit_message(soft_s: float, reported: str = "") -> str:
     return f"{message} ({reported})" if reported else message
 
 
-def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend) -> tuple[dict | None, int]:
-    """Count this delivery, mark the job running and read its stored result (one round trip).
-    Returns (the stored final result, if any and not to be replaced; deliveries so far)."""
+def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend: Backend) -> tuple[dict[str, Any] | None, int]:
+    """Count this delivery, mark the job running and read its stored result (one round trip;
+    ``backend`` decodes it). Returns (the stored final result, if any and not to be replaced;
+    deliveries so far)."""
     ttl = get_settings().result_expires_s
-    deliveries, _, raw, _ = (
-        r.pipeline(transaction=False)
-        .incr(keys.deliveries(job_id))
-        .expire(keys.deliveries(job_id), ttl)
-        .get(backend.get_key_for_task(job_id))
-        .set(keys.marker(job_id), f"running {socket.gethostname()} {os.getpid()}", ex=ttl)
-        .execute()
-    )
+    pipe = r.pipeline(transaction=False)
+    pipe.incr(keys.deliveries(job_id))
+    pipe.expire(keys.deliveries(job_id), ttl)
+    pipe.get(keys.meta_key(job_id))
+    pipe.set(keys.marker(job_id), f"running {socket.gethostname()} {os.getpid()}", ex=ttl)
+    deliveries, _, raw, _ = pipe.execute()
     answer = stored_answer(backend.decode(raw)) if raw is not None else None
     return answer, int(deliveries)

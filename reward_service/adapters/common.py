@@ -23,8 +23,8 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypedDict, TypeVar
 
 from reward_service.client import AsyncRewardClient, RewardClient
 from reward_service.diversity import group_rewards
@@ -129,6 +129,21 @@ def rewards_of(
     return grouped.rewards, grouped.diversity
 
 
+def known_reward(result: ScoreResult) -> float:
+    """The reward of a result scored with ``raise_on_infra=True``: the client raised for a
+    ``sandbox_error``, the one status without a reward."""
+    assert result.reward is not None, "raise_on_infra raises for a sandbox_error, the one status without a reward"
+    return result.reward
+
+
+def known_rewards(rewards: Sequence[float | None]) -> list[float]:
+    """``rewards`` (:func:`rewards_of`) of results scored with ``raise_on_infra=True``: none is
+    None (see :func:`known_reward`)."""
+    known = [r for r in rewards if r is not None]
+    assert len(known) == len(rewards), "raise_on_infra raises for a sandbox_error, the one status without a reward"
+    return known
+
+
 def infra_failures(results: Sequence[ScoreResult]) -> list[int]:
     return [i for i, r in enumerate(results) if r.status == Status.sandbox_error]
 
@@ -144,20 +159,41 @@ _clients: dict[tuple[str, str | None], RewardClient] = {}
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = weakref.WeakKeyDictionary()
 
 
-def client_options() -> dict[str, float]:
-    """Retry and timeout options of the shared clients, from the environment."""
-    options: dict[str, float] = {}
-    for name, env, cast in (
-        ("max_retries", "REWARD_SERVICE_MAX_RETRIES", int),
-        ("backoff_s", "REWARD_SERVICE_BACKOFF_S", float),
-        ("timeout", "REWARD_SERVICE_TIMEOUT", float),
-    ):
-        raw = os.environ.get(env)
-        if raw:
-            try:
-                options[name] = cast(raw)
-            except ValueError:
-                raise ValueError(f"{env} must be a number, got {raw!r}") from None
+class ClientOptions(TypedDict, total=False):
+    """Keyword options of the shared clients (:class:`RewardClient`'s of the same names)."""
+
+    max_retries: int
+    backoff_s: float
+    timeout: float
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _env_number(env: str, cast: Callable[[str], _N]) -> _N | None:
+    """``env`` read with ``cast``; None when unset or empty. Raises ValueError naming ``env``
+    when it is not such a number."""
+    raw = os.environ.get(env)
+    if not raw:
+        return None
+    try:
+        return cast(raw)
+    except ValueError:
+        raise ValueError(f"{env} must be a number, got {raw!r}") from None
+
+
+def client_options() -> ClientOptions:
+    """Retry and timeout options of the shared clients, from the environment (those set)."""
+    options: ClientOptions = {}
+    max_retries = _env_number("REWARD_SERVICE_MAX_RETRIES", int)
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    backoff_s = _env_number("REWARD_SERVICE_BACKOFF_S", float)
+    if backoff_s is not None:
+        options["backoff_s"] = backoff_s
+    timeout = _env_number("REWARD_SERVICE_TIMEOUT", float)
+    if timeout is not None:
+        options["timeout"] = timeout
     return options
 
 

@@ -83,9 +83,9 @@ def samples_from(
     if labels is not None and len(labels) != n:
         raise ValueError(f"labels has {len(labels)} entries for {n} queries (one per query)")
     out = []
-    for i in range(n):
+    for i, label in enumerate(labels if labels is not None else ()):  # n labels (checked above), or none when n == 0
         prompt = prompts[i] if prompts is not None else None
-        pid = find_problem_id(labels[i], where=f"labels[{i}]")  # type: ignore[index]
+        pid = find_problem_id(label, where=f"labels[{i}]")
         out.append(RemoteSample(pid, completion_from_query(query[i], prompt), group_label(pid, prompt)))
     return out
 

@@ -36,6 +36,8 @@ from reward_service.adapters.common import (
     completion_text,
     find_problem_id,
     group_label,
+    known_reward,
+    known_rewards,
     rewards_of,
     score_request,
     shared_async_client,
@@ -82,7 +84,7 @@ async def reward_func(
     except RewardServiceError as exc:
         exc.add_note(f"while scoring the slime {what}")
         raise
-    return result.reward  # type: ignore[return-value] - sandbox_error raised above
+    return known_reward(result)
 
 
 async def batched_reward_func(
@@ -115,4 +117,4 @@ async def batched_reward_func(
         exc.add_note(f"while scoring a slime group of {len(samples)} samples")
         raise
     rewards, _ = rewards_of(results, groups, weight)
-    return rewards  # type: ignore[return-value] - no None: sandbox_error raised above
+    return known_rewards(rewards)

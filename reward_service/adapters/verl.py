@@ -38,6 +38,8 @@ from reward_service.adapters.common import (
     coverage_of,
     find_problem_id,
     group_label,
+    known_reward,
+    known_rewards,
     rewards_of,
     score_request,
     shared_async_client,
@@ -59,9 +61,10 @@ def _describe(data_source: Any, problem_id: str, index: int | None = None) -> st
 
 
 def _answer(result: ScoreResult, return_dict: bool) -> float | dict[str, float]:
+    reward = known_reward(result)  # scored with raise_on_infra
     if return_dict:
-        return {"score": result.reward, "coverage": coverage_of(result), "passed": float(result.passed)}
-    return result.reward  # type: ignore[return-value] - sandbox_error raised before
+        return {"score": reward, "coverage": coverage_of(result), "passed": float(result.passed)}
+    return reward
 
 
 def compute_score(
@@ -155,4 +158,4 @@ def compute_score_batch(
         exc.add_note(f"while scoring a verl batch of {n} samples")
         raise
     rewards, _ = rewards_of(results, groups, diversity_weight)
-    return rewards  # type: ignore[return-value] - no None: sandbox_error raised above
+    return known_rewards(rewards)

@@ -27,17 +27,24 @@ class BatchRecord(BaseModel):
 
 
 class BatchStore(abc.ABC):
-    @abc.abstractmethod
-    def put(self, batch: BatchRecord) -> None: ...
+    """Where batches are kept: in this process or in Redis."""
 
     @abc.abstractmethod
-    def get(self, batch_id: str) -> BatchRecord | None: ...
+    def put(self, batch: BatchRecord) -> None:
+        """Keep ``batch`` (replacing one of the same id). Raises :class:`StoreUnavailable` when
+        the store cannot be reached."""
+
+    @abc.abstractmethod
+    def get(self, batch_id: str) -> BatchRecord | None:
+        """The batch of that id, or None (never stored, or expired)."""
 
     def ping(self) -> str:
+        """Readiness: "ok" or why the store cannot answer."""
         return "ok"
 
     def close(self) -> None:
-        pass
+        """Release connections; a store in this process holds none, so by default nothing."""
+        return None
 
 
 class InMemoryBatchStore(BatchStore):

@@ -102,4 +102,5 @@ class Dispatcher(abc.ABC):
         return {}
 
     def close(self) -> None:
-        """Release threads/connections."""
+        """Release threads/connections; by default there are none to release."""
+        return None

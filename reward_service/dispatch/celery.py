@@ -43,7 +43,10 @@ from reward_service.dispatch.contract import (
     job_id_for,
     make_app,
     message_id,
+    meta_key_of,
     notify_done,
+    reply_bytes,
+    reply_text,
     rerunnable,
     result_from_meta,
     translating_broker_errors,
@@ -85,11 +88,16 @@ class CeleryDispatcher(Dispatcher):
 
     def __init__(self, settings: Settings | None = None, max_queue: int | None = None, reaper: bool = True) -> None:
         self.settings = settings or get_settings()
-        self.app = make_app(self.settings, main="reward_service-client", set_as_current=False)
-        self.app.conf.result_backend = _client_backend_url(backend_url(self.settings))
-        backend = self.app.backend  # pure helpers only (key names, decoding): safe across threads
-        self._meta_key = backend.get_key_for_task
-        self._decode = backend.decode
+        self.app = make_app(
+            self.settings,
+            main="reward_service-client",
+            set_as_current=False,
+            backend=_client_backend_url(backend_url(self.settings)),
+        )
+        # the backend's pure helpers only (key names, decoding): safe across threads
+        self._meta_key = meta_key_of(self.app)
+        self._decode = self.app.backend.decode
+        self._run_id: str | None = None
         self.keys = JobKeys(self.settings.redis_prefix, self._meta_key)
         self.max_queue = max_queue or self.settings.celery_max_queue
         self.ttl = self.settings.result_expires_s
@@ -128,9 +136,9 @@ class CeleryDispatcher(Dispatcher):
         # with another thread's (other API processes may still race; the bound is then soft).
         with self._submit_lock:
             raws = self.results.mget([self._meta_key(i) for i in unique]) if unique else []
-            metas = [self._decode(r) if r is not None else None for r in raws]
+            metas = [self._meta(r) for r in raws]
             markers = self.results.mget([self.keys.marker(i) for i in unique]) if unique else []
-            seen = dict(zip(unique, raws))
+            seen = {i: raw for i, raw in zip(unique, raws) if raw is not None}
             rerun = [i for i, meta in zip(unique, metas) if rerunnable(meta)]
             fresh = [i for i, meta, marker in zip(unique, metas, markers) if meta is None and marker is None]
             new = rerun + fresh
@@ -150,13 +158,14 @@ class CeleryDispatcher(Dispatcher):
         return ids
 
     def _claim(
-        self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | None], payloads: dict[str, dict[str, Any]]
+        self, rerun: list[str], fresh: list[str], seen: dict[str, bytes | str], payloads: dict[str, dict[str, Any]]
     ) -> list[str]:
         """Mark jobs queued and return the ids to send. A fresh job is claimed only if no other
         submitter claimed it meanwhile (SET NX); a job to re-run only if its stored result is
         still the one this submitter saw (compare-and-delete in one Lua call), so two API
-        processes re-submitting the same failed job send it once. A copy of each request is
-        kept while the job is not done (a lapsed lease or a lost job is sent again from it)."""
+        processes re-submitting the same failed job send it once (``seen``: the stored result
+        of each job to re-run). A copy of each request is kept while the job is not done (a
+        lapsed lease or a lost job is sent again from it)."""
         pipe = self.results.pipeline(transaction=False)
         for job_id in rerun + fresh:
             pipe.set(self.keys.request(job_id), json.dumps(payloads[job_id]), ex=self.ttl)
@@ -206,8 +215,8 @@ class CeleryDispatcher(Dispatcher):
         marked queued whose message the restart lost (the last second of an append-only file),
         from their request copies; one caller per restart (a lock key). Returns the ids resent."""
         run_id = self.broker.info("server").get("run_id")
-        previous, self._run_id = getattr(self, "_run_id", None), run_id
-        if previous is None or previous == run_id:
+        previous, self._run_id = self._run_id, run_id
+        if run_id is None or previous is None or previous == run_id:
             return []
         if not self.results.set(self.keys.reconcile(run_id), 1, nx=True, ex=300):
             return []
@@ -223,7 +232,7 @@ class CeleryDispatcher(Dispatcher):
         resent = []
         prefix = self.keys.jobs
         for key in self.results.scan_iter(match=f"{prefix}*", count=1000):
-            job_id = key.decode()[len(prefix) :]
+            job_id = reply_text(key)[len(prefix) :]
             if not _JOB_ID.match(job_id) or job_id in present or self.results.get(key) != b"queued":
                 continue
             if self.results.delete(key) and self.resend(job_id):
@@ -289,6 +298,10 @@ class CeleryDispatcher(Dispatcher):
         ).execute()
 
     # -- looking up -------------------------------------------------------------------------
+    def _meta(self, raw: bytes | str | None) -> dict[str, Any] | None:
+        """A Celery result meta as stored in Redis, decoded; None for no stored result."""
+        return None if raw is None else self._decode(reply_bytes(raw))
+
     @translating_broker_errors
     def get(self, job_id: str) -> JobView | None:
         if not _JOB_ID.match(job_id or ""):
@@ -297,7 +310,7 @@ class CeleryDispatcher(Dispatcher):
         pipe.get(self._meta_key(job_id))
         pipe.get(self.keys.marker(job_id))
         raw, marker = pipe.execute()
-        result = result_from_meta(self._decode(raw) if raw is not None else None)
+        result = result_from_meta(self._meta(raw))
         if result is not None:
             return JobView(job_id, JobState.done, result)
         if marker is None:
@@ -317,7 +330,15 @@ class CeleryDispatcher(Dispatcher):
             # Rotate the notification element onto the same list: every waiter wakes, the
             # element stays for the next. A leftover element with no result yet (a result
             # being replaced by a re-run) must not turn this into a busy loop.
-            woke = self.results.blmove(done_key, done_key, min(remaining, _POLL_S), "RIGHT", "LEFT")
+            # BLMOVE's timeout is a double (Redis >= 6); redis-py annotates it int but passes it as
+            # given, and an int would round sub-second waits to 0 (block forever)
+            woke = self.results.blmove(
+                done_key,
+                done_key,
+                min(remaining, _POLL_S),  # type: ignore[arg-type]
+                "RIGHT",
+                "LEFT",
+            )
             if woke is not None:
                 view = self.get(job_id)
                 if view is None or view.state == JobState.done:
@@ -372,7 +393,7 @@ class CeleryDispatcher(Dispatcher):
     @translating_broker_errors
     def worker_stats(self) -> dict[str, int]:
         """Counters the workers keep: simulations, idempotent_hits, retries, gave_up, redelivered."""
-        return {k.decode(): int(v) for k, v in self.results.hgetall(self.keys.stats).items()}
+        return {reply_text(k): int(v) for k, v in self.results.hgetall(self.keys.stats).items()}
 
     def close(self) -> None:
         if self._reaper is not None:

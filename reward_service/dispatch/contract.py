@@ -29,6 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 import kombu.exceptions
 import redis
 from celery import Celery
+from celery.backends.base import BaseKeyValueStoreBackend
 
 from reward_service.cache import ENGINE_REVISION, content_hash
 from reward_service.dispatch.base import BrokerUnavailable
@@ -165,7 +166,7 @@ NOTIFY_TTL_S = 300
 class JobKeys:
     """Names of the Redis keys the dispatcher and the workers share (``prefix`` is
     ``Settings.redis_prefix``; ``meta_key`` is the result backend's ``get_key_for_task``, the
-    key of Celery's own ``celery-task-meta-<id>`` result):
+    key of Celery's own ``celery-task-meta-<id>`` result: :func:`meta_key_of`):
 
     - :meth:`marker` ``<prefix>job:<id>`` — ``queued`` or ``running <host> <pid>`` while the job
       is not done;
@@ -212,6 +213,27 @@ class JobKeys:
 
     def reconcile(self, run_id: str) -> str:
         return f"{self.prefix}reconcile:{run_id}"
+
+
+def meta_key_of(app: Celery) -> Callable[[str], Any]:
+    """The ``meta_key`` of :class:`JobKeys` for ``app``: its result backend's
+    ``get_key_for_task`` (a job id -> the key of its ``celery-task-meta-<id>``, as bytes). Raises
+    TypeError when the result backend is not a key-value store (the service's is Redis)."""
+    backend = app.backend
+    if not isinstance(backend, BaseKeyValueStoreBackend):
+        raise TypeError(f"the result backend must be a key-value store (Redis), not {type(backend).__name__}")
+    return backend.get_key_for_task
+
+
+def reply_bytes(reply: bytes | str) -> bytes:
+    """A Redis reply as bytes. The service's clients leave replies undecoded (bytes); redis-py
+    types them ``bytes | str`` because a client may decode them."""
+    return reply.encode() if isinstance(reply, str) else reply
+
+
+def reply_text(reply: bytes | str) -> str:
+    """A Redis reply as text (UTF-8; see :func:`reply_bytes`)."""
+    return reply.decode() if isinstance(reply, bytes) else reply
 
 
 def notify_done(pipe: Any, keys: JobKeys, job_id: str) -> Any:

@@ -38,7 +38,7 @@ from typing import Any
 import redis
 
 from reward_service.dispatch.base import BrokerUnavailable
-from reward_service.dispatch.contract import READY_STATES, JobKeys
+from reward_service.dispatch.contract import READY_STATES, JobKeys, reply_text
 
 log = logging.getLogger(__name__)
 
@@ -80,22 +80,24 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], 'parked ' .. ARGV[1], 'PX', ARGV[2])
 return 1
 """
+#: Lua: the result meta ``meta`` holds a state of READY_STATES.
+_FINAL = " or ".join(f'string.find(meta, \'"status": *"{state}"\')' for state in READY_STATES)
 #: KEYS: lease, running set, result meta, requeues; ARGV: job id, requeues TTL s.
 #: -1: the job has its final result (a state of READY_STATES: only forgotten; a RETRY meta, a
 #: job between attempts, and a REVOKED one, a job Celery cancelled on a lost broker connection,
 #: are no result); 0: someone else took it or the lease is live; n > 0: this caller requeues
 #: it, for the n-th time.
-_REAP = """
+_REAP = f"""
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('SREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 local meta = redis.call('GET', KEYS[3])
-if meta and (%s) then
+if meta and ({_FINAL}) then
   return -1
 end
 local n = redis.call('INCR', KEYS[4])
 redis.call('EXPIRE', KEYS[4], ARGV[2])
 return n
-""" % " or ".join(f'string.find(meta, \'"status": *"{state}"\')' for state in READY_STATES)
+"""
 
 
 @dataclass
@@ -130,7 +132,7 @@ class Leases:
         is taken over (compare-and-set on the token read)."""
         token = f"{socket.gethostname()} {os.getpid()} {uuid.uuid4().hex[:12]}"
         current = self.client.get(self.keys.lease(job_id))
-        replaceable = current.decode() if current is not None and _dead_here(current.decode()) else ""
+        replaceable = reply_text(current) if current is not None and _dead_here(reply_text(current)) else ""
         ok = self._claim(
             keys=[self.keys.lease(job_id), self.keys.running], args=[token, self.ttl_ms, job_id, replaceable]
         )
@@ -156,7 +158,7 @@ class Leases:
     # -- the reaper's side ------------------------------------------------------------------
     def reap(self, requeues_ttl_s: int) -> list[Lapsed]:
         """Claim every job whose lease lapsed (each claimed by exactly one caller)."""
-        ids = [i.decode() for i in self.client.smembers(self.keys.running)]
+        ids = [reply_text(i) for i in self.client.smembers(self.keys.running)]
         if not ids:
             return []
         alive = self.client.pipeline(transaction=False)

@@ -73,7 +73,8 @@ class ProblemStore(abc.ABC):
         return "ok"
 
     def close(self) -> None:
-        """Release connections."""
+        """Release connections; a store in this process holds none, so by default nothing."""
+        return None
 
 
 class InMemoryProblemStore(ProblemStore):

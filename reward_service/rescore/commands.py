@@ -74,7 +74,8 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _first_n(completions: CompletionSet, n: int) -> CompletionSet:
-    kept, seen = [], {}
+    kept = []
+    seen: dict[str, int] = {}
     for sample in completions.samples:
         seen[sample.problem_id] = seen.get(sample.problem_id, 0) + 1
         if seen[sample.problem_id] <= n:

@@ -37,8 +37,14 @@ from reward_service.rescore.store import Sample, SampleKey, is_final
 __all__ = ["summarise", "render_markdown", "render_cvdp_table", "metric_mapping"]
 
 
+def _average(values: Sequence[float]) -> float:
+    """The mean of ``values``, which are not empty (ZeroDivisionError otherwise)."""
+    return math.fsum(values) / len(values)
+
+
 def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+    """The mean of ``values``; None when there are none."""
+    return _average(values) if values else None
 
 
 @dataclass
@@ -115,9 +121,10 @@ def _group(problems: Sequence[_Problem], ks: Sequence[int]) -> dict[str, Any]:
     out["passed_raw"] = sum(p.c_raw for p in scored)
     for k in ks:
         out[f"pass@{k}_raw"], _ = mean_pass_at_k(((p.n, p.c_raw) for p in scored), k)
-    out["mean_coverage"] = _mean([_mean(p.coverage) for p in scored])
+    # a scored problem has one coverage per scored sample; a metric's list exists once it has one
+    out["mean_coverage"] = _mean([_average(p.coverage) for p in scored])
     names = sorted({m for p in scored for m in p.metrics})
-    out["coverage_per_metric"] = {m: _mean([_mean(p.metrics[m]) for p in scored if p.metrics.get(m)]) for m in names}
+    out["coverage_per_metric"] = {m: _mean([_average(p.metrics[m]) for p in scored if p.metrics.get(m)]) for m in names}
     return out
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
@@ -41,7 +41,7 @@ async def get_job(
 
 # Spelled out, not {"model": ErrorBody}: FastAPI files a model's schema under the route's own
 # media type (text/plain, text/html), but error bodies are JSON (errors.py).
-_REPORT_ERRORS = {
+_REPORT_ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
     for code, text in ((401, "Unauthorized"), (404, "Not Found"), (409, "Conflict"), (422, "Unprocessable Entity"))
 }

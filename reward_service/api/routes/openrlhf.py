@@ -97,7 +97,9 @@ def _score(
                 f"(batch {record.id}); POST the same body again to keep waiting",
                 headers={"Retry-After": "1"},
             )
-        failed = [i for i, r in enumerate(view.results) if r is not None and r.status == Status.sandbox_error]
+        results = [r for r in view.results if r is not None]
+        assert len(results) == len(view.results), "a done batch has every result"
+        failed = [i for i, r in enumerate(results) if r.status == Status.sandbox_error]
         if not failed:
             break
         if attempt == INFRA_RETRIES:
@@ -106,7 +108,7 @@ def _score(
             raise HTTPException(
                 503,
                 f"infrastructure failure scoring {names}{more} after {attempt + 1} attempts: "
-                f"{view.results[failed[0]].message}; no reward given (not 0)",
+                f"{results[failed[0]].message}; no reward given (not 0)",
                 headers={"Retry-After": "5"},
             )
         job_ids = list(record.job_ids)
@@ -115,11 +117,10 @@ def _score(
         metrics.jobs_submitted.inc(len(failed))
         record = record.model_copy(update={"job_ids": job_ids})
         batches.put(record)
-    results = view.results
     grouped = view.group_rewards
     if grouped is not None:
-        return reply(results, grouped.rewards, grouped.diversity)  # type: ignore[arg-type]
-    return reply(results, [r.reward for r in results])  # type: ignore[union-attr]
+        return reply(results, grouped.rewards, grouped.diversity)
+    return reply(results, [r.reward for r in results])
 
 
 @router.post(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
@@ -22,7 +22,7 @@ from reward_service.models import ScoreRequest, ScoreResult
 
 router = APIRouter(prefix="/v1", tags=["score"], dependencies=[Authenticated])
 
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
     404: {"model": ErrorBody},
     413: {"model": ErrorBody},
