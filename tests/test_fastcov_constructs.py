@@ -68,3 +68,39 @@ def test_construct_agrees_with_verilator(engine, name):
     diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
     assert diff.equal, diff.describe(30)
     assert any(not p.covered for p in reference_run.points)  # some point is uncovered: the check can fail
+
+
+def _cocotb_request(engine_name: str) -> dict:
+    folder = DESIGNS / "cocotb"
+    return {
+        "design": {"files": {"xcase.sv": (folder / "xcase.sv").read_text()}, "toplevel": "xcase"},
+        "stimulus": {
+            "kind": "cocotb",
+            "test_module": "test_xcase",
+            "runtime": "cocotb-2.1",
+            "files": {"test_xcase.py": (folder / "test_xcase.py").read_text()},
+        },
+        "coverage": {"metrics": METRICS},
+        "engine": engine_name,
+        "limits": {"run_s": 60},
+    }
+
+
+@pytest.mark.slow
+def test_x_case_selector_agrees_with_verilator(engine):
+    """A case whose selector is X at time 0 (a cocotb toplevel's inputs before the test drives
+    them): Verilator's selector is 0 then, so item 2'b00 runs and ``default`` never does; the
+    fast path must count the same (Icarus alone would run ``default``)."""
+    reference_run = engine.scored(_cocotb_request("verilator"))
+    fast_run = engine.scored(_cocotb_request("fast"))
+    for run in (reference_run, fast_run):
+        assert run.result.status == "ok" and all(t.passed for t in run.result.tests), run.result.log[-2000:]
+    assert (reference_run.result.engine, fast_run.result.engine) == ("verilator", "fast"), fast_run.result.fallback
+    diff = diff_points(fast_run.points, reference_run.points, set(METRICS))
+    assert diff.equal, diff.describe(30)
+    case_items = {p.line: p.covered for p in fast_run.points if p.metric == "line" and p.detail == "case"}
+    # y's and z's items 2'b00 ran at time 0 only; the defaults never; z's 2'b10 is never selected
+    assert case_items == {
+        **{15: True, 16: True, 17: True, 18: True, 19: False},
+        **{26: True, 27: True, 28: False, 29: True, 30: False},
+    }

@@ -97,13 +97,13 @@ class _Blocks:
                 self.procedure(child)
             elif k in (_K.FunctionDeclaration, _K.TaskDeclaration):
                 self.subroutine(child)
-            elif k == _K.ContinuousAssign:
+            elif isinstance(child, syntax.ContinuousAssignSyntax):
                 for assignment in child.assignments:
-                    if isinstance(assignment, syntax.SyntaxNode):
+                    if isinstance(assignment, syntax.BinaryExpressionSyntax):  # `lhs = rhs`
                         self.continuous_conds(child, assignment.right)
-            elif k == _K.NetDeclaration:
+            elif isinstance(child, syntax.NetDeclarationSyntax):
                 for decl in child.declarators:
-                    if isinstance(decl, syntax.SyntaxNode) and decl.initializer is not None:
+                    if isinstance(decl, syntax.DeclaratorSyntax) and decl.initializer is not None:
                         self.continuous_conds(child, decl.initializer.expr)
             elif k in (
                 _K.ClassDeclaration,
@@ -197,7 +197,7 @@ class _Blocks:
         else_stmt = node.elseClause.clause if node.elseClause is not None else None
         has_then = then_stmt.kind != _K.EmptyStatement
         has_else = else_stmt is not None and else_stmt.kind != _K.EmptyStatement
-        elsif = has_then and has_else and else_stmt.kind == _K.ConditionalStatement
+        elsif = has_then and has_else and else_stmt is not None and else_stmt.kind == _K.ConditionalStatement
         first_elsif = not chained and elsif
         cont_elsif = chained and elsif
         final_elsif = chained and not elsif and has_else
@@ -235,9 +235,9 @@ class _Blocks:
         for item in node.items:
             if not isinstance(item, syntax.SyntaxNode):
                 continue
-            if item.kind == _K.DefaultCaseItem:
+            if isinstance(item, syntax.DefaultCaseItemSyntax):
                 token = item.defaultKeyword
-            elif item.kind == _K.StandardCaseItem:
+            elif isinstance(item, syntax.StandardCaseItemSyntax):
                 token = item.colon
             else:
                 raise Unsupported(f"{self.u.file}:{self.u.location(item)[0]}: {item.kind.name} case items")

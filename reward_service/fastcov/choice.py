@@ -37,8 +37,9 @@ from reward_service.simulators import get_simulator
 
 log = logging.getLogger(__name__)
 
-#: Bumped when the fast path's point model or sampling changes (old decisions then expire).
-FASTCOV_VERSION = "2"  # 2: toggle signals of every parameter set, unpacked-array ports
+#: Bumped when the fast path's point model, sampling or emulation changes (old decisions and
+#: cached results then expire; CHANGELOG.md says what each version changed).
+FASTCOV_VERSION = "3"
 SELF_CHECK_TOP = "rs_selfcheck_tb"
 SELF_CHECK_INSTANCE = "dut"
 SELF_CHECK_CYCLES = 300

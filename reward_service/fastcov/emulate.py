@@ -13,6 +13,12 @@ testbench; no coverage is added here).
   Icarus runs ``always @(*)`` only on a change of its inputs. ``always @(*)``/``always @*``
   become ``always_comb``, which Icarus runs at time 0 (its sensitivity also includes the
   variables read by called functions, as Verilator's settle does).
+- **2-state case selectors** (:func:`case_selectors_two_state`, the DUT in both modes): a
+  selector with X/Z bits (a cocotb toplevel's inputs before the test drives them, an undriven
+  net) matches no item on Icarus, which runs ``default``; Verilator's selector has no X, so
+  the item its value selects runs. The selector is read 2-state (X/Z bits 0), as toggle
+  sampling reads signals and as an X ``if`` condition already takes the ``else`` arm on
+  both.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
 
@@ -26,7 +32,7 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import TokenKind
 
-from reward_service.fastcov.unit import SourceFile
+from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported
 from reward_service.fastcov.unit import depth as _depth
 
 _K = syntax.SyntaxKind
@@ -80,6 +86,7 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
     driven = _continuously_driven(source.tree.root) | _input_port_names(source.tree.root)
     for node in _walk(source.tree.root):
         if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
+            zero: str | None
             if node.type.kind in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
                 zero = "'0"
             elif node.type.kind == _K.NamedType:
@@ -90,7 +97,7 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
                 continue  # arrays: zero_arrays
             for decl in node.declarators:
                 if (
-                    isinstance(decl, syntax.SyntaxNode)
+                    isinstance(decl, syntax.DeclaratorSyntax)
                     and decl.initializer is None
                     and decl.name.valueText not in driven
                 ):
@@ -154,9 +161,9 @@ def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> 
     # Icarus 11 crashes (vvp "recv_real not implemented") when a 2-state unpacked array
     # element feeds a continuous assignment: arrays stay 4-state and are zeroed by an initial
     # right after their declaration (before the scope's own initials).
-    inits = []
+    inits: list[str] = []
     for decl in node.declarators:
-        if not isinstance(decl, syntax.SyntaxNode) or decl.initializer is not None:
+        if not isinstance(decl, syntax.DeclaratorSyntax) or decl.initializer is not None:
             continue
         dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
         name = decl.name.valueText
@@ -227,6 +234,72 @@ def comb_at_time_zero(source: SourceFile) -> None:
             source.replace(stmt.timingControl, "")
 
 
+#: Selector syntax whose value does not depend on the width of its context (IEEE 1800 11.6.1:
+#: the operands of a case are sized to the widest of them, which changes ``a + b`` but not
+#: ``a``, ``a[3:0]``, ``{a, b}`` or a call).
+_SELF_DETERMINED = {
+    _K.IdentifierName,
+    _K.IdentifierSelectName,
+    _K.ScopedName,
+    _K.ElementSelectExpression,
+    _K.MemberAccessExpression,
+    _K.ConcatenationExpression,
+    _K.MultipleConcatenationExpression,
+    _K.IntegerLiteralExpression,
+    _K.IntegerVectorExpression,
+    _K.UnbasedUnsizedLiteralExpression,
+    _K.InvocationExpression,
+}
+
+
+def case_selectors_two_state(source: SourceFile) -> None:
+    """Case selectors read 2-state, their X/Z bits as 0 (see above): ``case (S)`` becomes
+    ``begin typedef bit [$bits(C)-1:0] T; case (1'b0 ? (S) : $signed(T'(C))) ... end``.
+
+    ``C`` is ``S`` evaluated as the case evaluates it: ``S`` itself when its value does not depend
+    on the context's width, else ``S`` in a ``?:`` with the item expressions (the same width,
+    the widest, and the same signedness, signed only if all are). The cast to the 2-state type
+    ``T`` of that width turns X/Z into 0 and changes no known value; the never-taken
+    ``1'b0 ? (S) :`` gives the result ``S``'s signedness, so items compare as before. Without
+    it Icarus matches an X selector with no item and runs ``default``, which Verilator (X is 0)
+    never does for a fully decoded case. ``case ... inside``/``matches`` and cases in macro
+    expansions are left alone."""
+    count = 0
+    for node in _walk(source.tree.root):
+        if node.kind != _K.CaseStatement or node.matchesOrInside.kind != TokenKind.Unknown:
+            continue
+        try:
+            start, end = source.offsets(node)
+            after_open = source.offsets(node.openParen)[1]
+            before_close = source.offsets(node.closeParen)[0]
+            selector = source.slice(node.expr)
+            items = [
+                source.slice(e)
+                for item in node.items
+                if item.kind == _K.StandardCaseItem
+                for e in item.expressions
+                if isinstance(e, syntax.SyntaxNode)
+            ]
+        except Unsupported:
+            continue  # in a macro expansion: no place to insert into
+        if _unparen(node.expr).kind in _SELF_DETERMINED:
+            items = []
+        head, tail = "".join(f"1'b0 ? ({i}) : (" for i in items), ")" * len(items)
+        name = f"{PREFIX}cs{count}"
+        count += 1
+        d = _depth(node) + 1  # inside any wrap of the statement by the point kinds
+        source.insert(start, f"begin typedef bit [$bits({head}{selector}{tail})-1:0] {name}; ", closing=False, depth=d)
+        source.insert(after_open, f"1'b0 ? ({selector}) : $signed({name}'({head}", closing=False, depth=d)
+        source.insert(before_close, f"{tail}))", closing=True, depth=d)
+        source.insert(end, " end", closing=True, depth=d)
+
+
+def _unparen(expr: Any) -> Any:
+    while expr.kind == _K.ParenthesizedExpression:
+        expr = expr.expression
+    return expr
+
+
 def name_generate_blocks(source: SourceFile) -> set[tuple[int, int]]:
     """Give every unnamed generate block the name IEEE 1800 27.6 gives it (and Verilator uses):
     ``genblk<n>``, n counting the generate constructs of the scope (an if/else-if chain is one
@@ -267,7 +340,7 @@ def _scope_items(members: Any):
     for m in members:
         if not isinstance(m, syntax.SyntaxNode):
             continue
-        if m.kind == _K.GenerateRegion:
+        if isinstance(m, syntax.GenerateRegionSyntax):
             yield from _scope_items(m.members)
         else:
             yield m
@@ -287,7 +360,7 @@ def _construct_bodies(construct: Any):
                 yield clause
     elif construct.kind == _K.CaseGenerate:
         for item in construct.items:
-            if isinstance(item, syntax.SyntaxNode):
+            if isinstance(item, (syntax.StandardCaseItemSyntax, syntax.DefaultCaseItemSyntax)):
                 yield item.clause
 
 
@@ -347,7 +420,7 @@ def _port_names(port: Any) -> set[str]:
     if port.kind == _K.ImplicitAnsiPort:
         return {port.declarator.name.valueText}
     if port.kind == _K.PortDeclaration:
-        return {d.name.valueText for d in port.declarators if isinstance(d, syntax.SyntaxNode)}
+        return {d.name.valueText for d in port.declarators if isinstance(d, syntax.DeclaratorSyntax)}
     return set()
 
 
@@ -358,7 +431,7 @@ def _input_port_names(root: Any) -> set[str]:
         for n in _walk(root)
         if n.kind == _K.PortDeclaration and _direction(n.header) in ("input", "inout") and not _in_subroutine(n)
         for d in n.declarators
-        if isinstance(d, syntax.SyntaxNode)
+        if isinstance(d, syntax.DeclaratorSyntax)
     }
 
 
@@ -369,7 +442,7 @@ def _net_names(root: Any) -> set[str]:
         for n in _walk(root)
         if n.kind == _K.NetDeclaration
         for d in n.declarators
-        if isinstance(d, syntax.SyntaxNode)
+        if isinstance(d, syntax.DeclaratorSyntax)
     }
 
 
@@ -405,14 +478,14 @@ def array_ports(source: SourceFile) -> list[tuple[str, str]]:
     does not connect such ports (an ``output logic [7:0] q [0:1]`` reads X on the other side,
     in and out), which no rewrite here makes up for: a port of this kind that is connected
     (any instance's, and an SV testbench's DUT) keeps the sample on Verilator."""
-    found = []
+    found: list[tuple[str, str]] = []
     for node in _walk(source.tree.root):
         if node.kind in (_K.VariablePortHeader, _K.NetPortHeader) and not _in_subroutine(node) and _unpacked_port(node):
             port = node.parent
             decls = (
                 [port.declarator]
                 if port.kind == _K.ImplicitAnsiPort
-                else [d for d in port.declarators if isinstance(d, syntax.SyntaxNode)]
+                else [d for d in port.declarators if isinstance(d, syntax.DeclaratorSyntax)]
             )
             found.extend((_module_name(node) or "", d.name.valueText) for d in decls)
     return found
@@ -427,7 +500,7 @@ def _unpacked_port(header: Any) -> bool:
     if port.kind == _K.ImplicitAnsiPort:
         decls = [port.declarator]
     elif port.kind == _K.PortDeclaration:
-        decls = [d for d in port.declarators if isinstance(d, syntax.SyntaxNode)]
+        decls = [d for d in port.declarators if isinstance(d, syntax.DeclaratorSyntax)]
     else:
         return False
     return any(isinstance(x, syntax.SyntaxNode) for d in decls for x in d.dimensions)
@@ -436,6 +509,6 @@ def _unpacked_port(header: Any) -> bool:
 def _unpacked(decl: Any) -> bool:
     """Whether a data declaration declares an unpacked array."""
     return any(
-        isinstance(d, syntax.SyntaxNode) and any(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
+        isinstance(d, syntax.DeclaratorSyntax) and any(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
         for d in decl.declarators
     )

@@ -161,6 +161,8 @@ def instrument(
                 kind.instrument(unit)
             tables[unit.name] = _finish_module(unit)
         _emulate(source, emulation, toplevel, bodies)
+        # the DUT's only: the testbench's points do not count, and its text stays as written
+        emulate.case_selectors_two_state(source)
     files = dict(design)
     files.update({s.name: s.apply() for s in sources})
     metrics = tuple(dict.fromkeys(m for k in kinds for m in k.metrics))
