@@ -33,8 +33,7 @@ TEST_OVERRIDE = REPO / "tests" / "compose.test.yml"
 
 def compose_command() -> list[str] | None:
     """``docker compose`` (v2) when present, else Debian's ``docker-compose`` (v1.29)."""
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
-                                                 capture_output=True).returncode == 0:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
         return ["docker", "compose"]
     return ["docker-compose"] if shutil.which("docker-compose") else None
 
@@ -66,8 +65,9 @@ class Stack:
     def compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         """Run ``docker compose <args>`` for this project; AssertionError with its output when
         it fails and ``check``."""
-        proc = subprocess.run([*self.command, *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, cwd=REPO)
+        proc = subprocess.run(
+            [*self.command, *args], env=self.env, capture_output=True, text=True, timeout=timeout, cwd=REPO
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return proc
@@ -75,8 +75,10 @@ class Stack:
     def containers(self, service: str, stopped: bool = False):
         """The project's containers of ``service`` (running ones, and stopped ones with
         ``stopped``), sorted by name."""
-        found = self.docker.containers.list(all=stopped, filters={"label": [
-            f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]})
+        found = self.docker.containers.list(
+            all=stopped,
+            filters={"label": [f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]},
+        )
         return sorted(found, key=lambda c: c.name)
 
     def sim_leftovers(self) -> list[str]:
@@ -106,14 +108,16 @@ class Stack:
 def sim_objects(client, hosts: set[str]) -> list[tuple[str, str]]:
     """("container" | "volume", id) of sandbox objects whose owner label names one of ``hosts``
     (a worker's host name is its container's short id)."""
+
     def mine(labels: dict | None) -> bool:
         return (labels or {}).get(OWNER_LABEL, "").partition("/")[0] in hosts
 
     label = {"label": f"{SANDBOX_LABEL}=1"}
     containers = client.api.containers(all=True, filters=label)
     volumes = client.api.volumes(filters=label).get("Volumes") or []
-    return ([("container", c["Id"]) for c in containers if mine(c.get("Labels"))]
-            + [("volume", v["Name"]) for v in volumes if mine(v.get("Labels"))])
+    return [("container", c["Id"]) for c in containers if mine(c.get("Labels"))] + [
+        ("volume", v["Name"]) for v in volumes if mine(v.get("Labels"))
+    ]
 
 
 def remove_sim_objects(client, hosts: set[str]) -> None:
@@ -149,19 +153,29 @@ def warm_worker_cache(st: Stack, requests: Sequence) -> None:
     machine the first build under a busy test run can take minutes, more than the short
     limits of tests/compose.test.yml allow. Later builds only compile the design."""
     slow = {"compile_s": 1800}
-    lines = [request.model_copy(update={"limits": request.limits.model_copy(update=slow)}).model_dump_json()
-             for request in requests]
-    proc = subprocess.run([*st.command, "exec", "-T", "--index", "1", "worker", "python", "-c", _WARM],
-                          input="\n".join(lines) + "\n", env=st.env, capture_output=True, text=True,
-                          timeout=1800, cwd=REPO)
+    lines = [
+        request.model_copy(update={"limits": request.limits.model_copy(update=slow)}).model_dump_json()
+        for request in requests
+    ]
+    proc = subprocess.run(
+        [*st.command, "exec", "-T", "--index", "1", "worker", "python", "-c", _WARM],
+        input="\n".join(lines) + "\n",
+        env=st.env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+    )
     statuses = [json.loads(line[8:])[0] for line in proc.stdout.splitlines() if line.startswith("RS_WARM ")]
-    assert proc.returncode == 0 and statuses == ["ok"] * len(lines), \
+    assert proc.returncode == 0 and statuses == ["ok"] * len(lines), (
         f"warming the worker cache failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
 
 
 @contextlib.contextmanager
-def compose_stack(log_dir: Path, *, overrides: Sequence[Path] = (), workers: int = 2,
-                  warm: Callable[[Stack], None] | None = None) -> Iterator[Stack]:
+def compose_stack(
+    log_dir: Path, *, overrides: Sequence[Path] = (), workers: int = 2, warm: Callable[[Stack], None] | None = None
+) -> Iterator[Stack]:
     """docker-compose.yml + tests/compose.test.yml (+ ``overrides``, later files win) as a
     project of its own (``rstest<pid>``, free host ports for the API and Redis), ``workers``
     worker containers; ready (``/readyz`` 200) and ``warm``\\ ed before it is yielded. On exit
@@ -184,13 +198,21 @@ def compose_stack(log_dir: Path, *, overrides: Sequence[Path] = (), workers: int
     except docker.errors.NotFound:
         client.volumes.create(TEST_CACHE_VOLUME)
     api_port, redis_port = free_port(), free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
-           "REWARD_SERVICE_PORT": str(api_port), "REWARD_SERVICE_BIND": "127.0.0.1",
-           "RS_TEST_REDIS_PORT": str(redis_port)}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
+        "REWARD_SERVICE_PORT": str(api_port),
+        "REWARD_SERVICE_BIND": "127.0.0.1",
+        "RS_TEST_REDIS_PORT": str(redis_port),
+    }
     files = [REPO / "docker-compose.yml", TEST_OVERRIDE, *overrides]
-    st = Stack(url=f"http://127.0.0.1:{api_port}", redis_url=f"redis://127.0.0.1:{redis_port}/0",
-               command=[*command, "-p", project, *(a for f in files for a in ("-f", str(f)))],
-               env=env, project=project, docker=client)
+    st = Stack(
+        url=f"http://127.0.0.1:{api_port}",
+        redis_url=f"redis://127.0.0.1:{redis_port}/0",
+        command=[*command, "-p", project, *(a for f in files for a in ("-f", str(f)))],
+        env=env,
+        project=project,
+        docker=client,
+    )
     hosts: set[str] = set()
     try:
         st.compose("up", "-d", "--scale", f"worker={workers}")

@@ -43,21 +43,25 @@ FAULT_AT = BATCH // 4
 #: How long /readyz may take to answer 200 after a fault, at the batch's end, and with the worker back.
 READY_S = 60.0
 
-pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"),
-              pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest.mark.timeout(900)]
 
 
 def _cvdp(pid: str, tb_text: str, seed: int, **overrides) -> ScoreRequest:
-    return problems()[pid].request(SvTestbench(files={"tb.sv": tb_text}), simulator="icarus", engine="fast",
-                                   seed=seed, **overrides)
+    return problems()[pid].request(
+        SvTestbench(files={"tb.sv": tb_text}), simulator="icarus", engine="fast", seed=seed, **overrides
+    )
 
 
 def chaos_batch(run: int) -> list[ScoreRequest]:
     """The 48 samples of run ``run`` (seeds 2·run and 2·run + 1): the 8 problems of
     ../shared/cases/stimulus x good/weak/best x both seeds, the last four replaced by broken
     samples (a syntax error, no code, a wrong DUT instance, a hang stopped by ``run_s``)."""
-    reqs = [_cvdp(pid, (STIMULUS / pid / f"{tb}.sv").read_text(), seed)
-            for seed in (2 * run, 2 * run + 1) for pid in CASES for tb in ("good", "weak", "best")]
+    reqs = [
+        _cvdp(pid, (STIMULUS / pid / f"{tb}.sv").read_text(), seed)
+        for seed in (2 * run, 2 * run + 1)
+        for pid in CASES
+        for tb in ("good", "weak", "best")
+    ]
     arbiter, good = problems()[ARBITER], (STIMULUS / ARBITER / "good.sv").read_text()
     seed = 2 * run
     reqs[-4:] = [
@@ -144,8 +148,9 @@ def reference(chaos_stack) -> Reference:
     assert ref.results is not None, f"fault-free run failed: {ref.error!r}"
     statuses = [r.status for r in ref.results]
     assert statuses[:-4] == ["ok"] * (BATCH - 4), statuses
-    assert statuses[-4:] == ["compile_error", "invalid_input", "invalid_input", "timeout"], \
-        [(r.status, r.message) for r in ref.results[-4:]]
+    assert statuses[-4:] == ["compile_error", "invalid_input", "invalid_input", "timeout"], [
+        (r.status, r.message) for r in ref.results[-4:]
+    ]
     assert all(r.reward > 1 for r in ref.results[:-4]), [r.reward for r in ref.results]
     assert [essence(r) for r in warm.results] == [essence(r) for r in ref.results]
     _REPORT["fault-free"] = {"samples": BATCH, "correct": BATCH, "missing": 0, "seconds": round(ref.seconds, 1)}
@@ -161,12 +166,16 @@ def _print_report():
     yield
     if _REPORT:
         print("\nchaos suite:")
-        print(f"  {'fault':28s} {'samples':>7s} {'correct':>7s} {'missing':>7s} {'dup.sims':>8s} "
-              f"{'redeliv.':>8s} {'seconds':>7s} {'vs ref':>7s} {'ready s':>7s}  client")
+        print(
+            f"  {'fault':28s} {'samples':>7s} {'correct':>7s} {'missing':>7s} {'dup.sims':>8s} "
+            f"{'redeliv.':>8s} {'seconds':>7s} {'vs ref':>7s} {'ready s':>7s}  client"
+        )
         for name, row in _REPORT.items():
-            print(f"  {name:28s} {row['samples']:7d} {row['correct']:7d} {row['missing']:7d} "
-                  f"{row.get('duplicated', 0):8d} {row.get('redelivered', 0):8d} {row['seconds']:7.1f} "
-                  f"{row.get('extra_s', 0.0):+7.1f} {row.get('ready_after_fault_s', 0.0):7.1f}  {row.get('client', '')}")
+            print(
+                f"  {name:28s} {row['samples']:7d} {row['correct']:7d} {row['missing']:7d} "
+                f"{row.get('duplicated', 0):8d} {row.get('redelivered', 0):8d} {row['seconds']:7.1f} "
+                f"{row.get('extra_s', 0.0):+7.1f} {row.get('ready_after_fault_s', 0.0):7.1f}  {row.get('client', '')}"
+            )
         print(json.dumps(_REPORT))
 
 
@@ -198,6 +207,7 @@ def _sigkill_worker(st: Stack, run: Run) -> Callable[[], None]:
         if victim.status != "running":  # docker kill counts as a manual stop: no restart policy
             victim.start()
         _worker_ready(victim)
+
     return restore
 
 
@@ -238,7 +248,7 @@ def _cut_worker(st: Stack, run: Run) -> Callable[[], None]:
     while found is None and time.monotonic() < deadline:
         found = busy_worker(st, redis.Redis.from_url(st.redis_url))
     victim = found[0] if found else st.containers("worker")[0]
-    (name, settings), = victim.attrs["NetworkSettings"]["Networks"].items()
+    ((name, settings),) = victim.attrs["NetworkSettings"]["Networks"].items()
     network = st.docker.networks.get(name)
     network.disconnect(victim)
     try:
@@ -310,10 +320,14 @@ class JobCounters:
         the workers' totals (lease_requeues, duplicates_dropped, ...)."""
         new = sorted(set(self.rc.scan_iter(f"{self.PREFIX}job:*:deliveries", count=1000)) - self.before)
         deliveries = [int(v or 0) for v in self.rc.mget(new)] if new else []
-        sims = [int(v or 0) for v in self.rc.mget([k[:-len(b"deliveries")] + b"sims" for k in new])] if new else []
+        sims = [int(v or 0) for v in self.rc.mget([k[: -len(b"deliveries")] + b"sims" for k in new])] if new else []
         now = self._stats()
-        out = {"jobs": len(new), "simulated": sum(s >= 1 for s in sims), "duplicated": sum(s > 1 for s in sims),
-               "redelivered": sum(d > 1 for d in deliveries)}
+        out = {
+            "jobs": len(new),
+            "simulated": sum(s >= 1 for s in sims),
+            "duplicated": sum(s > 1 for s in sims),
+            "redelivered": sum(d > 1 for d in deliveries),
+        }
         out.update({k: v - self.stats.get(k, 0) for k, v in now.items() if v != self.stats.get(k, 0)})
         return out
 
@@ -342,8 +356,13 @@ def test_a_batch_survives(chaos_stack, reference, baseline, fault):
     correct = sum(essence(got) == essence(want) for got, want in zip(results, reference.results))
     jobs = counters.read()
     _REPORT[fault] = {
-        "samples": BATCH, "correct": correct, "missing": BATCH - len(results), **jobs,
-        "injected_at": injected_at, "seconds": round(run.seconds, 1), "extra_s": round(run.seconds - reference.seconds, 1),
+        "samples": BATCH,
+        "correct": correct,
+        "missing": BATCH - len(results),
+        **jobs,
+        "injected_at": injected_at,
+        "seconds": round(run.seconds, 1),
+        "extra_s": round(run.seconds - reference.seconds, 1),
         "ready_after_fault_s": -1.0 if ready_after_fault is None else round(ready_after_fault, 1),
         "ready_at_end": ready_at_end is not None,
         "client": f"{len(run.warnings)} warnings" + (f", e.g. {run.warnings[0][:120]}" if run.warnings else ""),
@@ -353,10 +372,12 @@ def test_a_batch_survives(chaos_stack, reference, baseline, fault):
         assert essence(got) == essence(want), f"{fault}: sample {i}: {got.status} {got.message} != {want.status}"
     # each sample was a job of its own and really simulated (none answered from an earlier run)
     assert jobs["jobs"] == jobs["simulated"] == BATCH, f"{fault}: {jobs}"
-    assert run.seconds <= reference.seconds + GRACE_S, \
+    assert run.seconds <= reference.seconds + GRACE_S, (
         f"{fault}: {run.seconds:.1f} s, fault-free {reference.seconds:.1f} s + {GRACE_S:g} s"
-    assert None not in (ready_after_fault, ready_at_end, ready_restored), \
+    )
+    assert None not in (ready_after_fault, ready_at_end, ready_restored), (
         f"{fault}: /readyz not 200 within {READY_S:g} s: {httpx.get(f'{st.url}/readyz', timeout=30).text}"
+    )
     names, volumes = _project_objects(st)
     assert names == baseline[0], f"{fault}: containers {names} (before: {baseline[0]})"
     assert volumes == baseline[1], f"{fault}: volumes {sorted(volumes - baseline[1])} appeared"

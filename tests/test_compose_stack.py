@@ -39,8 +39,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest
 def _warm(st: Stack) -> None:
     """The workers' ccache and the cocotb model, warmed outside the Celery time limits
     (compose_fixtures.warm_worker_cache)."""
-    warm_worker_cache(st, [icarus_case(ATTENUATOR, "good", simulator="verilator"),
-                           cocotb_case(ARBITER, simulator="verilator")])
+    warm_worker_cache(
+        st, [icarus_case(ATTENUATOR, "good", simulator="verilator"), cocotb_case(ARBITER, simulator="verilator")]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +52,24 @@ def stack(tmp_path_factory):
 
 def _curl_json(url: str, body: Path, *, content_type: str = "application/json") -> tuple[int, dict]:
     """POST a file with the real curl command line; returns (HTTP status, JSON body)."""
-    proc = subprocess.run(["curl", "-sS", "-X", "POST", "-H", f"Content-Type: {content_type}",
-                           "--data-binary", f"@{body}", "-w", "\n%{http_code}", url],
-                          capture_output=True, text=True, timeout=660)
+    proc = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "-X",
+            "POST",
+            "-H",
+            f"Content-Type: {content_type}",
+            "--data-binary",
+            f"@{body}",
+            "-w",
+            "\n%{http_code}",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=660,
+    )
     assert proc.returncode == 0, proc.stderr
     text, _, code = proc.stdout.rpartition("\n")
     return int(code), json.loads(text)
@@ -62,10 +78,27 @@ def _curl_json(url: str, body: Path, *, content_type: str = "application/json") 
 def test_curl_score_of_a_cvdp_problem_equals_the_cli(stack, shared_cache_dir, tmp_path):
     tb = STIMULUS / ATTENUATOR / "good.sv"
     cli = subprocess.run(
-        [sys.executable, "-m", "reward_service", "score", "--problems", str(CID012), "--problem-id", ATTENUATOR,
-         "--testbench", str(tb), "--simulator", "verilator", "--json", "--no-cache"],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir)})
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "score",
+            "--problems",
+            str(CID012),
+            "--problem-id",
+            ATTENUATOR,
+            "--testbench",
+            str(tb),
+            "--simulator",
+            "verilator",
+            "--json",
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir)},
+    )
     assert cli.returncode == 0, cli.stderr[-2000:]
     want = json.loads(cli.stdout)
     assert want["status"] == "ok" and want["coverage"]["overall"] > 0.9
@@ -77,17 +110,30 @@ def test_curl_score_of_a_cvdp_problem_equals_the_cli(stack, shared_cache_dir, tm
     code, loaded = _curl_json(f"{stack.url}/v1/problems:load", row, content_type="application/x-ndjson")
     assert code == 201 and loaded["ids"] == [ATTENUATOR]
     body = tmp_path / "score.json"
-    body.write_text(json.dumps({"problem_id": ATTENUATOR, "simulator": "verilator",
-                                "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}}}))
+    body.write_text(
+        json.dumps(
+            {
+                "problem_id": ATTENUATOR,
+                "simulator": "verilator",
+                "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}},
+            }
+        )
+    )
     code, got = _curl_json(f"{stack.url}/v1/score?wait=600", body)
     assert code == 200, got
     assert essence(got) == essence(want)
 
     # The minimal contract shape (design files + stimulus + scope) measures the same coverage.
-    body.write_text(json.dumps({
-        "design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
-        "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}},
-        "simulator": "verilator", "coverage": {"scope": "uut"}}))
+    body.write_text(
+        json.dumps(
+            {
+                "design": {"files": rtl_files(cid012_rows()[ATTENUATOR])},
+                "stimulus": {"kind": "sv_testbench", "files": {"good.sv": tb.read_text()}},
+                "simulator": "verilator",
+                "coverage": {"scope": "uut"},
+            }
+        )
+    )
     code, got = _curl_json(f"{stack.url}/v1/score?wait=600", body)
     assert code == 200 and got["status"] == "ok", got
     assert got["coverage"]["metrics"] == want["coverage"]["metrics"]
@@ -97,21 +143,32 @@ def _batch_samples() -> list:
     """50 samples: 3 problems x good/weak x 7 seeds on Icarus, SV and cocotb on Verilator, a
     cocotb test on Icarus, and four broken ones (compile error, no code, wrong DUT instance, hang)."""
     reqs = [icarus_case(pid, tb, seed=seed) for seed in range(7) for pid in PIDS for tb in ("good", "weak")]
-    reqs += [icarus_case(ARBITER, "good", simulator="verilator"),
-             icarus_case(ATTENUATOR, "weak", simulator="verilator"),
-             cocotb_case(ARBITER), cocotb_case(ARBITER, simulator="verilator")]
+    reqs += [
+        icarus_case(ARBITER, "good", simulator="verilator"),
+        icarus_case(ATTENUATOR, "weak", simulator="verilator"),
+        cocotb_case(ARBITER),
+        cocotb_case(ARBITER, simulator="verilator"),
+    ]
     from reward_service.models import ScoreRequest, SvTestbench
 
     arbiter = problems()[ARBITER]
     good = (STIMULUS / ARBITER / "good.sv").read_text()
     reqs += [
-        ScoreRequest.model_validate({"design": {"files": rtl_files(cid012_rows()[ARBITER])}, "simulator": "icarus",
-                                     "stimulus": {"kind": "sv_testbench",
-                                                  "files": {"tb.sv": "module tb; initial begin x = ; end endmodule"}}}),
+        ScoreRequest.model_validate(
+            {
+                "design": {"files": rtl_files(cid012_rows()[ARBITER])},
+                "simulator": "icarus",
+                "stimulus": {
+                    "kind": "sv_testbench",
+                    "files": {"tb.sv": "module tb; initial begin x = ; end endmodule"},
+                },
+            }
+        ),
         arbiter.request("I cannot write a testbench for this.", simulator="icarus"),
         arbiter.request(SvTestbench(files={"tb.sv": good.replace(" dut (", " u0 (")}), simulator="icarus"),
-        arbiter.request(SvTestbench(files={"tb.sv": good.replace("$finish;", "")}), simulator="icarus",
-                        limits={"run_s": 3}),
+        arbiter.request(
+            SvTestbench(files={"tb.sv": good.replace("$finish;", "")}), simulator="icarus", limits={"run_s": 3}
+        ),
     ]
     assert len(reqs) == 50
     return reqs
@@ -121,8 +178,7 @@ def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     import redis
 
     reqs = _batch_samples()
-    r = httpx.post(f"{stack.url}/v1/batches", timeout=60,
-                   json={"requests": [q.model_dump(mode="json") for q in reqs]})
+    r = httpx.post(f"{stack.url}/v1/batches", timeout=60, json={"requests": [q.model_dump(mode="json") for q in reqs]})
     assert r.status_code in (200, 202), r.text
     batch_id = r.json()["batch_id"]
     rc = redis.Redis.from_url(stack.redis_url)
@@ -164,31 +220,51 @@ def test_bad_inputs_over_http_get_their_status_and_leave_nothing_behind(stack, t
     good = (STIMULUS / ATTENUATOR / "good.sv").read_text()
 
     def sv(tb: str, **extra) -> dict:
-        return {"design": {"files": rtl}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-                "simulator": "icarus", "coverage": {"scope": "uut"}, **extra}
+        return {
+            "design": {"files": rtl},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "simulator": "icarus",
+            "coverage": {"scope": "uut"},
+            **extra,
+        }
 
-    r = httpx.post(f"{url}/v1/score", content=b'{"design": {"files": ', timeout=30,
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/v1/score", content=b'{"design": {"files": ', timeout=30, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 422 and "malformed JSON" in r.json()["detail"]
-    r = httpx.post(f"{url}/v1/score", content=b"{" + b" " * (9 << 20) + b"}", timeout=60,
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/v1/score",
+        content=b"{" + b" " * (9 << 20) + b"}",
+        timeout=60,
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413
-    r = httpx.post(f"{url}/v1/score", json=sv(good) | {"design": {"files": {"../../etc/x.sv": "module x; endmodule"}}},
-                   timeout=30)
+    r = httpx.post(
+        f"{url}/v1/score", json=sv(good) | {"design": {"files": {"../../etc/x.sv": "module x; endmodule"}}}, timeout=30
+    )
     assert r.status_code == 422 and "../../etc/x.sv" in r.json()["detail"]
-    r = httpx.post(f"{url}/v1/score", timeout=30,
-                   json={"problem_id": "no_such_problem", "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good}}})
+    r = httpx.post(
+        f"{url}/v1/score",
+        timeout=30,
+        json={"problem_id": "no_such_problem", "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good}}},
+    )
     assert r.status_code == 404 and "no_such_problem" in r.json()["detail"]
 
-    hang = httpx.post(f"{url}/v1/score?wait=120", timeout=180,
-                      json=sv(good.replace("$finish;", ""), limits={"run_s": 3})).json()
+    hang = httpx.post(
+        f"{url}/v1/score?wait=120", timeout=180, json=sv(good.replace("$finish;", ""), limits={"run_s": 3})
+    ).json()
     assert hang["status"] == "timeout" and hang["reward"] == 0.0
-    bomb_tb = good.replace("initial begin", "int q[$];\n  initial forever begin q.push_back(1); end\n  initial begin", 1)
-    bomb = httpx.post(f"{url}/v1/score?wait=120", timeout=180,
-                      json=sv(bomb_tb, simulator="verilator", limits={"run_s": 20, "memory_mb": 256})).json()
+    bomb_tb = good.replace(
+        "initial begin", "int q[$];\n  initial forever begin q.push_back(1); end\n  initial begin", 1
+    )
+    bomb = httpx.post(
+        f"{url}/v1/score?wait=120",
+        timeout=180,
+        json=sv(bomb_tb, simulator="verilator", limits={"run_s": 20, "memory_mb": 256}),
+    ).json()
     assert bomb["status"] == "resource_limit" and "memory" in bomb["message"]
 
-    probe = '''import os, socket, cocotb
+    probe = """import os, socket, cocotb
 from cocotb.triggers import Timer
 
 def attempt(label, family, address):
@@ -211,12 +287,18 @@ async def escape(dut):
         cocotb.log.info("REACHED rootfs")
     except OSError as exc:
         cocotb.log.info("blocked rootfs: %s", exc)
-'''
-    counter = (REPO.parent / "shared" / "cases" / "adversarial" / "12-hang-no-finish-zero-delay" / "dut_counter.v")
-    net = httpx.post(f"{url}/v1/score?wait=120", timeout=180, json={
-        "design": {"files": {"dut_counter.v": counter.read_text()}, "toplevel": "dut_counter"},
-        "stimulus": {"kind": "cocotb", "files": {"test_probe.py": probe}, "test_module": "test_probe"},
-        "simulator": "icarus", "coverage": {"metrics": ["line"]}}).json()
+"""
+    counter = REPO.parent / "shared" / "cases" / "adversarial" / "12-hang-no-finish-zero-delay" / "dut_counter.v"
+    net = httpx.post(
+        f"{url}/v1/score?wait=120",
+        timeout=180,
+        json={
+            "design": {"files": {"dut_counter.v": counter.read_text()}, "toplevel": "dut_counter"},
+            "stimulus": {"kind": "cocotb", "files": {"test_probe.py": probe}, "test_module": "test_probe"},
+            "simulator": "icarus",
+            "coverage": {"metrics": ["line"]},
+        },
+    ).json()
     assert net["status"] == "ok" and net["tests"][0]["passed"], net["message"]
     for label in ("internet", "redis", "docker"):
         assert f"blocked {label}" in net["log"] and f"REACHED {label}" not in net["log"]
@@ -236,7 +318,7 @@ async def escape(dut):
 #: A cocotb test that looks around its run step and logs what it found as one "PROBE {json}"
 #: line. Role "plant" also leaves traces (files in /work and /tmp, a detached process) that a
 #: later sample ("seek") and the worker containers themselves must not show.
-_PROBE = '''import json, os, socket, sys, cocotb
+_PROBE = """import json, os, socket, sys, cocotb
 from cocotb.triggers import Timer
 
 ROLE, MARK, REDIS_IP = "__ROLE__", "__MARK__", "__REDIS_IP__"
@@ -329,7 +411,7 @@ async def probe(dut):
                 os.execv(sys.executable, ["python", "-c", "import time; time.sleep(600)", MARK])
             os.execv("/usr/bin/true", ["true"])
     cocotb.log.info("PROBE " + json.dumps(report))
-'''
+"""
 
 
 def _probe(stack: Stack, role: str, mark: str, redis_ip: str, seed: int) -> dict:
@@ -339,12 +421,15 @@ def _probe(stack: Stack, role: str, mark: str, redis_ip: str, seed: int) -> dict
 
     text = _PROBE.replace("__ROLE__", role).replace("__MARK__", mark).replace("__REDIS_IP__", redis_ip)
     exp = json.loads((STIMULUS / ARBITER / "expected.json").read_text())["cocotb"]
-    request = ScoreRequest(design=problems()[ARBITER].design, simulator="verilator", seed=seed,
-                           stimulus=CocotbStimulus(files={"test_probe.py": text}, test_module="test_probe",
-                                                   toplevel=exp["hdl_toplevel"]))
+    request = ScoreRequest(
+        design=problems()[ARBITER].design,
+        simulator="verilator",
+        seed=seed,
+        stimulus=CocotbStimulus(files={"test_probe.py": text}, test_module="test_probe", toplevel=exp["hdl_toplevel"]),
+    )
     got = httpx.post(f"{stack.url}/v1/score?wait=300", timeout=360, json=request.model_dump(mode="json")).json()
     assert got["status"] == "ok" and got["tests"][0]["passed"], (got["status"], got["message"], got["log"][-3000:])
-    line = next(l for l in got["log"].splitlines() if "PROBE {" in l)
+    line = next(text for text in got["log"].splitlines() if "PROBE {" in text)
     return json.loads(line.split("PROBE ", 1)[1])
 
 
@@ -377,8 +462,9 @@ def test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing(stack):
     assert plant["interfaces"] == ["lo"]
     assert plant["redis"].startswith("blocked"), plant["redis"]
     assert plant["env"] == [] and "REWARD_SERVICE" not in plant["pid1_environ"], plant["pid1_environ"][:300]
-    assert not any("celery" in cmd or "workers" in cmd or "REWARD_SERVICE" in cmd
-                   for cmd in plant["processes"].values()), plant["processes"]
+    assert not any(
+        "celery" in cmd or "workers" in cmd or "REWARD_SERVICE" in cmd for cmd in plant["processes"].values()
+    ), plant["processes"]
     assert len(plant["processes"]) <= 3, plant["processes"]  # bwrap's init, prlimit->python, maybe one more
     # empty (masked worker /proc: only the /proc/self/exe link bwrap.py makes for tools like yosys)
     # or its own pid namespace
@@ -398,8 +484,10 @@ def test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing(stack):
     assert seek["traces"] == [] and seek["tmp"] == [], seek["traces"]
     deadline = time.monotonic() + 10
     while True:
-        looks = [json.loads(c.exec_run(["python", "-c", _WORKER_LOOK, mark]).output.decode().strip().splitlines()[-1])
-                 for c in stack.containers("worker")]
+        looks = [
+            json.loads(c.exec_run(["python", "-c", _WORKER_LOOK, mark]).output.decode().strip().splitlines()[-1])
+            for c in stack.containers("worker")
+        ]
         if all(look == {"processes": [], "files": []} for look in looks) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -416,11 +504,13 @@ def test_the_worker_container_is_hardened_and_holds_no_docker_socket(stack):
         assert json.loads(seccomp.split("=", 1)[1]) == json.loads((REPO / "docker/seccomp/worker.json").read_text())
         assert host["Memory"] > 0 and host["PidsLimit"] > 0 and not host["Privileged"]
         assert not any("docker.sock" in (m.get("Source") or "") for m in container.attrs["Mounts"])
-        out = container.exec_run(["python", "-c", "import os; print(os.getuid(), os.path.exists('/var/run/docker.sock'))"])
+        out = container.exec_run(
+            ["python", "-c", "import os; print(os.getuid(), os.path.exists('/var/run/docker.sock'))"]
+        )
         assert out.output.decode().split() == ["10001", "False"]
 
 
-_COCOTB_BOMB = '''import os, time, cocotb
+_COCOTB_BOMB = """import os, time, cocotb
 from cocotb.triggers import Timer
 
 @cocotb.test()
@@ -440,7 +530,7 @@ async def bomb(dut):
         chunks = []
         while True:
             chunks.append(bytearray(16 << 20))
-'''
+"""
 
 
 def _adversarial_requests() -> list[dict]:
@@ -451,15 +541,25 @@ def _adversarial_requests() -> list[dict]:
 
     def sv(case: str, tb: str, simulator: str, text: str | None = None, **limits) -> dict:
         design = next(p for p in sorted((adv / case).iterdir()) if p.name.startswith("dut"))
-        return {"design": {"files": {design.name: design.read_text()}},
-                "stimulus": {"kind": "sv_testbench", "files": {tb: text or (adv / case / tb).read_text()}},
-                "simulator": simulator, "limits": {"compile_s": 600, **limits}}
+        return {
+            "design": {"files": {design.name: design.read_text()}},
+            "stimulus": {"kind": "sv_testbench", "files": {tb: text or (adv / case / tb).read_text()}},
+            "simulator": simulator,
+            "limits": {"compile_s": 600, **limits},
+        }
 
     def bomb(kind: str, **limits) -> dict:
-        return {"design": {"files": counter, "toplevel": "dut_counter"}, "simulator": "icarus",
-                "stimulus": {"kind": "cocotb", "files": {"test_bomb.py": _COCOTB_BOMB.replace("__KIND__", kind)},
-                             "test_module": "test_bomb"},
-                "coverage": {"metrics": ["line"]}, "limits": {"run_s": 20, **limits}}
+        return {
+            "design": {"files": counter, "toplevel": "dut_counter"},
+            "simulator": "icarus",
+            "stimulus": {
+                "kind": "cocotb",
+                "files": {"test_bomb.py": _COCOTB_BOMB.replace("__KIND__", kind)},
+                "test_module": "test_bomb",
+            },
+            "coverage": {"metrics": ["line"]},
+            "limits": {"run_s": 20, **limits},
+        }
 
     escape = "`define USE_SYSTEM\n" + (adv / "18-sandbox-file-and-shell-escape" / "tb_escape.sv").read_text()
     return [
@@ -488,7 +588,11 @@ def test_limit_and_escape_cases_get_the_hosts_statuses(stack, engine):
         label = f"{request['stimulus']['files'].keys()} {request['simulator']}"
         assert result["status"] == want.status, (label, result["status"], result["message"], want.message)
         for word in ("memory", "process", "flood"):
-            assert (word in (result["message"] or "")) == (word in (want.message or "")), (label, result["message"], want.message)
+            assert (word in (result["message"] or "")) == (word in (want.message or "")), (
+                label,
+                result["message"],
+                want.message,
+            )
     statuses = [res["status"] for res in got]
     assert statuses == ["timeout", "timeout", "timeout", "ok", "resource_limit", "resource_limit"], statuses
     assert "SYSTEM_RAN" not in got[3]["log"] and "uid=" not in got[3]["log"]

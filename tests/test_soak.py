@@ -41,8 +41,7 @@ BATCH_TTL_S = 7 * 24 * 3600  # docs/api.md, BATCH_TTL_S
 NOTIFY_TTL_S = 300  # reward_service.dispatch.celery.NOTIFY_TTL_S
 PREFIX = "reward-service:"
 
-pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"),
-              pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest.mark.timeout(1200)]
 
 _REPORT: dict[str, dict] = {}
 
@@ -55,9 +54,16 @@ def _rows() -> bytes:
 
 def soak_step(n: int = STEP, seed0: int = 1000) -> list[dict]:
     """``n`` problem_id requests: PIDS' weak.sv in turn, seeds seed0 + i // len(PIDS)."""
-    return [{"problem_id": pid, "simulator": "icarus", "engine": "fast", "seed": seed0 + i // len(PIDS),
-             "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (STIMULUS / pid / "weak.sv").read_text()}}}
-            for i, pid in ((i, PIDS[i % len(PIDS)]) for i in range(n))]
+    return [
+        {
+            "problem_id": pid,
+            "simulator": "icarus",
+            "engine": "fast",
+            "seed": seed0 + i // len(PIDS),
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": (STIMULUS / pid / "weak.sv").read_text()}},
+        }
+        for i, pid in ((i, PIDS[i % len(PIDS)]) for i in range(n))
+    ]
 
 
 def _score_step(url: str) -> tuple[list, list, float]:
@@ -76,8 +82,10 @@ def _check(references: list, results: list) -> None:
     assert len(results) == STEP
     want = [essence(r) for r in references]
     wrong = [i for i, r in enumerate(results) if essence(r) != want[i % len(PIDS)]]
-    assert not wrong, f"{len(wrong)} results differ from their reference, e.g. sample {wrong[0]}: " \
-                      f"{results[wrong[0]].status} {results[wrong[0]].message}"
+    assert not wrong, (
+        f"{len(wrong)} results differ from their reference, e.g. sample {wrong[0]}: "
+        f"{results[wrong[0]].status} {results[wrong[0]].message}"
+    )
 
 
 # -- memory --------------------------------------------------------------------------------------
@@ -104,12 +112,20 @@ def _container_memory(container) -> dict[str, float]:
     """MiB: rss (sum of its processes' RSS now), peak_rss (sum of their peaks, VmHWM), cgroup
     (the container's memory cgroup now, page cache and tmpfs included) and cgroup_peak; and
     cpu_s, the CPU seconds its processes and their children used so far."""
-    pids = [int(row[1]) for row in container.top(ps_args="-eo user,pid")["Processes"]] if container.status == "running" else []
+    pids = (
+        [int(row[1]) for row in container.top(ps_args="-eo user,pid")["Processes"]]
+        if container.status == "running"
+        else []
+    )
     rss = [_proc_kib(pid) for pid in pids]
     stats = container.stats(stream=False)["memory_stats"]
-    return {"rss": round(sum(r for r, _ in rss) / 1024, 1), "peak_rss": round(sum(p for _, p in rss) / 1024, 1),
-            "cgroup": round(stats.get("usage", 0) / 2**20, 1), "cgroup_peak": round(stats.get("max_usage", 0) / 2**20, 1),
-            "cpu_s": round(sum(_cpu_s(pid) for pid in pids), 1)}
+    return {
+        "rss": round(sum(r for r, _ in rss) / 1024, 1),
+        "peak_rss": round(sum(p for _, p in rss) / 1024, 1),
+        "cgroup": round(stats.get("usage", 0) / 2**20, 1),
+        "cgroup_peak": round(stats.get("max_usage", 0) / 2**20, 1),
+        "cpu_s": round(sum(_cpu_s(pid) for pid in pids), 1),
+    }
 
 
 def _stack_memory(st: Stack) -> dict[str, dict]:
@@ -121,7 +137,9 @@ def _stack_memory(st: Stack) -> dict[str, dict]:
             container.reload()
             out[f"{service}_{i + 1}" if service == "worker" else service] = _container_memory(container)
     info = redis.Redis.from_url(st.redis_url).info("memory")
-    out["redis"].update(used=round(info["used_memory"] / 2**20, 1), used_peak=round(info["used_memory_peak"] / 2**20, 1))
+    out["redis"].update(
+        used=round(info["used_memory"] / 2**20, 1), used_peak=round(info["used_memory_peak"] / 2**20, 1)
+    )
     return out
 
 
@@ -158,8 +176,11 @@ _FINISHED_TTL = {
     f"{PREFIX}batch:<id>": BATCH_TTL_S,
 }
 #: Keys that stay (no expiry) but do not grow with the work done: one each.
-_PERMANENT = re.compile(r"^(_kombu\.binding.*|unacked.*|" + re.escape(PREFIX)
-                        + r"(workers:stats|leases|problem:.*|problems.*|problem_index.*|run_id.*))$")
+_PERMANENT = re.compile(
+    r"^(_kombu\.binding.*|unacked.*|"
+    + re.escape(PREFIX)
+    + r"(workers:stats|leases|problem:.*|problems.*|problem_index.*|run_id.*))$"
+)
 
 
 def _check_ttls(families: dict[str, dict]) -> None:
@@ -184,14 +205,20 @@ def soak_stack(tmp_path_factory):
 def _print_report():
     yield
     for name, row in _REPORT.items():
-        print(f"\nsoak, {name}: {row['samples']} samples in {row['seconds']:.1f} s "
-              f"({row['samples_per_s']:.1f} samples/s), all correct: {row['correct']}")
-        print(f"  {'MiB':10s} {'RSS before':>10s} {'RSS after':>10s} {'peak RSS':>10s} {'cgroup':>8s} "
-              f"{'cgroup peak':>11s} {'Redis used':>10s} {'used peak':>9s} {'CPU s':>6s}")
+        print(
+            f"\nsoak, {name}: {row['samples']} samples in {row['seconds']:.1f} s "
+            f"({row['samples_per_s']:.1f} samples/s), all correct: {row['correct']}"
+        )
+        print(
+            f"  {'MiB':10s} {'RSS before':>10s} {'RSS after':>10s} {'peak RSS':>10s} {'cgroup':>8s} "
+            f"{'cgroup peak':>11s} {'Redis used':>10s} {'used peak':>9s} {'CPU s':>6s}"
+        )
         for proc, after in row["after"].items():
             before = row["before"].get(proc, {})
-            extra = " ".join(f"{after[k]:{w}.1f}" if k in after else f"{'-':>{w}s}"
-                             for k, w in (("cgroup", 8), ("cgroup_peak", 11), ("used", 10), ("used_peak", 9), ("cpu_s", 6)))
+            extra = " ".join(
+                f"{after[k]:{w}.1f}" if k in after else f"{'-':>{w}s}"
+                for k, w in (("cgroup", 8), ("cgroup_peak", 11), ("used", 10), ("used_peak", 9), ("cpu_s", 6))
+            )
             print(f"  {proc:10s} {before.get('rss', 0):10.1f} {after['rss']:10.1f} {after['peak_rss']:10.1f} {extra}")
         for family, ttl in row.get("keys", {}).items():
             print(f"  key {family:48s} {ttl['count']:6d} ttl {ttl['min_ttl']}..{ttl['max_ttl']} s")
@@ -205,19 +232,44 @@ def test_a_2048_sample_step_through_the_compose_stack(soak_stack):
     _check(references, results)
     after = _stack_memory(soak_stack)
     families = _key_ttls(soak_stack.redis_url)
-    _REPORT["compose stack"] = {"samples": STEP, "seconds": round(seconds, 1), "samples_per_s": round(STEP / seconds, 2),
-                                "correct": True, "before": before, "after": after, "keys": families}
+    _REPORT["compose stack"] = {
+        "samples": STEP,
+        "seconds": round(seconds, 1),
+        "samples_per_s": round(STEP / seconds, 2),
+        "correct": True,
+        "before": before,
+        "after": after,
+        "keys": families,
+    }
     _check_ttls(families)
     assert httpx.get(f"{soak_stack.url}/readyz", timeout=30).status_code == 200
 
 
 def test_a_2048_sample_step_through_the_embedded_server(shared_cache_dir, tmp_path):
     port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
-           "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "REWARD_SERVICE_RESULT_CACHE": "false"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")},
+        "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir),
+        "REWARD_SERVICE_RESULT_CACHE": "false",
+    }
     log = (tmp_path / "serve.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "reward_service", "serve", "--port", str(port), "--workers", "2",
-                               "--log-level", "warning"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reward_service",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -230,16 +282,31 @@ def test_a_2048_sample_step_through_the_embedded_server(shared_cache_dir, tmp_pa
                 pass
             time.sleep(0.5)
         rss, peak = _proc_kib(server.pid)
-        before = {"server": {"rss": round(rss / 1024, 1), "peak_rss": round(peak / 1024, 1),
-                             "cpu_s": round(_cpu_s(server.pid), 1)}}
+        before = {
+            "server": {
+                "rss": round(rss / 1024, 1),
+                "peak_rss": round(peak / 1024, 1),
+                "cpu_s": round(_cpu_s(server.pid), 1),
+            }
+        }
         references, results, seconds = _score_step(url)
         _check(references, results)
         rss, peak = _proc_kib(server.pid)
-        after = {"server": {"rss": round(rss / 1024, 1), "peak_rss": round(peak / 1024, 1),
-                            "cpu_s": round(_cpu_s(server.pid), 1)}}
-        _REPORT["embedded server"] = {"samples": STEP, "seconds": round(seconds, 1),
-                                      "samples_per_s": round(STEP / seconds, 2), "correct": True,
-                                      "before": before, "after": after}
+        after = {
+            "server": {
+                "rss": round(rss / 1024, 1),
+                "peak_rss": round(peak / 1024, 1),
+                "cpu_s": round(_cpu_s(server.pid), 1),
+            }
+        }
+        _REPORT["embedded server"] = {
+            "samples": STEP,
+            "seconds": round(seconds, 1),
+            "samples_per_s": round(STEP / seconds, 2),
+            "correct": True,
+            "before": before,
+            "after": after,
+        }
     finally:
         server.terminate()
         try:
