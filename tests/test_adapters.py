@@ -391,7 +391,7 @@ def test_infrastructure_failure_follows_each_trainers_convention(broken):
         verl.compute_score_batch(
             ["cvdp_cid012"] * 4,
             texts,
-            [str(l) for l in labels[:1]] + [group[0].problem_id] * 3,
+            [str(label) for label in labels[:1]] + [group[0].problem_id] * 3,
             [None] * 4,
             service_url=broken,
         )

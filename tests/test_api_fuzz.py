@@ -290,9 +290,9 @@ def test_without_api_key_every_v1_operation_is_a_documented_401(shared_cache_dir
     with live_server(create_app(settings=app_settings)) as url:
         api_schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
         statuses: Counter = Counter()
-        for label in OPERATIONS:
-            if " /v1/" not in label:
-                continue
+
+        def fuzz(label: str) -> None:
+            """Generated requests of ``label``'s operation, without a key; counts their statuses."""
             operation = api_schema.find_operation_by_label(label)
 
             @settings(
@@ -306,4 +306,8 @@ def test_without_api_key_every_v1_operation_is_a_documented_401(shared_cache_dir
                 statuses[(label, response.status_code)] += 1
 
             run()
+
+        for label in OPERATIONS:
+            if " /v1/" in label:
+                fuzz(label)
         assert statuses and all(status == 401 for _, status in statuses), statuses

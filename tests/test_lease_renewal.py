@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import redis
-from test_workers import redis_server  # noqa: F401 - fixture
+from test_workers import redis_server as redis_server  # a module fixture (private redis-server), re-exported for pytest
 
 from reward_service.dispatch.contract import JobKeys
 from reward_service.dispatch.leases import Leases

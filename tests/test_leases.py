@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_workers import Worker, make_service, redis_server, slow_tb  # noqa: F401 - fixtures
+from test_workers import Worker, slow_tb
+from test_workers import make_service as make_service  # a fixture, re-exported for pytest
+from test_workers import redis_server as redis_server  # a module fixture (private redis-server), re-exported for pytest
 
 from reward_service.dispatch.base import JobState
 
