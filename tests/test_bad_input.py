@@ -98,8 +98,11 @@ def test_fork_bomb_in_cocotb_is_resource_limit(isolated):
         "import os, cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n"
         "    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
     )
-    r = isolated.score(cocotb_request(test_py, limits={"run_s": 5, "processes": 32}))
-    assert r.status == "resource_limit" and "process limit" in r.message
+    # The bomb never ends, so the run always ends at run_s; the process limit must have been hit
+    # before that. run_s leaves room for cocotb's own start-up (~1.5 s idle, far more on a loaded
+    # 2-core machine: with 5 s the bomb sometimes had not started yet and the run was a timeout).
+    r = isolated.score(cocotb_request(test_py, limits={"run_s": 20, "processes": 32}))
+    assert r.status == "resource_limit" and "process limit" in r.message, (r.status, r.message)
 
 
 def test_cocotb_network_and_writes_outside_fail_inside_the_sandbox(isolated, tmp_path):
