@@ -122,7 +122,11 @@ def group_rewards(results: list[ScoreResult | None], groups: list[str | None], w
     diversity: list[float | None] = [None] * len(results)
     notes: dict[str, str] = {}
     for g, idx in members.items():
-        values, why = group_diversity([results[i] for i in idx])  # type: ignore[misc]
+        group = [r for r in (results[i] for i in idx) if r is not None]
+        if len(group) != len(idx):
+            notes[g] = "a sample of the group has no result"
+            continue
+        values, why = group_diversity(group)
         if values is None:
             notes[g] = why or "not computable"
             continue

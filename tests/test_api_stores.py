@@ -236,6 +236,11 @@ def test_group_rewards_add_the_weighted_term():
     assert out.diversity[:2] == pytest.approx([da, db])
     assert out.diversity[2] == 0.0 and out.diversity[3] is None
     assert out.rewards == pytest.approx([a.reward + 0.5 * da, b.reward + 0.5 * db, None, a.reward])
+    # a group with a sample not done yet gets no term (a note says why); the others keep theirs
+    out = group_rewards([a, None, a, b], ["g", "g", "h", "h"], weight=0.5)
+    assert out.notes == {"g": "a sample of the group has no result"}
+    assert out.diversity[:2] == [None, None] and out.diversity[2:] == pytest.approx([da, db])
+    assert out.rewards == pytest.approx([a.reward, None, a.reward + 0.5 * da, b.reward + 0.5 * db])
 
 
 # -- the API on Redis stores --------------------------------------------------------------------

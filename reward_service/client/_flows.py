@@ -295,10 +295,11 @@ def score_batch(
                     still_open.append((batch_id, chunk))
             open_batches = still_open
             progress()
-        pending = [i for i in pending if results[i].status == Status.sandbox_error and attempts[i] <= infra_retries]  # type: ignore[union-attr]
+        scored = _all_scored(results)
+        pending = [i for i in pending if scored[i].status == Status.sandbox_error and attempts[i] <= infra_retries]
         for i in pending:
             results[i] = None
-    final: list[ScoreResult] = results  # type: ignore[assignment]
+    final = _all_scored(results)
     if raise_on_infra:
         for i, r in enumerate(final):
             if r.status == Status.sandbox_error:
@@ -308,6 +309,16 @@ def score_batch(
 
 def _span(indices: list[int]) -> str:
     return f"{indices[0]}..{indices[-1]}" if len(indices) > 3 else ", ".join(map(str, indices))
+
+
+def _all_scored(results: list[ScoreResult | None]) -> list[ScoreResult]:
+    """``results`` once every batch of a round is done (each request has its result). Raises
+    :class:`RewardServiceError` when one has none (the service said done without it)."""
+    scored = [r for r in results if r is not None]
+    if len(scored) != len(results):
+        missing = [i for i, r in enumerate(results) if r is None]
+        raise RewardServiceError(f"the service finished the batches without results for requests {_span(missing)}")
+    return scored
 
 
 def _absorb(batch: Mapping[str, Any], chunk: list[int], results: list[ScoreResult | None]) -> None:
