@@ -93,7 +93,7 @@ class AsyncRewardClient(ClientBase):
         *,
         groups: Sequence[str | None] | None = None,
         timeout: float | None = None,
-        poll_interval: float = 0.5,
+        poll_interval: float = 5.0,
         on_progress: ProgressFn | None = None,
         raise_on_infra: bool = False,
         sample_ids: Sequence[str] | None = None,

@@ -108,7 +108,7 @@ class RewardClient(ClientBase):
         *,
         groups: Sequence[str | None] | None = None,
         timeout: float | None = None,
-        poll_interval: float = 0.5,
+        poll_interval: float = 5.0,
         on_progress: ProgressFn | None = None,
         raise_on_infra: bool = False,
         sample_ids: Sequence[str] | None = None,
@@ -121,8 +121,10 @@ class RewardClient(ClientBase):
         ``batch_limit`` and body limit from ``GET /v1/limits``; a later batch answered 429 waits
         for the earlier ones instead of failing; a batch the service lost, 404, is submitted
         again and logged). Progress is polled every
-        ``poll_interval`` seconds (the server answers as soon as a batch finishes) and reported
-        as ``on_progress(done, total)``. ``timeout``: seconds in all (:class:`ScoreTimeout`).
+        ``poll_interval`` seconds (a long poll: the server answers as soon as a batch finishes,
+        so a longer interval costs no latency; each poll carries every finished result, about
+        4 KiB each, so a short one costs the API a lot on big batches) and reported as
+        ``on_progress(done, total)``. ``timeout``: seconds in all (:class:`ScoreTimeout`).
 
         Samples ending in ``sandbox_error`` are resubmitted up to ``infra_retries`` times; then
         their results (``reward`` None) are returned as they are, or the first is raised as
