@@ -283,3 +283,47 @@ def test_an_uninstrumentable_design_says_it_is_ours(engine):
         "the fast path could not instrument the design: acc.sv: InterfaceDeclaration "
         "in the design is not instrumented — scored on Verilator"
     )
+
+
+GEN_IMPLICIT = """module inv(input logic a, output logic o);
+  assign o = ~a;
+endmodule
+module gen(input logic a, output logic [1:0] y);
+  for (genvar i = 0; i < 2; i++) begin : g
+    inv u(.a(a), .o(w));
+    assign y[i] = w;
+  end
+endmodule
+"""
+GEN_TB = """module tb;
+  logic a;
+  logic [1:0] y;
+  gen dut(.a(a), .y(y));
+  initial begin
+    a = 0;
+    #1 a = 1;
+    #1 if (y !== 2'b00) $display("FAIL");
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_an_implicit_net_in_a_generate_block_goes_to_verilator(engine):
+    """Its toggle watcher would go after a declaration it does not have (the instrumentation
+    crashed on it): Verilator scores the sample, saying why."""
+    result = engine.score(
+        {
+            "design": {"files": {"gen.sv": GEN_IMPLICIT}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GEN_TB}},
+            "coverage": {"scope": "dut", "metrics": ["line", "toggle"]},
+            "engine": "fast",
+            "limits": {"run_s": 20},
+        }
+    )
+    assert result.status == "ok" and result.engine == "verilator", result.message
+    assert result.fallback == (
+        "the fast path could not instrument the design: gen.sv:6: implicit net w in a generate block "
+        "— scored on Verilator"
+    ), result.fallback
+    assert result.coverage.metrics["toggle"].total > 0

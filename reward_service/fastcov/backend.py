@@ -92,6 +92,7 @@ def instrumented(
     all the fast path measures), cached per design content (and, with ``context``, per the
     testbench's parameter values). Raises :class:`Unsupported` (cached too)."""
     wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
+    result: Instrumented | Unsupported | None
     if context is None:
         result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel)
     else:

@@ -352,9 +352,10 @@ class Lowering:
         if opname == "ArithmeticShiftRight":
             op = ">>>" if e.left.type.isSigned else ">>"
         else:
-            op = _BINOPS.get(opname)
-            if op is None:
+            known = _BINOPS.get(opname)
+            if known is None:
                 raise Unsupported(f"{self._where(e)}: operator {opname} in expression coverage")
+            op = known
         if op in _BOOL_OPERANDS:
             kids = [self.boolean(e.left), self.boolean(e.right)]
         else:

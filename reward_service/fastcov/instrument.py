@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyslang import SourceManager, ast, syntax
 from pyslang.parsing import Token, TokenKind
@@ -25,19 +25,23 @@ from reward_service.fastcov.unit import (
     PREFIX,
     TOKEN_PLACEHOLDER,
     ModuleUnit,
+    PointKind,
     PointSpec,
     SourceFile,
     Unsupported,
     instance_bodies,
 )
 
+if TYPE_CHECKING:  # toggle.py imports the framework this module is part of
+    from reward_service.fastcov.toggle import ToggleSignal
+
 log = logging.getLogger(__name__)
 _K = syntax.SyntaxKind
 
 
-def _kinds(metrics: tuple[str, ...] | None = None) -> list[Any]:
+def _kinds(metrics: tuple[str, ...] | None = None) -> list[PointKind]:
     """The point kinds (all, or those producing one of ``metrics``)."""
-    kinds: list[Any] = [BlocksKind()]
+    kinds: list[PointKind] = [BlocksKind()]
     try:  # expression coverage lives in its own module (another author); optional
         expr = importlib.import_module("reward_service.fastcov.expr")
         if getattr(expr, "KIND", None) is not None:
@@ -62,7 +66,7 @@ class ModuleTable:
     points: list[PointSpec]
     scopes: list[int]  # scope index per point (0: module level)
     n_scopes: int
-    toggles: list[Any] = field(default_factory=list)
+    toggles: list[ToggleSignal] = field(default_factory=list)
 
 
 @dataclass
@@ -100,12 +104,14 @@ def _tree(name: str, text: str, sm: Any) -> Any:
 
 def modules_of(source: SourceFile) -> list[Any]:
     root = source.tree.root
-    members = list(root.members) if root.kind == _K.CompilationUnit else [root]
+    members = list(root.members) if isinstance(root, syntax.CompilationUnitSyntax) else [root]
     for m in members:
         if m.kind in (_K.InterfaceDeclaration, _K.ClassDeclaration, _K.ProgramDeclaration):
             raise Unsupported(f"{source.name}: {m.kind.name} in the design is not instrumented")
-        if m.kind == _K.PackageDeclaration and any(
-            c.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) for c in m.members
+        if (
+            isinstance(m, syntax.ModuleDeclarationSyntax)
+            and m.kind == _K.PackageDeclaration
+            and any(c.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) for c in m.members)
         ):
             raise Unsupported(f"{source.name}: functions in a package are not instrumented")
     return [m for m in members if m.kind == _K.ModuleDeclaration]
@@ -366,5 +372,5 @@ def _finish_module(unit: ModuleUnit) -> ModuleTable:
         points=[f.spec for f in flags],
         scopes=[f.scope for f in flags],
         n_scopes=n_scopes,
-        toggles=list(getattr(unit, "toggles", [])),
+        toggles=list(unit.toggles),
     )

@@ -105,12 +105,14 @@ def _toggle_points(
     # group the element lines of one signal of one instance (and generate scope): the width
     # limit applies to the signal as a whole
     groups: dict[tuple[str, str, str, int], list[tuple[str, int, int, str, str]]] = {}
-    for module, index, element, path, left, right, rise, fall in lines:
+    for module, index_text, element, path, left_text, right_text, rise, fall in lines:
         owner = _instance_of(path, list(instances.get(module, {})))
         if owner is None:
             continue  # an instance whose module line is missing (cannot happen on an ending)
         scope = ".".join(seg for seg in path[len(owner) + 1 :].split(".") if seg and not seg.startswith(PREFIX))
-        groups.setdefault((module, owner, scope, int(index)), []).append((element, int(left), int(right), rise, fall))
+        groups.setdefault((module, owner, scope, int(index_text)), []).append(
+            (element, int(left_text), int(right_text), rise, fall)
+        )
     for (module, owner, scope, index), elements in sorted(groups.items()):
         table = inst.tables[module]
         sig = table.toggles[index]

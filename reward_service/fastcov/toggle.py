@@ -89,11 +89,13 @@ class ToggleKind:
                 continue
             if _classify(sym.type, sym.name in ports and not scoped) is None:
                 continue
+            if scoped and decl is None:  # its watcher would go after a declaration it does not have
+                raise Unsupported(f"{unit.file}:{line}: implicit net {sym.name} in a generate block")
             sig = ToggleSignal(len(signals), sym.name, line, column, scoped=scoped)
             shadow = _shadow(unit, sym, decl, sig)
             signals.append(sig)
             text = _watcher(unit, sig, shadow, decl)
-            if scoped:
+            if scoped and decl is not None:
                 unit.insert_after(decl.parent, " " + text)
             else:
                 unit.tail.append(text)
@@ -162,14 +164,13 @@ def _unpacked_bounds(unit: ModuleUnit, decl: Any, index: int) -> tuple[str, str]
     """Constant expressions (in the declaring scope) of the low and high index of unpacked
     dimension ``index`` of a declarator, from its source text (parameters may differ per
     instance)."""
-    dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
-    sel = dims[index].specifier.selector if dims[index].specifier.kind == _K.RangeDimensionSpecifier else None
-    if sel is None:
-        raise Unsupported(f"{unit.file}:{unit.location(decl)[0]}: unpacked dimension of {decl.name.valueText}")
-    if sel.kind == _K.SimpleRangeSelect:
+    dims = [d for d in decl.dimensions if isinstance(d, syntax.VariableDimensionSyntax)]
+    spec = dims[index].specifier
+    sel = spec.selector if isinstance(spec, syntax.RangeDimensionSpecifierSyntax) else None
+    if isinstance(sel, syntax.RangeSelectSyntax) and sel.kind == _K.SimpleRangeSelect:
         a, b = unit.source.slice(sel.left), unit.source.slice(sel.right)
         return f"(({a}) < ({b}) ? ({a}) : ({b}))", f"(({a}) > ({b}) ? ({a}) : ({b}))"
-    if sel.kind == _K.BitSelect:  # [N]: 0 .. N-1
+    if isinstance(sel, syntax.BitSelectSyntax):  # [N]: 0 .. N-1
         return "0", f"(({unit.source.slice(sel.expr)}) - 1)"
     raise Unsupported(f"{unit.file}:{unit.location(decl)[0]}: unpacked dimension of {decl.name.valueText}")
 
@@ -188,7 +189,7 @@ def _flat_names(t: Any) -> list[str]:
         rng = t.range
         step = 1 if rng.left >= rng.right else -1
         sub = _flat_names(elem)
-        names = []
+        names: list[str] = []
         for p in range(rng.width):
             idx = rng.right + step * p
             names.extend(f"[{idx}]{s}" for s in sub)
@@ -219,14 +220,11 @@ def _packed_dims(unit: ModuleUnit, decl: Any) -> tuple[str, str, str] | None:
     )
     if dtype is None or dtype.kind not in (_K.RegType, _K.LogicType, _K.BitType, _K.ImplicitType):
         return None
-    dims = [d for d in dtype.dimensions if isinstance(d, syntax.SyntaxNode)]
-    if (
-        len(dims) != 1
-        or dims[0].specifier.kind != _K.RangeDimensionSpecifier
-        or dims[0].specifier.selector.kind != _K.SimpleRangeSelect
-    ):
+    dims = [d for d in dtype.dimensions if isinstance(d, syntax.VariableDimensionSyntax)]
+    spec = dims[0].specifier if len(dims) == 1 else None
+    sel = spec.selector if isinstance(spec, syntax.RangeDimensionSpecifierSyntax) else None
+    if not isinstance(sel, syntax.RangeSelectSyntax) or sel.kind != _K.SimpleRangeSelect:
         return None
-    sel = dims[0].specifier.selector
     return unit.source.slice(dims[0]), unit.source.slice(sel.left), unit.source.slice(sel.right)
 
 

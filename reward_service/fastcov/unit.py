@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyslang import ast, syntax
 from pyslang.parsing import Token, TokenKind
 
 from reward_service.errors import RewardServiceError
+
+if TYPE_CHECKING:  # toggle.py builds on this module
+    from reward_service.fastcov.toggle import ToggleSignal
 
 PREFIX = "__rs_"
 #: The flag file every instrumented module instance appends its lines to (in the run dir).
@@ -218,6 +221,7 @@ class ModuleUnit:
         self.scopes: list[Any] = [None]  # generate blocks holding points (index 0: module)
         self._scope_index: dict[tuple[int, int], int] = {}
         self.declarations: list[str] = []
+        self.toggles: list[ToggleSignal] = []  # the toggle kind's signals, in flag-line order
         self.tail: list[str] = []  # framework items added before `endmodule`
         self.wrapped_bodies: set[tuple[int, int]] = set()  # generate bodies given `begin : genblkN`
         self._depth0 = depth(module)
@@ -276,6 +280,19 @@ class ModuleUnit:
 
     def declare(self, text: str) -> None:
         self.declarations.append(text)
+
+
+class PointKind(Protocol):
+    """A point kind (see the contract in :mod:`reward_service.fastcov`): the metrics its points
+    belong to, and the pass that declares them and their insertions on one module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def metrics(self) -> tuple[str, ...]: ...
+
+    def instrument(self, unit: ModuleUnit) -> None: ...
 
 
 def _depth_of(node: Any) -> int:
