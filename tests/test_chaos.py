@@ -95,9 +95,14 @@ class Run:
             client_log.addHandler(handler)
             started = time.monotonic()
             try:
-                # max_retries 8: about a minute of backoff, beyond an API restart or a paused Redis
+                # max_retries 8: about a minute of backoff, beyond an API restart or a paused Redis.
+                # poll_interval 0.5: a long poll returns only when its batch is done, and the fault
+                # is injected from the progress it reports; the default (5 s) would report nothing
+                # until the batch of about 10 s is half done, or done.
                 with RewardClient(self.url, timeout=60, max_retries=8) as client:
-                    self.results = client.score_batch(self.requests, timeout=900, on_progress=self._progress)
+                    self.results = client.score_batch(
+                        self.requests, timeout=900, poll_interval=0.5, on_progress=self._progress
+                    )
             except BaseException as exc:  # the test reports it
                 self.error = exc
             finally:
