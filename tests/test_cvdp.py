@@ -91,6 +91,16 @@ def test_request(problems):
     assert ScoreRequest.model_validate_json(req.model_dump_json()) == req
 
 
+def test_request_of_an_id_the_api_would_not_register(problems):
+    """A cid012 file may use any string id (the CLI and rescore load it); its requests are
+    the same as under a registrable id, only ``spec()`` (what the API registers) refuses it."""
+    p = problems["cvdp_copilot_Attenuator_0011"]
+    odd = p.model_copy(update={"id": "my set/Attenuator 11"})
+    assert odd.request("text") == p.request("text")
+    with pytest.raises(ValueError, match="id"):
+        odd.spec()
+
+
 def test_find_toplevel_prefers_prompt_on_ties():
     files = {"a.sv": "module alpha(input x); endmodule\nmodule beta(input y); endmodule\n"}
     assert find_toplevel(files, "Write a testbench for the `beta` module.") == "beta"

@@ -181,21 +181,25 @@ class Problem(BaseModel):
         """This problem as the API registers it: one ``overall >= target_percent`` target and
         ``exclude_unreachable=True`` (TARGETs were calibrated on a commercial flow; points
         proved unreachable are excluded from the judged figure, where CVDP's own grading did
-        not; docs/formal.md)."""
-        return ProblemSpec(
-            id=self.id,
-            design=self.design,
-            dut_instance=self.dut_instance,
-            metrics=list(self.metrics),
-            targets=[Target(metric="overall", percent=self.target_percent)],
-            simulator=self.simulator,
-            engine=self.engine,
-            exclude_unreachable=True,
-            difficulty=self.difficulty,
-            prompt=self.prompt,
-            context=dict(self.context),
-            testbench_path=self.testbench_path,
-        )
+        not; docs/formal.md). Raises ``pydantic.ValidationError`` when the id is not one the API
+        registers (:data:`~reward_service.models.PROBLEM_ID_PATTERN`)."""
+        return ProblemSpec(**self._spec_fields())
+
+    def _spec_fields(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "design": self.design,
+            "dut_instance": self.dut_instance,
+            "metrics": list(self.metrics),
+            "targets": [Target(metric="overall", percent=self.target_percent)],
+            "simulator": self.simulator,
+            "engine": self.engine,
+            "exclude_unreachable": True,
+            "difficulty": self.difficulty,
+            "prompt": self.prompt,
+            "context": dict(self.context),
+            "testbench_path": self.testbench_path,
+        }
 
     def request(self, stimulus: SvTestbench | CocotbStimulus | Completion | str, **overrides: Any) -> ScoreRequest:
         """A :class:`ScoreRequest` scoring ``stimulus`` on this problem (its :meth:`spec`'s
@@ -204,7 +208,11 @@ class Problem(BaseModel):
         engine); ``overrides`` replace any top-level field (e.g.
         ``reward=RewardSpec(shaping="ratio")``, ``seed=3``). Raises ``pydantic.ValidationError``
         for invalid overrides."""
-        return self.spec().request(stimulus, **overrides)
+        # Not validated as a ProblemSpec: its fields come from this validated problem, and the
+        # id (which the request does not carry) may be any string of a cid012 file the CLI and
+        # rescore load, not only one the API registers (PROBLEM_ID_PATTERN).
+        spec = ProblemSpec.model_construct(**self._spec_fields())
+        return spec.request(stimulus, **overrides)
 
 
 def _harness_files(row: dict[str, Any]) -> dict[str, str]:
