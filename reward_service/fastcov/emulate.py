@@ -235,8 +235,8 @@ def comb_at_time_zero(source: SourceFile) -> None:
 
 
 #: Selector syntax whose value does not depend on the width of its context (IEEE 1800 11.6.1:
-#: the operands of a case are sized to the widest of them, which changes ``a + b`` but not
-#: ``a``, ``a[3:0]``, ``{a, b}`` or a call).
+#: the operands of a case are sized to the widest of them, which changes ``a + b`` and ``'1``
+#: but not ``a``, ``a[3:0]``, ``{a, b}`` or a call).
 _SELF_DETERMINED = {
     _K.IdentifierName,
     _K.IdentifierSelectName,
@@ -247,7 +247,6 @@ _SELF_DETERMINED = {
     _K.MultipleConcatenationExpression,
     _K.IntegerLiteralExpression,
     _K.IntegerVectorExpression,
-    _K.UnbasedUnsizedLiteralExpression,
     _K.InvocationExpression,
 }
 
