@@ -231,3 +231,37 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
         report = summarise([sample], {sample.key: record}, {pid: problem_from_row(cid012_rows()[pid])})
         assert (report["passed"], report["pass@1"], report["passed_raw"], report["pass@1_raw"]) == (1, 1.0, 0, 0.0)
         assert "0 passed, pass@1 0.00 %" in render_markdown(report)
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_a_score_judged_without_a_kept_proof_is_not_cached(tmp_path, readable):
+    """A yosys error may be the environment's, so its verdict is not kept and the next sample
+    proves again; a score judged without the proof must not be kept either, or the result cache
+    would answer every repeat of the sample without the proved points once the prover works.
+    ``do ... while`` is SystemVerilog Icarus compiles and yosys 0.23 does not read."""
+    from reward_service.engine import Engine
+    from reward_service.formal.prover import kept
+    from reward_service.settings import Settings
+
+    loop = "q <= q + d;" if readable else "do q <= q + d; while (0);"
+    rtl = f"module m(input clk, input [3:0] d, output reg [3:0] q);\n  always @(posedge clk) {loop}\nendmodule\n"
+    tb = """module tb; reg clk = 0; reg [3:0] d = 1; wire [3:0] q;
+  m dut(.clk(clk), .d(d), .q(q));
+  initial begin repeat (4) begin #1 clk = 1; #1 clk = 0; end $finish; end
+endmodule
+"""
+    proof = prove({"m.sv": rtl})
+    assert kept(proof) is readable, (proof.status, proof.reason)
+    assert readable or proof.reason.startswith("yosys: "), proof.reason
+    engine = Engine(Settings(cache_dir=tmp_path, result_cache=True))
+    req = {
+        "design": {"files": {"m.sv": rtl}},
+        "simulator": "verilator",
+        "engine": "fast",
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "coverage": {"scope": "dut", "exclude_unreachable": True},
+    }
+    first, second = engine.score(req), engine.score(req)
+    assert first.status == "ok" and first.cache.result is False, first.message
+    assert ("no point excluded as unreachable (unsupported: yosys: " in (first.message or "")) is not readable
+    assert second.cache.result is readable

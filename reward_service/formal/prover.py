@@ -141,13 +141,22 @@ def prove(
         result = _prove(design, top, sandbox, timeout_s, per_property_ms)
         # A verdict is a property of the design and the limits (both in the key), a timeout
         # included: re-running it would cost every later sample of the problem up to
-        # 2 x timeout_s. Not kept: a tool that did not run, and a yosys error, which may be the
-        # environment's (an empty /proc once made yosys fail everywhere in the compose worker).
-        if result.status != "error" and not (result.status == "unsupported" and result.reason.startswith("yosys")):
+        # 3 x timeout_s.
+        if kept(result):
             tmp = cached.with_suffix(".tmp")
             tmp.write_text(json.dumps(result.to_json()))
             tmp.replace(cached)
     return result
+
+
+def kept(result: ProofResult) -> bool:
+    """Whether ``result`` is the design's own verdict under the prover's limits, cached per
+    design (and a score judged with it may be cached too). Not: a tool that did not run, ABC
+    output that could not be read (status ``error``), and a yosys error or crash, which may be
+    the environment's (an empty /proc once made yosys fail everywhere in the compose worker).
+    A step over its time or memory limit is the design's: re-running it costs every sample the
+    limit again."""
+    return result.status != "error" and not (result.status == "unsupported" and result.reason.startswith("yosys:"))
 
 
 def _prove(
@@ -228,8 +237,11 @@ def _run(
             if why:
                 base.status, base.reason = "unsupported", why
                 return base
-        if res.exit_code in (126, 127) or res.limit_hit:
-            base.reason = f"yosys did not run (exit {res.exit_code}, {res.limit_hit}): {res.output[-200:]}"
+        if res.exit_code in (126, 127):
+            base.reason = f"yosys did not run (exit {res.exit_code}): {res.output[-200:]}"
+            return base
+        if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
+            base.status, base.reason = "unsupported", f"yosys over its limit ({res.limit_hit})"
             return base
         if res.exit_code != 0 or not (work / "model.aig").exists():
             base.status = "unsupported"
@@ -258,6 +270,9 @@ def _run(
                     output_kb=4096,
                 )
             )
+            if res.limit_hit and not res.timed_out:
+                base.status, base.reason = "unsupported", f"abc over its limit ({res.limit_hit})"
+                return base
             if res.exit_code != 0 and not res.timed_out:
                 base.reason = "abc: " + res.output[-300:]
                 return base

@@ -120,7 +120,7 @@ class Engine:
             log.exception("internal error while scoring")
             scored = Scored(ScoreResult(status=Status.sandbox_error, message=f"internal error: {type(exc).__name__}"))
         result = self._finish(scored.result, prepared.request, start)
-        if self.results is not None and result.status not in _NOT_CACHED:
+        if self.results is not None and result.status not in _NOT_CACHED and scored.cacheable:
             self.results.put(key, result)
         # after the cache: another completion holding the same code keeps its own block name
         return Scored(name_block(result, prepared.extraction), scored.points)

@@ -111,8 +111,11 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
     report, uncovered = summarise(points, list(spec.metrics), unavailable, spec.weights)
     report.scope, report.scope_found = spec.scope, scope_found
     judged = report  # what the targets are judged on
+    cacheable = True
     if spec.exclude_unreachable is not None and has_code_coverage:
-        judged, uncovered, note = _reachable(prepared, points, report, unavailable, uncovered, sandbox, cache_dir)
+        judged, uncovered, note, cacheable = _reachable(
+            prepared, points, report, unavailable, uncovered, sandbox, cache_dir
+        )
         if note:
             notes.append(note)
     log_text = runres.output
@@ -138,7 +141,7 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
         ended_by=run.ended_by,
     )
     result.passed = status == Status.ok and targets_met(judged, spec.targets)
-    return Scored(result, points)
+    return Scored(result, points, cacheable=cacheable)
 
 
 def _reachable(
@@ -149,23 +152,27 @@ def _reachable(
     uncovered: list[UncoveredPoint],
     sandbox: Sandbox,
     cache_dir: Path,
-) -> tuple[CoverageReport, list[UncoveredPoint], str]:
-    """The report targets are judged on, the uncovered points and a note, with the points
-    proved unreachable (docs/formal.md) counted in ``report`` and, when the request's
+) -> tuple[CoverageReport, list[UncoveredPoint], str, bool]:
+    """The report targets are judged on, the uncovered points, a note and whether the proof
+    behind them is the design's own verdict (:func:`~reward_service.formal.prover.kept`: not a
+    prover that could not run, whose result must not be cached), with the points proved
+    unreachable (docs/formal.md) counted in ``report`` and, when the request's
     ``exclude_unreachable`` is True, left out of the judged figure and of ``uncovered``."""
     from reward_service.formal.exclude import annotate
+    from reward_service.formal.prover import kept
     from reward_service.formal.verdicts import applicable
 
     request, spec = prepared.request, prepared.request.coverage
-    dead, _, why = applicable(
+    dead, proof, why = applicable(
         prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, cache_dir / "formal"
     )
+    settled = proof is None or kept(proof)
     if dead is None:
-        return report, uncovered, f"no point excluded as unreachable ({why})"
+        return report, uncovered, f"no point excluded as unreachable ({why})", settled
     reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
     if spec.exclude_unreachable:
-        return reach, reach_uncovered, ""
-    return report, uncovered, ""
+        return reach, reach_uncovered, "", settled
+    return report, uncovered, "", settled
 
 
 #: Why ``functional`` has no points when the SV stimulus declares covergroups. Measured

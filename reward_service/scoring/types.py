@@ -44,6 +44,9 @@ class Scored:
 
     result: ScoreResult
     points: list[CoveragePoint] = field(default_factory=list)
+    #: False when the result rests on something of the moment rather than on its inputs (an
+    #: unreachability proof that could not run): the engine does not keep it in its result cache.
+    cacheable: bool = True
 
 
 #: Simulate a prepared request with a simulator (None: the request's own) into a
