@@ -265,3 +265,31 @@ endmodule
     assert first.status == "ok" and first.cache.result is False, first.message
     assert ("no point excluded as unreachable (unsupported: yosys: " in (first.message or "")) is not readable
     assert second.cache.result is readable
+
+
+def test_a_group_cut_by_the_kept_output_decides_nothing():
+    """The one-by-one run's output is kept as head and tail (the sandbox's BoundedOutput): the
+    group whose marker fell into the dropped middle and the group whose first lines did must
+    decide nothing. Here the second group's disproved outputs are named in the dropped part, and
+    the first group's summary (all proved) precedes the cut: read as one, the second group's
+    outputs would all be 'proved'."""
+    from reward_service.formal.prover import _read_groups
+    from reward_service.sandbox.output import BoundedOutput
+
+    whole = (
+        "Properties:  All = 2. Proved = 2. Disproved = 0. Undecided = 0.   Time = 0.1 sec\n"
+        + "x" * 400  # the first group's marker and the second's named outputs are dropped
+        + "\n@@rs_group 0 2\nOutput 0 was asserted in frame 3.\nOutput 1 was asserted in frame 4.\n"
+        + "y" * 400
+        + "\nProperties:  All = 2. Proved = 0. Disproved = 2. Undecided = 0.   Time = 0.1 sec\n@@rs_group 2 2\n"
+        "Properties:  All = 1. Proved = 1. Disproved = 0. Undecided = 0.   Time = 0.1 sec\n@@rs_group 4 1\n"
+    )
+    kept = BoundedOutput(400)
+    kept.feed(whole.encode())
+    assert kept.dropped and "@@rs_group 0 2" not in kept.text()
+    verdicts: list[bool | None] = [None] * 5
+    assert _read_groups(kept.text(), verdicts) == []
+    assert verdicts == [None, None, None, None, True]  # only the group wholly in the tail
+    verdicts = [None] * 5
+    _read_groups(whole, verdicts)
+    assert verdicts == [True, True, False, False, True]  # the same output uncut

@@ -379,6 +379,8 @@ def _undecided_runs(verdicts: list[bool | None], size: int) -> list[tuple[int, i
 
 
 _MARK = "@@rs_group"
+#: The line :class:`~reward_service.sandbox.output.BoundedOutput` puts where it dropped output.
+_DROPPED = re.compile(r"\.\.\. \[\d+ bytes of output dropped\] \.\.\.")
 _GROUP_END = re.compile(re.escape(_MARK) + r" (\d+) (\d+)")
 
 
@@ -389,15 +391,25 @@ def _read_groups(text: str, verdicts: list[bool | None]) -> list[int]:
     outputs worth a run of their own: the undecided ones of groups that proved some."""
     chunk: list[str] = []
     retry: list[int] = []
+    cut = False
     for line in text.splitlines():
+        if _DROPPED.fullmatch(line.strip()):
+            # where the kept head and tail meet: the lines before it up to here belong to a group
+            # whose marker was dropped, those after it up to the next marker to a group whose
+            # first lines were (its named outputs, or another group's summary, would be misread)
+            chunk, cut = [], True
+            continue
         end = _GROUP_END.search(line)
         if end is None:
             chunk.append(line)
             continue
         start, n = int(end.group(1)), int(end.group(2))
         body, chunk = "\n".join(chunk), []
+        if cut:
+            cut = False
+            continue
         group, _ = _all_outputs(body, n)
-        if len(group) != n or start + n > len(verdicts):
+        if len(group) != n or start + n > len(verdicts) or len(_SUMMARY.findall(body)) > 1:
             continue
         for offset, v in enumerate(group):
             if v is not None and verdicts[start + offset] is None:
