@@ -150,7 +150,7 @@ def _key_family(key: str) -> str:
 
 def _key_ttls(redis_url: str) -> dict[str, dict]:
     """Per key family (ids replaced by <id>): count, and the least and largest TTL in seconds
-    (-1: no expiry)."""
+    (-1: no expiry) of the keys still there when their TTL is read."""
     import redis
 
     rc = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -160,6 +160,8 @@ def _key_ttls(redis_url: str) -> dict[str, dict]:
     for key in keys:
         pipe.ttl(key)
     for key, ttl in zip(keys, pipe.execute()):
+        if ttl == -2:  # expired between SCAN and TTL (the step's first "done" notifications expire meanwhile)
+            continue
         row = families.setdefault(_key_family(key), {"count": 0, "min_ttl": ttl, "max_ttl": ttl})
         row["count"] += 1
         row["min_ttl"], row["max_ttl"] = min(row["min_ttl"], ttl), max(row["max_ttl"], ttl)
