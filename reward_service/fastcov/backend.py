@@ -160,10 +160,9 @@ class FastSimulator(SimulatorBackend):
         self.metrics = metrics
         #: the SV testbench's parameter values for the DUT, when not the DUT's own
         self.context = context
-
-    @property
-    def measures(self) -> tuple[str, ...]:  # type: ignore[override]
-        return all_metrics() + ("functional",)
+        #: the metrics this backend measures (the base class's attribute, per instance here:
+        #: which point kinds are installed is known once the kinds are imported)
+        self.measures = all_metrics() + ("functional",)
 
     def prepare(self, job: Job, emulation: str) -> tuple[Instrumented, str]:
         """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
