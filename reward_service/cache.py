@@ -10,12 +10,7 @@ from pathlib import Path
 import diskcache
 
 from reward_service.models import Design, ScoreRequest, ScoreResult
-
-#: Bump when a change of the engine changes results for the same inputs.
-#: 2: coverage is the DUT instance's own; 3: the fast path measures testbench parameter
-#: overrides itself, its fallback says whose fault; 4: split Verilator models build (a cached
-#: compile_error of the precompiled-header failure is not served). CHANGELOG.md has the details.
-ENGINE_REVISION = "4"
+from reward_service.revisions import results_revision
 
 
 def content_hash(obj: object) -> str:
@@ -29,7 +24,7 @@ def request_key(request: ScoreRequest, design: Design, stimulus, tool_versions: 
     simulator, coverage spec, reward spec, limits, seed, tool versions, engine revision."""
     return content_hash(
         {
-            "rev": ENGINE_REVISION,
+            "rev": results_revision(),
             "design": design.model_dump(mode="json"),
             "stimulus": stimulus.model_dump(mode="json"),
             # `report` only when it asks for points: keys of requests without it stay as before

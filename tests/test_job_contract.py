@@ -183,3 +183,25 @@ def test_the_reaper_logs_an_unreachable_redis_in_one_line(caplog):
     record = caplog.records[0]
     assert record.getMessage().startswith("lease reaper round failed: the job queue (Redis) is unavailable")
     assert record.exc_info is None
+
+
+@pytest.mark.parametrize("name", ["ENGINE_REVISION", "FASTCOV_VERSION", "PROVER_REVISION", "__version__"])
+def test_a_revision_bump_changes_job_ids_and_cache_keys(monkeypatch, name):
+    # Job ids name the stored results a worker answers repeats with, and the result cache is
+    # keyed alike: a bump of any revision that changes results must give new ids and keys, or
+    # the old results would be served after it.
+    import reward_service.revisions as revisions
+    from reward_service.cache import request_key
+    from reward_service.dispatch.contract import job_id_for
+    from reward_service.models import ScoreRequest
+
+    request = ScoreRequest.model_validate(
+        {
+            "design": {"files": {"d.sv": "module d(input a, output b); assign b = a; endmodule"}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; initial $finish; endmodule"}},
+        }
+    )
+    before = job_id_for(request), request_key(request, request.design, request.stimulus, {})
+    monkeypatch.setattr(revisions, name, getattr(revisions, name) + "-bumped")
+    after = job_id_for(request), request_key(request, request.design, request.stimulus, {})
+    assert after[0] != before[0] and after[1] != before[1]

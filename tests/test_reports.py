@@ -156,11 +156,12 @@ def test_points_are_off_by_default_and_leave_the_cache_key_alone(engine):
     assert keys[0] != keys[1]
     # a request without `report` keys as before the field existed (its dump leaves it out)
     dump = req.model_dump(mode="json", exclude={"design", "stimulus", "problem_id", "report"})
-    from reward_service.cache import ENGINE_REVISION, content_hash
+    from reward_service.cache import content_hash
+    from reward_service.revisions import results_revision
 
     assert keys[0] == content_hash(
         {
-            "rev": ENGINE_REVISION,
+            "rev": results_revision(),
             "design": req.design.model_dump(mode="json"),
             "stimulus": req.stimulus.model_dump(mode="json"),
             "request": dump,

@@ -31,9 +31,10 @@ import redis
 from celery import Celery
 from celery.backends.base import BaseKeyValueStoreBackend
 
-from reward_service.cache import ENGINE_REVISION, content_hash
+from reward_service.cache import content_hash
 from reward_service.dispatch.base import BrokerUnavailable
 from reward_service.models import Limits, ScoreRequest, ScoreResult, Status
+from reward_service.revisions import results_revision
 from reward_service.settings import Settings, get_settings
 
 # -- names ---------------------------------------------------------------------------------------
@@ -265,7 +266,8 @@ def job_id_for(request: ScoreRequest) -> str:
     """Content hash of everything the result depends on as sent: the full request (all
     defaults filled in) or, for a ``problem_id`` request, the wire payload (64 hex digits)."""
     body = wire_payload(request) if request.problem_id is not None else request.model_dump(mode="json")
-    return content_hash({"rev": ENGINE_REVISION, "request": body})
+    # the revisions too: the id names the stored result, which a bump must not serve again
+    return content_hash({"rev": results_revision(), "request": body})
 
 
 def encode_result(result: ScoreResult) -> dict[str, Any]:

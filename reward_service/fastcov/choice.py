@@ -30,6 +30,7 @@ from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.instrument import parse
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import Design, ScoreRequest, SvTestbench
+from reward_service.revisions import FASTCOV_VERSION  # bumped there, with the other revisions
 from reward_service.scoring.choice import FALLBACK
 from reward_service.scoring.types import Prepared, Simulate
 from reward_service.settings import Settings
@@ -37,9 +38,6 @@ from reward_service.simulators import get_simulator
 
 log = logging.getLogger(__name__)
 
-#: Bumped when the fast path's point model, sampling or emulation changes (old decisions and
-#: cached results then expire; CHANGELOG.md says what each version changed).
-FASTCOV_VERSION = "3"
 SELF_CHECK_TOP = "rs_selfcheck_tb"
 SELF_CHECK_INSTANCE = "dut"
 SELF_CHECK_CYCLES = 300

@@ -32,12 +32,11 @@ from filelock import FileLock
 
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
+from reward_service.revisions import PROVER_REVISION  # bumped there, with the other revisions
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 
 log = logging.getLogger(__name__)
 
-#: Bump when a change here or in the model changes verdicts (cached results are keyed by it).
-PROVER_REVISION = "6"
 
 #: Cells the model supports (after ``prep``); any other cell type makes the design undecided.
 _FF_CELLS = {"$dff", "$dffe", "$adff", "$adffe", "$sdff", "$sdffe", "$sdffce"}

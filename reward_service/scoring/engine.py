@@ -17,8 +17,6 @@ from pydantic import ValidationError
 
 from reward_service.cache import ResultCache, request_key
 from reward_service.completion import ExtractionError
-from reward_service.fastcov.choice import FASTCOV_VERSION
-from reward_service.formal.prover import PROVER_REVISION
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
 from reward_service.sandbox.toolchain import ToolMissing, versions
@@ -94,10 +92,7 @@ class Engine:
             t0 = time.perf_counter()
             tool_versions = versions(self.sandbox)  # probed once per process (seconds), then cached
             timings["toolchain"] = (time.perf_counter() - t0) * 1000
-            # the fast path's point model and the prover's verdicts change results without a
-            # tool version changing: their revisions are part of the key
-            revisions = {"fastcov": FASTCOV_VERSION, "formal-prover": PROVER_REVISION}
-            key = request_key(prepared.request, prepared.design, prepared.stimulus, {**tool_versions, **revisions})
+            key = request_key(prepared.request, prepared.design, prepared.stimulus, tool_versions)
             cached = self.results.get(key) if self.results is not None else None
             if cached is not None:
                 cached.cache.result = True
