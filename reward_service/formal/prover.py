@@ -32,7 +32,7 @@ from filelock import FileLock
 
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
-from reward_service.revisions import PROVER_REVISION  # bumped there, with the other revisions
+from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 
 log = logging.getLogger(__name__)
@@ -103,11 +103,13 @@ class ProofResult:
 
 
 def design_key(design: dict[str, str], top: str | None = None, limits: tuple[float, int] = (30.0, 2000)) -> str:
-    """The cache key of a design's verdict: its HDL files, top, the prover revision and the
-    time limits (a timeout is a verdict too). The yosys/ABC build is Debian bookworm's on the
-    host and in the images alike; a change of it needs a PROVER_REVISION bump."""
+    """The cache key of a design's verdict: its HDL files, top, the prover revision, the fast
+    path's (the points proved are named by its instrumentation) and the time limits (a timeout
+    is a verdict too). The yosys/ABC build is Debian bookworm's on the host and in the images
+    alike; a change of it needs a PROVER_REVISION bump."""
     blob = json.dumps(
-        {"files": design, "top": top, "rev": PROVER_REVISION, "limits": list(limits)}, sort_keys=True
+        {"files": design, "top": top, "rev": PROVER_REVISION, "fastcov": FASTCOV_VERSION, "limits": list(limits)},
+        sort_keys=True,
     ).encode()
     return hashlib.sha256(blob).hexdigest()
 
