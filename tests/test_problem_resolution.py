@@ -156,7 +156,7 @@ def test_a_registered_problems_limits_and_reward_merge_in_the_engine_too(tmp_pat
 
 
 def test_a_problems_engine_applies_on_verilator_only(problems):
-    """The engine choice of a problem request (reward_service.scoring.choice): the problem's
+    """The engine choice of a problem request (reward_service.engine_choice): the problem's
     engine (CVDP: auto) on Verilator; a request for Icarus gets Icarus, unless it names an engine."""
     problem = problems[PID]
     assert problem.request("x").engine == problem.engine == "auto"

@@ -25,13 +25,13 @@ import filelock
 from pyslang import ast
 
 from reward_service import hdl
+from reward_service.engine_choice import FALLBACK
 from reward_service.fastcov.backend import FastSimulator, all_metrics, design_key, instrumented
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.instrument import parse
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import Design, ScoreRequest, SvTestbench
 from reward_service.revisions import FASTCOV_VERSION  # bumped there, with the other revisions
-from reward_service.scoring.choice import FALLBACK
 from reward_service.scoring.types import Prepared, Simulate
 from reward_service.settings import Settings
 from reward_service.simulators import get_simulator

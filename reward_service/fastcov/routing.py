@@ -29,6 +29,7 @@ import re
 import time
 
 from reward_service import hdl
+from reward_service.engine_choice import FALLBACK
 from reward_service.fastcov.backend import (
     FastSimulator,
     ParameterContext,
@@ -39,7 +40,6 @@ from reward_service.fastcov.backend import (
 from reward_service.fastcov.compare import diff_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import ScoreResult, ShadowCheck, Status
-from reward_service.scoring.choice import FALLBACK
 from reward_service.scoring.types import Prepared, Scored, Simulate
 from reward_service.settings import Settings
 from reward_service.simulators import get_simulator
@@ -113,7 +113,7 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
 
 
 def simulate(prepared: Prepared, timings: dict[str, float], run: Simulate, settings: Settings) -> Scored:
-    """Score ``prepared`` on the fast path, or on Verilator (:data:`~reward_service.scoring.choice.FALLBACK`)
+    """Score ``prepared`` on the fast path, or on Verilator (:data:`~reward_service.engine_choice.FALLBACK`)
     with the reason in ``fallback``; ``run`` simulates (the engine's), ``timings`` collects the
     stages (ms), ``settings`` gives the shadow rate and the ``auto`` decisions' cache."""
     scored, fallback = attempt(prepared, timings, run, settings)

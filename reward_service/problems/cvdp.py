@@ -22,7 +22,7 @@ Where each :class:`Problem` field comes from:
   last resort the prompt's "instantiated as `uut`" / "Name the instance ... as `uut`" text;
 * ``target_percent``: ``TARGET`` of ``src/.env`` (the original harness passes when the DUT
   instance's overall average coverage is >= TARGET);
-* ``engine``: :func:`~reward_service.scoring.choice.cvdp_engine` (``settings.cvdp_engine``), by
+* ``engine``: ``settings.cvdp_engine`` (applied by :func:`~reward_service.engine_choice.choose_engine`), by
   default ``auto`` (the fast path for designs whose self-check agrees with Verilator);
 * ``testbench_path``: the single key of ``output.context`` (non-agentic) or ``patch`` (agentic);
 * ``prompt``: ``input.prompt`` or ``prompt``; ``context``: ``input.context`` or ``context``
@@ -57,7 +57,7 @@ from reward_service.models import (
     SvTestbench,
     Target,
 )
-from reward_service.scoring.choice import cvdp_engine
+from reward_service.settings import get_settings
 
 __all__ = [
     "Problem",
@@ -281,7 +281,7 @@ def problem_from_row(row: dict[str, Any]) -> Problem:
         testbench_path=testbench_path,
         prompt=prompt,
         context={k: v for k, v in context.items() if isinstance(v, str)} if isinstance(context, dict) else {},
-        engine=cvdp_engine(),
+        engine=get_settings().cvdp_engine,
     )
 
 

@@ -4,8 +4,6 @@ Modules, in the order a request meets them:
 
 - :mod:`.types`: :class:`Prepared`, :class:`Scored` (a result and its points),
   :class:`InvalidInput`, and :data:`Simulate`, the run callable the fast path is given;
-- :mod:`.choice`: which engine scores a request (the pure rule of
-  :mod:`reward_service.engine_choice`, and the CVDP default from the settings);
 - :mod:`.prepare`: problem resolution, completion extraction, input checks, testbench top;
 - :mod:`.run`: the work dir, the simulator backend's build and run in the sandbox;
 - :mod:`.measure`: coverage points, per-metric summary, proved-unreachable points, targets;
@@ -15,7 +13,8 @@ Modules, in the order a request meets them:
   hands ``engine=fast``/``auto`` to :mod:`reward_service.fastcov.routing`.
 
 The names below are imported on first use, so importing a light submodule (``choice``) does
-not load the engine and its simulators.
+not load the engine and its simulators. Which engine scores a request is
+:mod:`reward_service.engine_choice` (the wire models use it too).
 """
 
 from __future__ import annotations

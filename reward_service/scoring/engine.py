@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from reward_service.cache import ResultCache, request_key
 from reward_service.completion import ExtractionError
+from reward_service.engine_choice import choose_engine
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
 from reward_service.sandbox.toolchain import ToolMissing, versions
 from reward_service.scoring import run
-from reward_service.scoring.choice import choose_engine
 from reward_service.scoring.finish import finish, name_block, validation_message
 from reward_service.scoring.prepare import prepare
 from reward_service.scoring.types import InvalidInput, Prepared, Scored
@@ -136,7 +136,7 @@ class Engine:
 
     # -- internals ----------------------------------------------------------------------------
     def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
-        """The request's engine choice (:func:`~reward_service.scoring.choice.choose_engine`):
+        """The request's engine choice (:func:`~reward_service.engine_choice.choose_engine`):
         the fast path with its fallback (docs/fastcov.md), else the chosen simulator."""
         request = prepared.request
         choice = choose_engine(request.simulator, request.engine)

@@ -15,9 +15,9 @@ from typing import Any
 
 from reward_service import hdl
 from reward_service.completion import extract
+from reward_service.engine_choice import choose_engine
 from reward_service.models import CocotbStimulus, Completion, Design, ScoreRequest, SvTestbench
 from reward_service.problems.resolve import resolve_request
-from reward_service.scoring.choice import choose_engine
 from reward_service.scoring.types import InvalidInput, Prepared
 
 
