@@ -20,7 +20,7 @@ class ConfigurationError(RewardServiceError, RuntimeError):
 def build_dispatcher(settings: Settings) -> Dispatcher:
     if not settings.broker_url:
         from reward_service.dispatch.local import LocalDispatcher
-        from reward_service.engine import Engine
+        from reward_service.scoring import Engine
 
         return LocalDispatcher(
             Engine(settings),

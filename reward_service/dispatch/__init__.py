@@ -1,7 +1,7 @@
 """Dispatchers: where score requests run. The API talks only to this interface.
 
 - :class:`~reward_service.dispatch.local.LocalDispatcher`: an in-process thread pool around one
-  :class:`~reward_service.engine.Engine` (embedded mode: no Redis; ``reward-service serve``).
+  :class:`~reward_service.scoring.Engine` (embedded mode: no Redis; ``reward-service serve``).
 - ``CeleryDispatcher`` (``reward_service.dispatch.celery``): Celery on Redis, workers in
   ``workers/`` (the service).
 """

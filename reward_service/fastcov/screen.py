@@ -7,7 +7,7 @@ forge the flag file (a testbench doing so turned toggle 5/18 into 18/18). The st
 a file from the process that must load it, so such stimulus goes to Verilator instead, whose
 coverage record is written by our ``main()`` with a secret the model cannot read
 (docs/sandbox.md, "Coverage integrity"). A screen on the text, like the cocotb tamper screen
-in :mod:`reward_service.engine`: it catches what a model writes, not an obfuscated attack.
+in :mod:`reward_service.scoring`: it catches what a model writes, not an obfuscated attack.
 """
 
 from __future__ import annotations

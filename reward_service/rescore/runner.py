@@ -61,9 +61,9 @@ class ServiceDown(RewardServiceError, RuntimeError):
 
 
 def engine_scorer(problems: Mapping[str, Any], settings=None) -> Scorer:
-    """Embedded scoring: one :class:`~reward_service.engine.Engine` (bubblewrap sandbox) shared
+    """Embedded scoring: one :class:`~reward_service.scoring.Engine` (bubblewrap sandbox) shared
     by the worker threads. ``settings`` defaults to the process settings."""
-    from reward_service.engine import Engine
+    from reward_service.scoring import Engine
 
     return Engine(settings=settings, problems=problems).score
 
