@@ -23,10 +23,12 @@ RUN if [ -n "$EXTRA_CA" ]; then \
  && rm -rf /var/lib/apt/lists/*
 
 # Dependencies first (a layer that survives code edits), then the package itself.
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml /src/
 RUN python3 -m venv /opt/rs \
  && python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["server"]))' > /tmp/reqs.txt
 RUN /opt/rs/bin/pip install -q --cert /etc/ssl/certs/ca-certificates.crt -r /tmp/reqs.txt
+# README.md (the package metadata reads it) only here: a README edit must not reinstall the dependencies
+COPY README.md /src/
 COPY reward_service /src/reward_service
 COPY workers /src/workers
 RUN /opt/rs/bin/pip install -q --no-deps --cert /etc/ssl/certs/ca-certificates.crt /src \

@@ -11,9 +11,15 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import typer
-from rich.console import Console
-from rich.table import Table
+try:
+    import typer
+    from rich.console import Console
+    from rich.table import Table
+except ModuleNotFoundError as exc:  # the bare install is the client (pyproject): no CLI packages
+    raise SystemExit(
+        f"the reward-service command needs the server install (pip install '.[server]' from a "
+        f"checkout, or scripts/install.sh); this is a client-only install ({exc})"
+    ) from None
 
 from reward_service.console import make_console
 from reward_service.models import ScoreResult, Simulator, Status

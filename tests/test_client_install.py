@@ -183,6 +183,17 @@ def test_client_and_adapters_import_without_the_server(client_python):
     assert server_side == [], f"the client imports server modules: {server_side}"
 
 
+def test_the_command_on_a_client_install_says_what_to_install(client_python):
+    # the wheel installs the reward-service script either way; without the server packages it
+    # ends with one line naming the server install, not a traceback
+    script = client_python.parent / "reward-service"
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, cwd=REPO.parent)
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().startswith("the reward-service command needs the server install"), out.stderr
+    assert "No module named 'typer'" in out.stderr
+
+
 def test_client_install_scores_against_the_service(client_python, shared_cache_dir):
     """The venv's sync and async clients get the same results as the server's own client, and
     the adapters' rewards (with the group diversity term) are the results' rewards."""
