@@ -237,7 +237,12 @@ def essence(result) -> dict:
     status, reward, passed, coverage, tests, engine, simulator; not timings, logs, versions."""
     if not isinstance(result, dict):
         result = result.model_dump(mode="json")
-    return {k: result.get(k) for k in ("status", "reward", "passed", "coverage", "tests", "engine", "simulator")}
+    keys = ["status", "reward", "passed", "coverage", "tests", "engine", "simulator"]
+    if result.get("status") == "timeout":
+        # a timed-out run's coverage is "up to the kill, for information" (its reward is the
+        # failure value): how far it got depends on the machine's load, not on the inputs
+        keys.remove("coverage")
+    return {k: result.get(k) for k in keys}
 
 
 def busy_worker(stack: Stack, redis_client) -> tuple[object, bytes] | None:
