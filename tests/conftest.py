@@ -22,6 +22,37 @@ STIMULUS = SHARED_CASES / "stimulus"
 ADVERSARIAL = SHARED_CASES / "adversarial"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep ``--dist loadgroup`` (pyproject's addopts) grouping by ``xdist_group``.
+
+    xdist's worker groups a test by appending ``@<group>`` to its node id (its own
+    pytest_collection_modifyitems, which this one runs after), by assigning ``item._nodeid``.
+    pytest 9.2 derives ``nodeid`` from a structured id instead, so that assignment has no
+    effect and every grouped test was scheduled on its own (pytest-xdist issue 1386): the
+    compose-stack modules' stacks were brought up once per xdist worker, two of them ran at
+    once on a 2-core machine, and a module's tests split between the stacks. Where the suffix
+    is missing it is set here; where it still cannot be, the run stops instead of silently
+    running ungrouped."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist workers under --dist loadgroup
+        return
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
+        if not names:
+            continue
+        suffix = "@" + "_".join(sorted(names))  # the suffix xdist's scheduler splits on
+        if not item.nodeid.endswith(suffix):
+            from _pytest.nodeid import NodeId  # pytest >= 9.2
+
+            item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
+        if not item.nodeid.endswith(suffix):
+            raise pytest.UsageError(
+                f"cannot put {item.nodeid} in xdist group {suffix[1:]}: loadgroup would not group it"
+            )
+
+
 def cid012_rows() -> dict[str, dict]:
     with open(CID012, encoding="utf-8") as fh:
         return {row["id"]: row for row in map(json.loads, fh)}
