@@ -445,7 +445,8 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
                 console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     reward = "None (infrastructure failure)" if result.reward is None else f"{result.reward:.4f}"
     targets = str(result.passed) if targets_given else f"{result.passed} (no target given; --target sets one)"
-    console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine}")
+    # no engine for a sample refused before it ran (invalid input) or an infrastructure failure
+    console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine or '-'}")
     if result.fallback:
         console.print(f"fast path not used: {result.fallback}", markup=False, highlight=False)
     if result.uncovered and show_uncovered:

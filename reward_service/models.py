@@ -563,3 +563,28 @@ class ScoreResult(BaseModel):
         description="every coverage point of the DUT with its hit count, and the DUT sources; "
         "only when the request asked (report.points), for lcov/HTML reports",
     )
+
+    @classmethod
+    def infrastructure_failure(
+        cls,
+        reason: str,
+        *,
+        timings: dict[str, float] | None = None,
+        versions: dict[str, str] | None = None,
+        engine: str | None = None,
+    ) -> ScoreResult:
+        """The ``sandbox_error`` result of a sample the service failed to score: ``reason``
+        (the message) says what broke; ``reward`` is None (an infrastructure failure is never a
+        reward, not even 0; :func:`reward_service.reward.shape_reward`), nothing is measured.
+        ``timings`` (ms per stage reached), ``versions`` (tool versions) and ``engine`` are
+        given where they are known. Every ``sandbox_error`` result is made here but one: a
+        cocotb run whose runner failed (:func:`~reward_service.scoring.classify.classify`) is
+        measured like any run that happened, and keeps its log."""
+        return cls(
+            status=Status.sandbox_error,
+            message=reason,
+            reward=None,
+            timings=dict(timings or {}),
+            versions=dict(versions or {}),
+            engine=engine,
+        )

@@ -91,10 +91,21 @@ def test_human_output_shows_table_and_reward(design_files, shared_cache_dir):
         cache=shared_cache_dir,
     )
     assert out.returncode == 0, out.stderr
-    assert "status: ok" in out.stdout and "reward: 0.0000" in out.stdout
+    assert "status: ok" in out.stdout and "reward: 0.0000" in out.stdout and "engine: icarus" in out.stdout
     assert "unavailable (line, branch, toggle, expr): Icarus Verilog has no code coverage" in out.stdout
     assert "use simulator=verilator" in out.stdout and "no target given" in out.stdout
     assert "--simulator verilator" in out.stdout and "--engine fast" in out.stdout  # the CLI's own flags
+
+
+def test_human_output_of_a_sample_refused_before_it_ran_names_no_engine(tmp_path, shared_cache_dir):
+    completion = tmp_path / "completion.txt"
+    completion.write_text("I would reset the arbiter and then raise each request line in turn.")
+    out = cli(
+        "score", "--problems", str(CID012), "--problem-id", PID, "--completion", str(completion), cache=shared_cache_dir
+    )
+    assert out.returncode == 1, out.stderr
+    assert "status: invalid_input" in out.stdout and "reward: 0.0000" in out.stdout
+    assert "engine: -" in out.stdout and "engine: None" not in out.stdout
 
 
 def test_failed_sample_exits_1_and_usage_error_exits_2(tmp_path, design_files, shared_cache_dir):

@@ -404,6 +404,48 @@ def test_server_refusing_the_design_stops_the_run_but_a_huge_completion_is_inval
     assert not out2.exists() or out2.read_text() == ""
 
 
+def test_a_refused_sample_is_rewarded_by_its_requests_rule_for_no_coverage(problems, shared_cache_dir):
+    """A sample the server refuses (413: a completion over max_file_kb) is invalid_input with
+    the reward its request's shaping gives a sample without coverage, not a fixed 0."""
+    from reward_service.api import create_app
+    from reward_service.models import RewardSpec
+    from reward_service.rescore.runner import client_scorer
+    from reward_service.reward import shape_reward
+
+    huge = "```verilog\n" + "// x\n" * 30_000 + "```"
+    settings = get_settings().model_copy(
+        update={
+            "cache_dir": shared_cache_dir,
+            "result_cache": False,
+            "score_workers": 1,
+            "warm_on_register": False,
+            "max_file_kb": 64,
+        }
+    )
+    specs = [RewardSpec(), RewardSpec(shaping="ratio", failure_value=-0.5)]
+    with live_server(create_app(settings=settings)) as url:
+        score = client_scorer(url)
+        results = [score(problems[ATTN].request(huge, reward=spec)) for spec in specs]
+    for spec, result in zip(specs, results):
+        assert result.status == "invalid_input" and "refused the sample" in result.message, result
+        assert result.reward == shape_reward(result.status, result.coverage, False, spec)
+    assert [r.reward for r in results] == [0.0, -0.5]
+
+
+def test_a_scorer_exception_is_a_sandbox_error_naming_it(tmp_path, problems):
+    from reward_service.rescore.runner import run
+
+    def broken(request):
+        raise KeyError("no such worker")
+
+    store = ResultStore(tmp_path / "R.jsonl")
+    outcome = run([Sample(ATTN, 0, "x", 1)], problems, broken, store, show_progress=False)
+    assert (outcome.scored, outcome.sandbox_errors) == (1, 1)
+    (line,) = map(json.loads, (tmp_path / "R.jsonl").read_text().splitlines())
+    assert line["status"] == "sandbox_error" and line["reward"] is None
+    assert line["message"] == "scoring failed: KeyError: 'no such worker'"
+
+
 @pytest.mark.slow
 def test_unreachable_server_stops_the_run(tmp_path, shared_cache_dir):
     completions = write_jsonl(tmp_path / "C.jsonl", broken_completions()[:1])

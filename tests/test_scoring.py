@@ -58,6 +58,9 @@ def test_without_reraise_it_is_an_internal_error(shared_cache_dir):
     result = _score_with_alarm(engine, 3)
     assert result.status == "sandbox_error" and result.reward is None
     assert result.message == "internal error: TimeLimit"
+    # the stages it reached are timed as in any result, and it names the tools it ran with
+    assert {"prepare", "toolchain", "total"} <= set(result.timings), result.timings
+    assert "reward-service" in result.versions, result.versions
 
 
 @pytest.mark.parametrize(

@@ -322,6 +322,26 @@ def test_failed_task_meta_is_a_sandbox_error_not_reward_zero():
     assert not rerunnable({"status": "SUCCESS", "result": {"status": "compile_error"}})
 
 
+def test_a_failed_tasks_message_names_its_exception_and_arguments():
+    """Celery stores a failed task's exception as its ``args`` (a JSON list): the message reads
+    one argument as itself, not as a one-element list."""
+    from billiard.exceptions import TimeLimitExceeded
+
+    from reward_service.dispatch.contract import make_app, result_from_meta
+
+    backend = make_app(Settings(broker_url="redis://127.0.0.1:1/0"), set_as_current=False).backend
+    cases = {
+        TimeLimitExceeded(70.0): "TimeLimitExceeded: 70.0",
+        KeyError("payload"): "KeyError: payload",
+        ValueError("a", 2): "ValueError: ('a', 2)",
+        RuntimeError(): "RuntimeError",
+    }
+    for exc, what in cases.items():
+        result = result_from_meta({"status": "FAILURE", "result": backend.prepare_exception(exc)})
+        assert result.status == "sandbox_error" and result.reward is None
+        assert result.message == f"the worker task failed: {what}"
+
+
 # ---------------------------------------------------------------------------------------------
 # through real workers
 # ---------------------------------------------------------------------------------------------

@@ -162,9 +162,9 @@ def _score(
     if redelivered > MAX_REDELIVERIES:
         r.hincrby(keys.stats, "gave_up", 1)
         return encode_result(
-            ScoreResult(
-                status=Status.sandbox_error,
-                message=f"the job was delivered {deliveries} times and its worker died each time; giving up",
+            ScoreResult.infrastructure_failure(
+                f"the job was delivered {deliveries} times and its worker died each time; giving up",
+                timings=_queue_timing(enqueued_at, started_wall),
             )
         )
 
@@ -174,10 +174,10 @@ def _score(
         result = engine().score(payload)  # never raises for bad input or sandbox failures
     except SoftTimeLimitExceeded:  # raised by Celery in this process, wherever the job was
         cut_off = True
-        result = ScoreResult(status=Status.sandbox_error)
+        result = ScoreResult.infrastructure_failure("")  # the message is the soft limit's, below
     except Exception as exc:
         log.exception("job %s: engine unavailable", job_id)
-        result = ScoreResult(status=Status.sandbox_error, message=f"engine unavailable: {type(exc).__name__}: {exc}")
+        result = ScoreResult.infrastructure_failure(f"engine unavailable: {type(exc).__name__}: {exc}")
     elapsed = time.monotonic() - started
     if not result.cache.result and result.status != Status.sandbox_error:
         pipe = r.pipeline(transaction=False)
@@ -185,8 +185,7 @@ def _score(
         pipe.expire(keys.sims(job_id), settings.result_expires_s)
         pipe.hincrby(keys.stats, "simulations", 1)
         pipe.execute()
-    if enqueued_at is not None:
-        result.timings["queue"] = max(0.0, (started_wall - enqueued_at) * 1000)
+    result.timings.update(_queue_timing(enqueued_at, started_wall))
 
     if result.status == Status.sandbox_error:
         # A sandbox_error at the soft limit was cut off there, not failed (a layer under the
@@ -205,6 +204,12 @@ def _score(
             result.message = soft_limit_message(soft, result.message)
         result.message = f"{result.message} (after {retries + 1} attempt{'s' if retries else ''})"
     return encode_result(result)
+
+
+def _queue_timing(enqueued_at: float | None, started_wall: float) -> dict[str, float]:
+    """``{"queue": ms}`` the job waited between its sending and this delivery's start (none when
+    the message does not say when it was sent)."""
+    return {} if enqueued_at is None else {"queue": max(0.0, (started_wall - enqueued_at) * 1000)}
 
 
 def soft_limit_message(soft_s: float, reported: str = "") -> str:

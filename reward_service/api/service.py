@@ -24,7 +24,6 @@ from reward_service.models import (
     ScoreRequest,
     ScoreResult,
     Simulator,
-    Status,
 )
 from reward_service.problems.resolve import resolve_request
 from reward_service.problems.store import ProblemStore
@@ -132,9 +131,8 @@ def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wai
     for job_id, view in zip(batch.job_ids, views):
         if view is None:  # the dispatcher forgot the job: say so instead of "queued" forever
             results.append(
-                ScoreResult(
-                    status=Status.sandbox_error,
-                    message=(f"job {job_id} is unknown to the dispatcher: its result expired or was lost"),
+                ScoreResult.infrastructure_failure(
+                    f"job {job_id} is unknown to the dispatcher: its result expired or was lost"
                 )
             )
         elif view.state == JobState.done and view.result is not None:

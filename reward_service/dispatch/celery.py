@@ -53,7 +53,7 @@ from reward_service.dispatch.contract import (
     wire_payload,
 )
 from reward_service.dispatch.leases import Leases, Reaper
-from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.models import ScoreRequest, ScoreResult
 from reward_service.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ class CeleryDispatcher(Dispatcher):
                     else "the worker running the job died and the copy of its request was lost; giving up"
                 )
                 log.error("job %s: %s", job_id, why)
-                self.finish(job_id, ScoreResult(status=Status.sandbox_error, message=why))
+                self.finish(job_id, ScoreResult.infrastructure_failure(why))
                 self.results.hincrby(self.keys.stats, "gave_up", 1)
                 continue
             log.warning("job %s: its worker's lease lapsed; requeued (%d of at most %d)", job_id, lapsed.requeues, cap)

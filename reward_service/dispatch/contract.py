@@ -286,14 +286,24 @@ def result_from_meta(meta: dict[str, Any] | None) -> ScoreResult | None:
         try:
             return ScoreResult.model_validate(value)
         except Exception as exc:
-            return ScoreResult(
-                status=Status.sandbox_error, message=f"worker returned an unreadable result: {type(exc).__name__}"
-            )
+            return ScoreResult.infrastructure_failure(f"worker returned an unreadable result: {type(exc).__name__}")
     if isinstance(value, dict) and "exc_type" in value:
-        what = f"{value.get('exc_type')}: {value.get('exc_message')}"
+        text = _exception_text(value.get("exc_message"))
+        what = f"{value.get('exc_type')}: {text}" if text else str(value.get("exc_type"))
     else:
-        what = str(value)[:300]
-    return ScoreResult(status=Status.sandbox_error, message=f"the worker task failed: {what}")
+        what = str(value)
+    return ScoreResult.infrastructure_failure(f"the worker task failed: {what[:300]}")
+
+
+def _exception_text(args: Any) -> str:
+    """The text of a failed task's exception from the ``exc_message`` Celery stores for it (the
+    exception's ``args``, a JSON list under the json serializer): one argument is itself,
+    several are their tuple, none is empty."""
+    if not isinstance(args, list | tuple):
+        return str(args)
+    if len(args) == 1:
+        return str(args[0])
+    return str(tuple(args)) if args else ""
 
 
 def rerunnable(meta: dict[str, Any] | None) -> bool:
@@ -304,7 +314,7 @@ def rerunnable(meta: dict[str, Any] | None) -> bool:
     if meta.get("status") in ("FAILURE", "REVOKED"):
         return True
     value = meta.get("result")
-    return meta.get("status") == "SUCCESS" and isinstance(value, dict) and value.get("status") == "sandbox_error"
+    return meta.get("status") == "SUCCESS" and isinstance(value, dict) and value.get("status") == Status.sandbox_error
 
 
 def stored_answer(meta: dict[str, Any] | None) -> dict[str, Any] | None:

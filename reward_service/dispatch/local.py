@@ -16,7 +16,7 @@ import uuid
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
-from reward_service.models import ScoreRequest, ScoreResult, Status
+from reward_service.models import ScoreRequest, ScoreResult
 from reward_service.scoring import Engine
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class LocalDispatcher(Dispatcher):
             return self.engine.score(request)
         except Exception:
             log.exception("engine raised for job %s", job_id)  # must still be readable
-            return ScoreResult(status=Status.sandbox_error, message="internal error while scoring")
+            return ScoreResult.infrastructure_failure("internal error while scoring")
         finally:
             with self._lock:
                 self._running.discard(job_id)
@@ -101,7 +101,7 @@ class LocalDispatcher(Dispatcher):
             return JobView(
                 job_id,
                 JobState.done,
-                ScoreResult(status=Status.sandbox_error, message="the service shut down before the job ran"),
+                ScoreResult.infrastructure_failure("the service shut down before the job ran"),
             )
         if fut.done():
             return JobView(job_id, JobState.done, fut.result())

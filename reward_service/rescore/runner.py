@@ -38,7 +38,7 @@ from rich.progress import (
 from rich.text import Text
 
 from reward_service.errors import RewardServiceError
-from reward_service.models import Completion, ScoreRequest, ScoreResult, Status
+from reward_service.models import Completion, CoverageReport, RewardSpec, ScoreRequest, ScoreResult, Status
 from reward_service.problems.resolve import resolve_request
 from reward_service.rescore.store import (
     ResultStore,
@@ -48,6 +48,7 @@ from reward_service.rescore.store import (
     problem_digest,
     result_record,
 )
+from reward_service.reward import shape_reward
 
 __all__ = ["Scorer", "ServiceDown", "engine_scorer", "client_scorer", "plan", "run", "RunOutcome"]
 
@@ -96,11 +97,7 @@ def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 60.
                 raise ServiceDown(str(exc)) from exc
             if exc.status_code in (413, 422):
                 if _about_the_sample(exc.detail):
-                    return ScoreResult(
-                        status=Status.invalid_input,
-                        reward=0.0,
-                        message=f"the service refused the sample: {exc.detail}"[:500],
-                    )
+                    return _invalid_input(f"the service refused the sample: {exc.detail}"[:500], request.reward)
                 raise ServiceDown(
                     f"the service refused a request for a reason that is not the sample's "
                     f"({exc.status_code}: {exc.detail}); fix the problem or the server's limits "
@@ -109,6 +106,13 @@ def client_scorer(base_url: str, api_key: str | None = None, wait_s: float = 60.
             raise
 
     return score
+
+
+def _invalid_input(message: str, spec: RewardSpec) -> ScoreResult:
+    """The ``invalid_input`` result of a sample refused before it was scored, rewarded by
+    ``spec`` as any sample without coverage (:func:`reward_service.reward.shape_reward`)."""
+    reward = shape_reward(Status.invalid_input, CoverageReport(), False, spec)
+    return ScoreResult(status=Status.invalid_input, reward=reward, message=message)
 
 
 def _about_the_sample(detail: str | None) -> bool:
@@ -180,9 +184,9 @@ def _request(problems: Mapping[str, Any], sample: Sample) -> ScoreRequest | Scor
         given = ScoreRequest(problem_id=sample.problem_id, stimulus=Completion(text=sample.completion))
         return resolve_request(given, problems[sample.problem_id])
     except ValidationError as exc:  # the completion cannot even form a request
-        return ScoreResult(
-            status=Status.invalid_input, reward=0.0, message=f"invalid request: {exc.errors()[0]['msg']}"
-        )
+        # no request formed: the default reward rule, as the engine applies to a request that
+        # does not validate (reward_service.scoring.finish)
+        return _invalid_input(f"invalid request: {exc.errors()[0]['msg']}", RewardSpec())
 
 
 def _score(scorer: Scorer, problems: Mapping[str, Any], sample: Sample) -> ScoreResult:
@@ -195,7 +199,7 @@ def _score(scorer: Scorer, problems: Mapping[str, Any], sample: Sample) -> Score
         raise
     except Exception as exc:
         log.warning("scoring %s/%s failed: %r", sample.problem_id, sample.sample_id, exc)
-        return ScoreResult(status=Status.sandbox_error, message=f"scoring failed: {exc}"[:500])
+        return ScoreResult.infrastructure_failure(f"scoring failed: {type(exc).__name__}: {exc}"[:500])
 
 
 def run(

@@ -87,7 +87,6 @@ class Engine:
                 )
             )
         timings = {"prepare": (time.perf_counter() - start) * 1000}
-        scored = Scored(ScoreResult(status=Status.sandbox_error))
         try:
             t0 = time.perf_counter()
             tool_versions = versions(self.sandbox)  # probed once per process (seconds), then cached
@@ -110,10 +109,12 @@ class Engine:
             raise
         except (SandboxError, ToolMissing, OSError) as exc:
             log.exception("sandbox failure")
-            scored = Scored(ScoreResult(status=Status.sandbox_error, message=f"{type(exc).__name__}: {exc}"))
+            scored = Scored(ScoreResult.infrastructure_failure(f"{type(exc).__name__}: {exc}", timings=timings))
         except Exception as exc:  # a bug of ours must not look like the model's fault
             log.exception("internal error while scoring")
-            scored = Scored(ScoreResult(status=Status.sandbox_error, message=f"internal error: {type(exc).__name__}"))
+            scored = Scored(
+                ScoreResult.infrastructure_failure(f"internal error: {type(exc).__name__}", timings=timings)
+            )
         result = self._finish(scored.result, prepared.request, start)
         if self.results is not None and result.status not in _NOT_CACHED and scored.cacheable:
             self.results.put(key, result)
