@@ -1,4 +1,5 @@
-"""Helpers shared by tests: processes left behind, files under a directory."""
+"""Helpers shared by tests: processes left behind, files under a directory, the time a scoring
+spent before its simulation ran."""
 
 from __future__ import annotations
 
@@ -29,3 +30,15 @@ def sandbox_processes(marker: Path) -> list[str]:
 
 def tree(path: Path) -> set[str]:
     return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+#: A scoring's timed steps before its simulation runs (ScoreResult.timings, ms): the request's
+#: checks, the toolchain probe (once per process: seconds on a loaded machine, so it falls to
+#: whichever test of an xdist worker scores first) and the build.
+BEFORE_RUN = ("prepare", "toolchain", "build")
+
+
+def seconds_before_run(result) -> float:
+    """Seconds ``result``'s scoring spent before its simulation started: a run time limit
+    does not bound them."""
+    return sum(result.timings.get(step, 0.0) for step in BEFORE_RUN) / 1000
