@@ -176,7 +176,14 @@ def test_queued_jobs_whose_messages_a_restart_lost_are_resent(tmp_path, shared_c
         d = svc.dispatcher
         reqs = [slow_tb(i, cycles=20_000) for i in range(3)]
         ids = d.submit_many(reqs)  # no worker yet: they stay queued
-        time.sleep(1.5)  # a reaper round has seen this Redis' run_id
+        # A reaper round (every second) must have seen this Redis' run_id, or the restart goes
+        # unnoticed (its first round after it sees only the new one): waited for, not slept on,
+        # since the reaper thread can be late on a loaded machine.
+        run_id = d.broker.info("server")["run_id"]
+        deadline = time.monotonic() + 30
+        while d._run_id != run_id:
+            assert time.monotonic() < deadline, "no reaper round saw the Redis run_id in 30 s"
+            time.sleep(0.05)
         assert d.broker.llen(QUEUE) == 3
         d.broker.delete(QUEUE)  # the messages are lost, the markers and request copies are not
         server.restart()
