@@ -1,9 +1,10 @@
-"""First-run polish (issue 13 point 5): README commands name files that ship, start services with
+"""First-run polish: README commands name files that ship, start services with
 a wait loop and work on Compose v1 and v2; the CLI's piped output keeps table words whole,
 boolean options show as flags, and a result's timings account for its total."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -176,6 +177,26 @@ def test_timings_account_for_the_total_including_the_auto_decision(tmp_path):
     again = engine.score(request)  # decided: the stage is a file read now
     rest = again.timings["total"] - sum(v for k, v in again.timings.items() if k not in ("build", "run", "total"))
     assert again.timings["auto_check"] < 100 and 0 <= rest < 50, again.timings
+
+
+@pytest.mark.slow
+def test_python_example_runs_as_written(shared_cache_dir):
+    """The README's Python block, pasted into python at the checkout's root, scores the shipped
+    Attenuator files (it read `rtl` and `tb` that it never defined)."""
+    (code,) = re.findall(r"```python\n(.*?)```", README, re.S)
+    report = "\nimport json\nprint(json.dumps({'passed': result.passed, 'metrics': sorted(result.coverage.metrics)}))\n"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REWARD_SERVICE_")}
+    env = {**base, "REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "REWARD_SERVICE_RESULT_CACHE": "false"}
+    run = subprocess.run(
+        [sys.executable, "-c", code + report], capture_output=True, text=True, cwd=REPO, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    printed, extra = run.stdout.strip().splitlines()[-2:]
+    status, reward, overall = printed.split()
+    assert status.endswith("ok") and float(reward) == pytest.approx(1.0 + float(overall)), printed
+    details = json.loads(extra)
+    assert details["passed"] is (float(overall) >= 0.9)  # the snippet's target: overall 90 %
+    assert details["metrics"] == ["branch", "expr", "line", "toggle"]
 
 
 def test_layout_lists_every_top_level_module_and_package():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO, STIMULUS, cid012_rows, live_server, rtl_files
+from conftest import CID012, REPO, STIMULUS, cid012_rows, live_server, rtl_files
 from test_workers import Service
 from test_workers import redis_server as redis_server  # a module fixture (private redis-server), re-exported for pytest
 
@@ -431,6 +431,46 @@ def test_rescore_report_html_shows_the_reports_numbers(tmp_path, shared_cache_di
     assert cells[7] == f"{100 * report['mean_coverage']:.2f}"
     row = dom.stdout.split('id="problem-cvdp_copilot_Attenuator_0011"', 1)[1].split("</tr>", 1)[0]
     assert f"{100 * report['by_problem']['cvdp_copilot_Attenuator_0011']['mean_coverage']:.2f}" in row
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_eval_cvdp_report_html_shows_the_reports_numbers(tmp_path, shared_cache_dir):
+    """examples/rescore/cid012_completions.jsonl: `eval-cvdp --report-html` beside --report-json;
+    the page Chromium renders shows the JSON report's Pass@1 and mean coverage per setting
+    (non-agentic, agentic) and per problem, and the metric mapping's code spans as code (the
+    Markdown report's backticks were shown as such)."""
+    env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    page, data = tmp_path / "cvdp.html", tmp_path / "cvdp.json"
+    command = ["eval-cvdp", "--problems", str(CID012), "--completions", "examples/rescore/cid012_completions.jsonl"]
+    command += ["--out", str(tmp_path / "r.jsonl"), "--report-json", str(data), "--report-html", str(page), "-q"]
+    run = subprocess.run(
+        [sys.executable, "-m", "reward_service", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(data.read_text())
+    assert report["scored"] == 4 and report["status_counts"] == {"ok": 4}
+    dom = chromium(page, "--dump-dom")
+    assert dom.returncode == 0
+    rows = {}
+    for row in re.findall(r'<tr id="(group-\d+|problem-[^"]+)">(.*?)</tr>', dom.stdout, re.S):
+        rows[row[0]] = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row[1], re.S)]
+    groups = {cells[0]: cells for key, cells in rows.items() if key.startswith("group-")}
+    for name, g in [("all", report), *report["by_kind"].items()]:
+        assert groups[name][1:4] == [str(g["problems"]), str(g["samples"]), str(g["passed"])], name
+        assert groups[name][4:6] == [f"{100 * g['pass@1']:.2f}", f"{100 * g['mean_coverage']:.2f}"], name
+    assert set(report["by_kind"]) == {"non-agentic", "agentic"}
+    for pid, p in report["by_problem"].items():
+        cells = rows[f"problem-{pid}"]
+        assert cells[0] == pid and f"{100 * p['mean_coverage']:.2f}" in cells
+    assert "`line`" in report["metric_mapping"]
+    mapping = dom.stdout.split('id="metric-mapping">', 1)[1].split("</p>", 1)[0]
+    assert "<code>line</code>" in mapping and "`" not in mapping
 
 
 # -- through Celery workers ---------------------------------------------------------------------
