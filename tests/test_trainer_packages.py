@@ -5,12 +5,15 @@ here, and OpenRLHF 0.11.2's ``SingleTurnAgentExecutor`` (remote reward URL and P
 reward) against the live embedded service. Rewards must be 1 + overall coverage from the
 shared cases' expected.json (bare simulator runs) for the testbenches and the chorus failure
 value for an answer without code. slime is not on PyPI (docs/trainers.md): its shape test is in
-test_adapters.py. scripts/install.sh installs verl and puts OpenRLHF's wheel (no dependencies:
-its pins need CUDA builds) in $REWARD_SERVICE_TRAINER_PACKAGES."""
+test_adapters.py, and with $REWARD_SERVICE_SLIME_SRC naming a slime checkout (its `slime`
+package folder's parent) the adapters also run through slime's own rm_hub. scripts/install.sh
+installs verl and puts OpenRLHF's wheel (no dependencies: its pins need CUDA builds) in
+$REWARD_SERVICE_TRAINER_PACKAGES."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import sys
@@ -34,6 +37,15 @@ from reward_service.reward import shape_reward
 from reward_service.settings import Settings
 
 sys.path.append(os.environ.get("REWARD_SERVICE_TRAINER_PACKAGES", "/opt/reward-service/trainer-packages"))
+if os.environ.get("REWARD_SERVICE_SLIME_SRC"):  # slime from a git checkout: it is not on PyPI
+    sys.path.append(os.environ["REWARD_SERVICE_SLIME_SRC"])
+
+
+def _has_slime() -> bool:
+    try:
+        return importlib.util.find_spec("slime.rollout.rm_hub") is not None
+    except ImportError:  # no `slime`, or PyPI's unrelated one
+        return False
 
 
 PROBLEMS = ["cvdp_copilot_Attenuator_0011", "cvdp_copilot_gray_to_binary_0014"]
@@ -245,3 +257,34 @@ def test_openrlhf_swallows_a_failed_reward(tokenizer):
     engine = OneAnswerEngine([tokenizer(NO_CODE)["input_ids"]])
     out = asyncio.run(SingleTurnAgentExecutor(down).execute(PROMPT, PROBLEMS[0], params, 4096, tokenizer, engine))
     assert out["reward"] is None and out["scores"] is None
+
+
+# -- slime --------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_slime(), reason="slime is not on PyPI: set REWARD_SERVICE_SLIME_SRC to a slime checkout")
+def test_slime_rm_hub(service):
+    """slime's own reward entry points: `async_rm` per sample and `batched_async_rm` per group,
+    each loading our function from --custom-rm-path, on slime's Sample. Skipped without a slime
+    checkout (PyPI's `slime` is an unrelated package)."""
+    from slime.rollout import rm_hub
+    from slime.utils.types import Sample
+
+    samples = [
+        Sample(prompt=PROMPT, response=text, label=pid, index=i, group_index=i // 3)
+        for i, (pid, text, _) in enumerate(SAMPLES)
+    ]
+    expected = [e for _, _, e in SAMPLES]
+    args = SimpleNamespace(
+        custom_rm_path="reward_service.adapters.slime.reward_func", rm_type=None, reward_service_url=service
+    )
+
+    async def per_sample():
+        return await asyncio.gather(*[rm_hub.async_rm(args, s) for s in samples])
+
+    assert asyncio.run(per_sample()) == pytest.approx(expected, abs=1e-6)
+    grouped = SimpleNamespace(**{**vars(args), "custom_rm_path": "reward_service.adapters.slime.batched_reward_func"})
+
+    async def per_group():
+        return await asyncio.gather(*[rm_hub.batched_async_rm(grouped, samples[i : i + 3]) for i in range(0, 6, 3)])
+
+    assert [r for group in asyncio.run(per_group()) for r in group] == pytest.approx(expected, abs=1e-6)
