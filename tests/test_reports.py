@@ -281,6 +281,24 @@ def test_html_report_groups_toggle_bits_per_signal(engine, tmp_path):
     check_page_in_browser(result, page, expected(ARBITER, "weak"))
 
 
+@needs_chromium
+def test_html_report_lists_uncovered_expression_terms(ring_fast, tmp_path):
+    """ring_token_0004 good.sv leaves one of its 3 expression terms uncovered (expected.json): the
+    rendered page lists that term under its source line, whose expr cell counts it as missed."""
+    want = expected(RING, "good")["expr"]
+    missing = [p for p in ring_fast.detail.points if p.metric == "expr" and not p.covered]
+    assert len(missing) == want["total"] - want["covered"] == 1
+    (term,) = missing
+    page = html_report.write(ring_fast, tmp_path / "report")
+    dom = chromium(page, "--dump-dom")
+    assert dom.returncode == 0
+    anchor = f"f{sorted(ring_fast.detail.sources).index(term.file)}-L{term.line}"
+    row, below = dom.stdout.split(f'<tr id="{anchor}"', 1)[1].split("</tr>", 2)[:2]
+    on_line = [p for p in ring_fast.detail.points if p.metric == "expr" and (p.file, p.line) == (term.file, term.line)]
+    assert f"expr: {sum(p.covered for p in on_line)} of {len(on_line)} covered" in row
+    assert 'class="missed"' in below and html.escape(f"expr: {term.detail}", quote=False) in below
+
+
 # -- the CLI -----------------------------------------------------------------------------------
 @needs_genhtml
 @needs_chromium
