@@ -182,16 +182,20 @@ class Service:
         self.log_dir = log_dir
         self.workers: list[Worker] = []
 
-    def env(self) -> dict[str, str]:
+    def env(self, **settings) -> dict[str, str]:
+        """The environment of a worker: the service's settings, ``settings`` overriding them."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("REWARD_SERVICE_", "CELERY_"))}
         for var in ("REWARD_SERVICE_CASES", "REWARD_SERVICE_COCOTB19_VENV"):
             if var in os.environ:
                 env[var] = os.environ[var]
-        env.update({f"REWARD_SERVICE_{k.upper()}": v for k, v in self.env_settings.items()})
+        merged = {**self.env_settings, **{k: str(v) for k, v in settings.items()}}
+        env.update({f"REWARD_SERVICE_{k.upper()}": v for k, v in merged.items()})
         return env
 
-    def start(self, name: str, concurrency: int = 1) -> Worker:
-        worker = Worker(name, self.env(), self.log_dir, concurrency)
+    def start(self, name: str, concurrency: int = 1, **settings) -> Worker:
+        """Start a worker and wait for its ping; ``settings`` are this worker's own (e.g. its
+        time limits, or a broker URL that reaches Redis another way)."""
+        worker = Worker(name, self.env(**settings), self.log_dir, concurrency)
         self.workers.append(worker)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -288,7 +292,8 @@ def test_time_limits_derive_from_request_maxima_and_visibility_exceeds_hard_limi
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
     assert conf["worker_prefetch_multiplier"] == 1
     assert conf["broker_transport_options"]["visibility_timeout"] == vis
-    assert conf["result_backend"] == conf["broker_url"] == "redis://h:1/2"
+    assert conf["broker_url"] == "redis://h:1/2"
+    assert conf["result_backend"] == "reward_service.dispatch.contract:ResultBackend+redis://h:1/2"
     assert conf["task_serializer"] == conf["result_serializer"] == "json"
     with pytest.raises(ValueError, match="visibility_timeout_s"):
         time_limits(Settings(task_soft_time_limit_s=10, task_time_limit_s=20, visibility_timeout_s=15))
@@ -340,6 +345,45 @@ def test_a_failed_tasks_message_names_its_exception_and_arguments():
         result = result_from_meta({"status": "FAILURE", "result": backend.prepare_exception(exc)})
         assert result.status == "sandbox_error" and result.reward is None
         assert result.message == f"the worker task failed: {what}"
+
+
+def test_the_result_backend_never_replaces_a_success(redis_server):
+    """Both apps' result backend (a real Redis): a FAILURE, a RETRY or another SUCCESS stored
+    over a SUCCESS leaves it, each write checked in Redis itself (the guard Celery runs before
+    writing is a separate read); over anything else a write lands, with its own expiry, and is
+    published as Celery's Redis backend publishes it."""
+    import redis
+
+    from reward_service.dispatch.celery import ClientRedisBackend
+    from reward_service.dispatch.contract import ResultBackend, backend_spec, make_app
+
+    url = f"{redis_server}/14"
+    settings = Settings(broker_url=url, result_expires_s=600)
+    worker_app = make_app(settings, set_as_current=False)
+    assert type(worker_app.backend) is ResultBackend
+    client = redis.Redis.from_url(url)
+    client_app = make_app(settings, set_as_current=False, backend=backend_spec(settings, ClientRedisBackend))
+    for backend in (worker_app.backend, client_app.backend):
+        job = f"{type(backend).__name__}-job"
+        key = backend.get_key_for_task(job)
+        listener = client.pubsub()
+        listener.subscribe(key)
+        backend._set(key, backend.encode({"status": "RETRY", "result": None}), None)
+        assert backend.decode(client.get(key))["status"] == "RETRY" and 0 < client.ttl(key) <= 600
+        backend._set(key, backend.encode({"status": "SUCCESS", "result": {"status": "ok"}}), None)
+        for state in ("FAILURE", "RETRY", "SUCCESS"):
+            backend._set(key, backend.encode({"status": state, "result": {"status": "sandbox_error"}}), 5)
+        assert backend.decode(client.get(key)) == {"status": "SUCCESS", "result": {"status": "ok"}}
+        assert client.ttl(key) > 5
+        published = []
+        while (message := listener.get_message(timeout=1)) is not None:
+            if message["type"] == "message":
+                published.append(backend.decode(message["data"])["status"])
+        assert published == ["RETRY", "SUCCESS"]  # only what was stored
+        listener.close()
+        client.delete(key)  # deleted (a sandbox_error re-run): the next write lands
+        backend.store_result(job, {"status": "ok"}, "SUCCESS")
+        assert backend.get_task_meta(job)["status"] == "SUCCESS"
 
 
 # ---------------------------------------------------------------------------------------------

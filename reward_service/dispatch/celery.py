@@ -26,7 +26,6 @@ import time
 from typing import Any
 
 import redis
-from celery.backends.redis import RedisBackend
 
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
 from reward_service.dispatch.contract import (
@@ -37,6 +36,8 @@ from reward_service.dispatch.contract import (
     TASK_NAME,
     UNACKED_KEY,
     JobKeys,
+    ResultBackend,
+    backend_spec,
     backend_url,
     broker_url,
     encode_result,
@@ -64,18 +65,14 @@ _JOB_ID = re.compile(r"^[0-9a-f]{64}$")
 _POLL_S = 1.0
 
 
-class ClientRedisBackend(RedisBackend):
-    """Celery's Redis result backend minus the pub/sub subscription it opens for every sent
-    task (``on_task_call``): the dispatcher reads results itself (see the module doc)."""
+class ClientRedisBackend(ResultBackend):
+    """The service's result backend (it never replaces a stored SUCCESS either: the reaper's
+    :meth:`CeleryDispatcher.finish` stores with it) minus the pub/sub subscription Celery's Redis
+    backend opens for every sent task (``on_task_call``): the dispatcher reads results itself
+    (see the module doc)."""
 
     def on_task_call(self, producer, task_id):
         return None
-
-
-def _client_backend_url(url: str) -> str:
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        return f"{__name__}:ClientRedisBackend+{url}"
-    return url
 
 
 class CeleryDispatcher(Dispatcher):
@@ -92,7 +89,7 @@ class CeleryDispatcher(Dispatcher):
             self.settings,
             main="reward_service-client",
             set_as_current=False,
-            backend=_client_backend_url(backend_url(self.settings)),
+            backend=backend_spec(self.settings, ClientRedisBackend),
         )
         # the backend's pure helpers only (key names, decoding): safe across threads
         self._meta_key = meta_key_of(self.app)

@@ -30,6 +30,7 @@ import kombu.exceptions
 import redis
 from celery import Celery
 from celery.backends.base import BaseKeyValueStoreBackend
+from celery.backends.redis import RedisBackend
 
 from reward_service.cache import content_hash
 from reward_service.dispatch.base import BrokerUnavailable
@@ -94,7 +95,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     soft, hard, visibility = time_limits(settings)
     return {
         "broker_url": broker_url(settings),
-        "result_backend": backend_url(settings),
+        "result_backend": backend_spec(settings),
         "broker_connection_retry_on_startup": True,
         # Redis has no acknowledgements: a delivered, unacknowledged job goes back to the queue
         # after the visibility timeout. Sweep for such jobs often enough for the timeout to matter.
@@ -122,6 +123,65 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": False,
         "task_send_sent_event": False,
     }
+
+
+#: KEYS: a result's meta key; ARGV: the encoded meta, its TTL in s (0: none). Stores the meta and
+#: publishes it (what Celery's RedisBackend._set does) unless the key holds a SUCCESS: 1 when
+#: stored, 0 when the SUCCESS was kept.
+_SET_UNLESS_SUCCESS = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local ok, meta = pcall(cjson.decode, current)
+  if ok and type(meta) == 'table' and meta['status'] == 'SUCCESS' then return 0 end
+end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('SETEX', KEYS[1], ARGV[2], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+redis.call('PUBLISH', KEYS[1], ARGV[1])
+return 1
+"""
+
+
+class ResultBackend(RedisBackend):
+    """The service's result backend: Celery's Redis backend whose writes never replace a stored
+    SUCCESS.
+
+    Celery already means to keep a SUCCESS: ``BaseKeyValueStoreBackend._store_result`` reads the
+    stored state and stores nothing over a SUCCESS (so that "a lost task" does not "overwrite
+    the last successful result", its comment says). The read and the write are two commands:
+    a copy of a job whose lease lapsed (a stalled worker, which the reaper requeued) reads
+    "no result" at its hard time limit, and its FAILURE lands after the requeued copy stored its
+    SUCCESS, replacing it. Here the check and the write are one Lua call. A stored result is
+    replaced only after the dispatcher deleted it (a ``sandbox_error`` re-run: ``_RERUN_CLAIM``
+    in :mod:`reward_service.dispatch.celery`).
+
+    The apps' ``result_backend`` names it in front of the Redis URL (:func:`backend_spec`):
+    Celery reads a backend setting as ``<backend>+<url>`` (the form its configuration guide
+    gives the database backend, ``db+postgresql://...``,
+    https://docs.celeryq.dev/en/stable/userguide/configuration.html#database-url-examples), and
+    ``<backend>`` may be a class's name (the app reference, ``backend``: "the result store
+    backend class, or the name of the backend class to use",
+    https://docs.celeryq.dev/en/stable/reference/celery.html#celery.Celery)."""
+
+    #: Seconds a result is kept (``result_expires``), set by Celery's ``Backend.__init__``;
+    #: declared for the type checker (celery-types leaves it out).
+    expires: int | None
+
+    def _set(self, key: str | bytes, value: str | bytes, expires: int | None = None) -> None:
+        ttl = self.expires if expires is None else expires
+        script = self.client.register_script(_SET_UNLESS_SUCCESS)
+        script(keys=[key], args=[value, int(ttl or 0)])
+
+
+def backend_spec(settings: Settings, backend: type[ResultBackend] = ResultBackend) -> str:
+    """The ``result_backend`` of the apps: the URL (:func:`backend_url`) with ``backend``'s
+    class named in front (``module:Class+redis://...``), so Celery builds that class."""
+    url = backend_url(settings)
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"the result backend must be Redis (redis://, rediss://, unix://), not {url!r}")
+    return f"{backend.__module__}:{backend.__qualname__}+{url}"
 
 
 def make_app(
