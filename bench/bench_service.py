@@ -13,7 +13,7 @@ One run takes N samples from the stimulus cases (``../shared/cases/stimulus``: p
 * celery: a private ``redis-server``, ``python -m workers`` (one process per core) and the API
   with ``REWARD_SERVICE_BROKER_URL``; the same load;
 * compose: the docker-compose.yml stack (Redis, API and ``--compose-workers`` worker
-  containers; every simulation step in its own sim container through the Docker socket), images
+  containers; every simulation step in a fresh bubblewrap sandbox inside its worker container), images
   from ``scripts/build_images.sh``; the same load.
 
 Every mode first runs untimed warm-up passes of the same N samples (``--warmup``, default 2:
@@ -28,7 +28,7 @@ See bench/README.md.
     python bench/bench_service.py --mode embedded --samples 6 --simulator verilator --json /tmp/svc.json
     python bench/bench_service.py --mode compose --samples 12 --simulator icarus
 
-``--mode compare`` (issue 10) scores one batch in the embedded server and in the compose stack in
+``--mode compare`` scores one batch in the embedded server and in the compose stack in
 one run and compares them: every case × testbench × ``--seeds`` seeds (8 × 3 × 4 = 96 on the
 stimulus cases), ``engine: auto``, Verilator as the reference; both services up at once,
 per mode ``--warmup`` untimed batches, then one timed batch each (throughput), then single

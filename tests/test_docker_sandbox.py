@@ -657,7 +657,7 @@ def test_reaper_entry_point_runs(client):
 
 @pytest.mark.slow
 def test_randomize_reaches_the_image_solver(engine, docker_engine):
-    """Constrained random (issue 9.1) in the simulation image: z3 is there, every randomize()
+    """Constrained random in the simulation image: z3 is there, every randomize()
     succeeds, the coverage equals bubblewrap's (reproducer: tests/verilator_designs/)."""
     from test_solver import RAND_TB, TXN, alu_request
 

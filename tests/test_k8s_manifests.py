@@ -1,4 +1,4 @@
-"""The Kubernetes manifests of deploy/k8s (issue 10 item 4). No cluster runs here: every object is
+"""The Kubernetes manifests of deploy/k8s. No cluster runs here: every object is
 validated strictly against the Kubernetes OpenAPI schemas (kubernetes-validate), then the parts
 the worker's sandbox depends on are checked: its pod security context (seccomp profile we ship,
 unmasked /proc in a pod user namespace, non-root, no capabilities), one worker process per pod
