@@ -127,7 +127,7 @@ async def escape(dut):
         cocotb.log.info("network blocked: %s", exc)
     cocotb.log.info("uid=%d", os.getuid())
 """
-    r = isolated.score(cocotb_request(test_py))
+    r = isolated.score(cocotb_request(test_py, limits={"run_s": 120}))  # cocotb's start-up under load
     assert r.status == "ok" and r.tests and r.tests[0].passed
     assert "network blocked" in r.log and "NETWORK REACHED" not in r.log
     assert "uid=65534" in r.log

@@ -24,6 +24,10 @@ from reward_service.simulators.verilator import cocotb_build_args, cocotb_model_
 CVDP = ["cvdp_copilot_fixed_arbiter_0004", "cvdp_copilot_gray_to_binary_0014"]
 SIMS = ["icarus", pytest.param("verilator", marks=pytest.mark.slow)]
 METRICS = ["line", "branch", "toggle", "expr"]
+#: The run limit of a job unless a test sets its own: far above a run's length. cocotb's own
+#: start-up and shutdown alone made 9 s runs at a load of 7 and 16 s at 10 on 2 cores; the
+#: default limit (30 s) would turn such a run into a timeout.
+RUN_S = 120
 
 
 def make_job(
@@ -42,7 +46,7 @@ def make_job(
         root=root,
         design_files=list(design),
         stimulus_files=list(stimulus),
-        limits=Limits(**limits),
+        limits=Limits(**{"run_s": RUN_S, **limits}),
         sandbox=BwrapSandbox(),
         cache_dir=cache_dir,
         toplevel=toplevel,
@@ -184,13 +188,12 @@ def test_hdl_finish_while_awaiting_fails_not_hangs(tmp_path, shared_cache_dir, s
         "dut",
         "test_dut",
         shared_cache_dir,
-        run_s=120,
     )
     out = run_cocotb(job, simulator)
     assert not out.build_failed, log_of(out)
-    # Not a hang: the run ended by itself, before its limit, which is far above the run's own
-    # length: the test itself takes 0.01 s, but cocotb's start-up and shutdown made a 16 s run on
-    # a loaded 2-core machine (over the 15 s this once allowed of a 20 s limit).
+    # Not a hang: the run ended by itself, before its limit (RUN_S). The test itself takes 0.01 s;
+    # with cocotb's start-up and shutdown the run took 16 s on a loaded 2-core machine, over the
+    # 15 s this once allowed of a 20 s limit.
     assert not out.run.timed_out, out.run.duration_ms
     tests = parse_results_xml(out.results_xml)
     assert len(tests) == 1 and not tests[0].passed
