@@ -260,7 +260,7 @@ def rescore_cmd(
 
     Each finished sample is appended to --out at once; running the same command again skips the samples already there (and retries infrastructure failures), so an interrupted run continues. The Markdown summary goes to stdout. See docs/rescoring.md.
 
-      reward-service rescore --problems cid012.jsonl --completions samples.jsonl --out results.jsonl --report-json report.json
+      reward-service rescore --problems examples/cvdp/attenuator.jsonl --completions examples/rescore/completions.jsonl --k 1,2,4 --out /tmp/results.jsonl --report-json /tmp/report.json
     """
     opts = _Options(problems, completions, out, server, api_key, concurrency, parse_ks(k), quiet, verbose, no_cache)
     report, outcome, _ = _execute(opts)
@@ -302,7 +302,7 @@ def eval_cvdp_cmd(
 
     The table LLM4Cov (arXiv 2602.16953) and CHORUS (arXiv 2608.10090) report, with our open-source metric mapping stated. Runs the same resumable scoring as `rescore`.
 
-      reward-service eval-cvdp --completions samples.jsonl --n 5
+      reward-service eval-cvdp --completions examples/rescore/cid012_completions.jsonl --n 2 --out /tmp/cvdp-results.jsonl
     """
     if problems is None:
         cases = os.environ.get("REWARD_SERVICE_CASES")
