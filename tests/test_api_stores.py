@@ -302,14 +302,16 @@ def test_broker_outage_is_503_with_retry_after(monkeypatch, tmp_path):
     monkeypatch.setenv("REWARD_SERVICE_CACHE_DIR", str(tmp_path))
     get_settings.cache_clear()
     try:
-        client = TestClient(create_app(), raise_server_exceptions=False)
-        r = client.post(
-            "/v1/score?wait=1",
-            json={
-                "design": {"files": {"a.sv": "module a; endmodule"}},
-                "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; a u(); endmodule"}},
-            },
-        )
+        # as a context manager: the app's shutdown closes the dispatcher it built, whose lease
+        # reaper thread otherwise logged a failed round every second for the rest of the run
+        with TestClient(create_app(), raise_server_exceptions=False) as client:
+            r = client.post(
+                "/v1/score?wait=1",
+                json={
+                    "design": {"files": {"a.sv": "module a; endmodule"}},
+                    "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "module tb; a u(); endmodule"}},
+                },
+            )
         assert r.status_code == 503 and r.headers["Retry-After"] == "5"
         assert r.json() == {"detail": "the job queue is unavailable, retry later"}
     finally:
