@@ -181,10 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name in fell:
         print(f"  {name}: {rows[name]['fallback']}")
+    # Not fallbacks, but worth a Verilator run: a fast-path timeout or error on a testbench that
+    # Verilator finishes is a wrong reward that the rate above does not show.
+    suspect = [n for n, r in rows.items() if r["engine"] == "fast" and r["status"] not in ("ok", "compile_error")]
+    if suspect:
+        print(f"{len(suspect)} fast-path result(s) not ok (compare with --full or engine=verilator):")
+        for name in suspect:
+            print(f"  {name}: {rows[name]['status']}: {rows[name]['message'][:200]}")
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"rate_percent": rate, "fallbacks": len(fell), "testbenches": len(counted), "rows": rows}, indent=1
+                {
+                    "rate_percent": rate,
+                    "fallbacks": len(fell),
+                    "testbenches": len(counted),
+                    "fast_not_ok": suspect,
+                    "rows": rows,
+                },
+                indent=1,
             )
         )
     return 0 if rate <= args.max_rate else 1

@@ -20,7 +20,7 @@ from reward_service.sandbox import BwrapSandbox, SandboxError
 from reward_service.sandbox.toolchain import host_toolchain, versions
 from reward_service.sandbox.toolchain_probe import solver
 from reward_service.settings import Settings
-from reward_service.simulators.verilator import check_solver
+from reward_service.simulators.verilator import NO_SOLVER, check_solver
 
 DESIGNS = Path(__file__).parent / "verilator_designs"
 ALU = (DESIGNS / "alu.sv").read_text()
@@ -135,6 +135,20 @@ def test_missing_solver_is_a_sandbox_error(shared_cache_dir):
     result = missing.score(alu_request(RAND_TB))
     assert result.status == "sandbox_error" and result.reward is None
     assert "SMT solver" in result.message and "/nonexistent/z3" in result.message, result.message
+
+
+def test_a_toolchain_without_solver_never_runs_one(shared_cache_dir):
+    """A toolchain whose probe found no solver (its versions, so the result-cache key, name
+    none) while Verilator's default ``z3 --in`` is on the sandbox's PATH (as when the service's
+    VERILATOR_SOLVER names a missing executable): the run must not use that solver, since its
+    result would be stored under the key of a toolchain without one."""
+    assert shutil.which("z3"), "z3 is not installed (scripts/install.sh installs Debian's z3)"
+    without = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False), sandbox=SolverSandbox(None))
+    assert "smt-solver" not in versions(without.sandbox)
+    result = without.score(alu_request(RAND_TB))
+    assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
+    assert "SMT solver" in result.message and NO_SOLVER in result.message, result.message
+    assert not TXN.findall(result.log) or all(m[0] == "0" for m in TXN.findall(result.log))
 
 
 def test_result_of_a_toolchain_without_solver_is_never_served(engine, shared_cache_dir, tmp_path):

@@ -322,12 +322,20 @@ def first_cxx_error(build_log: str) -> str:
     return lines[-1].strip()[:300] if lines else "(no output)"
 
 
+#: VERILATOR_SOLVER of a run whose toolchain has no SMT solver: a command that cannot start, so
+#: that randomize() cannot find a solver the toolchain identity does not list (Verilator's default
+#: ``z3 --in`` may still be on the sandbox's PATH when the probe found none, e.g. when the
+#: service's VERILATOR_SOLVER names a missing executable); :func:`check_solver` reports the failure.
+NO_SOLVER = "rs-toolchain-has-no-smt-solver"
+
+
 def solver_env(job: Job) -> dict[str, str]:
     """VERILATOR_SOLVER for a simulation: the sandbox's SMT solver (its probed absolute path),
-    which constrained ``randomize()`` runs; empty when the toolchain found none (Verilator then
-    tries ``z3 --in`` on PATH and :func:`check_solver` reports the failure)."""
+    which constrained ``randomize()`` runs; :data:`NO_SOLVER` when the toolchain found none (the
+    result-cache key holds the solver's version only when there is one: a run must not use a
+    solver its key does not name)."""
     solver = job.sandbox.toolchain().solver
-    return {"VERILATOR_SOLVER": solver} if solver else {}
+    return {"VERILATOR_SOLVER": solver or NO_SOLVER}
 
 
 #: verilated_random.cpp's lines when randomize() could not use the solver at all: the child could
