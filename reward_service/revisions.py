@@ -17,7 +17,7 @@ ENGINE_REVISION = "4"
 #: ``auto`` decisions).
 FASTCOV_VERSION = "3"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "6"
+PROVER_REVISION = "7"
 
 
 def results_revision() -> dict[str, str]:

@@ -27,11 +27,14 @@ from reward_service.formal.prover import prove
 
 CODE = ("line", "branch", "toggle", "expr")
 
-#: item -> points its design's proof calls unreachable
+#: item -> points its design's proof calls unreachable (expression points included: bcd_adder's
+#: two ``add_sub ?`` conditions, tied to 0 by its top; multiplexer's ``HAS_DEFAULT && ...`` with
+#: the parameter 0; load_store_unit's ``!two_transactions`` = 0 in an ``else if`` reached only
+#: with ``two_transactions`` 0)
 ITEMS: dict[str, int] = {
     "cvdp_agentic_axi4lite_to_pcie_config_0005": 105,
-    "cvdp_agentic_bcd_adder_0004__rtl_from__cvdp_agentic_bcd_adder_0011": 5,
-    "cvdp_agentic_bcd_adder_0011": 5,
+    "cvdp_agentic_bcd_adder_0004__rtl_from__cvdp_agentic_bcd_adder_0011": 7,
+    "cvdp_agentic_bcd_adder_0011": 7,
     "cvdp_agentic_cic_decimator_0001__rtl_from__cvdp_agentic_cic_decimator_0004": 2,
     "cvdp_agentic_cic_decimator_0004": 2,
     "cvdp_agentic_csr_using_apb_interface_0001__rtl_from__cvdp_agentic_csr_using_apb_interface_0010": 16,
@@ -39,8 +42,8 @@ ITEMS: dict[str, int] = {
     "cvdp_agentic_door_lock_0001__rtl_from__cvdp_agentic_door_lock_0003": 1,
     "cvdp_agentic_door_lock_0005": 1,
     "cvdp_agentic_fixed_arbiter_0004": 1,
-    "cvdp_agentic_multiplexer_0001__rtl_from__cvdp_agentic_multiplexer_0003": 1,
-    "cvdp_agentic_multiplexer_0003": 1,
+    "cvdp_agentic_multiplexer_0001__rtl_from__cvdp_agentic_multiplexer_0003": 2,
+    "cvdp_agentic_multiplexer_0003": 2,
     "cvdp_agentic_nbit_swizzling_0001__rtl_from__cvdp_agentic_nbit_swizzling_0005": 1,
     "cvdp_agentic_sorter_0007": 6,
     "cvdp_agentic_ttc_lite_0001__rtl_from__cvdp_agentic_ttc_lite_0007": 32,
@@ -55,7 +58,7 @@ ITEMS: dict[str, int] = {
     "cvdp_copilot_encoder_8b10b_0023": 67,
     "cvdp_copilot_gcd_0033": 2,
     "cvdp_copilot_gf_multiplier_0045": 9,
-    "cvdp_copilot_load_store_unit_0016": 41,
+    "cvdp_copilot_load_store_unit_0016": 42,
     "cvdp_copilot_mem_allocator_0006": 2,
     "cvdp_copilot_montgomery_0006": 24,
     "cvdp_copilot_ring_token_0009": 1,

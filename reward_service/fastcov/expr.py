@@ -28,6 +28,7 @@ Point model (Verilator 5.48, V3Coverage.cpp; details and the checks against real
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,14 +141,38 @@ class ExprKind:
                 )
         walker.flush()
 
+    def instrument_formal(self, unit: ModuleUnit, why_not: Callable[[Flag, Any], str | None]) -> dict[str, str]:
+        """The formal model's output mode (:mod:`reward_service.formal.model`): the same points
+        and the same checks in the same places, without simulation-only constructs. A check
+        sets its flag directly (``if (terms) flag = 1'b1;``): in a combinational procedure too
+        (no pending bits, no ``#0`` companion: a formal step sees settled values only), and
+        for a continuous assignment in an ``always @(*)`` after it. Checks that have no such
+        place are left out and their flags named with the reason (never proved): a loop's own
+        list (counted after the step, from a function in the loop condition), a function or
+        task, a flag counted in several places (one driver per flag), and whatever
+        ``why_not(flag, anchor)`` refuses. Returns flag name -> reason for those."""
+        if unit.body is None:
+            raise Unsupported(f"{unit.file}: module {unit.name} could not be elaborated for expression coverage")
+        walker = _Walker(unit, formal=True)
+        walker.scope(unit.body, ())
+        for body in other_bodies(unit):
+            other = _Walker(unit, dry=True)
+            other.scope(body, ())
+            if {key for key, _ in other.points} != {key for key, _ in walker.points}:
+                raise Unsupported(
+                    f"{unit.file}: module {unit.name} has other expression points with other parameter values"
+                )
+        return walker.flush_formal(why_not)
+
 
 KIND = ExprKind()
 
 
 class _Walker:
-    def __init__(self, unit: ModuleUnit, dry: bool = False) -> None:
+    def __init__(self, unit: ModuleUnit, dry: bool = False, formal: bool = False) -> None:
         self.u = unit
         self.dry = dry  # only list the points (another parameter set's copy)
+        self.formal = formal  # the formal model's output mode (ExprKind.instrument_formal)
         self.off = _off_regions(unit.source.data)
         self.genvars: dict[Any, int] = {}
         self.low = Lowering(self._text, lambda tok: tok, lambda node: unit.location(node)[0], self.genvars)
@@ -216,7 +241,11 @@ class _Walker:
             self.timing(body.timing)
             comb = pb.procedureKind.name == "Always" and _level_sensitive(body.timing)
             body = body.stmt
-        self.settle = _Settle(len(self.settles), pb.syntax, body.syntax, _in_generate(pb.syntax)) if comb else None
+        self.settle = (
+            _Settle(len(self.settles), pb.syntax, body.syntax, _in_generate(pb.syntax))
+            if comb and not self.formal
+            else None
+        )
         self.stmt(body, _State(), self._list_end(body), guard)
         if self.settle is not None and self.settle.pending:
             self.settles.append(self.settle)
@@ -463,6 +492,39 @@ class _Walker:
                     self.u.prepend(ret, text)
         for settle in self.settles:
             settle.commit(self.u)
+
+    def flush_formal(self, why_not: Callable[[Flag, Any], str | None]) -> dict[str, str]:
+        """:meth:`flush` for the formal model (see :meth:`ExprKind.instrument_formal`)."""
+        placed: dict[str, list[_Target]] = {}
+        for t in self.targets:
+            for _, group in t.checks:
+                for c in group:
+                    placed.setdefault(c.flag, []).append(t)
+        reasons: dict[str, str] = {}
+        for flag in self.flags.values():
+            targets = list({id(t): t for t in placed.get(flag.set, [])}.values())
+            why = None
+            if len(targets) != 1:
+                why = "counted in several places" if targets else "never counted"
+            elif targets[0].how in ("for", "dowhile"):
+                why = "in a loop's own statement list (counted after its step)"
+            elif targets[0].how == "func":
+                why = "in a function or task"
+            why = why or why_not(flag, targets[0].anchor)
+            if why:
+                reasons[flag.name] = why
+        skip = {self.flags[k].set for k in self.flags if self.flags[k].name in reasons}
+        for t in self.targets:
+            kept = [(g, tuple(c for c in group if c.flag not in skip)) for g, group in t.checks]
+            kept = [(g, group) for g, group in kept if group]
+            if not kept:
+                continue
+            text = _guarded(kept)
+            if t.how == "append":
+                self.u.append(t.anchor, text)
+            elif t.how == "comb":
+                self.u.insert_after(t.anchor, f" always @(*) begin {text} end")
+        return reasons
 
     def loop_checks(self, t: _Target) -> None:
         """A ``for``/``do-while`` loop's own checks. Verilator runs them after the step (every

@@ -11,6 +11,16 @@ processes, no emulation rewrites. Instead
   latch that ``async2sync`` turns into a sticky register too. Either way the flag is 1 in a
   reachable state iff the point was counted at some evaluation, and "the flag is never 1" is the
   property whose proof makes the point unreachable;
+- each ``expr`` point (a term combination of a condition, as :mod:`reward_service.fastcov.expr`
+  enumerates them) gets a flag of the same kind, set by the fast path's own check
+  (``if (<terms>) flag = 1'b1;``) at the place Verilator counts the point: the end of the
+  statement list that holds the condition (sticky in a clocked block, a latch made sticky in a
+  combinational one), or an ``always @(*)`` after a continuous assignment (every evaluation).
+  The fast path's simulation-only companions (``#0`` settling, pending bits, loop-condition
+  functions) are not used: a formal step evaluates on settled values. Checks without such a
+  place are left out (their points never proved): a loop's own statement list, a function or
+  task, a generate block, and in a procedure with an asynchronous reset everything outside
+  the ``else`` arm of its reset test (that procedure also runs at the reset edge);
 - each toggle signal (scalar or plain vector at module level) gets two ``(* keep *)`` wires, the
   signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
   unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
@@ -29,9 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyslang import ast, syntax
+from pyslang.parsing import Token
 
 from reward_service import hdl
 from reward_service.fastcov.blocks import BlocksKind
+from reward_service.fastcov.expr import ExprKind
 from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
 from reward_service.fastcov.toggle import ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
@@ -71,10 +83,12 @@ class FormalModel:
     notes: list[str] = field(default_factory=list)  # why some points have no property
 
 
-def build_model(design: dict[str, str], top: str | None = None) -> FormalModel:
+def build_model(design: dict[str, str], top: str | None = None, expr: bool = True) -> FormalModel:
     """Build the formal model of the DUT files ``design`` (name -> text). ``top``: the DUT's
-    top module (default: pyslang's single top instance). Raises :class:`Unsupported` when the
-    design cannot be modelled at all (then every point is undecided)."""
+    top module (default: pyslang's single top instance). ``expr=False``: expression points
+    get no check (all undecided; the prover's fallback when yosys cannot read the checks).
+    Raises :class:`Unsupported` when the design cannot be modelled at all (then every point
+    is undecided)."""
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}
     if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
         raise Unsupported("`include in the design is not modelled")
@@ -107,17 +121,26 @@ def build_model(design: dict[str, str], top: str | None = None) -> FormalModel:
             unit.add_point = recording  # type: ignore[method-assign]
             BlocksKind().instrument(unit)
             several = bool(unit.body is not None and _other_sets(unit))
+
+            def why_not(flag, anchor, _several=several):
+                return (
+                    _unmodelled(anchor)
+                    or ("in a generate block" if flag.scope else None)
+                    or ("module has several parameter sets" if _several else None)
+                )
+
+            expr_why = _expr_points(unit, anchors, why_not if expr else _not_asked, notes)
             removed = []
             kept = []
             for flag, anchor in zip(unit.flags, anchors):
                 key = (flag.spec.file, flag.spec.line, flag.spec.metric, flag.spec.comment)
-                why = (
-                    _unmodelled(anchor)
-                    or ("in a generate block" if flag.scope else None)
-                    or ("module has several parameter sets" if several else None)
-                )
+                if flag.spec.metric == "expr":  # its check is placed only where it is modelled
+                    why = expr_why.get(flag.name)
+                else:
+                    why = why_not(flag, anchor)
+                    if why:
+                        removed.append(flag.set)
                 if why:
-                    removed.append(flag.set)
                     notes.append(f"{key[0]}:{key[1]} {key[3]}: {why}")
                     points.append((key, ()))
                 else:
@@ -134,6 +157,84 @@ def build_model(design: dict[str, str], top: str | None = None) -> FormalModel:
         # of a combinational block is a latch, which yosys refuses in an always_comb
         files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
     return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes)
+
+
+def _not_asked(flag: Any, anchor: Any) -> str:
+    return "expression checks left out of the model"
+
+
+def _expr_points(unit: ModuleUnit, anchors: list[Any], why_not: Any, notes: list[str]) -> dict[str, str]:
+    """Add the module's expression points and their checks (the fast path's ``expr`` kind in
+    its formal output mode); flag name -> why a point has no check. A module whose points the
+    kind cannot enumerate gets none (the fast path falls back to Verilator for it: its points
+    are then Verilator's, never proved)."""
+    before = len(unit.flags)
+
+    def placed(flag: Any, anchor: Any) -> str | None:
+        return why_not(flag, anchor) or _async_reason(anchor)
+
+    try:
+        return ExprKind().instrument_formal(unit, placed)
+    except Unsupported as exc:
+        del unit.flags[before:]
+        del anchors[before:]
+        notes.append(f"{unit.file}: expression points of {unit.name}: {exc}")
+        return {}
+
+
+def _async_reason(anchor: Any) -> str | None:
+    """Why an expression check placed at ``anchor`` is not modelled in a procedure with an
+    asynchronous control (None: it is, or the procedure has none). Such a procedure also runs
+    at the control's edge, and yosys refuses a flag set there ("Multiple edge sensitive
+    events", a non-constant reset value), which would leave the whole design unproved. The
+    checks of the ``else`` arm of the top ``if (<reset test>)`` run at clock edges with the
+    reset inactive only: yosys makes their flags plain registers of the clock."""
+    proc = next((n for n in [anchor, *ancestors(anchor)] if n.kind in (_K.AlwaysBlock, _K.AlwaysFFBlock)), None)
+    if proc is None or proc.statement.kind != _K.TimingControlStatement:
+        return None
+    tokens = [t.rawText for t in _tokens(proc.statement.timingControl)]
+    edges = [(tokens[i], tokens[i + 1]) for i, t in enumerate(tokens[:-1]) if t in ("posedge", "negedge")]
+    if len(edges) < 2:
+        return None
+    why = "in a procedure with an asynchronous control, outside the else arm of its reset test"
+    if len(edges) > 2:
+        return why
+    stmt = proc.statement.statement
+    while stmt.kind == _K.SequentialBlockStatement and len(stmt.items) == 1:
+        stmt = stmt.items[0]
+    if stmt.kind != _K.ConditionalStatement or stmt.elseClause is None or len(stmt.predicate.conditions) != 1:
+        return why
+    cond = "".join(t.rawText for t in _tokens(stmt.predicate.conditions[0])).replace("(", "").replace(")", "")
+    if not any(cond in _reset_tests(name, edge) for edge, name in edges):
+        return why
+    inside = _span_key(stmt.elseClause)
+    if not any(_span_key(n) == inside for n in ancestors(anchor)):
+        return why
+    return None
+
+
+def _reset_tests(name: str, edge: str) -> set[str]:
+    """Texts (without parentheses and blanks) of a test that is true when ``name`` has its
+    active value for ``edge`` (``negedge rst_n``: ``!rst_n``, ``rst_n == 1'b0``, ...)."""
+    value = "0" if edge == "negedge" else "1"
+    tests = {f"{name}{op}{c}" for op in ("==", "===") for c in (value, f"1'b{value}", f"1'd{value}", f"1'h{value}")}
+    return tests | ({f"!{name}", f"~{name}"} if edge == "negedge" else {name})
+
+
+def _tokens(node: Any):
+    for child in node:
+        if child is None:
+            continue
+        if isinstance(child, Token):
+            if child.rawText:
+                yield child
+        else:
+            yield from _tokens(child)
+
+
+def _span_key(node: Any) -> tuple:
+    rng = node.sourceRange
+    return (rng.start.offset, rng.end.offset)
 
 
 def _other_sets(unit: ModuleUnit) -> list[Any]:
