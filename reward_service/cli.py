@@ -5,23 +5,26 @@ Runs embedded (no Redis, no Docker): simulations run in the bubblewrap sandbox o
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import posixpath
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 try:
     import typer
     from rich.console import Console
     from rich.table import Table
+    from typer.core import TyperCommand, TyperGroup
 except ModuleNotFoundError as exc:  # the bare install is the client (pyproject): no CLI packages
     raise SystemExit(
         f"the reward-service command needs the server install (pip install '.[server]' from a "
         f"checkout, or scripts/install.sh); this is a client-only install ({exc})"
     ) from None
 
-from reward_service.console import make_console
+from reward_service.console import make_console, pipe_width, print_table
 from reward_service.models import ScoreResult, Simulator, Status
 
 
@@ -37,19 +40,64 @@ class EngineChoice(str, enum.Enum):
     auto = "auto"
 
 
+def _flags_as_flags(params: list[Any]) -> list[Any]:
+    """``params`` with every flag (``--help`` included) given an empty metavar: typer 0.29's rich
+    help prints each option's type after it (``<bool>``), which for a flag reads as if it took a
+    value (``--json <bool>``)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+@contextlib.contextmanager
+def _help_width() -> Iterator[None]:
+    """Lay out --help for :data:`~reward_service.console.PIPE_WIDTH` columns when stdout is not a
+    terminal and ``COLUMNS`` is unset (rich's 80 would wrap the examples and option texts
+    mid-phrase). typer sizes its help console by ``rich_utils.MAX_WIDTH`` (its ``TERMINAL_WIDTH``
+    setting, which still wins when set)."""
+    from typer import rich_utils
+
+    saved = rich_utils.MAX_WIDTH
+    if saved is None:
+        rich_utils.MAX_WIDTH = pipe_width(sys.stdout)
+    try:
+        yield
+    finally:
+        rich_utils.MAX_WIDTH = saved
+
+
+class _Command(TyperCommand):
+    """A reward-service command: flags shown as flags, --help laid out for a pipe's width."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_as_flags(super().get_params(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        with _help_width():
+            super().format_help(ctx, formatter)
+
+
+class _Group(TyperGroup):
+    """The reward-service command group, with :class:`_Command`'s --help."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_as_flags(super().get_params(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        with _help_width():
+            super().format_help(ctx, formatter)
+
+
 app = typer.Typer(
     help="Coverage rewards for LLM-written hardware stimulus (Verilator/Icarus, sandboxed).",
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 console = make_console()
 err = make_console(stderr=True)
-
-
-def _flag(*names: str, help: str) -> typer.models.OptionInfo:
-    """A boolean option shown as a bare flag in --help (typer 0.2x prints ``<bool>`` after it)."""
-    return typer.Option(*names, help=help, metavar="")
 
 
 #: Process exit codes of `score`: 0 ok, 1 the sample failed (compile/runtime/timeout/limits/
@@ -137,7 +185,7 @@ def _build_options(defines: list[str], params: list[str], plusargs: list[str], i
         raise typer.BadParameter("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from exc
 
 
-@app.command()
+@app.command(cls=_Command)
 def score(
     design: Annotated[
         list[Path] | None, typer.Option("--design", "-d", help="DUT source file (repeat for several)")
@@ -164,17 +212,18 @@ def score(
     ] = None,
     simulator: Annotated[
         Simulator | None,
+        # \\[ : rich markup reads an unescaped "[default: ...]" as a style tag and drops it from --help
         typer.Option(
             "--simulator",
             "-s",
-            help="verilator (code coverage) or icarus (test outcomes and functional coverage only) [default: verilator; a problem's own]",
+            help="verilator (code coverage) or icarus (test outcomes and functional coverage only) \\[default: verilator; a problem's own]",
         ),
     ] = None,
     engine_choice: Annotated[
         EngineChoice | None,
         typer.Option(
             "--engine",
-            help="code-coverage engine: verilator, fast (Icarus + instrumented DUT, Verilator-equal points; falls back to Verilator) or auto (docs/fastcov.md) [default: verilator; CVDP problems: auto]",
+            help="code-coverage engine: verilator, fast (Icarus + instrumented DUT, Verilator-equal points; falls back to Verilator) or auto (docs/fastcov.md) \\[default: verilator; CVDP problems: auto]",
         ),
     ] = None,
     metric: Annotated[
@@ -185,28 +234,28 @@ def score(
         float | None, typer.Option("--target", min=0, max=100, help="overall coverage target in percent (e.g. 90)")
     ] = None,
     shaping: Annotated[
-        Shaping | None, typer.Option("--shaping", help="reward shaping (docs/coverage.md) [default: chorus]")
+        Shaping | None, typer.Option("--shaping", help="reward shaping (docs/coverage.md) \\[default: chorus]")
     ] = None,
     run_s: Annotated[
-        float | None, typer.Option("--run-s", help="simulation wall-clock limit, seconds [default: 30]")
+        float | None, typer.Option("--run-s", help="simulation wall-clock limit, seconds \\[default: 30]")
     ] = None,
     compile_s: Annotated[
-        float | None, typer.Option("--compile-s", help="build wall-clock limit, seconds [default: 120]")
+        float | None, typer.Option("--compile-s", help="build wall-clock limit, seconds \\[default: 120]")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="simulation seed")] = 0,
-    json_out: Annotated[bool, _flag("--json", help="print the ScoreResult as JSON")] = False,
-    no_cache: Annotated[bool, _flag("--no-cache", help="do not reuse a cached result")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="do not reuse a cached result")] = False,
     show_uncovered: Annotated[int, typer.Option("--uncovered", help="uncovered points to list (human output)")] = 10,
     show_log: Annotated[
         bool,
-        _flag(
+        typer.Option(
             "--log",
             help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)",
         ),
     ] = False,
     feedback: Annotated[
         bool,
-        _flag(
+        typer.Option(
             "--feedback",
             help="print next-turn feedback: uncovered points as text and the annotated DUT source (stderr with --json)",
         ),
@@ -246,14 +295,15 @@ def score(
 ) -> None:
     """Score one stimulus against a design (files) or a CVDP problem (--problems/--problem-id).
 
-    Examples:
+    Examples (the files ship in examples/cvdp/ of the repository; run from its root):
 
-      reward-service score -d Attenuator.sv -t tb.sv --dut-instance uut --simulator verilator --json
+      reward-service score --design examples/cvdp/Attenuator.sv --testbench examples/cvdp/tb_attenuator.sv --dut-instance uut --simulator verilator --json
 
-      reward-service score --problems cid012.jsonl --problem-id cvdp_copilot_Attenuator_0011 --completion out.txt
+      reward-service score --problems examples/cvdp/attenuator.jsonl --problem-id cvdp_copilot_Attenuator_0011 --completion examples/cvdp/completion.md
 
-    Files keep their paths relative to the current directory (`include "pkg/defs.svh",
-    $readmemh("data/golden.hex")); data files (.hex .mem .dat .txt ...) are given like sources.
+      reward-service score --design examples/cvdp/Attenuator.sv --cocotb examples/cvdp/test_attenuator.py --toplevel Attenuator --engine fast
+
+    Files keep their paths relative to the current directory (`include "pkg/defs.svh", $readmemh("data/golden.hex")); data files (.hex .mem .dat .txt ...) are given like sources.
     """
     from reward_service.problems import load_problems
     from reward_service.scoring import Engine
@@ -426,7 +476,7 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
                 table.add_row(name, str(m.covered), str(m.total), pct)
         overall = result.coverage.overall
         table.add_row("overall", "", "", f"{100 * overall:.2f}" if overall is not None else "n/a", style="bold")
-        console.print(table)
+        print_table(console, table)
         for reason, names in reasons.items():
             console.print(f"unavailable ({', '.join(names)}): {reason}", highlight=False)
     if result.tests:
@@ -483,10 +533,10 @@ def _timings_text(timings: dict[str, float]) -> str:
     return ", ".join(parts)
 
 
-@app.command("problems")
+@app.command("problems", cls=_Command)
 def list_problems(
     problems: Annotated[Path, typer.Option("--problems", help="CVDP cid012 JSONL")],
-    json_out: Annotated[bool, _flag("--json", help="print JSON lines")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON lines")] = False,
 ) -> None:
     """List the problems of a CVDP JSONL file: id, difficulty, DUT module and instance, target."""
     from reward_service.problems import load_problems
@@ -504,7 +554,9 @@ def list_problems(
                 + "\n"
             )
         return
-    table = Table(title=f"{len(loaded)} problems in {problems}")
+    # the heading as a line of its own: a table title wraps at the table's width
+    console.print(f"{len(loaded)} problems in {problems}", highlight=False, markup=False)
+    table = Table()
     for col in ("id", "difficulty", "agentic", "DUT module", "instance", "target %"):
         table.add_column(col, overflow="fold", no_wrap=col == "id")
     for p in loaded.values():
@@ -516,10 +568,10 @@ def list_problems(
             p.dut_instance,
             f"{p.target_percent:g}",
         )
-    console.print(table)
+    print_table(console, table)
 
 
-@app.command()
+@app.command(cls=_Command)
 def serve(
     host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port")] = 8000,
@@ -567,8 +619,8 @@ def serve(
 # Batch rescoring and the CVDP-ECov evaluation live in reward_service/rescore/commands.py.
 from reward_service.rescore.commands import eval_cvdp_cmd, rescore_cmd  # noqa: E402
 
-app.command("rescore")(rescore_cmd)
-app.command("eval-cvdp")(eval_cvdp_cmd)
+app.command("rescore", cls=_Command)(rescore_cmd)
+app.command("eval-cvdp", cls=_Command)(eval_cvdp_cmd)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,77 @@
 """The rich consoles of the command-line tools (``score``, ``rescore``, ``eval-cvdp``).
 
-Output that is not a terminal (a pipe, a file, CI logs) gets :data:`PIPE_WIDTH` columns unless
-``COLUMNS`` says otherwise: rich's default of 80 wraps table cells and sentences mid-word there
-("difficu/lty").
+Output that is not a terminal (a pipe, a file, CI logs) is laid out for :data:`PIPE_WIDTH` columns
+unless ``COLUMNS`` says otherwise (rich's default of 80 wraps table cells and sentences mid-word
+there: "difficu/lty"), and keeps every printed line whole (rich's ``soft_wrap``): a line longer
+than the width stays one line for grep and for the terminal or pager it ends up in, which wraps
+it there without inserting a newline. A table too wide for the width is printed as one block
+of lines per row (:func:`print_table`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import TextIO
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 PIPE_WIDTH = 200
 
+#: Width offered to a table to measure the width it needs with no cell wrapped.
+_UNBOUNDED = 10_000
+
+
+def pipe_width(stream: TextIO) -> int | None:
+    """:data:`PIPE_WIDTH` for a stream that is not a terminal when ``COLUMNS`` is unset; else
+    ``None`` (rich then takes the terminal's width, or ``COLUMNS``)."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        tty = False
+    return PIPE_WIDTH if not tty and not os.environ.get("COLUMNS") else None
+
 
 def make_console(stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr): a terminal's own width; ``COLUMNS`` when set;
-    else :data:`PIPE_WIDTH`."""
+    """A rich console on stdout (or stderr): a terminal's own width, wrapping as rich does;
+    else ``COLUMNS`` or :data:`PIPE_WIDTH` columns with lines kept whole (``soft_wrap``)."""
     stream = sys.stderr if stderr else sys.stdout
-    wide = not stream.isatty() and not os.environ.get("COLUMNS")
-    return Console(stderr=stderr, width=PIPE_WIDTH if wide else None)
+    console = Console(stderr=stderr, width=pipe_width(stream))
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table``. A console that is not a terminal gets it as a table only when its cells fit
+    the console's width unwrapped; else one block of lines per row (:func:`_records`): folded to a
+    width its words do not fit, a table breaks them ("difficu/lty") and every row spans lines. A
+    terminal gets rich's layout at its width."""
+    if not console.is_terminal:
+        need = Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum
+        if need > console.width:
+            for line in _records(table):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+            return
+    console.print(table)
+
+
+def _plain(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _records(table: Table) -> list[str]:
+    """The rows of ``table`` as blocks: the first column's cell, then an indented
+    ``header  value`` line for each other column that has a value."""
+    headers = [_plain(c.header) for c in table.columns]
+    cells = [[_plain(cell) for cell in c.cells] for c in table.columns]
+    pad = max(map(len, headers[1:]), default=0)
+    lines: list[str] = []
+    for row in range(table.row_count):
+        lines.append(cells[0][row])
+        for header, column in zip(headers[1:], cells[1:], strict=True):
+            if column[row]:
+                lines.append(f"  {header:<{pad}}  {column[row]}")
+    return lines

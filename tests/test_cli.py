@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,11 @@ from conftest import CID012, REPO, STIMULUS, cid012_rows, rtl_files
 PID = "cvdp_copilot_fixed_arbiter_0004"
 
 
-def cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
+def cli(*args: str, cache: Path, columns: int | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI with stdout and stderr piped (not terminals), ``COLUMNS`` unset unless given."""
     env = {"REWARD_SERVICE_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "HOME": str(cache)}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     return subprocess.run(
         [sys.executable, "-m", "reward_service", *args], capture_output=True, text=True, env=env, timeout=300, cwd=REPO
     )
@@ -328,3 +332,158 @@ def test_verdict_lines_are_bounded_and_deduplicated():
     assert lines[0] == "ERROR: sample 0 expected 1 (×40)"
     assert lines[1:] == [f"check_{chr(97 + i)} FAILED" for i in range(9)]
     assert more == 6  # check_j .. check_o
+
+
+# -- piped output: lines kept whole, flags shown as flags ------------------------------------------
+
+HELP_COMMANDS = [[], ["score"], ["problems"], ["serve"], ["rescore"], ["eval-cvdp"]]
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda c: " ".join(c) or "reward-service")
+def test_help_shows_flags_without_a_value(command, tmp_path):
+    """Every --help lists --help (and each boolean flag) bare, value options with their type."""
+    out = cli(*command, "--help", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "<bool>" not in out.stdout
+    assert re.search(r"│ +(\* +)?--help +Show this message and exit\.", out.stdout), out.stdout
+    flags = {
+        "score": [r"--json +print the ScoreResult as JSON", r"--log +print the simulation log"],
+        "problems": [r"--json +print JSON lines"],
+        "rescore": [r"--quiet +-q +no progress bar", r"--no-cache +embedded: do not reuse"],
+        "eval-cvdp": [r"--verbose +-v +log one line"],
+    }
+    for pattern in flags.get(command[0] if command else "", []):
+        assert re.search(pattern, out.stdout), pattern
+    if command == ["score"]:  # a value option still shows what it takes
+        assert re.search(r"--seed +<int> +simulation seed", out.stdout)
+
+
+def _score_command():
+    import typer
+
+    from reward_service.cli import app
+
+    return typer.main.get_command(app).commands["score"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("columns", [None, 80])
+def test_piped_score_help_keeps_option_texts_and_examples_whole(columns, tmp_path):
+    """Piped with COLUMNS unset, --help is laid out wide enough that no example command is
+    broken over lines; option texts (their [default: ...] notes included) wrap between words
+    only, at COLUMNS=80 too."""
+    out = cli("score", "--help", cache=tmp_path, columns=columns)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    command = _score_command()
+    examples = [ln.strip() for ln in command.help.splitlines() if ln.strip().startswith("reward-service score")]
+    helps = [p.help.replace("\\[", "[") for p in command.params if getattr(p, "help", None)]
+    assert len(examples) == 3 and len(helps) > 20
+    assert any("[default: verilator; a problem's own]" in h for h in helps)  # rich markup kept it
+    words = out.stdout.split()
+    for text in examples:
+        assert any(text in line for line in lines) == (columns is None), text
+    for text in examples + helps:
+        for word in text.split():
+            assert word in words, (word, text)
+
+
+def test_score_help_examples_are_readme_commands_on_shipped_files():
+    """The examples of `score --help` name files that ship in examples/ and are commands of the
+    README (test_readme_scoring_examples_run_on_the_shipped_files runs them)."""
+    examples = [ln.strip() for ln in _score_command().help.splitlines() if ln.strip().startswith("reward-service")]
+    assert examples
+    for line in examples:
+        paths = [a for a in line.split() if a.startswith("examples/")]
+        assert paths and all((REPO / p).is_file() for p in paths), line
+        assert line in README_SCORES
+
+
+@pytest.mark.parametrize("columns", [None, 80])
+def test_piped_score_output_keeps_lines_whole(columns, tmp_path, shared_cache_dir):
+    """score's human output in a pipe: the status, reason and timings lines stay one line each
+    (longer than 80 columns), the table's words whole."""
+    cvdp = REPO / "examples" / "cvdp"
+    out = cli(
+        "score",
+        "--design",
+        str(cvdp / "Attenuator.sv"),
+        "--testbench",
+        str(cvdp / "tb_attenuator.sv"),
+        "--dut-instance",
+        "uut",
+        "--simulator",
+        "icarus",
+        "--no-cache",
+        cache=shared_cache_dir,
+        columns=columns,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    timings = [ln for ln in lines if ln.startswith("timings: ")]
+    assert len(timings) == 1 and timings[0].endswith("; cache: result=False build=False"), out.stdout
+    assert re.fullmatch(r"timings: prepare \d+ ms, toolchain \d+ ms, .*, total \d+ ms; .*", timings[0])
+    unavailable = [ln for ln in lines if ln.startswith("unavailable (line, branch, toggle, expr): ")]
+    assert len(unavailable) == 1 and unavailable[0].endswith(" for line/branch/toggle/expr coverage"), out.stdout
+    assert lines[0].startswith("status: ok — ") and lines[0].endswith(" for line/branch/toggle/expr coverage")
+    assert min(len(timings[0]), len(unavailable[0]), len(lines[0])) > 80  # lines rich wrapped at 80
+    assert any(re.fullmatch(r"┃ metric +┃ covered ┃ total ┃ +percent ┃", ln) for ln in lines), out.stdout
+    assert lines.index(timings[0]) == len(lines) - 1
+
+
+@pytest.mark.parametrize("columns", [None, 80])
+def test_piped_problems_listing_keeps_words_whole(columns, tmp_path):
+    """problems in a pipe: the cid012 table (ids and module names need 157 columns side by side)
+    as a table with COLUMNS unset (header words whole, one line a problem); at COLUMNS=80, where
+    rich would fold its words ("difficu/lty"), one block of lines a problem within 80 columns."""
+    from reward_service.problems import load_problems
+
+    out = cli("problems", "--problems", str(CID012), cache=tmp_path, columns=columns)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"82 problems in {CID012}"
+    problems = load_problems(CID012)
+    fields = ["difficulty", "agentic", "DUT module", "instance", "target %"]
+    want = {
+        pid: [p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "", p.dut_instance]
+        + [f"{p.target_percent:g}"]
+        for pid, p in problems.items()
+    }
+    got: dict[str, dict[str, str]] = {}
+    if columns is None:
+        assert [cell.strip() for cell in lines[2].strip("┃").split("┃")] == ["id", *fields]
+        for line in lines[4:-1]:
+            pid, *cells = (cell.strip() for cell in line.strip("│").split("│"))
+            got[pid] = dict(zip(fields, cells, strict=True))
+        assert got == {pid: dict(zip(fields, values, strict=True)) for pid, values in want.items()}
+    else:  # a block: the id, then `field  value` lines (an empty value has none)
+        assert max(map(len, lines)) <= columns
+        for line in lines[1:]:
+            if not line.startswith(" "):
+                pid = line
+                got[pid] = {}
+            else:
+                match = re.fullmatch(r"  (\S+(?: \S+)?) +(\S+)", line)
+                assert match, line
+                got[pid][match[1]] = match[2]
+        assert got == {pid: {f: v for f, v in zip(fields, values, strict=True) if v} for pid, values in want.items()}
+
+
+@pytest.mark.parametrize("command", ["rescore", "eval-cvdp"])
+def test_piped_rescore_notes_keep_lines_whole(command, tmp_path):
+    """rescore / eval-cvdp at COLUMNS=80 in a pipe: the start line on stderr (longer than 80
+    columns) is one line. The sample has no code: it is refused before any simulation."""
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(
+        json.dumps({"problem_id": "cvdp_copilot_Attenuator_0011", "sample_id": 0, "completion": "no code here"}) + "\n"
+    )
+    results = tmp_path / "a_results_file_with_a_long_name_to_pass_eighty_columns.jsonl"
+    problems = REPO / "examples" / "cvdp" / "attenuator.jsonl"
+    args = ["--problems", str(problems), "--completions", str(completions), "--out", str(results)]
+    if command == "rescore":
+        args += ["--k", "1"]
+    out = cli(command, *args, cache=tmp_path, columns=80)
+    assert out.returncode == 0, out.stdout + out.stderr
+    start = f"1 samples of 1 problems: 0 already in {results}, 0 infrastructure failures to retry, 1 to score"
+    assert any(ln.startswith(start) and ln.endswith("(embedded)") for ln in out.stderr.splitlines()), out.stderr
+    if command == "eval-cvdp":
+        assert f"results: {results}" in out.stderr.splitlines()
