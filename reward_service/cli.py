@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
 import posixpath
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 try:
     import typer
@@ -51,16 +52,17 @@ def _flags_as_flags(params: list[Any]) -> list[Any]:
 
 
 @contextlib.contextmanager
-def _help_width() -> Iterator[None]:
-    """Lay out --help for :data:`~reward_service.console.PIPE_WIDTH` columns when stdout is not a
-    terminal and ``COLUMNS`` is unset (rich's 80 would wrap the examples and option texts
-    mid-phrase). typer sizes its help console by ``rich_utils.MAX_WIDTH`` (its ``TERMINAL_WIDTH``
-    setting, which still wins when set)."""
+def _rich_width(stream: TextIO) -> Iterator[None]:
+    """Lay out typer's own output on ``stream`` (--help on stdout, usage errors on stderr) for
+    :data:`~reward_service.console.PIPE_WIDTH` columns when it is not a terminal and ``COLUMNS``
+    is unset: rich's 80 wraps the examples, option texts and error messages mid-phrase there.
+    typer sizes those consoles by ``rich_utils.MAX_WIDTH``, its ``TERMINAL_WIDTH`` setting, which
+    still wins when set."""
     from typer import rich_utils
 
     saved = rich_utils.MAX_WIDTH
-    if saved is None:
-        rich_utils.MAX_WIDTH = pipe_width(sys.stdout)
+    if not os.environ.get("TERMINAL_WIDTH"):
+        rich_utils.MAX_WIDTH = pipe_width(stream)
     try:
         yield
     finally:
@@ -74,18 +76,23 @@ class _Command(TyperCommand):
         return _flags_as_flags(super().get_params(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        with _help_width():
+        with _rich_width(sys.stdout):
             super().format_help(ctx, formatter)
 
 
 class _Group(TyperGroup):
-    """The reward-service command group, with :class:`_Command`'s --help."""
+    """The reward-service command group, with :class:`_Command`'s --help; its usage errors are
+    laid out as its --help is."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with _rich_width(sys.stderr):
+            return super().main(*args, **kwargs)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_as_flags(super().get_params(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        with _help_width():
+        with _rich_width(sys.stdout):
             super().format_help(ctx, formatter)
 
 

@@ -487,3 +487,11 @@ def test_piped_rescore_notes_keep_lines_whole(command, tmp_path):
     assert any(ln.startswith(start) and ln.endswith("(embedded)") for ln in out.stderr.splitlines()), out.stderr
     if command == "eval-cvdp":
         assert f"results: {results}" in out.stderr.splitlines()
+
+
+def test_piped_usage_error_keeps_its_message_on_one_line(tmp_path):
+    """A usage error into a pipe (COLUMNS unset): typer's error box holds the message unbroken."""
+    out = cli("score", "--testbench", str(REPO / "examples" / "cvdp" / "tb_attenuator.sv"), cache=tmp_path)
+    assert out.returncode == 2
+    message = "Invalid value: give the design files (--design) or a problem (--problems + --problem-id)"
+    assert any(re.fullmatch(rf"│ {re.escape(message)} +│", ln) for ln in out.stderr.splitlines()), out.stderr
