@@ -94,7 +94,11 @@ class CeleryDispatcher(Dispatcher):
         # the backend's pure helpers only (key names, decoding): safe across threads
         self._meta_key = meta_key_of(self.app)
         self._decode = self.app.backend.decode
+        # The run_id of the Redis this process last saw (INFO server): a change is a restart
+        # (reconcile_after_restart). Recorded before this process first sends a message too, so
+        # a restart that happens before the first reaper round is still one.
         self._run_id: str | None = None
+        self._run_id_lock = threading.Lock()
         self.keys = JobKeys(self.settings.redis_prefix, self._meta_key)
         self.max_queue = max_queue or self.settings.celery_max_queue
         self.ttl = self.settings.result_expires_s
@@ -184,6 +188,7 @@ class CeleryDispatcher(Dispatcher):
         return [i for i, ok in zip(rerun + fresh, claimed) if ok]
 
     def _send(self, jobs: list[tuple[str, dict[str, Any]]], priority: int) -> None:
+        self._note_run_id()
         sent = 0
         try:
             with self.app.producer_or_acquire() as producer:
@@ -205,14 +210,30 @@ class CeleryDispatcher(Dispatcher):
                 self.results.delete(*[self.keys.marker(i) for i in unsent])
             raise
 
+    def _note_run_id(self) -> None:
+        """Record the broker's run_id if this process has none yet: read before a message is
+        sent, so a restart that loses the message changes the run_id from the recorded one even
+        when no reaper round ran before it. Best effort: a failed read leaves it to the send
+        (which then fails too) and the next reaper round."""
+        if self._run_id is not None:
+            return
+        with self._run_id_lock:
+            if self._run_id is None:
+                try:
+                    self._run_id = self.broker.info("server").get("run_id")
+                except redis.RedisError as exc:
+                    log.debug("could not read the Redis run_id before sending: %s", exc)
+
     # -- leases ------------------------------------------------------------------------------
     @translating_broker_errors
     def reconcile_after_restart(self) -> list[str]:
-        """When Redis restarted since the last call (its ``run_id`` changed), resend the jobs
-        marked queued whose message the restart lost (the last second of an append-only file),
-        from their request copies; one caller per restart (a lock key). Returns the ids resent."""
-        run_id = self.broker.info("server").get("run_id")
-        previous, self._run_id = self._run_id, run_id
+        """When Redis restarted since this process last saw it (its ``run_id`` changed since the
+        last call or since this process first sent a message), resend the jobs marked queued
+        whose message the restart lost (the last second of an append-only file), from their
+        request copies; one caller per restart (a lock key). Returns the ids resent."""
+        with self._run_id_lock:  # read and swapped together: a sender's read is never lost
+            run_id = self.broker.info("server").get("run_id")
+            previous, self._run_id = self._run_id, run_id
         if run_id is None or previous is None or previous == run_id:
             return []
         if not self.results.set(self.keys.reconcile(run_id), 1, nx=True, ex=300):
