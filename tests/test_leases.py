@@ -47,15 +47,29 @@ def worker_running(svc, workers: list[Worker], job: str, timeout: float = 60) ->
     pytest.fail(f"job {job} not seen running on {[w.name for w in workers]}:\n{svc.logs()}")
 
 
+def kill_mid_job(svc, worker: Worker, job: str) -> None:
+    """SIGKILL ``worker`` as a whole while it runs ``job``. The worker is frozen first (SIGSTOP
+    to its process group) and killed only if the job is still running on it then (its marker
+    names one of the worker's pool processes and no result is stored), so the kill cannot land
+    just after the job finished, which would leave nothing for the lease to recover."""
+    d = svc.dispatcher
+    os.killpg(worker.proc.pid, signal.SIGSTOP)
+    marker = d.results.get(d.keys.marker(job)) or b""
+    stored = d.results.get(d.keys.meta_key(job))
+    if marker.startswith(b"running") and int(marker.split()[-1]) in worker.children() and stored is None:
+        worker.kill()
+        return
+    os.killpg(worker.proc.pid, signal.SIGCONT)
+    pytest.fail(f"job {job} finished on {worker.name} before it could be killed (marker {marker!r})")
+
+
 def test_a_sigkilled_workers_job_completes_on_another_within_seconds(make_service):
     svc = make_service(**leased())
     d = svc.dispatcher
     workers = [svc.start("a"), svc.start("b")]
-    reqs = [slow_tb(i, cycles=300_000) for i in range(2)]
+    reqs = [slow_tb(i, cycles=1_000_000) for i in range(2)]
     ids = d.submit_many(reqs)
-    victim = worker_running(svc, workers, ids[0])
-    time.sleep(0.5)  # well into the job
-    victim.kill()
+    kill_mid_job(svc, worker_running(svc, workers, ids[0]), ids[0])
     killed_at = time.monotonic()
 
     view = d.wait(ids[0], 120)
@@ -82,7 +96,7 @@ def test_a_job_that_kills_its_worker_every_time_ends_as_sandbox_error_after_the_
     for _ in range(3):  # the first run and both requeues die with their worker
         victim = worker_running(svc, workers, job)
         assert victim.name not in killed
-        victim.kill()
+        kill_mid_job(svc, victim, job)
         killed.append(victim.name)
     started = time.monotonic()
     view = d.wait(job, 60)
