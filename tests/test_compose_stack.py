@@ -195,14 +195,29 @@ def _batch_samples() -> list:
     return reqs
 
 
+def _wait_idle(redis_client, timeout: float = 600) -> None:
+    """Until no job is queued or delivered and unacknowledged (seen twice, a second apart): the
+    warm-up build that problems:load queued (first test) can still run, and a worker killed
+    while running it interrupts none of the batch's jobs."""
+    from reward_service.dispatch.contract import QUEUE_LISTS, UNACKED_KEY
+
+    deadline, idle = time.monotonic() + timeout, 0
+    while idle < 2:
+        assert time.monotonic() < deadline, "the stack's workers did not go idle"
+        depth = sum(redis_client.llen(q) for q in QUEUE_LISTS) + redis_client.hlen(UNACKED_KEY)
+        idle = 0 if depth else idle + 1
+        time.sleep(1)
+
+
 def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     import redis
 
     reqs = _batch_samples()
+    rc = redis.Redis.from_url(stack.redis_url)
+    _wait_idle(rc)
     r = httpx.post(f"{stack.url}/v1/batches", timeout=60, json={"requests": [q.model_dump(mode="json") for q in reqs]})
     assert r.status_code in (200, 202), r.text
     batch_id = r.json()["batch_id"]
-    rc = redis.Redis.from_url(stack.redis_url)
     victim, deadline = None, time.monotonic() + 300
     while victim is None and time.monotonic() < deadline:
         status = httpx.get(f"{stack.url}/v1/batches/{batch_id}", timeout=30).json()
@@ -222,7 +237,7 @@ def test_batch_of_50_survives_a_sigkilled_worker(stack, engine):
     assert r.status_code == 200 and body["state"] == "done", (body.get("done"), stack.logs()[-5000:])
     assert body["total"] == body["done"] == 50 and len(body["results"]) == 50
     # Each request answered once, in request order: every result equals the engine's own result
-    # for that request (bubblewrap on this host vs docker in the stack).
+    # for that request (bubblewrap on this host and in the worker containers).
     for i, (req, got) in enumerate(zip(reqs, body["results"])):
         want = engine.score(req).model_dump(mode="json")
         assert essence(got) == essence(want), f"sample {i}: {got['status']} {got['message']}"
@@ -524,6 +539,8 @@ def test_the_worker_container_is_hardened_and_holds_no_docker_socket(stack):
         seccomp = next(o for o in host["SecurityOpt"] if o.startswith("seccomp="))
         assert json.loads(seccomp.split("=", 1)[1]) == json.loads((REPO / "docker/seccomp/worker.json").read_text())
         assert host["Memory"] > 0 and host["PidsLimit"] > 0 and not host["Privileged"]
+        # work dirs on a tmpfs the steps may execute from (they run the binaries they build)
+        assert "exec" in (host.get("Tmpfs") or {}).get("/tmp", "").split(","), host.get("Tmpfs")
         assert not any("docker.sock" in (m.get("Source") or "") for m in container.attrs["Mounts"])
         out = container.exec_run(
             ["python", "-c", "import os; print(os.getuid(), os.path.exists('/var/run/docker.sock'))"]
