@@ -33,8 +33,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     compose-stack modules' stacks were brought up once per xdist worker, two of them ran at
     once on a 2-core machine, and a module's tests split between the stacks. Where the suffix
     is missing it is set here; where it still cannot be, the run stops instead of silently
-    running ungrouped."""
-    if not getattr(config.option, "loadgroup", False):  # set on xdist workers under --dist loadgroup
+    running ungrouped.
+
+    Only xdist workers (they have ``workerinput``) collect the items that get scheduled. A
+    worker's ``dist`` option is always "no" (xdist's ``setup_config`` resets it after setting
+    ``loadgroup`` from it), so ``loadgroup`` is what says --dist loadgroup; it is read without a
+    default so that a worker without it (xdist renamed it) stops the run."""
+    if not hasattr(config, "workerinput"):
+        return
+    try:
+        loadgroup = config.getoption("loadgroup")
+    except ValueError:
+        raise pytest.UsageError(
+            "this xdist worker has no loadgroup option: cannot tell whether --dist loadgroup is on"
+        ) from None
+    if not loadgroup:
         return
     for item in items:
         names = {
