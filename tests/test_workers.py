@@ -424,6 +424,55 @@ def test_a_sandbox_error_success_gives_way_to_a_real_result_only(redis_server, m
     client.delete(backend.get_key_for_task(job))
 
 
+@pytest.mark.parametrize("other_copy", ["ok", "sandbox_error", None])
+def test_a_failed_copy_retries_only_when_no_copy_stored_a_real_result(redis_server, monkeypatch, other_copy):
+    """The task's retry decision against a real Redis: a delivery whose simulation ended as a
+    sandbox_error while another copy of the job (sent again when this one's lease lapsed) stored
+    its result returns that result and sends no retry; with nothing stored, or only a
+    sandbox_error (the reaper's give-up), it retries."""
+    import types
+
+    import redis
+
+    import workers.tasks as tasks
+    from reward_service.dispatch.contract import JobKeys, make_app
+    from reward_service.models import ScoreResult
+
+    url = f"{redis_server}/12"
+    settings = Settings(broker_url=url, result_expires_s=600)
+    backend = make_app(settings, set_as_current=False).backend
+    r = redis.Redis.from_url(url)
+    names = JobKeys(settings.redis_prefix, backend.get_key_for_task)
+    job = f"lapsed-copy-{other_copy}"
+    real = {"status": "ok", "reward": 0.75}
+
+    class Engine:
+        def score(self, payload):  # the other copy finishes while this one's sandbox fails
+            if other_copy is not None:
+                backend.store_result(job, real if other_copy == "ok" else {"status": other_copy}, "SUCCESS")
+            return ScoreResult.infrastructure_failure("the sandbox could not start")
+
+    class Retried(Exception):
+        pass
+
+    def retry(**kwargs):
+        raise Retried()
+
+    parked = []
+    monkeypatch.setattr(tasks, "engine", Engine)
+    task = types.SimpleNamespace(request=types.SimpleNamespace(retries=0), backend=backend, retry=retry)
+    lease = types.SimpleNamespace(park=lambda *args: parked.append(args))
+    args = (task, job, {}, None, settings, names, r, lease, "token", time.monotonic(), time.time())
+    if other_copy == "ok":
+        assert tasks._score(*args) == real
+        assert parked == [] and r.hget(names.stats, "retries") is None
+    else:
+        with pytest.raises(Retried):
+            tasks._score(*args)
+        assert len(parked) == 1 and int(r.hget(names.stats, "retries")) == 1
+    r.flushdb()
+
+
 # ---------------------------------------------------------------------------------------------
 # through real workers
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
   result of its own id; a redelivered job whose result exists returns it without simulating.
 - Retries only for infrastructure failures (``sandbox_error``), with exponential backoff, at
   most ``Settings.task_max_retries`` times; every other status is an answer about the sample.
+  A failed copy of a job that another copy answered meanwhile returns that answer instead.
 - A job whose worker died while running it is delivered again (``acks_late`` +
   ``task_reject_on_worker_lost``, or the visibility timeout when the whole worker died); a job
   redelivered more than :data:`MAX_REDELIVERIES` times (a sample that kills its worker each
@@ -188,6 +189,13 @@ def _score(
     result.timings.update(_queue_timing(enqueued_at, started_wall))
 
     if result.status == Status.sandbox_error:
+        # Another copy of this job (sent again when this one's lease lapsed) may have stored a
+        # real result meanwhile: that is the job's answer; retrying would simulate it again.
+        stored = _stored_answer(r, keys, job_id, self.backend)
+        if stored is not None:
+            r.hincrby(keys.stats, "idempotent_hits", 1)
+            log.info("job %s: %s; another copy stored its result, not retried", job_id, result.message)
+            return stored
         # A sandbox_error at the soft limit was cut off there, not failed (a layer under the
         # engine may have turned the limit into its own error): another attempt would meet it too.
         cut_off = cut_off or elapsed >= soft - min(1.0, 0.05 * soft)
@@ -220,6 +228,12 @@ def soft_limit_message(soft_s: float, reported: str = "") -> str:
         "service, above the request's own limits, so not an answer about the sample; not retried"
     )
     return f"{message} ({reported})" if reported else message
+
+
+def _stored_answer(r: redis.Redis, keys: JobKeys, job_id: str, backend: Backend) -> dict[str, Any] | None:
+    """The job's stored final result, if any and not to be replaced (:func:`stored_answer`)."""
+    raw = r.get(keys.meta_key(job_id))
+    return stored_answer(backend.decode(raw)) if raw is not None else None
 
 
 def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend: Backend) -> tuple[dict[str, Any] | None, int]:
