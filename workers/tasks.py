@@ -233,7 +233,9 @@ def soft_limit_message(soft_s: float, reported: str = "") -> str:
 def _stored_answer(r: redis.Redis, keys: JobKeys, job_id: str, backend: Backend) -> dict[str, Any] | None:
     """The job's stored final result, if any and not to be replaced (:func:`stored_answer`)."""
     raw = r.get(keys.meta_key(job_id))
-    return stored_answer(backend.decode(raw)) if raw is not None else None
+    if raw is None:
+        return None
+    return stored_answer(backend.decode(raw if isinstance(raw, bytes) else raw.encode()))
 
 
 def _begin(r: redis.Redis, keys: JobKeys, job_id: str, backend: Backend) -> tuple[dict[str, Any] | None, int]:
