@@ -9,10 +9,19 @@ testbench; no coverage is added here).
   their X/Z as 0. Unpacked arrays stay 4-state and are zeroed (:func:`zero_arrays`).
 - **zero-initialised only** (:func:`zero_init`, cocotb stimulus, whose tests read signal
   values as logic vectors).
-- **Time-0 evaluation**: Verilator evaluates combinational logic once before time advances;
-  Icarus runs ``always @(*)`` only on a change of its inputs. ``always @(*)``/``always @*``
-  become ``always_comb``, which Icarus runs at time 0 (its sensitivity also includes the
-  variables read by called functions, as Verilator's settle does).
+- **Time-0 evaluation** (:func:`comb_at_time_zero`): Verilator evaluates combinational logic
+  once before time advances; Icarus runs ``always @(*)`` only on a change of its inputs.
+  ``always @(*)``, ``always @*`` and ``always_comb`` become ``always @(*)`` whose body first
+  reads a per-module trigger bit set by ``initial #0``, so every such block runs once at time
+  0 after the processes' own time-0 statements (as Verilator settles after its initial
+  blocks), and again on every change of what it reads. Icarus 11's ``always_comb`` is not
+  used: it loops forever at time 0 when a block writes a vector it also reads bit by bit
+  (``s = 0; for (...) s[i] = s[i] ^ d[i];``) next to another ``always_comb`` reading such
+  nets. The body also reads the module variables that the module's functions it calls read:
+  Verilator's combinational logic (``always_comb``, and ``always @(*)`` with any input) wakes
+  on them, Icarus' ``@*`` does not. (Verilator never runs an ``always @(*)`` that reads no
+  signal itself, ``y = f(4'd0)``; here it runs at time 0 and on ``f``'s reads, as Icarus'
+  ``always_comb`` ran it.)
 - **2-state case selectors** (:func:`case_selectors_two_state`, the DUT in both modes): a
   selector with X/Z bits (a cocotb toplevel's inputs before the test drives them, an undriven
   net) matches no item on Icarus, which runs ``default``; Verilator's selector has no X, so
@@ -223,15 +232,127 @@ def jumps_as_disable(source: SourceFile) -> None:
         source.replace(node, f"disable {name};")
 
 
+#: The per-module bit whose time-0 change runs every combinational block once (see above).
+TIME0 = f"{PREFIX}time0"
+_MODULES = (_K.ModuleDeclaration, _K.InterfaceDeclaration, _K.ProgramDeclaration)
+
+
 def comb_at_time_zero(source: SourceFile) -> None:
-    """``always @(*) S`` / ``always @* S`` -> ``always_comb S`` (see above)."""
+    """``always @(*) S`` / ``always @* S`` / ``always_comb S`` -> ``always @(*) begin if
+    (__rs_time0) ; [if (g) ; ...] S end`` plus ``bit __rs_time0; initial #0 __rs_time0 =
+    1'b1;`` in the module (see above). The null ``if`` statements only put the trigger and the
+    module variables ``g`` read by the called functions into the ``@*`` sensitivity. A block
+    whose called functions read an unpacked array (no one read of it wakes on every word)
+    becomes (or stays) ``always_comb``, whose sensitivity follows function bodies on Icarus."""
+    triggered: set[tuple[int, int]] = set()
+    reads: dict[tuple[int, int], dict[str, set[str] | None]] = {}
     for node in _walk(source.tree.root):
-        if node.kind != _K.AlwaysBlock:
+        if node.kind == _K.AlwaysCombBlock:
+            body, keyword = node.statement, "always @(*)"
+        elif (
+            node.kind == _K.AlwaysBlock
+            and node.statement.kind == _K.TimingControlStatement
+            and node.statement.timingControl.kind == _K.ImplicitEventControl
+        ):
+            body, keyword = node.statement.statement, None
+        else:
             continue
-        stmt = node.statement
-        if stmt.kind == _K.TimingControlStatement and stmt.timingControl.kind == _K.ImplicitEventControl:
-            source.replace(node.keyword, "always_comb")
-            source.replace(stmt.timingControl, "")
+        module = node.parent
+        while module is not None and module.kind not in _MODULES:
+            module = module.parent
+        if module is None:
+            continue
+        key = source.offsets(module)
+        if key not in reads:
+            reads[key] = _function_reads(module)
+        extra = _called_reads(body, reads[key])
+        try:
+            start, end = source.offsets(body)
+            source.offsets(node.keyword)
+        except Unsupported:
+            extra = None  # from a macro: no place for the trigger
+        if extra is None:  # Icarus' always_comb (time 0, function reads)
+            if node.kind == _K.AlwaysBlock:
+                source.replace(node.keyword, "always_comb")
+                source.replace(node.statement.timingControl, "")
+            continue
+        if keyword is not None:
+            source.replace(node.keyword, keyword)
+        d = _depth(node)  # outside any wrap of the body by the point kinds
+        reads_text = "".join(f"if ({name}) ; " for name in [TIME0, *sorted(extra)])
+        source.insert(start, f"begin {reads_text}", closing=False, depth=d)
+        source.insert(end, " end", closing=True, depth=d)
+        if key not in triggered:
+            triggered.add(key)
+            source.insert(
+                source.offsets(module.header)[1],
+                f" bit {TIME0}; initial #0 {TIME0} = 1'b1;",
+                closing=True,
+                depth=0,
+            )
+
+
+def _function_reads(module: Any) -> dict[str, set[str] | None]:
+    """Per function declared directly in ``module``: the module-level variables and nets its
+    body reads, through the functions it calls too (None: one of them is an unpacked array)."""
+    signals: dict[str, bool] = {}  # name -> unpacked
+    for port in getattr(module.header.ports, "ports", None) or []:
+        decl = getattr(port, "declarator", None)
+        if isinstance(decl, syntax.DeclaratorSyntax):
+            signals[decl.name.valueText] = any(isinstance(x, syntax.SyntaxNode) for x in decl.dimensions)
+    functions: dict[str, Any] = {}
+    for member in module.members:
+        if member.kind in (_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
+            for decl in member.declarators:
+                if isinstance(decl, syntax.DeclaratorSyntax):
+                    signals[decl.name.valueText] = any(isinstance(x, syntax.SyntaxNode) for x in decl.dimensions)
+        elif member.kind == _K.FunctionDeclaration:
+            functions[member.prototype.name.getLastToken().valueText] = member
+    direct: dict[str, set[str]] = {}
+    calls: dict[str, set[str]] = {}
+    for name, fn in functions.items():
+        local = _declared_names(fn)
+        used = {n for n in _identifiers(fn) if n not in local}
+        direct[name] = {n for n in used if n in signals}
+        calls[name] = {n for n in used if n in functions and n != name}
+    result: dict[str, set[str] | None] = {}
+    for name in functions:
+        seen, todo, names = {name}, [name], set()
+        while todo:
+            f = todo.pop()
+            names |= direct[f]
+            for c in calls[f] - seen:
+                seen.add(c)
+                todo.append(c)
+        result[name] = None if any(signals[n] for n in names) else names
+    return result
+
+
+def _called_reads(body: Any, reads: dict[str, set[str] | None]) -> set[str] | None:
+    """The module signals the functions called in ``body`` read (None: an unpacked array)."""
+    names: set[str] = set()
+    for node in [body, *_walk(body)]:
+        if node.kind == _K.InvocationExpression and node.left.kind == _K.IdentifierName:
+            fn = node.left.identifier.valueText
+            if fn in reads:
+                got = reads[fn]
+                if got is None:
+                    return None
+                names |= got
+    return names
+
+
+def _identifiers(node: Any) -> set[str]:
+    return {n.identifier.valueText for n in _walk(node) if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)}
+
+
+def _declared_names(fn: Any) -> set[str]:
+    """Names a function declares itself (its name, ports, locals, loop variables)."""
+    names = {fn.prototype.name.getLastToken().valueText}
+    for n in _walk(fn):
+        if isinstance(n, syntax.DeclaratorSyntax):
+            names.add(n.name.valueText)
+    return names
 
 
 #: Selector syntax whose value does not depend on the width of its context (IEEE 1800 11.6.1:
