@@ -54,10 +54,11 @@ def _flags_as_flags(params: list[Any]) -> list[Any]:
 @contextlib.contextmanager
 def _rich_width(stream: TextIO) -> Iterator[None]:
     """Lay out typer's own output on ``stream`` (--help on stdout, usage errors on stderr) for
-    :data:`~reward_service.console.PIPE_WIDTH` columns when it is not a terminal and ``COLUMNS``
-    is unset: rich's 80 wraps the examples, option texts and error messages mid-phrase there.
-    typer sizes those consoles by ``rich_utils.MAX_WIDTH``, its ``TERMINAL_WIDTH`` setting, which
-    still wins when set."""
+    :func:`~reward_service.console.pipe_width` columns when it is not a terminal and ``COLUMNS``
+    is unset: the width of the terminal the command runs in (``--help | less``), else
+    :data:`~reward_service.console.PIPE_WIDTH` (rich's 80 wraps the examples, option texts and
+    error messages mid-phrase in CI logs). typer sizes those consoles by ``rich_utils.MAX_WIDTH``,
+    its ``TERMINAL_WIDTH`` setting, which still wins when set."""
     from typer import rich_utils
 
     saved = rich_utils.MAX_WIDTH
@@ -69,31 +70,28 @@ def _rich_width(stream: TextIO) -> Iterator[None]:
         rich_utils.MAX_WIDTH = saved
 
 
-class _Command(TyperCommand):
-    """A reward-service command: flags shown as flags, --help laid out for a pipe's width."""
+class _Help:
+    """What every reward-service command and group shares: flags shown as flags, --help laid
+    out for the width :func:`~reward_service.console.pipe_width` gives stdout."""
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _flags_as_flags(super().get_params(ctx))
+        return _flags_as_flags(super().get_params(ctx))  # type: ignore[misc]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         with _rich_width(sys.stdout):
-            super().format_help(ctx, formatter)
+            super().format_help(ctx, formatter)  # type: ignore[misc]
 
 
-class _Group(TyperGroup):
-    """The reward-service command group, with :class:`_Command`'s --help; its usage errors are
-    laid out as its --help is."""
+class _Command(_Help, TyperCommand):
+    """A reward-service command."""
+
+
+class _Group(_Help, TyperGroup):
+    """The reward-service command group; its usage errors are laid out as its --help is."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         with _rich_width(sys.stderr):
             return super().main(*args, **kwargs)
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _flags_as_flags(super().get_params(ctx))
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        with _rich_width(sys.stdout):
-            super().format_help(ctx, formatter)
 
 
 app = typer.Typer(

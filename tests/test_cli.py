@@ -14,14 +14,76 @@ from conftest import CID012, REPO, STIMULUS, cid012_rows, rtl_files
 PID = "cvdp_copilot_fixed_arbiter_0004"
 
 
-def cli(*args: str, cache: Path, columns: int | None = None) -> subprocess.CompletedProcess:
-    """Run the CLI with stdout and stderr piped (not terminals), ``COLUMNS`` unset unless given."""
+def _env(cache: Path, columns: int | None) -> dict[str, str]:
     env = {"REWARD_SERVICE_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "HOME": str(cache)}
     if columns is not None:
         env["COLUMNS"] = str(columns)
+    return env
+
+
+def cli(*args: str, cache: Path, columns: int | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI with stdout and stderr piped and no terminal at all (stdin /dev/null, a new
+    session: no /dev/tty even when pytest runs in one), ``COLUMNS`` unset unless given."""
     return subprocess.run(
-        [sys.executable, "-m", "reward_service", *args], capture_output=True, text=True, env=env, timeout=300, cwd=REPO
+        [sys.executable, "-m", "reward_service", *args],
+        capture_output=True,
+        text=True,
+        env=_env(cache, columns),
+        timeout=300,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def cli_in_terminal(
+    *args: str, cache: Path, width: int, stdout_piped: bool, columns: int | None = None
+) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal ``width`` columns wide, and stdout on it too
+    unless ``stdout_piped`` (then a pipe, as in ``| less``). Returns (exit code, stdout, the
+    terminal's text), colour codes and the terminal's carriage returns removed."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, width, 0, 0))
+    env = {**_env(cache, columns), "TERM": "xterm-256color"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reward_service", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if stdout_piped else slave,
+        stderr=slave,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    out, _ = proc.communicate(timeout=300)
+    reader.join(timeout=60)
+    os.close(master)
+    text = ANSI.sub("", b"".join(chunks).decode()).replace("\r", "")
+    return proc.returncode, (out or b"").decode(), text
 
 
 @pytest.fixture(scope="module")
@@ -434,7 +496,8 @@ def test_piped_score_output_keeps_lines_whole(columns, tmp_path, shared_cache_di
 def test_piped_problems_listing_keeps_words_whole(columns, tmp_path):
     """problems in a pipe: the cid012 table (ids and module names need 157 columns side by side)
     as a table with COLUMNS unset (header words whole, one line a problem); at COLUMNS=80, where
-    rich would fold its words ("difficu/lty"), one block of lines a problem within 80 columns."""
+    rich would fold its words ("difficu/lty"), one block of lines a problem within 80 columns,
+    every column in it (``-`` for an empty cell)."""
     from reward_service.problems import load_problems
 
     out = cli("problems", "--problems", str(CID012), cache=tmp_path, columns=columns)
@@ -448,24 +511,80 @@ def test_piped_problems_listing_keeps_words_whole(columns, tmp_path):
         + [f"{p.target_percent:g}"]
         for pid, p in problems.items()
     }
-    got: dict[str, dict[str, str]] = {}
     if columns is None:
+        got: dict[str, dict[str, str]] = {}
         assert [cell.strip() for cell in lines[2].strip("┃").split("┃")] == ["id", *fields]
         for line in lines[4:-1]:
             pid, *cells = (cell.strip() for cell in line.strip("│").split("│"))
             got[pid] = dict(zip(fields, cells, strict=True))
         assert got == {pid: dict(zip(fields, values, strict=True)) for pid, values in want.items()}
-    else:  # a block: the id, then `field  value` lines (an empty value has none)
+    else:
         assert max(map(len, lines)) <= columns
-        for line in lines[1:]:
-            if not line.startswith(" "):
-                pid = line
-                got[pid] = {}
-            else:
-                match = re.fullmatch(r"  (\S+(?: \S+)?) +(\S+)", line)
-                assert match, line
-                got[pid][match[1]] = match[2]
-        assert got == {pid: {f: v for f, v in zip(fields, values, strict=True) if v} for pid, values in want.items()}
+        assert _blocks(lines[1:]) == _want_blocks(want, fields)
+
+
+def _blocks(lines: list[str]) -> dict[str, dict[str, str]]:
+    """The problems of a listing printed one block a problem: the id, then `field  value` lines."""
+    got: dict[str, dict[str, str]] = {}
+    for line in lines:
+        if not line.startswith(" "):
+            pid = line
+            got[pid] = {}
+        else:
+            match = re.fullmatch(r"  (\S+(?: \S+)?) +(\S+)", line)
+            assert match, line
+            got[pid][match[1]] = match[2]
+    return got
+
+
+def _want_blocks(want: dict[str, list[str]], fields: list[str]) -> dict[str, dict[str, str]]:
+    """Every field in every block, an empty one as ``-`` (agentic is empty for most problems)."""
+    return {pid: {f: v or "-" for f, v in zip(fields, values, strict=True)} for pid, values in want.items()}
+
+
+@pytest.mark.parametrize("columns", [None, 120])
+def test_score_help_piped_from_a_terminal_takes_its_width(columns, tmp_path):
+    """`score --help | less` in an 80-column terminal (stderr on it, stdout a pipe): the help is
+    laid out for 80 columns, its boxes as wide as the terminal, not for a pipe's 200; COLUMNS,
+    when set, still wins. Option texts wrap between words."""
+    code, out, _ = cli_in_terminal("score", "--help", cache=tmp_path, width=80, stdout_piped=True, columns=columns)
+    assert code == 0
+    width = columns or 80
+    lines = out.splitlines()
+    boxes = [ln for ln in lines if ln.startswith("╭─ ")]
+    assert boxes and all(len(ln) == width for ln in boxes), boxes
+    assert max(map(len, lines)) == width
+    words = out.split()
+    for text in [p.help.replace("\\[", "[") for p in _score_command().params if getattr(p, "help", None)]:
+        for word in text.split():
+            assert word in words, (word, text)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_problems_in_a_terminal_is_a_table_only_when_it_fits(width, tmp_path):
+    """problems on a terminal: 80 columns, too narrow for the cid012 table (157), get one block
+    of lines a problem with every column named (no word broken); 200 columns get the table."""
+    from reward_service.problems import load_problems
+
+    code, _, text = cli_in_terminal(
+        "problems", "--problems", str(CID012), cache=tmp_path, width=width, stdout_piped=False
+    )
+    assert code == 0, text
+    lines = text.splitlines()
+    assert lines[0] == f"82 problems in {CID012}"
+    fields = ["difficulty", "agentic", "DUT module", "instance", "target %"]
+    want = {
+        pid: [p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "", p.dut_instance]
+        + [f"{p.target_percent:g}"]
+        for pid, p in load_problems(CID012).items()
+    }
+    assert max(map(len, lines)) <= width
+    if width == 80:
+        assert _blocks(lines[1:]) == _want_blocks(want, fields)
+    else:
+        assert [cell.strip() for cell in lines[2].strip("┃").split("┃")] == ["id", *fields]
+        rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in lines[4:-1]]
+        assert {pid: cells for pid, *cells in rows} == want
 
 
 @pytest.mark.parametrize("command", ["rescore", "eval-cvdp"])
