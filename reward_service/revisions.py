@@ -17,7 +17,7 @@ ENGINE_REVISION = "4"
 #: ``auto`` decisions).
 FASTCOV_VERSION = "4"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "7"
+PROVER_REVISION = "8"
 
 
 def results_revision() -> dict[str, str]:

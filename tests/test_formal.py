@@ -293,3 +293,95 @@ def test_a_group_cut_by_the_kept_output_decides_nothing():
     verdicts = [None] * 5
     _read_groups(whole, verdicts)
     assert verdicts == [True, True, False, False, True]  # the same output uncut
+
+
+#: Branch points the model proved unreachable before it refused the timing, which Verilator
+#: covers: a 2-bit `t` assigned with `=` in a clocked procedure and read by another one (the
+#: model read last cycle's `t`, one behind `c`; Verilator reads the new one, equal to `c`), and
+#: an `always @(a)` that also reads `b` (the model never let `y` go stale).
+UNSOUND_BRANCHES = {
+    "blb.sv": (
+        """module blb(input clk, output reg [1:0] c, output reg [1:0] t, output reg y);
+  always @(posedge clk) begin c <= c + 2'd1; t = c; end
+  always @(posedge clk) begin
+    if ((t == c) && (c == 2'd2)) y <= 1'b1;
+    else y <= 1'b0;
+  end
+endmodule
+""",
+        """module tb; reg clk = 0; wire [1:0] c, t; wire y; integer n;
+  blb dut(.clk(clk), .c(c), .t(t), .y(y));
+  initial begin for (n = 0; n < 8; n = n + 1) begin #1 clk = 1; #1 clk = 0; end $finish; end
+endmodule
+""",
+        "blb.sv: `t` is assigned with `=` in a clocked procedure (line 2) and read by another process",
+    ),
+    "slb.sv": (
+        """module slb(input a, input b, output reg y, output reg z);
+  always @(a) y = a & b;
+  always @(*) begin
+    if (y != (a & b)) z = 1'b1;
+    else z = 1'b0;
+  end
+endmodule
+""",
+        """module tb; reg a = 0, b = 0; wire y, z;
+  slb dut(.a(a), .b(b), .y(y), .z(z));
+  initial begin #1 a = 1; #1 b = 1; #1 b = 0; #1 a = 0; #1 $finish; end
+endmodule
+""",
+        "slb.sv: the event list of the always block at line 2 does not name `b`, which it reads",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSOUND_BRANCHES))
+def test_timing_outside_the_model_leaves_branches_unproved(name):
+    rtl, _, why = UNSOUND_BRANCHES[name]
+    result = prove({name: rtl})
+    assert result.status == "unsupported" and result.reason.startswith(why), result.reason
+    assert not result.unreachable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(UNSOUND_BRANCHES))
+def test_verilator_covers_the_branch_such_timing_hid(engine, name):
+    rtl, tb, _ = UNSOUND_BRANCHES[name]
+    scored = engine.scored(
+        {
+            "design": {"files": {name: rtl}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "simulator": "verilator",
+            "engine": "verilator",
+            "coverage": {"scope": "dut", "metrics": ["branch", "line"]},
+        }
+    )
+    assert scored.result.status == "ok", scored.result.message
+    covered = {(p.line, p.metric, p.detail) for p in scored.points if p.covered}
+    assert (4, "branch", "if") in covered, sorted(covered)
+
+
+def test_timing_inside_the_model_is_not_refused():
+    """What the refusals must not catch: a loop index set by each clocked loop before use (in
+    both forms), a blocking temporary read only by its own procedure, a block's own variable,
+    a complete level-sensitive list (a temporary it writes first needs no naming), an
+    enumeration constant and a parameter read, and an `initial` without timing."""
+    rtl = """module ok(input clk, input a, input b, input [3:0] x, output reg [3:0] p, output reg [3:0] q,
+          output reg y, output reg [3:0] r);
+  localparam K = 2;
+  typedef enum logic [1:0] {S0, S1} st_t;
+  integer i;
+  reg [3:0] tmp;
+  reg t2;
+  st_t st;
+  initial begin tmp = 4'd0; st = S0; end
+  always @(posedge clk) for (i = 0; i < 4; i = i + 1) p[i] <= x[i];
+  always @(posedge clk) begin for (i = 0; i < 4; i = i + 1) q[i] <= p[i]; end
+  always @(posedge clk) for (int j = 0; j < 4; j++) r[j] <= q[j];
+  always @(posedge clk) begin : blk reg [3:0] own; own = x; tmp = own + K; r <= tmp; end
+  always @(posedge clk) begin integer j; for (j = 0; j < 2; j = j + 1) st <= (st == S0) ? S1 : S0; end
+  always @(a or b) begin t2 = a; y = t2 & b & (K == 2); end
+endmodule
+"""
+    model = build_model({"ok.sv": rtl})
+    assert model.properties

@@ -209,3 +209,145 @@ def test_simulation_covers_exactly_the_points_not_proved(engine, name, engine_na
     assert not covered & DEAD[name]
     # the stimulus reaches every other combination: the proved ones are all the dead ones
     assert covered == {(p.line, p.detail) for p in points} - DEAD[name] - NEVER.get(name, set())
+
+
+#: Timing outside the model, each with the expression point the model proved unreachable
+#: before it refused the design, and which Verilator covers: a variable assigned with `=` in a
+#: clocked procedure and read by another one (Verilator runs the writer first in both block
+#: orders; the model read the value from before the edge), an incomplete level-sensitive list
+#: (the model evaluated it as `@*`: `y` never stale) and a delay in an `initial` block (yosys
+#: drops it: `en` was 1 from time 0).
+UNSOUND = {
+    "bl.sv": (
+        """module bl(input clk, input d, output reg c, output reg t, output reg y);
+  always @(posedge clk) begin c <= ~c; t = c; end
+  always @(posedge clk) y <= (t ^ c) ? d : 1'b0;
+endmodule
+""",
+        (3, "(t==1 && c==1) => 0"),
+        "bl.sv: `t` is assigned with `=` in a clocked procedure (line 2) and read by another process",
+    ),
+    "bl2.sv": (
+        """module bl2(input clk, input d, output reg c, output reg t, output reg y);
+  always @(posedge clk) y <= (t ^ c) ? d : 1'b0;
+  always @(posedge clk) begin c <= ~c; t = c; end
+endmodule
+""",
+        (2, "(t==1 && c==1) => 0"),
+        "bl2.sv: `t` is assigned with `=` in a clocked procedure (line 3) and read by another process",
+    ),
+    "sl.sv": (
+        """module sl(input a, input b, output reg y, output z);
+  always @(a) y = a & b;
+  assign z = y ^ (a & b);
+endmodule
+""",
+        (3, "(y==0 && a==1 && b==1) => 1"),
+        "sl.sv: the event list of the always block at line 2 does not name `b`, which it reads",
+    ),
+    "ini.sv": (
+        """module ini(input a, output y);
+  reg en;
+  initial begin en = 1'b0; #5 en = 1'b1; end
+  assign y = en & a;
+endmodule
+""",
+        (4, "(en==0) => 0"),
+        "ini.sv: `#` in an initial block (line 3): its timing is not modelled",
+    ),
+}
+
+UNSOUND_TESTBENCHES = {
+    "bl.sv": """module tb; reg clk = 0, d = 0; wire c, t, y; integer n;
+  bl dut(.clk(clk), .d(d), .c(c), .t(t), .y(y));
+  initial begin for (n = 0; n < 8; n = n + 1) begin d = n[1]; #1 clk = 1; #1 clk = 0; end $finish; end
+endmodule
+""",
+    "bl2.sv": """module tb; reg clk = 0, d = 0; wire c, t, y; integer n;
+  bl2 dut(.clk(clk), .d(d), .c(c), .t(t), .y(y));
+  initial begin for (n = 0; n < 8; n = n + 1) begin d = n[1]; #1 clk = 1; #1 clk = 0; end $finish; end
+endmodule
+""",
+    "sl.sv": """module tb; reg a = 0, b = 0; wire y, z;
+  sl dut(.a(a), .b(b), .y(y), .z(z));
+  initial begin #1 a = 1; #1 b = 1; #1 b = 0; #1 a = 0; #1 a = 1; #1 b = 1; #1 a = 0; #1 $finish; end
+endmodule
+""",
+    "ini.sv": """module tb; reg a = 0; wire y; integer n;
+  ini dut(.a(a), .y(y));
+  initial begin for (n = 0; n < 10; n = n + 1) begin a = n[0]; #1; end $finish; end
+endmodule
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSOUND))
+def test_timing_outside_the_model_makes_the_design_unsupported(name):
+    rtl, _, why = UNSOUND[name]
+    result = prove({name: rtl})
+    assert result.status == "unsupported" and result.reason.startswith(why), result.reason
+    assert not result.unreachable and result.undecided == 0  # nothing decided, nothing proved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(UNSOUND))
+def test_verilator_covers_the_point_such_timing_hid(engine, name):
+    """The refusal is needed: Verilator covers the point the model proved unreachable."""
+    rtl, (line, detail), _ = UNSOUND[name]
+    scored = engine.scored(
+        {
+            "design": {"files": {name: rtl}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": UNSOUND_TESTBENCHES[name]}},
+            "simulator": "verilator",
+            "engine": "verilator",
+            "coverage": {"scope": "dut", "metrics": ["expr"]},
+        }
+    )
+    assert scored.result.status == "ok", scored.result.message
+    covered = {(p.line, p.detail) for p in scored.points if p.metric == "expr" and p.covered}
+    assert (line, detail) in covered, sorted(covered)
+
+
+def test_a_blocking_write_read_by_another_clocked_procedure_is_a_race_for_the_fast_path_too():
+    """The fast path's screen finds the same race (one detector for both): Icarus may run the
+    reader first where Verilator runs the writer first."""
+    from reward_service.fastcov.screen import design_race
+
+    for name in ("bl.sv", "bl2.sv"):
+        rtl, _, why = UNSOUND[name]
+        assert (design_race({name: rtl}) or "").startswith(why), name
+    assert all(design_race({n: DESIGNS[n]}) is None for n in DESIGNS)
+
+
+class _FirstYosysFails:
+    """A sandbox whose first yosys run fails as the environment can make it fail (its script
+    cannot be read); every other command runs as given."""
+
+    def __init__(self, inner):
+        self.inner, self.failed = inner, False
+
+    def run(self, spec):
+        import dataclasses
+
+        if spec.argv[0] == "yosys" and not self.failed:
+            self.failed = True
+            spec = dataclasses.replace(spec, argv=["yosys", "-q", "-s", "missing.ys"])
+        return self.inner.run(spec)
+
+
+def test_a_yosys_error_outside_the_checks_is_not_cached_without_them(tmp_path):
+    """Only an error in the inserted checks leads to the run without them (that verdict is
+    cached): after any other yosys error the design's expression points must not stay
+    undecided, so the result is the error's, not kept, and the next call proves them."""
+    from reward_service.formal.prover import kept
+    from reward_service.sandbox import get_sandbox
+
+    design = {"top.sv": SEQ}
+    sandbox = get_sandbox("bwrap")
+    first = prove(design, sandbox=_FirstYosysFails(sandbox), cache_dir=tmp_path)  # type: ignore[arg-type]
+    assert first.status == "unsupported" and first.reason.startswith("yosys: "), first.reason
+    assert not kept(first) and not any(n.startswith("expression checks left out") for n in first.notes)
+    assert not list(tmp_path.glob("*.json"))
+    again = prove(design, sandbox=sandbox, cache_dir=tmp_path)
+    assert again.status == "proved", again.reason
+    assert _expr(again.unreachable, "top.sv") == DEAD["top.sv"]

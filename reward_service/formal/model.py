@@ -45,6 +45,7 @@ from reward_service import hdl
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.expr import ExprKind
 from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
+from reward_service.fastcov.screen import PROCESSES, clocked_blocking_race, edge_triggered, signal_uses
 from reward_service.fastcov.toggle import ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
 
@@ -108,6 +109,9 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         strip: list[tuple[str, list[str]]] = []  # per module in file order: tag, statements to remove
         for module in modules_of(source):
             name = module.header.name.valueText
+            why_unsound = _timing_reason(source, module, bodies.get(name))
+            if why_unsound:
+                raise Unsupported(f"{source.name}: {why_unsound}")
             tag = f"m{module_index}_"  # flag names restart per module; the model's are unique
             module_index += 1
             unit = ModuleUnit(source, module, compilation, bodies.get(name))
@@ -157,6 +161,93 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         # of a combinational block is a latch, which yosys refuses in an always_comb
         files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
     return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes)
+
+
+def _timing_reason(source: Any, module: Any, body: Any) -> str | None:
+    """Why the module's timing is outside the model (None: it is inside). The model is one
+    step per clock edge in which every process sees the registers' values from before it,
+    combinational logic settled and ``initial`` blocks done at time 0. Not so (each makes
+    the model miss states a simulator reaches, so a covered point would be proved):
+
+    - a variable assigned with ``=`` in a clocked procedure and read by another process: the
+      model reads the value from before the edge, a simulator that runs the writer first the
+      new one (:func:`~reward_service.fastcov.screen.clocked_blocking_race`);
+    - an ``always`` with an explicit level-sensitive event list that does not name every
+      signal it reads: it runs only when a named one changes, and holds a stale value while
+      the others do (the model evaluates it as ``@*``);
+    - a delay, event or ``wait`` in an ``initial`` block: yosys drops the timing control, so
+      the values before it (at time 0 and up to the delay) are never in the model.
+
+    A module the design does not instantiate (``body`` None) has nothing to model."""
+    if body is None:
+        return None
+
+    def line_of(tok: Any) -> int:
+        return source.line_col(tok.location)[0]
+
+    race = clocked_blocking_race(module, body, line_of)
+    if race:
+        return race
+    for node in _processes(module):
+        if node.kind == _K.InitialBlock:
+            tok = next((t for t in _tokens(node.statement) if t.rawText in _TIMING_TOKENS), None)
+            if tok is not None:
+                return f"`{tok.rawText}` in an initial block (line {line_of(tok)}): its timing is not modelled"
+        elif node.kind == _K.AlwaysBlock:
+            missing = _unlisted_reads(node, body)
+            if missing:
+                return (
+                    f"the event list of the always block at line {line_of(node.getFirstToken())} does not name "
+                    f"{', '.join(f'`{m}`' for m in missing[:3])}, which it reads: it holds its value while they change"
+                )
+    return None
+
+
+#: Tokens of a delay (``#``, ``##``), an event control (``@``) or a wait statement.
+_TIMING_TOKENS = {"#", "##", "@", "@@", "wait", "wait_order"}
+
+
+def _processes(node: Any):
+    """The processes under ``node`` (:data:`~reward_service.fastcov.screen.PROCESSES`, generate
+    blocks included), not looking inside them."""
+    for child in node:
+        if isinstance(child, syntax.SyntaxNode):
+            if child.kind in PROCESSES:
+                yield child
+            else:
+                yield from _processes(child)
+
+
+def _unlisted_reads(node: Any, body: Any) -> list[str]:
+    """The signals an ``always @(<level-sensitive list>)`` procedure reads that its list does
+    not name as a whole (in text order; empty for ``@*``, a clocked procedure and an always
+    block without an event control). A signal the procedure assigns before its first use
+    holds its own value there and needs no naming."""
+    stmt = node.statement
+    if stmt.kind != _K.TimingControlStatement or edge_triggered(node):
+        return []
+    control = stmt.timingControl
+    if control.kind not in (_K.EventControl, _K.EventControlWithExpression):
+        return []
+    named = set()
+    if control.kind == _K.EventControl:
+        if control.eventName.kind == _K.IdentifierName:
+            named.add(control.eventName.identifier.valueText)
+    else:
+        for item in [control.expr, *_nodes(control.expr)]:
+            if item.kind == _K.SignalEventExpression and item.expr.kind == _K.IdentifierName and item.iffClause is None:
+                named.add(item.expr.identifier.valueText)
+    first: dict[str, str] = {}
+    for name, role, _ in signal_uses(stmt.statement, body):
+        first.setdefault(name, role)
+    return [n for n, role in first.items() if role not in ("write", "nb") and n not in named]
+
+
+def _nodes(node: Any):
+    for child in node:
+        if isinstance(child, syntax.SyntaxNode):
+            yield child
+            yield from _nodes(child)
 
 
 def _not_asked(flag: Any, anchor: Any) -> str:

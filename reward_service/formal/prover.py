@@ -174,12 +174,18 @@ def _prove(
     result = _run(model, sandbox, timeout_s, per_property_ms)
     if not kept(result) and result.status == "unsupported" and _has_expr(model):
         # yosys 0.23 does not read every term text the fast path's checks use: the design's
-        # other points are still proved, its expression points stay undecided
+        # other points are still proved, its expression points stay undecided. Only when the
+        # error is in the checks: that verdict is cached, and an error of the environment
+        # (not kept, so the next sample proves again) must not cost the expression points.
         why = result.reason
         try:
-            model = build_model(design, top, expr=False)
+            plain = build_model(design, top, expr=False)
         except Unsupported:
             return result
+        if not in_checks(why, model, plain):
+            result.seconds = round(time.monotonic() - start, 3)
+            return result
+        model = plain
         result = _run(model, sandbox, timeout_s, per_property_ms)
         result.notes.insert(0, f"expression checks left out ({why})")
     result.seconds = round(time.monotonic() - start, 3)
@@ -233,6 +239,28 @@ endmodule
 
 def _has_expr(model: FormalModel) -> bool:
     return any(key[2] == "expr" and provers for key, provers in model.points)
+
+
+def in_checks(error: str, model: FormalModel, plain: FormalModel) -> bool:
+    """Whether the yosys ``error`` of ``model`` points into its expression checks: it names an
+    expression point's flag, or a line (``file:line``) that differs from ``plain``, the same
+    design's model without the checks (the checks are inserted without newlines, so both
+    models keep the design's line numbers)."""
+    flags = {model.properties[i].signal for key, provers in model.points if key[2] == "expr" for i in provers}
+    if any(name in flags for name in _FLAG_WORD.findall(error)):
+        return True
+    for m in _FILE_LINE.finditer(error):
+        name, line = m.group(1), int(m.group(2))
+        if name not in model.files or line < 1:
+            continue
+        ours, theirs = model.files[name].splitlines(), plain.files.get(name, "").splitlines()
+        if line <= len(ours) and (line > len(theirs) or ours[line - 1] != theirs[line - 1]):
+            return True
+    return False
+
+
+_FLAG_WORD = re.compile(re.escape(FLAG_PREFIX) + r"\w+")
+_FILE_LINE = re.compile(r"([\w./+-]+\.s?v[h]?):(\d+)")
 
 
 def _yosys_script(model: FormalModel) -> str:
