@@ -130,7 +130,8 @@ COCOTB_ITEMS = [
     "cvdp_copilot_decoder_8b10b_0023",
     "cvdp_copilot_dot_product_0014",
     "cvdp_copilot_gcd_0033",
-    "cvdp_copilot_ir_receiver_0013",
+    # cvdp_copilot_ir_receiver_0013 is scored on Verilator: a blocking write in a clocked process
+    # read by another process (a race at the edge), tests/test_fastcov_fallback.py
 ]
 
 

@@ -327,3 +327,48 @@ def test_an_implicit_net_in_a_generate_block_goes_to_verilator(engine):
         "— scored on Verilator"
     ), result.fallback
     assert result.coverage.metrics["toggle"].total > 0
+
+
+RACE_DUT = """module bl(input clk, input d, output reg c, output reg t, output reg y);
+  always @(posedge clk) y <= (t ^ c) ? d : 1'b0;
+  always @(posedge clk) begin c <= ~c; t = c; end
+endmodule
+"""
+RACE_TB = """module tb; reg clk=0,d=0; wire c,t,y; integer n;
+  bl dut(.clk(clk),.d(d),.c(c),.t(t),.y(y));
+  initial begin for (n=0;n<8;n=n+1) begin d=n[1]; #1 clk=1; #1 clk=0; end $finish; end
+endmodule
+"""
+
+
+def test_a_race_at_a_clock_edge_goes_to_verilator(engine):
+    """``t`` is written with ``=`` in one clocked process and read by another: which process
+    runs first at the edge is up to the simulator. With the reader written first, the fast path
+    (Icarus) missed ``(t==1 && c==1) => 0`` of ``t ^ c``, which Verilator covers; the sample is
+    Verilator's."""
+    result = engine.score(
+        {
+            "design": {"files": {"bl.sv": RACE_DUT}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": RACE_TB}},
+            "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle", "expr"]},
+            "engine": "fast",
+            "limits": {"run_s": 20},
+        }
+    )
+    assert result.status == "ok" and result.engine == "verilator", result.message
+    assert result.fallback == (
+        "the design has a race at a clock edge the fast path may order unlike Verilator: bl.sv: `t` is "
+        "assigned with `=` in a clocked procedure (line 3) and read by another process of the same module: "
+        "which one runs first at the edge is a race — scored on Verilator"
+    ), result.fallback
+    missed = {u.detail for u in result.uncovered if u.metric == "expr"}
+    assert "(t==1 && c==1) => 0" not in missed and missed, missed  # Verilator covers it, Icarus did not
+
+
+def test_the_cocotb_corpus_item_with_a_clock_edge_race_goes_to_verilator():
+    from test_cocotb_corpus import ROWS
+
+    from reward_service.fastcov.screen import design_race
+
+    race = design_race(ROWS["cvdp_copilot_ir_receiver_0013"]["rtl"])
+    assert race is not None and "assigned with `=` in a clocked procedure" in race, race

@@ -76,6 +76,17 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
         instrumented(dict(prepared.design.files), tuple(spec.metrics))
     except Unsupported as exc:
         return None, ours("the design", str(exc))
+    # A blocking write in one clocked process read by another is a race at the edge: Icarus and
+    # Verilator may order the two processes differently, so the fast path could count points
+    # Verilator does not (or miss ones it does). Verilator is the reference: it scores these.
+    from reward_service.fastcov.screen import design_race
+
+    race = design_race(dict(prepared.design.files))
+    if race:
+        return (
+            None,
+            f"the design has a race at a clock edge the fast path may order unlike Verilator: {race}{SCORED_ON_VERILATOR}",
+        )
     ports = _connected_array_ports(prepared)
     if ports:
         shown = ", ".join(f"{m}.{n}" for m, n in ports[:3]) + (" ..." if len(ports) > 3 else "")
