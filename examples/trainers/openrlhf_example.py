@@ -3,7 +3,9 @@
 In an OpenRLHF run (the dataset's ``problem_id`` column becomes the labels):
 
     python -m openrlhf.cli.train_ppo_ray ... \\
-        --remote_rm_url http://127.0.0.1:8000/v1/openrlhf/reward --label_key problem_id
+        --reward.remote_url http://127.0.0.1:8000/v1/openrlhf/reward --data.label_key problem_id
+
+(OpenRLHF before 0.11: ``--remote_rm_url ... --label_key problem_id``.)
 
 Run against a service: ``reward-service serve --port 8000 & python examples/trainers/openrlhf_example.py``
 """
@@ -19,6 +21,6 @@ body = {"query": [prompt + c for c in COMPLETIONS], "prompts": [prompt] * n, "la
 answer = httpx.post(f"{url}/v1/openrlhf/reward", json=body, headers={"Content-Type": "application/json"}, timeout=600)
 answer.raise_for_status()
 print("POST /v1/openrlhf/reward:", answer.json())
-# the Python-file form (--remote_rm_url /path/to/reward_service/adapters/openrlhf.py)
+# the Python-file form (--reward.remote_url /path/to/reward_service/adapters/openrlhf.py; before 0.11 --remote_rm_url)
 rewards = reward_func(body["query"], body["prompts"], body["labels"], service_url=url)["rewards"]
 print("reward_func:", [float(r) for r in rewards])  # a torch tensor where torch is installed

@@ -1,11 +1,14 @@
 """verl: the custom reward functions called the way verl's reward managers call them.
 
-In a verl run (the problem id in each row's ``reward_model.ground_truth``):
+In a verl 0.9 run (the problem id in each row's ``reward_model.ground_truth``):
 
-    custom_reward_function.path=$(python -c 'import reward_service.adapters.verl as m; print(m.__file__)')
-    custom_reward_function.name=compute_score_batch      # with reward_model.reward_manager=batch
-    # or: custom_reward_function.name=compute_score     (naive manager; compute_score_async: reward loop)
-    +custom_reward_function.reward_kwargs.service_url=http://127.0.0.1:8000
+    reward.custom_reward_function.path=$(python -c 'import reward_service.adapters.verl as m; print(m.__file__)')
+    reward.custom_reward_function.name=compute_score_async     # verl 0.9's reward loop
+    +reward.custom_reward_function.reward_kwargs.service_url=http://127.0.0.1:8000
+
+Older verl: ``custom_reward_function.name=compute_score_batch`` with
+``reward_model.reward_manager=batch`` (verl 0.9 has no ``batch`` manager), or ``compute_score``
+with the naive manager.
 
 Run against a service: ``reward-service serve --port 8000 & python examples/trainers/verl_example.py``
 """
