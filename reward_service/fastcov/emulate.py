@@ -19,9 +19,11 @@ testbench; no coverage is added here).
   (``s = 0; for (...) s[i] = s[i] ^ d[i];``) next to another ``always_comb`` reading such
   nets. The body also reads the module variables that the module's functions it calls read:
   Verilator's combinational logic (``always_comb``, and ``always @(*)`` with any input) wakes
-  on them, Icarus' ``@*`` does not. (Verilator never runs an ``always @(*)`` that reads no
-  signal itself, ``y = f(4'd0)``; here it runs at time 0 and on ``f``'s reads, as Icarus'
-  ``always_comb`` ran it.)
+  on them, Icarus' ``@*`` does not (a block whose functions read a variable that is not of an
+  integral type, which Icarus cannot read as an ``if`` condition, stays ``always_comb``).
+  (Verilator never runs an ``always @(*)`` that reads no signal itself, ``y = f(4'd0)``; here
+  it runs at time 0 and on ``f``'s reads, as Icarus' ``always_comb`` ran it.) The trigger is
+  declared after the module's leading ``timeunit``/``timeprecision`` items.
 - **2-state case selectors** (:func:`case_selectors_two_state`, the DUT in both modes): a
   selector with X/Z bits (a cocotb toplevel's inputs before the test drives them, an undriven
   net) matches no item on Icarus, which runs ``default``; Verilator's selector has no X, so
@@ -41,7 +43,7 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import TokenKind
 
-from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported
+from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported, instance_bodies
 from reward_service.fastcov.unit import depth as _depth
 
 _K = syntax.SyntaxKind
@@ -159,7 +161,7 @@ def zero_arrays(source: SourceFile) -> None:
             name = node.declarator.name.valueText
             idx = [f"__rs_i{i}" for i in range(len(dims))]
             source.insert(
-                source.offsets(_module_of(node).header)[1],
+                items_start(source, _module_of(node)),
                 f" initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;",
                 closing=True,
                 depth=0,
@@ -242,10 +244,15 @@ def comb_at_time_zero(source: SourceFile) -> None:
     (__rs_time0) ; [if (g) ; ...] S end`` plus ``bit __rs_time0; initial #0 __rs_time0 =
     1'b1;`` in the module (see above). The null ``if`` statements only put the trigger and the
     module variables ``g`` read by the called functions into the ``@*`` sensitivity. A block
-    whose called functions read an unpacked array (no one read of it wakes on every word)
-    becomes (or stays) ``always_comb``, whose sensitivity follows function bodies on Icarus."""
+    whose called functions read a variable of a type that is not integral (an unpacked array:
+    no one read of it wakes on every word; ``string``, ``real``, ``event``, an unpacked
+    struct: Icarus rejects them as an ``if`` condition or, for a string, vvp aborts) or of a
+    type not known here becomes (or stays) ``always_comb``, whose sensitivity follows
+    function bodies on Icarus. The declaration goes after the module's ``timeunit`` /
+    ``timeprecision`` items, which must come first."""
     triggered: set[tuple[int, int]] = set()
     reads: dict[tuple[int, int], dict[str, set[str] | None]] = {}
+    types = _Types(source)
     for node in _walk(source.tree.root):
         if node.kind == _K.AlwaysCombBlock:
             body, keyword = node.statement, "always @(*)"
@@ -264,7 +271,7 @@ def comb_at_time_zero(source: SourceFile) -> None:
             continue
         key = source.offsets(module)
         if key not in reads:
-            reads[key] = _function_reads(module)
+            reads[key] = _function_reads(module, types)
         extra = _called_reads(body, reads[key])
         try:
             start, end = source.offsets(body)
@@ -285,27 +292,67 @@ def comb_at_time_zero(source: SourceFile) -> None:
         if key not in triggered:
             triggered.add(key)
             source.insert(
-                source.offsets(module.header)[1],
+                items_start(source, module),
                 f" bit {TIME0}; initial #0 {TIME0} = 1'b1;",
                 closing=True,
                 depth=0,
             )
 
 
-def _function_reads(module: Any) -> dict[str, set[str] | None]:
+def items_start(source: SourceFile, module: Any) -> int:
+    """Where declarations can be added to ``module``: after its header and the
+    ``timeunit``/``timeprecision`` items that start it (IEEE 1800 3.14.2.2: they precede all
+    other items; Icarus rejects a later one as a repeat)."""
+    end = source.offsets(module.header)[1]
+    for member in module.members:
+        if member.kind != _K.TimeUnitsDeclaration:
+            break
+        end = source.offsets(member)[1]
+    return end
+
+
+class _Types:
+    """Whether a module-level variable or net has an integral type, from pyslang's elaboration
+    of the file alone (built on first use). Unknown (False): a module with no elaborated body
+    (one only other files instantiate, with a parameter that has no default), a type from
+    another file's package, a name it does not declare."""
+
+    def __init__(self, source: SourceFile) -> None:
+        self._source = source
+        self._bodies: dict[str, Any] | None = None
+        self._compilation: Any = None  # keeps the bodies' symbols alive
+
+    def integral(self, module: Any, name: str) -> bool:
+        if self._bodies is None:
+            self._compilation = ast.Compilation()
+            self._compilation.addSyntaxTree(self._source.tree)
+            self._bodies = {}
+            try:
+                for body in instance_bodies(self._compilation):
+                    self._bodies.setdefault(body.definition.name, body)
+            except Exception:  # elaboration failed: every type stays unknown
+                self._bodies = {}
+        body = self._bodies.get(module.header.name.valueText)
+        symbol = body.find(name) if body is not None else None
+        value_type = getattr(symbol, "type", None)
+        return bool(value_type is not None and value_type.isIntegral)
+
+
+def _function_reads(module: Any, types: _Types) -> dict[str, set[str] | None]:
     """Per function declared directly in ``module``: the module-level variables and nets its
-    body reads, through the functions it calls too (None: one of them is an unpacked array)."""
-    signals: dict[str, bool] = {}  # name -> unpacked
+    body reads, through the functions it calls too (None: one of them is not of an integral
+    type, or its type is unknown)."""
+    signals: set[str] = set()
     for port in getattr(module.header.ports, "ports", None) or []:
         decl = getattr(port, "declarator", None)
         if isinstance(decl, syntax.DeclaratorSyntax):
-            signals[decl.name.valueText] = any(isinstance(x, syntax.SyntaxNode) for x in decl.dimensions)
+            signals.add(decl.name.valueText)
     functions: dict[str, Any] = {}
     for member in module.members:
         if member.kind in (_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
             for decl in member.declarators:
                 if isinstance(decl, syntax.DeclaratorSyntax):
-                    signals[decl.name.valueText] = any(isinstance(x, syntax.SyntaxNode) for x in decl.dimensions)
+                    signals.add(decl.name.valueText)
         elif member.kind == _K.FunctionDeclaration:
             functions[member.prototype.name.getLastToken().valueText] = member
     direct: dict[str, set[str]] = {}
@@ -324,12 +371,12 @@ def _function_reads(module: Any) -> dict[str, set[str] | None]:
             for c in calls[f] - seen:
                 seen.add(c)
                 todo.append(c)
-        result[name] = None if any(signals[n] for n in names) else names
+        result[name] = names if all(types.integral(module, n) for n in names) else None
     return result
 
 
 def _called_reads(body: Any, reads: dict[str, set[str] | None]) -> set[str] | None:
-    """The module signals the functions called in ``body`` read (None: an unpacked array)."""
+    """The module signals the functions called in ``body`` read (None: one not integral)."""
     names: set[str] = set()
     for node in [body, *_walk(body)]:
         if node.kind == _K.InvocationExpression and node.left.kind == _K.IdentifierName:
