@@ -298,23 +298,111 @@ def test_a_group_cut_by_the_kept_output_decides_nothing():
 #: Branch points the model proved unreachable before it refused the timing, which Verilator
 #: covers: a 2-bit `t` assigned with `=` in a clocked procedure and read by another one (the
 #: model read last cycle's `t`, one behind `c`; Verilator reads the new one, equal to `c`), and
-#: an `always @(a)` that also reads `b` (the model never let `y` go stale).
+#: an `always @(a)` that also reads `b` (the model never let `y` go stale). The same race
+#: carried another way: `t` written in a child module and read by the parent through an output
+#: port (blp) or by a hierarchical name (blh), written by a task (blt) or a function (blf) the
+#: clocked procedure calls. Two the model could not read anyway (yosys refuses the event
+#: control, several drivers) whose race the fast path must see too: an event control heading
+#: the body (ble), and a reader whose first use of `t` is a write under a condition (blc).
+#: Name -> (design, testbench, refusal, line of the branch Verilator covers).
+_TB = """module tb; reg clk = 0; wire [1:0] c, t; wire y; integer n;
+  {top} dut(.clk(clk), .c(c), .t(t), .y(y));
+  initial begin for (n = 0; n < 8; n = n + 1) begin #1 clk = 1; #1 clk = 0; end $finish; end
+endmodule
+"""
+_READER = """  always @(posedge clk) begin
+    if ((t == c) && (c == 2'd2)) y <= 1'b1;
+    else y <= 1'b0;
+  end
+endmodule
+"""
+_RACE = "`t` is assigned with `=` in a clocked procedure"
 UNSOUND_BRANCHES = {
     "blb.sv": (
         """module blb(input clk, output reg [1:0] c, output reg [1:0] t, output reg y);
   always @(posedge clk) begin c <= c + 2'd1; t = c; end
+"""
+        + _READER,
+        _TB.format(top="blb"),
+        f"blb.sv: {_RACE} (line 2) and read by another process",
+        4,
+    ),
+    "blp.sv": (
+        """module wr(input clk, input [1:0] c, output reg [1:0] t);
+  always @(posedge clk) t = c;
+endmodule
+module blp(input clk, output reg [1:0] c, output [1:0] t, output reg y);
+  wr u(.clk(clk), .c(c), .t(t));
+  always @(posedge clk) c <= c + 2'd1;
+"""
+        + _READER,
+        _TB.format(top="blp"),
+        f"blp.sv: {_RACE} (line 2) and is an output port of a module another module instantiates",
+        8,
+    ),
+    "blh.sv": (
+        """module wr(input clk, input [1:0] c);
+  reg [1:0] t;
+  always @(posedge clk) t = c;
+endmodule
+module blh(input clk, output reg [1:0] c, output [1:0] t, output reg y);
+  wr u(.clk(clk), .c(c));
+  assign t = 2'd0;
+  always @(posedge clk) c <= c + 2'd1;
   always @(posedge clk) begin
+    if ((u.t == c) && (c == 2'd2)) y <= 1'b1;
+    else y <= 1'b0;
+  end
+endmodule
+""",
+        _TB.format(top="blh"),
+        "blh.sv: `u.t` (line 10) reads `t` by a hierarchical name, and `t` is assigned with `=` in a clocked procedure",
+        10,
+    ),
+    "blt.sv": (
+        """module blt(input clk, output reg [1:0] c, output reg [1:0] t, output reg y);
+  task upd; t = c; endtask
+  always @(posedge clk) begin c <= c + 2'd1; upd(); end
+"""
+        + _READER,
+        _TB.format(top="blt"),
+        f"blt.sv: {_RACE} (line 2) and read by another process",
+        5,
+    ),
+    "blf.sv": (
+        """module blf(input clk, output reg [1:0] c, output reg [1:0] t, output reg y);
+  reg [1:0] s;
+  function [1:0] upd(input [1:0] v); begin t = v; upd = v; end endfunction
+  always @(posedge clk) begin c <= c + 2'd1; s = upd(c); end
+"""
+        + _READER,
+        _TB.format(top="blf"),
+        f"blf.sv: {_RACE} (line 3) and read by another process",
+        6,
+    ),
+    "ble.sv": (
+        """module ble(input clk, output reg [1:0] c, output reg [1:0] t, output reg y);
+  always begin @(posedge clk); c <= c + 2'd1; t = c; end
+"""
+        + _READER,
+        _TB.format(top="ble"),
+        f"ble.sv: {_RACE} (line 2) and read by another process",
+        4,
+    ),
+    "blc.sv": (
+        """module blc(input clk, output reg [1:0] c, output reg [1:0] t, output reg y);
+  reg r = 1'b0;
+  always @(posedge clk) begin c <= c + 2'd1; t = c; end
+  always @(posedge clk) begin
+    if (r) t = 2'd0;
     if ((t == c) && (c == 2'd2)) y <= 1'b1;
     else y <= 1'b0;
   end
 endmodule
 """,
-        """module tb; reg clk = 0; wire [1:0] c, t; wire y; integer n;
-  blb dut(.clk(clk), .c(c), .t(t), .y(y));
-  initial begin for (n = 0; n < 8; n = n + 1) begin #1 clk = 1; #1 clk = 0; end $finish; end
-endmodule
-""",
-        "blb.sv: `t` is assigned with `=` in a clocked procedure (line 2) and read by another process",
+        _TB.format(top="blc"),
+        f"blc.sv: {_RACE} (line 3) and read by another process",
+        6,
     ),
     "slb.sv": (
         """module slb(input a, input b, output reg y, output reg z);
@@ -331,22 +419,32 @@ endmodule
 endmodule
 """,
         "slb.sv: the event list of the always block at line 2 does not name `b`, which it reads",
+        4,
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(UNSOUND_BRANCHES))
 def test_timing_outside_the_model_leaves_branches_unproved(name):
-    rtl, _, why = UNSOUND_BRANCHES[name]
+    rtl, _, why, _ = UNSOUND_BRANCHES[name]
     result = prove({name: rtl})
     assert result.status == "unsupported" and result.reason.startswith(why), result.reason
     assert not result.unreachable
 
 
+def test_the_fast_path_sees_each_race_the_model_refuses():
+    """One detector for both: the fast path sends each of these designs to Verilator."""
+    from reward_service.fastcov.screen import design_race
+
+    for name, (rtl, _, why, _) in UNSOUND_BRANCHES.items():
+        if name != "slb.sv":  # not a race: the event-list refusal is the model's own
+            assert (design_race({name: rtl}) or "").startswith(why), name
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(UNSOUND_BRANCHES))
 def test_verilator_covers_the_branch_such_timing_hid(engine, name):
-    rtl, tb, _ = UNSOUND_BRANCHES[name]
+    rtl, tb, _, line = UNSOUND_BRANCHES[name]
     scored = engine.scored(
         {
             "design": {"files": {name: rtl}},
@@ -358,7 +456,37 @@ def test_verilator_covers_the_branch_such_timing_hid(engine, name):
     )
     assert scored.result.status == "ok", scored.result.message
     covered = {(p.line, p.metric, p.detail) for p in scored.points if p.covered}
-    assert (4, "branch", "if") in covered, sorted(covered)
+    assert (line, "branch", "if") in covered, sorted(covered)
+
+
+def test_the_wider_race_rules_do_not_refuse_race_free_designs():
+    """What the port, subroutine, hierarchical-name and first-write rules must not catch: a
+    child's clocked output port assigned with `<=`, a hierarchical read of such a register, a
+    task of a clocked procedure that assigns with `<=` only, a loop index every process sets
+    first, and a reader that assigns the whole variable unconditionally before any use (after
+    a conditional statement on another one)."""
+    from reward_service.fastcov.screen import design_race
+
+    rtl = """module wr(input clk, input [1:0] c, output reg [1:0] t);
+  reg [1:0] h;
+  always @(posedge clk) begin t <= c; h <= c; end
+endmodule
+module okh(input clk, input d, input [1:0] x, output [1:0] t, output reg y, output reg [1:0] q,
+           output reg [3:0] r, output reg [1:0] z, output reg [1:0] p);
+  reg [1:0] c, w;
+  integer i;
+  wr u(.clk(clk), .c(c), .t(t));
+  task upd; c <= c + 2'd1; endtask
+  always @(posedge clk) upd();
+  always @(posedge clk) y <= (u.h == c);
+  always @(posedge clk) for (i = 0; i < 4; i = i + 1) r[i] <= d;
+  always @* begin z = 2'd0; for (i = 0; i < 2; i = i + 1) z[i] = x[i]; end
+  always @(posedge clk) begin w = x; q <= w; end
+  always @(posedge clk) begin if (d) p <= 2'd0; w = c; p <= w; end
+endmodule
+"""
+    assert design_race({"okh.sv": rtl}) is None
+    assert build_model({"okh.sv": rtl}).properties
 
 
 def test_timing_inside_the_model_is_not_refused():

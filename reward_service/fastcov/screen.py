@@ -138,7 +138,9 @@ class Process:
     """One reader/writer of module signals: ``node`` (a procedure, continuous assignment, net
     initialiser, instantiation or subroutine) and its signal names in text order, each
     ``(name, role, token)``: ``write`` (the base of a blocking assignment's target), ``step``
-    (read and written: ``+=``, ``++``), ``nb`` (the base of a nonblocking target) or ``read``."""
+    (read and written: ``+=``, ``++``), ``nb`` (the base of a nonblocking target) or ``read``.
+    A call of one of the module's tasks or functions adds the subroutine's names at the call:
+    it runs in the caller's process."""
 
     node: Any
     uses: list[tuple[str, str, Any]]
@@ -147,41 +149,59 @@ class Process:
     def edge_triggered(self) -> bool:
         return edge_triggered(self.node)
 
-    def first_use(self, name: str) -> str | None:
-        return next((role for n, role, _ in self.uses if n == name), None)
-
 
 def edge_triggered(node: Any) -> bool:
-    """Whether ``node`` is an ``always``/``always_ff`` procedure whose event control names an
-    edge (a clocked procedure)."""
-    if node.kind not in (_K.AlwaysBlock, _K.AlwaysFFBlock) or node.statement.kind != _K.TimingControlStatement:
+    """Whether ``node`` is an ``always``/``always_ff``/``initial`` procedure with an event
+    control naming an edge anywhere in it (a clocked procedure: its writes after that control
+    happen at the edge), whether it heads the body or not (``always begin @(posedge clk);
+    ...``)."""
+    if node.kind not in (_K.AlwaysBlock, _K.AlwaysFFBlock, _K.InitialBlock):
         return False
-    return any(t.kind in _EDGES for t in _tokens(node.statement.timingControl))
+    return any(t.kind in _EDGES for t in _tokens(node.statement))
+
+
+def edge_control(control: Any) -> bool:
+    """Whether the event control ``control`` names an edge."""
+    return any(t.kind in _EDGES for t in _tokens(control))
 
 
 _EDGES = {TokenKind.PosEdgeKeyword, TokenKind.NegEdgeKeyword, TokenKind.EdgeKeyword}
+_SUBROUTINES = (_K.FunctionDeclaration, _K.TaskDeclaration)
 
 
 def processes(module: Any, body: Any) -> list[Process]:
     """The processes of a module declaration (syntax; generate blocks included) with their
     signal names; ``body``: its elaborated instance body (names that resolve to anything but a
     net or variable there are left out)."""
-    found: list[Process] = []
+    nodes: list[Any] = []
 
     def visit(node: Any) -> None:
         for child in node:
             if isinstance(child, syntax.SyntaxNode):
                 if child.kind in PROCESSES:
-                    found.append(Process(child, signal_uses(child, body)))
+                    nodes.append(child)
                 else:
                     visit(child)
 
     visit(module)
-    return found
+    calls: dict[str, list[Any]] = {}
+    for node in nodes:
+        if node.kind in _SUBROUTINES:
+            calls.setdefault(_subroutine_name(node), []).append(node)
+    return [Process(node, signal_uses(node, body, calls)) for node in nodes]
 
 
-def signal_uses(node: Any, body: Any) -> list[tuple[str, str, Any]]:
-    """The signal names under ``node`` in text order as :class:`Process` lists them."""
+def _subroutine_name(node: Any) -> str:
+    name = node.prototype.name
+    last = name.right if name.kind == _K.ScopedName else name  # `function C::f` (an out-of-block method)
+    return last.identifier.valueText if hasattr(last, "identifier") else str(last).strip()
+
+
+def signal_uses(
+    node: Any, body: Any, calls: dict[str, list[Any]] | None = None, _open: tuple[Any, ...] = ()
+) -> list[tuple[str, str, Any]]:
+    """The signal names under ``node`` in text order as :class:`Process` lists them; ``calls``:
+    the module's subroutines by name, whose names a call adds in its place."""
     roles: dict[Any, str] = {}  # location of a target's base identifier -> role
 
     def mark(target: Any, role: str) -> None:
@@ -202,11 +222,68 @@ def signal_uses(node: Any, body: Any) -> list[tuple[str, str, Any]]:
         name = tok.valueText
         if name in local:
             continue
+        if calls and name in calls:
+            for decl in calls[name]:
+                if decl is not node and decl not in _open:  # a recursive call adds nothing new
+                    uses += signal_uses(decl, body, calls, (*_open, node))
+            continue
         sym = body.find(name) if body is not None else None
         if sym is not None and sym.kind in _NOT_SIGNALS:
             continue
         uses.append((name, roles.get(tok.location, "read"), tok))
     return uses
+
+
+def written_first(node: Any) -> set[str]:
+    """The names the process ``node`` assigns whole with ``=`` before any use of them on every
+    path: in a statement of its top-level sequence (not under a condition, loop or call; a
+    ``for`` loop's initialisation counts), with no earlier use (its own right-hand side
+    included). Such a process reads only its own value."""
+    seen: set[str] = set()
+    first: set[str] = set()
+
+    def use(n: Any) -> None:
+        seen.update(tok.valueText for tok in _names(n))
+
+    def assign(expr: Any) -> None:
+        use(expr.right)
+        left = expr.left
+        parts = list(left.expressions) if left.kind == _K.ConcatenationExpression else [left]
+        whole: list[Any] = [p for p in parts if isinstance(p, syntax.SyntaxNode) and p.kind == _K.IdentifierName]
+        if len(whole) != len([p for p in parts if isinstance(p, syntax.SyntaxNode)]):
+            use(left)  # a select or member writes part of a variable: the rest is read
+            return
+        for p in whole:
+            name = p.identifier.valueText
+            if name not in seen:
+                first.add(name)
+            seen.add(name)
+
+    def statement(s: Any) -> None:
+        if s.kind == _K.SequentialBlockStatement:
+            for item in s.items:
+                statement(item)
+        elif s.kind == _K.TimingControlStatement:
+            use(s.timingControl)
+            statement(s.statement)
+        elif s.kind == _K.ExpressionStatement and s.expr.kind == _K.AssignmentExpression:
+            assign(s.expr)
+        elif s.kind == _K.ForLoopStatement:
+            for init in s.initializers:
+                if isinstance(init, syntax.SyntaxNode) and init.kind == _K.AssignmentExpression:
+                    assign(init)
+                elif isinstance(init, syntax.SyntaxNode):
+                    use(init)
+            use(s)
+        else:
+            use(s)
+
+    if node.kind in _SUBROUTINES:
+        for item in node.items:
+            statement(item)
+    elif node.kind in (_K.AlwaysBlock, _K.AlwaysFFBlock, _K.AlwaysCombBlock, _K.AlwaysLatchBlock, _K.InitialBlock):
+        statement(node.statement)
+    return first
 
 
 def _bases(target: Any) -> list[Any]:
@@ -266,27 +343,38 @@ def _walk(node: Any):
             yield from _walk(child)
 
 
-def clocked_blocking_race(module: Any, body: Any, line_of: Any = None) -> str | None:
+def clocked_blocking_race(
+    module: Any, body: Any, line_of: Any = None, ports: frozenset[str] = frozenset()
+) -> str | None:
     """Why the module has a race (None: it has none found): a variable assigned with ``=`` in
-    a clocked procedure and read by another process that does not assign it with ``=`` before
-    any use of its own (a loop index set by the loop first reads its own value). At the edge,
-    simulators may run the reader before or after the writer, so it reads the old or the new
-    value; Icarus and Verilator need not agree, and a model that reads the old value misses
-    what one of them counts. ``line_of``: token -> line number, for the message."""
+    a clocked procedure (or a subroutine it calls) and read by another process that does not
+    assign it whole with ``=`` before any use on every path (:func:`written_first`; a loop
+    index set by the loop first reads its own value), or that is one of ``ports`` (the
+    module's output ports when another module of the design instantiates it: its processes
+    read them). At the edge, simulators may run the reader before or after the writer, so it
+    reads the old or the new value; Icarus and Verilator need not agree, and a model that
+    reads the old value misses what one of them counts. ``line_of``: token -> line number, for
+    the message."""
     procs = processes(module, body)
+    first: dict[int, set[str]] = {}
     for writer in procs:
         if not writer.edge_triggered:
             continue
         for name, role, tok in writer.uses:
             if role not in ("write", "step"):
                 continue
+            at = f" (line {line_of(tok)})" if line_of else ""
+            if name in ports:
+                return (
+                    f"`{name}` is assigned with `=` in a clocked procedure{at} and is an output port of a module "
+                    "another module instantiates and reads: which one runs first at the edge is a race"
+                )
             for reader in procs:
-                if reader is writer:
+                if reader is writer or not any(n == name for n, _, _ in reader.uses):
                     continue
-                first = reader.first_use(name)
-                if first is None or first == "write":
+                exempt = first.setdefault(id(reader), written_first(reader.node))
+                if name in exempt:
                     continue
-                at = f" (line {line_of(tok)})" if line_of else ""
                 return (
                     f"`{name}` is assigned with `=` in a clocked procedure{at} and read by another process "
                     "of the same module: which one runs first at the edge is a race"
@@ -294,25 +382,123 @@ def clocked_blocking_race(module: Any, body: Any, line_of: Any = None) -> str | 
     return None
 
 
+#: Symbol kinds the first part of a dotted name may resolve to in a hierarchical reference.
+_SCOPES = {
+    ast.SymbolKind.Instance,
+    ast.SymbolKind.InstanceArray,
+    ast.SymbolKind.GenerateBlock,
+    ast.SymbolKind.GenerateBlockArray,
+    ast.SymbolKind.InterfacePort,
+    ast.SymbolKind.Modport,
+}
+
+
+def _hierarchical(module: Any, body: Any):
+    """The dotted names of ``module`` that may reach into another scope: ``(last name,
+    node)`` where the first part is an instance, a generate block or a name the body does not
+    know (a module name, ``$root``); a struct's or an object's member is not one."""
+    n: Any
+    for n in _walk(module):
+        if n.kind not in (_K.ScopedName, _K.MemberAccessExpression) or _inner_part(n, n.kind):
+            continue  # the longest dotted name only
+        if not _reaches_out(n, body):
+            continue
+        last = n.right if n.kind == _K.ScopedName else n.name
+        tok = last if isinstance(last, Token) else getattr(last, "identifier", None)
+        if tok is not None:
+            yield tok.valueText, n
+
+
+def _inner_part(n: Any, kind: Any) -> bool:
+    """Whether ``n`` is the left part of a longer dotted name of ``kind``."""
+    p = n.parent
+    return p is not None and p.kind == kind and p.left.sourceRange == n.sourceRange
+
+
+def _reaches_out(name: Any, body: Any, local: frozenset[str] = frozenset()) -> bool:
+    """Whether the expression ``name`` is a dotted name that may reach into another scope:
+    its first part is an instance, a generate block or a name the body does not know (a
+    module name, ``$root``), not a variable (a struct's member)."""
+    if name.kind == _K.ScopedName:
+        if name.separator.kind != TokenKind.Dot:
+            return False
+    elif name.kind != _K.MemberAccessExpression:
+        return False
+    head = next(iter(_all_names(name)), None)
+    if head is None or head.valueText in local:
+        return False
+    sym = body.find(head.valueText) if body is not None else None
+    return sym is None or sym.kind in _SCOPES
+
+
+def _all_names(node: Any):
+    for tok in _tokens(node):
+        if tok.kind in (TokenKind.Identifier, TokenKind.SystemIdentifier, TokenKind.RootSystemName):
+            yield tok
+
+
+def races(sources: list[Any], bodies: dict[str, Any]) -> str | None:
+    """Why the design (parsed ``sources``, elaborated instance ``bodies`` by module name) has
+    a race at a clock edge, with its file (None: none found): :func:`clocked_blocking_race` in
+    any module it instantiates, an output port of a module another one instantiates driven so,
+    a variable assigned so (anywhere in the design) read by a dotted name, or a clocked
+    procedure that assigns a dotted name with ``=``."""
+    from reward_service.fastcov.instrument import modules_of
+
+    modules = [
+        (source, module, bodies[module.header.name.valueText])
+        for source in sources
+        for module in modules_of(source)
+        if module.header.name.valueText in bodies
+    ]
+    inner = {n.type.valueText for _, module, _ in modules for n in _walk(module) if n.kind == _K.HierarchyInstantiation}
+    clocked: set[str] = set()
+    for source, module, body in modules:
+
+        def line_of(tok: Any, s: Any = source) -> int:
+            return s.line_col(tok.location)[0]
+
+        outputs: frozenset[str] = frozenset()
+        if module.header.name.valueText in inner:
+            outputs = frozenset(
+                p.name
+                for p in body.portList
+                if getattr(p, "direction", None)
+                in (ast.ArgumentDirection.Out, ast.ArgumentDirection.InOut, ast.ArgumentDirection.Ref)
+            )
+        why = clocked_blocking_race(module, body, line_of, outputs)
+        if why:
+            return f"{source.name}: {why}"
+        for proc in processes(module, body):
+            if proc.edge_triggered:
+                clocked.update(n for n, role, _ in proc.uses if role in ("write", "step"))
+                local = frozenset(d.name.valueText for d in _walk(proc.node) if d.kind == _K.Declarator)
+                for n in _walk(proc.node):
+                    if n.kind in _BLOCKING and _reaches_out(n.left, body, local):
+                        return (
+                            f"{source.name}: a clocked procedure assigns `{str(n.left).strip()}` with `=` "
+                            f"(line {line_of(n.getFirstToken())}): another scope's processes read it at the edge, a race"
+                        )
+    for source, module, body in modules:
+        for name, node in _hierarchical(module, body):
+            if name in clocked:
+                return (
+                    f"{source.name}: `{str(node).strip()}` (line {source.line_col(node.getFirstToken().location)[0]}) "
+                    f"reads `{name}` by a hierarchical name, and `{name}` is assigned with `=` in a clocked procedure: "
+                    "which one runs first at the edge is a race"
+                )
+    return None
+
+
 def design_race(files: dict[str, str]) -> str | None:
-    """:func:`clocked_blocking_race` over every module of the DUT files ``files`` (name -> text)
-    that the design instantiates: the first one found, with its file. Cached per design (the
-    samples of a problem share it)."""
+    """:func:`races` of the DUT files ``files`` (name -> text). Cached per design (the samples
+    of a problem share it)."""
     return _design_race(json.dumps({n: t for n, t in files.items() if hdl.is_hdl_source(n)}, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=256)
 def _design_race(files_json: str) -> str | None:
-    from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
+    from reward_service.fastcov.instrument import _instance_bodies, parse
 
     sources, compilation = parse(json.loads(files_json))
-    bodies = _instance_bodies(compilation)
-    for source in sources:
-        for module in modules_of(source):
-            body = bodies.get(module.header.name.valueText)
-            if body is None:
-                continue
-            why = clocked_blocking_race(module, body, lambda tok, s=source: s.line_col(tok.location)[0])
-            if why:
-                return f"{source.name}: {why}"
-    return None
+    return races(sources, _instance_bodies(compilation))

@@ -45,7 +45,7 @@ from reward_service import hdl
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.expr import ExprKind
 from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
-from reward_service.fastcov.screen import PROCESSES, clocked_blocking_race, edge_triggered, signal_uses
+from reward_service.fastcov.screen import PROCESSES, edge_control, races, signal_uses
 from reward_service.fastcov.toggle import ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
 
@@ -100,6 +100,9 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         if len(tops) != 1:
             raise Unsupported(f"the design has {len(tops)} top modules")
         top = compilation.getRoot().topInstances[0].definition.name
+    race = races(sources, bodies)  # across modules: a port or a hierarchical name can carry one
+    if race:
+        raise Unsupported(race)
     properties: list[Property] = []
     points: list[tuple[PointKey, tuple[int, ...]]] = []
     module_index = 0
@@ -169,9 +172,10 @@ def _timing_reason(source: Any, module: Any, body: Any) -> str | None:
     combinational logic settled and ``initial`` blocks done at time 0. Not so (each makes
     the model miss states a simulator reaches, so a covered point would be proved):
 
-    - a variable assigned with ``=`` in a clocked procedure and read by another process: the
-      model reads the value from before the edge, a simulator that runs the writer first the
-      new one (:func:`~reward_service.fastcov.screen.clocked_blocking_race`);
+    - (checked for the whole design first, :func:`~reward_service.fastcov.screen.races`) a
+      variable assigned with ``=`` in a clocked procedure and read by another process, in its
+      module, through an output port or by a hierarchical name: the model reads the value
+      from before the edge, a simulator that runs the writer first the new one;
     - an ``always`` with an explicit level-sensitive event list that does not name every
       signal it reads: it runs only when a named one changes, and holds a stale value while
       the others do (the model evaluates it as ``@*``);
@@ -185,9 +189,6 @@ def _timing_reason(source: Any, module: Any, body: Any) -> str | None:
     def line_of(tok: Any) -> int:
         return source.line_col(tok.location)[0]
 
-    race = clocked_blocking_race(module, body, line_of)
-    if race:
-        return race
     for node in _processes(module):
         if node.kind == _K.InitialBlock:
             tok = next((t for t in _tokens(node.statement) if t.rawText in _TIMING_TOKENS), None)
@@ -224,7 +225,7 @@ def _unlisted_reads(node: Any, body: Any) -> list[str]:
     block without an event control). A signal the procedure assigns before its first use
     holds its own value there and needs no naming."""
     stmt = node.statement
-    if stmt.kind != _K.TimingControlStatement or edge_triggered(node):
+    if stmt.kind != _K.TimingControlStatement or edge_control(stmt.timingControl):
         return []
     control = stmt.timingControl
     if control.kind not in (_K.EventControl, _K.EventControlWithExpression):
