@@ -386,44 +386,6 @@ def test_the_result_backend_never_replaces_a_success(redis_server):
         assert backend.get_task_meta(job)["status"] == "SUCCESS"
 
 
-def test_a_sandbox_error_success_gives_way_to_a_real_result_only(redis_server, monkeypatch):
-    """A stored SUCCESS whose result is a sandbox_error (the lease reaper's give-up result) is
-    replaced by a copy's SUCCESS with a real result, through Celery's own store_result, and by
-    nothing else; the real result then stays. The backend registers its Lua once."""
-    import redis
-
-    from reward_service.dispatch.contract import make_app
-
-    url = f"{redis_server}/13"
-    backend = make_app(Settings(broker_url=url, result_expires_s=600), set_as_current=False).backend
-    client = redis.Redis.from_url(url)
-    registered = []
-    register = backend.client.register_script
-    monkeypatch.setattr(backend.client, "register_script", lambda text: registered.append(text) or register(text))
-    job = "gave-up-job"
-    gave_up = {"status": "sandbox_error", "message": "the reaper gave up"}
-    backend.store_result(job, gave_up, "SUCCESS")
-    for state, result in [
-        ("FAILURE", KeyError("late")),
-        ("RETRY", None),
-        ("SUCCESS", {"status": "sandbox_error", "message": "a copy's own infrastructure failure"}),
-    ]:
-        backend.store_result(job, result, state)
-        assert backend.decode(client.get(backend.get_key_for_task(job)))["result"] == gave_up, state
-    backend.store_result(job, {"status": "ok", "reward": 0.5}, "SUCCESS")
-    stored = backend.decode(client.get(backend.get_key_for_task(job)))
-    assert stored["status"] == "SUCCESS" and stored["result"] == {"status": "ok", "reward": 0.5}
-    for state, result in [
-        ("SUCCESS", {"status": "sandbox_error"}),
-        ("SUCCESS", {"status": "ok", "reward": 0.25}),
-        ("FAILURE", KeyError("late")),
-    ]:
-        backend.store_result(job, result, state)
-        assert backend.decode(client.get(backend.get_key_for_task(job)))["result"]["reward"] == 0.5, state
-    assert len(registered) == 1  # seven writes, one Script
-    client.delete(backend.get_key_for_task(job))
-
-
 @pytest.mark.parametrize("other_copy", ["ok", "sandbox_error", None])
 def test_a_failed_copy_retries_only_when_no_copy_stored_a_real_result(redis_server, monkeypatch, other_copy):
     """The task's retry decision against a real Redis: a delivery whose simulation ended as a

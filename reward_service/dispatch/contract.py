@@ -31,9 +31,6 @@ import redis
 from celery import Celery
 from celery.backends.base import BaseKeyValueStoreBackend
 from celery.backends.redis import RedisBackend
-from celery.exceptions import BackendStoreError
-from kombu.utils.encoding import bytes_to_str
-from redis.commands.core import Script
 
 from reward_service.cache import content_hash
 from reward_service.dispatch.base import BrokerUnavailable
@@ -129,24 +126,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 #: KEYS: a result's meta key; ARGV: the encoded meta, its TTL in s (0: none). Stores the meta and
-#: publishes it (what Celery's RedisBackend._set does) unless the key holds a SUCCESS that is to
-#: stay: 1 when stored, 0 when the SUCCESS was kept. A SUCCESS whose result is a ``sandbox_error``
-#: (an infrastructure failure, e.g. the lease reaper's give-up result) gives way to a SUCCESS
-#: whose result is not one: a copy of the job that finished after all has the real answer.
+#: publishes it (what Celery's RedisBackend._set does) unless the key holds a SUCCESS: 1 when
+#: stored, 0 when the SUCCESS was kept.
 _SET_UNLESS_SUCCESS = """
-local function outcome(raw)
-  local ok, meta = pcall(cjson.decode, raw)
-  if not ok or type(meta) ~= 'table' then return nil, false end
-  local result = meta['result']
-  return meta['status'], type(result) == 'table' and result['status'] == 'sandbox_error'
-end
 local current = redis.call('GET', KEYS[1])
 if current then
-  local state, infra = outcome(current)
-  if state == 'SUCCESS' then
-    local new_state, new_infra = outcome(ARGV[1])
-    if not infra or new_state ~= 'SUCCESS' or new_infra then return 0 end
-  end
+  local ok, meta = pcall(cjson.decode, current)
+  if ok and type(meta) == 'table' and meta['status'] == 'SUCCESS' then return 0 end
 end
 if tonumber(ARGV[2]) > 0 then
   redis.call('SETEX', KEYS[1], ARGV[2], ARGV[1])
@@ -160,17 +146,16 @@ return 1
 
 class ResultBackend(RedisBackend):
     """The service's result backend: Celery's Redis backend whose writes never replace a stored
-    SUCCESS, except a SUCCESS whose result is a ``sandbox_error`` by one whose result is not.
+    SUCCESS.
 
     Celery already means to keep a SUCCESS: ``BaseKeyValueStoreBackend._store_result`` reads the
     stored state and stores nothing over a SUCCESS (so that "a lost task" does not "overwrite
     the last successful result", its comment says). The read and the write are two commands:
     a copy of a job whose lease lapsed (a stalled worker, which the reaper requeued) reads
     "no result" at its hard time limit, and its FAILURE lands after the requeued copy stored its
-    SUCCESS, replacing it. Here the check and the write are one Lua call. A stored real result
-    is replaced only after the dispatcher deleted it (a ``sandbox_error`` re-run: ``_RERUN_CLAIM``
-    in :mod:`reward_service.dispatch.celery`); a stored ``sandbox_error`` SUCCESS also by a copy
-    that finished with a real result (a real answer beats an infrastructure failure).
+    SUCCESS, replacing it. Here the check and the write are one Lua call. A stored result is
+    replaced only after the dispatcher deleted it (a ``sandbox_error`` re-run: ``_RERUN_CLAIM``
+    in :mod:`reward_service.dispatch.celery`).
 
     The apps' ``result_backend`` names it in front of the Redis URL (:func:`backend_spec`):
     Celery reads a backend setting as ``<backend>+<url>`` (the form its configuration guide
@@ -186,24 +171,8 @@ class ResultBackend(RedisBackend):
 
     def _set(self, key: str | bytes, value: str | bytes, expires: int | None = None) -> None:
         ttl = self.expires if expires is None else expires
-        self._set_script(keys=[key], args=[value, int(ttl or 0)])
-
-    def _store_result(self, task_id, result, state, traceback=None, request=None, **kwargs):
-        """Celery's ``_store_result`` without its read of the stored state first (its check
-        that a SUCCESS stays, which would also keep a ``sandbox_error`` SUCCESS): :meth:`_set`'s
-        Lua decides in Redis itself."""
-        meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)
-        meta["task_id"] = bytes_to_str(task_id)
-        try:
-            self._set_with_state(self.get_key_for_task(task_id), self.encode(meta), state)
-        except BackendStoreError as ex:
-            raise BackendStoreError(str(ex), state=state, task_id=task_id) from ex
-        return result
-
-    @functools.cached_property
-    def _set_script(self) -> Script:
-        """The Lua of :meth:`_set`, registered once per backend (its SHA kept for EVALSHA)."""
-        return self.client.register_script(_SET_UNLESS_SUCCESS)
+        script = self.client.register_script(_SET_UNLESS_SUCCESS)
+        script(keys=[key], args=[value, int(ttl or 0)])
 
 
 def backend_spec(settings: Settings, backend: type[ResultBackend] = ResultBackend) -> str:
