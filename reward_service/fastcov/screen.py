@@ -27,6 +27,7 @@ from pyslang import ast, syntax
 from pyslang.parsing import Token, TokenKind
 
 from reward_service import hdl
+from reward_service.fastcov.instrument import _tokens, _walk  # the syntax walks the instrumenter uses
 
 #: SV system tasks that read a file (IEEE 1800-2017 21.3 and 21.4).
 _SV_READS = re.compile(r"\$(?:fgets|fgetc|ungetc|fscanf|fread|readmemh|readmemb|fseek|frewind|ftell)\b")
@@ -326,21 +327,6 @@ def _names(node: Any):
                 yield child
         elif isinstance(child, syntax.SyntaxNode):
             yield from _names(child)
-
-
-def _tokens(node: Any):
-    for child in node:
-        if isinstance(child, Token):
-            yield child
-        elif isinstance(child, syntax.SyntaxNode):
-            yield from _tokens(child)
-
-
-def _walk(node: Any):
-    for child in node:
-        if isinstance(child, syntax.SyntaxNode):
-            yield child
-            yield from _walk(child)
 
 
 def clocked_blocking_race(
