@@ -338,6 +338,63 @@ def test_helper_modules_are_importable(tmp_path, shared_cache_dir):
     assert [t.passed for t in parse_results_xml(out.results_xml)] == [True], log_of(out)
 
 
+PLUGIN_TEST = """
+import importlib.metadata, sys
+import cocotb
+from cocotb.triggers import Timer
+
+@cocotb.test()
+async def no_pytest_plugin_loaded(dut):
+    await Timer(1, unit="ns")
+    loaded = sorted(e.module for e in importlib.metadata.entry_points(group="pytest11") if e.module in sys.modules)
+    assert not loaded, "pytest plugins loaded: " + ", ".join(loaded)
+
+@cocotb.test()
+async def rewritten_assert(dut):
+    await Timer(1, unit="ns")
+    got = [1, 2]
+    assert got == [1, 3]
+"""
+
+
+def test_test_step_loads_no_pytest_plugin_and_keeps_assertion_rewriting(tmp_path, shared_cache_dir):
+    """cocotb builds a pytest Config for assertion rewriting; pytest would import every
+    installed ``pytest11`` plugin for it (5-9 s here). The test step turns that off
+    (cocotb_flow.TEST_ENV) and a failing ``assert`` still carries pytest's rewritten text."""
+    import importlib.metadata
+
+    job = make_job(
+        tmp_path / "job", {"dut.sv": FCOV_DUT % ""}, {"test_p.py": PLUGIN_TEST}, "dut", "test_p", shared_cache_dir
+    )
+    out = run_cocotb(job, "icarus")
+    tests = {t.name: t for t in parse_results_xml(out.results_xml)} if out.results_xml else {}
+    assert set(tests) == {"no_pytest_plugin_loaded", "rewritten_assert"}, log_of(out)
+    if importlib.metadata.entry_points(group="pytest11"):  # else nothing could have been loaded
+        assert tests["no_pytest_plugin_loaded"].passed, tests["no_pytest_plugin_loaded"].message
+    assert not tests["rewritten_assert"].passed
+    assert "assert [1, 2] == [1, 3]" in (tests["rewritten_assert"].message or ""), tests["rewritten_assert"]
+
+
+def test_driver_imports_the_runner_without_running_cocotbs_init():
+    """The driver's cocotb 2.x runner import leaves cocotb's package __init__ (pytest, the
+    scheduler) unrun until something reads an attribute of ``cocotb``; then it is the whole
+    package."""
+    script = (
+        "import importlib.metadata, importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('driver', {str(cocotb_flow.DRIVER)!r})\n"
+        "driver = importlib.util.module_from_spec(spec); spec.loader.exec_module(driver)\n"
+        "runner = driver._import_runner_21()\n"
+        "assert runner.get_runner('icarus') is not None\n"
+        "assert 'cocotb._decorators' not in sys.modules and 'pytest' not in sys.modules\n"
+        "import cocotb\n"
+        "assert cocotb.__version__ == importlib.metadata.version('cocotb')\n"
+        "assert 'cocotb._decorators' in sys.modules and callable(cocotb.test)\n"
+        "try:\n    cocotb.no_such_name\nexcept AttributeError:\n    print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # the test tries to write outside its run dir (adversarial case 18)
 

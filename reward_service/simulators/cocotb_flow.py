@@ -90,6 +90,14 @@ PREMATURE = "simulation ended prematurely"
 PREMATURE_19 = "before test run completion"  # cocotb 1.9's SimFailure text
 #: cocotb 1.9 has no PyGPI users: our module is the entry point and starts cocotb itself.
 PYGPI_ENTRY_19 = "rs_fcov_export:entry_cocotb19"
+#: Environment of every test step (both runtimes), over the request's ``env``. cocotb's test
+#: discovery builds a pytest ``Config`` only to install pytest's assertion rewriting
+#: (``RegressionManager.setup_pytest_assertion_rewriting``, 1.9 and 2.1 alike), and pytest
+#: then imports every ``pytest11`` plugin installed beside it: in the service's own
+#: environment (schemathesis, hypothesis, anyio, xdist, ...) that took 5-9 s of a 6-10 s
+#: test step, for a config whose plugins cocotb never calls. Assertion rewriting (the
+#: messages of a failing ``assert``) is pytest's core, not a plugin, and stays.
+TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 TOOLS = "/rs"  # driver + exporter, read-only
 MODEL = "/model"  # build dir: writable while building, read-only in the run step
@@ -367,6 +375,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     env = {
         **job.cocotb_env,
         **common_env(toolchain),
+        **TEST_ENV,
         "RS_FCOV_FILE": f"/work/{FCOV}",
         "RS_DISCOVERY_FILE": f"/work/{DISCOVERY}",
     }
