@@ -176,14 +176,25 @@ def included_files(files: dict[str, str], dirs: list[str]) -> set[str]:
     return found
 
 
-def compilation_units(names: list[str], included: set[str]) -> list[str]:
-    """The HDL files of ``names`` the compiler gets on its command line, in order: not a header
-    (:data:`HEADER_SUFFIXES`), not a data file, and not ``include`` d by another file (it is
-    compiled where it is included; compiled alone too it would declare everything twice)."""
+def compilation_units(names: list[str], included: set[str], headers: bool = False) -> list[str]:
+    """The HDL files of ``names`` the compiler gets on its command line, in order: not a data
+    file, and not ``include`` d by another file (it is compiled where it is included; compiled
+    alone too it would declare everything twice). A header (:data:`HEADER_SUFFIXES`) that no
+    file includes is one only with ``headers`` (the design's files), where it stands in ``names``.
+
+    Why design headers only: a design header nobody includes holds compilation-unit
+    declarations (``$unit`` functions, parameters) of the files given with it, and the CVDP
+    harnesses list it as a source (cocotb ``VERILOG_SOURCES="... rtl/prince_core.v
+    rtl/prince_round_functions.vh"``, the `include commented out), all files in one simulator
+    call: Icarus and Verilator compile the files of one call as one compilation unit, so
+    ``prince_core``'s calls of the header's functions resolve. A testbench header is only ever
+    included (cid012's ``xrun /src/*.sv /code/verif/*.sv`` compiles no ``.svh``)."""
     return [
         n
         for n in names
-        if n.lower().endswith(HDL_SUFFIXES) and not n.lower().endswith(HEADER_SUFFIXES) and n not in included
+        if n.lower().endswith(HDL_SUFFIXES)
+        and n not in included
+        and (headers or not n.lower().endswith(HEADER_SUFFIXES))
     ]
 
 

@@ -50,7 +50,7 @@ def simulate(
         data = [n for n in files if hdl.is_data_file(n)]
         job = Job(
             root=root,
-            design_files=hdl.compilation_units(list(prepared.design.files), included),
+            design_files=hdl.compilation_units(list(prepared.design.files), included, headers=True),
             stimulus_files=hdl.compilation_units(list(stimulus.files), included)
             if isinstance(stimulus, SvTestbench)
             else [n for n in stimulus.files if not hdl.is_data_file(n)],

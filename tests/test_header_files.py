@@ -1,0 +1,246 @@
+"""A design header that no file includes is compiled as a source, after the files before it.
+
+CVDP's cvdp_copilot_crypto_0019/0022 (shared/cases/cvdp/cocotb_corpus.jsonl) give the design as
+``rtl/prince_core.v rtl/prince_round_functions.vh``: the header holds the cipher's functions at
+compilation-unit level (``$unit``), ``prince_core.v``'s own `include of it is commented out, and
+the harness lists the header in ``VERILOG_SOURCES``, all files in one simulator call. Before,
+the SV-testbench path left every header out of the compiler's command line, so Verilator and
+Icarus rejected ``prince_core`` ("Can't find definition of task/function: 'round0'") and every
+stimulus scored 0. The fast path cannot instrument such a design (pyslang elaborates each file
+as its own compilation unit, so the calls do not resolve) and falls back to Verilator.
+
+The small design here has the same shape: ``core.v`` calls ``mixk`` declared in ``funcs.vh``.
+Its coverage, worked out from the testbench: toggles of clk, rst_n, d[3:0], k[3:0], q[3:0] are
+14 bits x 2 directions = 28 points, of which rst_n 1->0 (reset is released once, never
+asserted again) and k[3] both ways (k only takes 0 and 7) stay uncovered: 25/28; the
+``if (!rst_n)`` branch pair and its two expression terms are all hit (reset while the clock
+runs, then 18 clocked cycles), as is the always block's one line point.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SHARED_CASES
+
+from reward_service import hdl
+
+CORE = """module core (
+    input  wire       clk,
+    input  wire       rst_n,
+    input  wire [3:0] d,
+    input  wire [3:0] k,
+    output reg  [3:0] q
+);
+  // mixk() is declared in funcs.vh, compiled after this file (no `include)
+  always @(posedge clk or negedge rst_n)
+    if (!rst_n) q <= 4'h0;
+    else q <= mixk(d, k);
+endmodule
+"""
+FUNCS = """function [3:0] mixk(input [3:0] x, input [3:0] k);
+  mixk = {x[2:0], x[3]} ^ k;
+endfunction
+"""
+TB = """module tb;
+  reg clk = 0, rst_n = 0;
+  reg [3:0] d = 0, k = 0;
+  wire [3:0] q;
+  integer i, bad = 0;
+  core dut (.clk(clk), .rst_n(rst_n), .d(d), .k(k), .q(q));
+  always #1 clk = ~clk;
+  initial begin
+    #4 rst_n = 1;
+    @(negedge clk);
+    for (i = 0; i < 18; i = i + 1) begin
+      d = i[3:0];
+      k = (i == 16) ? 4'h7 : 4'h0;
+      @(negedge clk);
+      if (q !== ({d[2:0], d[3]} ^ k)) bad = bad + 1;
+    end
+    $display("mismatches=%0d", bad);
+    $finish;
+  end
+endmodule
+"""
+EXPECTED = {"line": (1, 1), "branch": (2, 2), "toggle": (25, 28), "expr": (2, 2)}
+EXPECTED_UNCOVERED = [
+    ("core.v", 3, "toggle", "rst_n:1->0"),
+    ("core.v", 5, "toggle", "k[3]:0->1"),
+    ("core.v", 5, "toggle", "k[3]:1->0"),
+]
+
+
+def sv_request(design: dict, tb: dict, **extra) -> dict:
+    return {
+        "design": {"files": design},
+        "stimulus": {"kind": "sv_testbench", "files": tb},
+        "coverage": {"scope": "dut"},
+        **extra,
+    }
+
+
+def numbers(result) -> dict:
+    return {k: (m.covered, m.total) for k, m in result.coverage.metrics.items() if m.available}
+
+
+def uncovered(result) -> list[tuple]:
+    return sorted((p.file, p.line, p.metric, p.detail) for p in result.uncovered)
+
+
+def test_compilation_units_take_design_headers_nobody_includes():
+    files = {
+        "rtl/core.v": '`include "inc/defs.vh"\nmodule core; endmodule\n',
+        "inc/defs.vh": "`define W 4\n",
+        "rtl/funcs.vh": "function f; f = 1; endfunction\n",
+        "tb/tb.sv": '`include "tb/tasks.svh"\nmodule tb; endmodule\n',
+        "tb/tasks.svh": "task t; endtask\n",
+        "tb/spare.svh": "task u; endtask\n",
+        "data/x.hex": "00\n",
+    }
+    dirs = hdl.search_dirs(list(files))
+    included = hdl.included_files(files, dirs)
+    assert included == {"inc/defs.vh", "tb/tasks.svh"}
+    design = ["rtl/core.v", "inc/defs.vh", "rtl/funcs.vh"]
+    # a design header nobody includes is a source, where it stands; an included one is not
+    assert hdl.compilation_units(design, included, headers=True) == ["rtl/core.v", "rtl/funcs.vh"]
+    assert hdl.compilation_units(design, included) == ["rtl/core.v"]
+    # testbench headers stay include-only (cid012's xrun compiles /code/verif/*.sv)
+    assert hdl.compilation_units(["tb/tb.sv", "tb/tasks.svh", "tb/spare.svh", "data/x.hex"], included) == ["tb/tb.sv"]
+
+
+def test_unit_header_design_on_verilator(engine):
+    result = engine.score(sv_request({"core.v": CORE, "funcs.vh": FUNCS}, {"tb.sv": TB}, simulator="verilator"))
+    assert result.status == "ok", (result.message, result.log[-2000:])
+    assert "mismatches=0" in result.log  # the header's function computed q
+    assert numbers(result) == EXPECTED
+    assert uncovered(result) == EXPECTED_UNCOVERED
+    assert result.coverage.overall == pytest.approx((3 + 25 / 28) / 4)
+    # the $unit function's points are no point of the DUT instance
+    assert not any(p.file == "funcs.vh" for p in result.uncovered)
+
+
+def test_unit_header_design_fast_falls_back_to_verilator(engine):
+    result = engine.score(
+        sv_request({"core.v": CORE, "funcs.vh": FUNCS}, {"tb.sv": TB}, simulator="verilator", engine="fast")
+    )
+    assert result.status == "ok", (result.message, result.log[-2000:])
+    assert result.engine == "verilator"
+    assert result.fallback and "could not instrument" in result.fallback, result.fallback
+    assert numbers(result) == EXPECTED
+    assert uncovered(result) == EXPECTED_UNCOVERED
+
+
+def test_unit_header_design_on_icarus(engine):
+    result = engine.score(sv_request({"core.v": CORE, "funcs.vh": FUNCS}, {"tb.sv": TB}, simulator="icarus"))
+    assert result.status == "ok", (result.message, result.log[-2000:])
+    assert "mismatches=0" in result.log
+    assert result.ended_by == "finish"
+
+
+def test_included_header_is_not_compiled_twice(engine):
+    """The same header `include'd inside the module: compiled there only (as a source too,
+    Verilator would see ``mixk`` twice and the instance would call the module's one anyway)."""
+    inner = CORE.replace("  // mixk() is declared", '  `include "funcs.vh"\n  // mixk() is declared')
+    result = engine.score(sv_request({"core.v": inner, "funcs.vh": FUNCS}, {"tb.sv": TB}, simulator="icarus"))
+    assert result.status == "ok", (result.message, result.log[-2000:])
+    assert "mismatches=0" in result.log
+
+
+# -- the corpus item itself ------------------------------------------------------------------
+
+CORPUS = SHARED_CASES / "cvdp" / "cocotb_corpus.jsonl"
+
+
+def _prince_rtl() -> dict[str, str] | None:
+    if not CORPUS.exists():
+        return None
+    with open(CORPUS, encoding="utf-8") as fh:
+        for row in map(json.loads, fh):
+            if row["id"] == "cvdp_copilot_crypto_0019":
+                return {p: row["rtl"][p] for p in ("rtl/prince_core.v", "rtl/prince_round_functions.vh")}
+    return None
+
+
+PRINCE = _prince_rtl()
+#: The nine test vectors of the item's cocotb test (PRINCE reference values), encrypted and
+#: decrypted, as an SV testbench a model might write for a cid012-style prompt.
+PRINCE_TB = """`timescale 1ns/1ps
+module tb_prince;
+  reg clk = 0, reset_n = 0, encdec = 0, next = 0;
+  reg [127:0] key = 0;
+  reg [63:0] block = 0;
+  wire ready;
+  wire [63:0] result;
+  integer errors = 0;
+  prince_core dut (.clk(clk), .reset_n(reset_n), .encdec(encdec), .next(next),
+                   .ready(ready), .key(key), .block(block), .result(result));
+  always #1 clk = ~clk;
+  task automatic run(input [127:0] k, input [63:0] b, input [63:0] c);
+    begin
+      key = k; encdec = 1; block = b; next = 1;
+      @(negedge clk); next = 0;
+      @(negedge clk); while (!ready) @(negedge clk);
+      if (result !== c) errors = errors + 1;
+      block = c; encdec = 0; next = 1;
+      @(negedge clk); next = 0;
+      @(negedge clk); while (!ready) @(negedge clk);
+      if (result !== b) errors = errors + 1;
+    end
+  endtask
+  initial begin
+    #4 reset_n = 1;
+    @(negedge clk);
+    run(128'h00000000_00000000_00000000_00000000, 64'h00000000_00000000, 64'h818665aa_0d02dfda);
+    run(128'h00000000_00000000_00000000_00000000, 64'hffffffff_ffffffff, 64'h604ae6ca_03c20ada);
+    run(128'hffffffff_ffffffff_00000000_00000000, 64'h00000000_00000000, 64'h9fb51935_fc3df524);
+    run(128'h00000000_00000000_ffffffff_ffffffff, 64'h00000000_00000000, 64'h78a54cbe_737bb7ef);
+    run(128'h00000000_00000000_fedcba98_76543210, 64'h01234567_89abcdef, 64'hae25ad3c_a8fa9ccf);
+    run(128'h00112233_44556677_8899aabb_ccddeeff, 64'h01234567_89abcdef, 64'hd6dcb597_8de756ee);
+    run(128'h01122334_45566778_899aabbc_cddeeff0, 64'h01234567_89abcdef, 64'h392f599f_46761cd3);
+    run(128'h01122334_45566778_899aabbc_cddeeff0, 64'hf0123456_789abcde, 64'h4fb5e332_b9b409bb);
+    run(128'hd8cdb780_70b4c55a_818665aa_0d02dfda, 64'h69c4e0d8_6a7b0430, 64'h43c6b256_d79de7e8);
+    $display("errors=%0d", errors);
+    $finish;
+  end
+endmodule
+"""
+
+needs_corpus = pytest.mark.skipif(PRINCE is None, reason=f"{CORPUS} not found")
+
+
+@needs_corpus
+def test_prince_core_on_icarus(engine):
+    assert PRINCE is not None
+    result = engine.score(sv_request(PRINCE, {"tb_prince.sv": PRINCE_TB}, simulator="icarus"))
+    assert result.status == "ok", (result.message, result.log[-2000:])
+    assert "errors=0" in result.log  # all 18 results right: the header's functions ran
+
+
+@needs_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("engine_name", ["verilator", "fast"])
+def test_prince_core_on_verilator(engine, engine_name):
+    """Measured (Verilator 5.48, DUT instance ``dut``): every point of prince_core.v but 11:
+    the ``default:`` arm of the fully decoded control case (line 300), the else of
+    ``if (core_ctrl_we)`` (161: the testbench raises ``next`` in every idle cycle), the
+    ``(x[1]==0 && x[63]==1)`` terms of the two key-schedule XORs (227, 233) and 7 toggles
+    (reset_n, key[4], key[9], key[26], k1_reg[9], k1_reg[26], k1_reg[35]: 1->0). The header's
+    ``$unit`` functions give no point of the instance. The fast path falls back (it cannot
+    elaborate ``$unit`` functions of another file), so both engines give Verilator's numbers."""
+    assert PRINCE is not None
+    result = engine.score(
+        sv_request(
+            PRINCE,
+            {"tb_prince.sv": PRINCE_TB},
+            simulator="verilator",
+            engine=engine_name,
+            limits={"compile_s": 300},  # a cold C++ build of the cipher takes ~100 s on 2 cores
+        )
+    )
+    assert result.status == "ok", (result.message, result.log[-2000:])
+    assert result.engine == "verilator"
+    assert "errors=0" in result.log
+    assert numbers(result) == {"line": (8, 9), "branch": (17, 18), "toggle": (2335, 2342), "expr": (8, 10)}
+    assert result.reward > 1.9
