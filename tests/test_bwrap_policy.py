@@ -46,6 +46,7 @@ try:
 except (ValueError, OSError):
     out["nproc_raised"] = False
 out["nproc"] = [soft, hard]
+out["limits"] = {name: list(resource.getrlimit(getattr(resource, "RLIMIT_" + name))) for name in ("CORE", "FSIZE", "NOFILE", "AS")}
 print(json.dumps(out))
 """
 
@@ -81,8 +82,14 @@ def test_sandbox_tmpfs_mounts_are_read_only_or_capped(tmp_path, use_cgroups):
     assert seen["fds"] == [0, 1, 2, 3], seen
     assert seen["fd_targets"][0] == "/dev/null" and seen["fd_targets"][1].startswith("pipe:")
     assert seen["nproc_raised"] is False
+    # The rlimits hold in both modes (without cgroups set by prlimit inside the sandbox, not in
+    # a preexec_fn of the worker): soft = hard, so the step cannot raise them.
+    mib = 1024 * 1024
+    assert seen["limits"]["CORE"] == [0, 0] and seen["limits"]["NOFILE"] == [4096, 4096]
+    assert seen["limits"]["FSIZE"] == [256 * mib, 256 * mib]
     if not use_cgroups:
         assert seen["nproc"] == [32, 32]
+        assert seen["limits"]["AS"] == [1536 * mib, 1536 * mib]  # memory_mb + 1024
 
 
 def test_prlimit_comes_from_the_system_not_the_steps_path(tmp_path):
@@ -90,9 +97,10 @@ def test_prlimit_comes_from_the_system_not_the_steps_path(tmp_path):
     # the process-limit wrapper is named by its absolute path in /usr/bin instead.
     sandbox = BwrapSandbox(use_cgroups=False)
     argv = sandbox.command(ExecSpec(argv=["true"], workdir=tmp_path, processes=7))
-    wrapper = argv[argv.index("--") + 1 : argv.index("--") + 3]
-    assert wrapper == [shutil.which("prlimit", path="/usr/bin:/bin"), "--nproc=7:7"]
+    wrapper = argv[argv.index("--") + 1 : -1]
+    assert wrapper[0] == shutil.which("prlimit", path="/usr/bin:/bin")
     assert wrapper[0].startswith(("/usr/bin/", "/bin/"))
+    assert "--nproc=7:7" in wrapper and wrapper[-1] == "--" and argv[-1] == "true"
 
 
 # One fork every 5 ms: 200 forks take a second, 40 of the watcher's 25 ms samples. Without the

@@ -34,7 +34,7 @@ from reward_service.sandbox.base import (
 )
 from reward_service.sandbox.cgroup import CgroupV1
 from reward_service.sandbox.output import BoundedOutput
-from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, address_space_mb, nproc_prefix
+from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, rlimit_prefix
 from reward_service.sandbox.toolchain import Toolchain, host_toolchain
 
 log = logging.getLogger(__name__)
@@ -73,17 +73,20 @@ def _system_binds() -> tuple[tuple[str, ...], ...]:
     return tuple(args)
 
 
-def _preexec(spec: ExecSpec, cgroup: CgroupV1 | None) -> None:
-    """Runs in the child before exec: limits that the whole sandboxed tree inherits."""
+#: Descriptors a step may hold open.
+_NOFILE = 4096
+
+
+def _preexec(spec: ExecSpec, cgroup: CgroupV1) -> None:
+    """Runs in the child before exec (cgroup mode only): limits that the whole sandboxed tree
+    inherits. Without cgroups the same rlimits are set by ``prlimit`` inside the sandbox
+    (:func:`~reward_service.sandbox.proctree.rlimit_prefix`) and no ``preexec_fn`` runs, so
+    that the worker is ``vfork``-ed rather than forked."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     file_bytes = spec.file_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
-    if cgroup is not None:
-        cgroup.enter()
-    else:  # no cgroups: an address-space bound; the tree watcher enforces memory_mb itself
-        mem = address_space_mb(spec.memory_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_NOFILE, _NOFILE))
+    cgroup.enter()
 
 
 class BwrapSandbox(Sandbox):
@@ -233,11 +236,13 @@ class BwrapSandbox(Sandbox):
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
-        # Without cgroups the process limit is RLIMIT_NPROC, set inside the step's user namespace
-        # (counted there alone; see proctree).
+        # Without cgroups the rlimits are set inside the step's user namespace: RLIMIT_NPROC is
+        # counted there alone (see proctree), and the worker needs no preexec_fn (see _preexec).
+        if self.use_cgroups:
+            return argv + list(spec.argv)
         return (
             argv
-            + ([] if self.use_cgroups else nproc_prefix(spec.processes, self.prlimit or "prlimit"))
+            + rlimit_prefix(spec.processes, spec.memory_mb, spec.file_mb, _NOFILE, self.prlimit or "prlimit")
             + list(spec.argv)
         )
 
@@ -276,7 +281,7 @@ class BwrapSandbox(Sandbox):
                     close_fds=True,
                     pass_fds=(args_fd,),
                     env={},
-                    preexec_fn=functools.partial(_preexec, spec, cgroup),
+                    preexec_fn=None if cgroup is None else functools.partial(_preexec, spec, cgroup),
                 )
             except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec step
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
@@ -290,7 +295,8 @@ class BwrapSandbox(Sandbox):
             os.set_blocking(fd, False)
             watch = None if cgroup is not None else TreeWatch(proc.pid, spec.memory_mb, spec.processes)
             # next_look is read only with a watch
-            interval, next_look = (0.5 if watch is None else INTERVAL_S), start
+            # (the first look after one interval: at the start the tree is bwrap alone)
+            interval, next_look = (0.5 if watch is None else INTERVAL_S), start + INTERVAL_S
             while True:
                 now = time.monotonic()
                 left = deadline - now
