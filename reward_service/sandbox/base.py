@@ -69,8 +69,13 @@ def base_env(toolchain: Toolchain) -> dict[str, str]:
         "PATH": toolchain.path_env(),
         "HOME": "/work",
         "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
+        # The C locale, not C.UTF-8: with C.UTF-8 every program of a step (the shell, coreutils,
+        # iverilog's driver, gcc's many processes) opens and maps glibc's 13 locale files at its
+        # start: ~25 ms of a ~70 ms fast-path step, more where the image's files sit on a slow
+        # overlay (bench/README.md, "per-step costs"). No simulator output depends on it;
+        # Python turns on its UTF-8 mode in the C locale (PEP 540), so cocotb's text is UTF-8.
+        "LANG": "C",
+        "LC_ALL": "C",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
     }
