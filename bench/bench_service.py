@@ -45,6 +45,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -112,24 +113,40 @@ def tag_request(case: Case, simulator: str, args, tag: int) -> dict:
     return request
 
 
+#: A testbench drawing random numbers (docs/fastcov.md, "$random policy").
+_RANDOM = re.compile(r"\$(urandom_range|urandom|random)\b")
+#: Percentage points per metric a fast-path result of such a testbench may differ from
+#: Verilator's: Icarus and Verilator draw different sequences (tests/test_fastcov_cases.py).
+RANDOM_PP = 2.0
+
+
 def check_result(case: Case, simulator: str, result: dict | None) -> str:
     """'' when the result is right: status ok and, for Verilator, every metric's covered/total
-    and the overall percent as in expected.json."""
+    and the overall percent as in expected.json; for a fast-path result of a testbench calling
+    ``$random``/``$urandom*`` the same totals and covered within :data:`RANDOM_PP` points."""
     if result is None:
         return "no result"
     if result.get("status") != "ok":
         return f"status {result.get('status')}: {str(result.get('message'))[:120]}"
     if simulator != "verilator":
         return "" if case.expected.get("icarus_compiles_and_runs", True) else "ok, but expected.json says Icarus fails"
+    random_ok = result.get("engine") == "fast" and bool(_RANDOM.search(case.tb_text))
     cov = result.get("coverage") or {}
     metrics = cov.get("metrics") or {}
     for metric, want in case.expected["coverage"].items():
         got = metrics.get(metric) or {}
-        if (got.get("covered"), got.get("total")) != (want["covered"], want["total"]):
-            return f"{metric} {got.get('covered')}/{got.get('total')} != expected {want['covered']}/{want['total']}"
+        if (got.get("covered"), got.get("total")) == (want["covered"], want["total"]):
+            continue
+        total = want["total"]
+        if random_ok and got.get("total") == total and total and got.get("covered") is not None:
+            if 100 * abs(got["covered"] - want["covered"]) / total <= RANDOM_PP:
+                continue
+        return f"{metric} {got.get('covered')}/{got.get('total')} != expected {want['covered']}/{want['total']}"
     overall = cov.get("overall")
     percent = None if overall is None else round(100 * overall, 2)
-    if percent != case.expected["overall_percent"]:
+    if percent != case.expected["overall_percent"] and not (
+        random_ok and percent is not None and abs(percent - case.expected["overall_percent"]) <= RANDOM_PP
+    ):
         return f"overall {percent} != expected {case.expected['overall_percent']}"
     return ""
 
