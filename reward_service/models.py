@@ -123,6 +123,7 @@ _RESERVED_ENV = (
     "VIRTUAL_ENV",
     "VERILATOR",
     "RS_",
+    "PYTEST",  # PYTEST_PLUGINS/PYTEST_ADDOPTS would load installed plugins into the test step
     "TOPLEVEL",
     "MODULE",
     "TESTCASE",

@@ -34,7 +34,7 @@ def test_without_env_the_same_test_fails(engine):
     assert r.status == "ok" and not r.tests[0].passed
 
 
-@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "COCOTB_TEST_MODULES", "PATH", "lower"])
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "COCOTB_TEST_MODULES", "PATH", "PYTEST_PLUGINS", "lower"])
 def test_reserved_or_bad_names_are_invalid_input(engine, name):
     r = engine.score(_req({name: "x"}))
     assert r.status == "invalid_input" and name in r.message
