@@ -14,9 +14,10 @@ import pytest
 from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
 
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
+from reward_service.fastcov.unit import TOKEN_PLACEHOLDER
 from reward_service.models import Limits
 from reward_service.sandbox import BwrapSandbox
-from reward_service.simulators import cocotb_flow, get_simulator
+from reward_service.simulators import cocotb_flow, get_simulator, icarus
 from reward_service.simulators.base import Job, SimRun
 from reward_service.simulators.cocotb_flow import parse_results_xml
 from reward_service.simulators.verilator import cocotb_build_args, cocotb_model_key
@@ -72,6 +73,11 @@ def run_cocotb(job: Job, simulator: str) -> SimRun:
 def model_key(job: Job) -> str:
     """The key of ``job``'s cached Verilator cocotb model."""
     return cocotb_model_key(job, cocotb_build_args(job))
+
+
+def icarus_model_key(job: Job) -> str:
+    """The key of ``job``'s cached Icarus cocotb build."""
+    return icarus.cocotb_model_key(job, icarus.build_options(job))
 
 
 def log_of(out: SimRun) -> str:
@@ -172,6 +178,223 @@ def test_concurrent_samples_build_the_model_once(tmp_path, shared_cache_dir):
         outs = list(pool.map(lambda j: run_cocotb(j, "verilator"), jobs))
     assert all(o.results_xml is not None for o in outs), [log_of(o) for o in outs]
     assert sorted(o.build_cached for o in outs) == [False, True, True]
+
+
+# ---------------------------------------------------------------------------------------------
+# Icarus and fast-path builds: cached per design, as Verilator's model
+
+CACHE_DUT = """module ctr(input logic clk, input logic rst, input logic en, output logic [3:0] q,
+           output logic wrap);
+  always_ff @(posedge clk)
+    if (rst) q <= 4'd0;
+    else if (en) q <= q + 4'd1;
+  assign wrap = en && q == 4'hf;
+endmodule
+"""
+#: the same design counting by two: test B's ``q == 3`` fails on it
+CACHE_DUT_BY_TWO = CACHE_DUT.replace("q + 4'd1", "q + 4'd2")
+
+CACHE_TEST = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge, Timer
+
+@cocotb.test()
+async def count(dut):
+    Clock(dut.clk, 10, unit="ns").start()
+    dut.rst.value = 1
+    dut.en.value = 0
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    dut.en.value = 1
+    for _ in range({cycles}):
+        await RisingEdge(dut.clk)
+    dut.en.value = 0
+    await RisingEdge(dut.clk)
+    await Timer(1, unit="ns")
+    assert int(dut.q.value) == {expected}, int(dut.q.value)
+"""
+#: two tests of one design (two rollouts of one problem): A wraps the counter, B does not
+TEST_A = CACHE_TEST.format(cycles=20, expected=20 % 16)
+TEST_B = CACHE_TEST.format(cycles=3, expected=3)
+
+
+def cache_request(engine: str, test: str, design: str = CACHE_DUT, defines: dict | None = None) -> dict:
+    """A cocotb request of the counter on ``engine`` ("icarus" or "fast")."""
+    return {
+        "design": {"files": {"ctr.sv": design}, "toplevel": "ctr"},
+        "stimulus": {"kind": "cocotb", "files": {"test_ctr.py": test}, "test_module": "test_ctr"},
+        "coverage": {"metrics": METRICS},
+        "limits": {"run_s": RUN_S},
+        "build": {"defines": defines or {}},
+        **({"engine": "fast"} if engine == "fast" else {"simulator": "icarus"}),
+    }
+
+
+def outcomes(result) -> list[tuple[str, bool]]:
+    return [(t.name, t.passed) for t in result.tests]
+
+
+@pytest.mark.parametrize("engine", ["icarus", "fast"])
+def test_icarus_build_is_cached_per_design(tmp_path, engine):
+    """A second sample of a design with another test reuses the first one's build (cache.build)
+    and measures what an uncached run of it does; a changed design text or define builds anew."""
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    cache = tmp_path / "cache"
+    scorer = Engine(Settings(cache_dir=cache, result_cache=False, work_root=tmp_path))
+
+    def published() -> list[Path]:
+        return sorted(p for p in (cache / "models").iterdir() if p.is_dir())
+
+    first = scorer.score(cache_request(engine, TEST_A))
+    assert first.status == "ok" and first.engine == engine and first.fallback is None, first.message + first.log
+    assert not first.cache.build and outcomes(first) == [("count", True)]
+    assert len(published()) == 1
+    model = published()[0]
+    assert sorted(p.name for p in model.iterdir()) == ["rs_model.json", "sim.vvp"]
+    vvp = (model / "sim.vvp").read_text(errors="replace")
+    # the fast path's cached build keeps the token placeholder: each run stamps its own token
+    assert (TOKEN_PLACEHOLDER in vvp) == (engine == "fast")
+
+    second = scorer.score(cache_request(engine, TEST_B))
+    assert second.status == "ok" and second.cache.build, second.message + second.log
+    assert second.timings["build"] < 50  # a look-up, no sandbox step
+    uncached = Engine(Settings(cache_dir=tmp_path / "fresh", result_cache=False, work_root=tmp_path))
+    reference = uncached.score(cache_request(engine, TEST_B))
+    assert reference.status == "ok" and not reference.cache.build
+    assert outcomes(second) == outcomes(reference) == [("count", True)]
+    assert second.coverage == reference.coverage
+    if engine == "fast":  # the cached build measures its own run, not the first one's
+        assert second.coverage.metrics["toggle"].covered < first.coverage.metrics["toggle"].covered
+    assert published() == [model]
+    if scorer.sandbox.toolchain().cocotb19_python:  # one build serves both runtimes
+        legacy = (
+            CACHE_TEST.format(cycles=5, expected=5)
+            .replace('unit="ns"', 'units="ns"')
+            .replace(
+                'Clock(dut.clk, 10, units="ns").start()', 'cocotb.start_soon(Clock(dut.clk, 10, units="ns").start())'
+            )
+        )
+        old = scorer.score(cache_request(engine, legacy))
+        assert old.status == "ok" and old.engine == engine and "ran on cocotb 1.9" in old.message, old.message
+        assert old.cache.build and outcomes(old) == [("count", True)]
+        assert published() == [model]
+
+    # a changed design text is another build: counting by two fails test B (a stale build passes)
+    changed = scorer.score(cache_request(engine, TEST_B, design=CACHE_DUT_BY_TWO))
+    assert not changed.cache.build and outcomes(changed) == [("count", False)], changed.message
+    # a define (even one the design does not read) is part of the build's key
+    defined = scorer.score(cache_request(engine, TEST_B, defines={"RS_UNUSED": "1"}))
+    assert defined.status == "ok" and defined.engine == engine and not defined.cache.build, defined.message
+    assert len(published()) == 3
+    again = scorer.score(cache_request(engine, TEST_A, defines={"RS_UNUSED": "1"}))
+    assert again.cache.build and outcomes(again) == [("count", True)]
+    assert len(published()) == 3
+
+
+def test_icarus_model_key_covers_the_build_inputs(tmp_path):
+    """The Icarus build's key changes with every input of the build: design text, an included
+    file's text, toplevel, defines, parameters, include dirs, the fast path's variant."""
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "wrap.sv").write_text('`include "sub/core.vh"\n' + CACHE_DUT)
+    (tmp_path / "src" / "sub" / "core.vh").write_text("localparam int K = 1;\n")
+
+    def key(variant: dict | None = None, **fields) -> str:
+        job = Job(
+            root=tmp_path,
+            design_files=["wrap.sv"],
+            stimulus_files=["test_ctr.py"],
+            limits=Limits(),
+            sandbox=BwrapSandbox(),
+            cache_dir=tmp_path,
+            include_files=["sub/core.vh"],
+            **{"toplevel": "ctr", **fields},
+        )
+        return icarus.cocotb_model_key(job, icarus.build_options(job), variant)
+
+    base = key()
+    assert key() == base
+    others = {
+        key(toplevel="other"),
+        key(defines={"X": None}),
+        key(defines={"X": "1"}),
+        key(parameters={"W": "8"}),
+        key(include_dirs=["sub"]),
+        key({"fastcov": "1"}),
+        key({"fastcov": "2"}),
+    }
+    assert len(others) == 7 and base not in others
+    (tmp_path / "src" / "sub" / "core.vh").write_text("localparam int K = 2;\n")
+    changed_header = key()
+    (tmp_path / "src" / "wrap.sv").write_text('`include "sub/core.vh"\n' + CACHE_DUT_BY_TWO)
+    assert len({base, changed_header, key()}) == 3
+    (tmp_path / "src" / "test_ctr.py").write_text("# another test: the same build\n")
+    assert key() == key()
+
+
+def test_icarus_build_failures_are_not_cached(tmp_path):
+    """A build that failed on the sources or hit its time limit publishes nothing; the next
+    sample of the design builds again."""
+    cache = tmp_path / "cache"
+    bad = make_job(
+        tmp_path / "bad",
+        {"dut.sv": "module dut(input clk);\n  wire x = ;\nendmodule\n"},
+        {"test_x.py": "import cocotb\n"},
+        "dut",
+        "test_x",
+        cache,
+    )
+    out = run_cocotb(bad, "icarus")
+    assert out.build_failed and not out.build_cached
+    slow = make_job(
+        tmp_path / "slow",
+        {"dut.sv": FCOV_DUT % ""},
+        {"test_x.py": "import cocotb\n"},
+        "dut",
+        "test_x",
+        cache,
+        compile_s=0.05,
+    )
+    out = run_cocotb(slow, "icarus")
+    assert out.build_failed and out.build.timed_out and not out.build_cached
+    assert not [p for p in (cache / "models").iterdir() if p.is_dir()]
+    again = make_job(
+        tmp_path / "again", {"dut.sv": FCOV_DUT % ""}, {"test_x.py": "import cocotb\n"}, "dut", "test_x", cache
+    )
+    out = run_cocotb(again, "icarus")
+    assert not out.build_failed and not out.build_cached, log_of(out)
+    assert (cache / "models" / icarus_model_key(again) / "sim.vvp").is_file()
+
+
+@pytest.mark.parametrize("engine", ["icarus", "fast"])
+def test_icarus_model_is_read_only_in_run_step(tmp_path, engine):
+    """The test step (untrusted Python) can change neither the cached build nor the fast
+    path's stamped copy of it (either is /model), and the cache keeps only the build."""
+    from reward_service.fastcov.backend import FastSimulator
+
+    test = (
+        "import os, cocotb\nfrom cocotb.triggers import Timer\n\n"
+        "@cocotb.test()\nasync def tamper(dut):\n"
+        "    names = os.listdir('/model')\n"
+        "    assert names, 'no build in /model'\n"
+        "    for path in [os.path.join('/model', n) for n in names] + ['/model/evil']:\n"
+        "        try:\n"
+        "            with open(path, 'a') as fh:\n"
+        "                fh.write('x')\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        raise AssertionError(f'wrote {path}')\n"
+        "    await Timer(1, unit='ns')\n"
+    )
+    cache = tmp_path / "cache"
+    job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % ""}, {"test_tamper.py": test}, "dut", "test_tamper", cache)
+    out = FastSimulator().run_cocotb(job) if engine == "fast" else run_cocotb(job, "icarus")
+    assert [t.passed for t in parse_results_xml(out.results_xml)] == [True], log_of(out)
+    (model,) = [p for p in (cache / "models").iterdir() if p.is_dir()]
+    assert sorted(p.name for p in model.iterdir()) == ["rs_model.json", "sim.vvp"]
+    if engine == "icarus":
+        assert model.name == icarus_model_key(job)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,13 @@ SIGINT with ``-n``, so the ``final`` blocks write the flags at the run-time limi
 ``timings.build`` is then 0 and ``run`` covers both. cocotb: the cocotb flow on Icarus with the
 instrumented DUT as the toplevel's source. The flag file carries a per-run token: lines without it are ignored, so a
 testbench cannot forge coverage by writing the file itself.
+
+The cocotb build is cached per design as the plain Icarus one (:func:`.cocotb_flow.cached_model`):
+it compiles the instrumented texts with :data:`TOKEN_PLACEHOLDER` left in, keyed also by
+:data:`~reward_service.revisions.FASTCOV_VERSION` and the instrumentation's metrics and emulation,
+and each run gets a copy of ``sim.vvp`` with its own token in place of the placeholder
+(:func:`stamp_token`; the placeholder stands only in ``$fwrite`` format strings, which vvp keeps
+verbatim), bound read-only at ``/model`` like the cached build itself.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import hashlib
 import json
 import re
 import secrets
+import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +41,17 @@ from reward_service.fastcov.instrument import (
 )
 from reward_service.fastcov.results import FlagFileError, read_points
 from reward_service.fastcov.unit import Unsupported
+from reward_service.revisions import FASTCOV_VERSION
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
-from reward_service.simulators.icarus import IcarusSimulator, compile_and_run, compile_failed, run_ending
+from reward_service.simulators.icarus import (
+    COCOTB_PRODUCT,
+    IcarusSimulator,
+    compile_and_run,
+    compile_failed,
+    run_ending,
+)
 
 
 @dataclass
@@ -164,9 +180,11 @@ class FastSimulator(SimulatorBackend):
         #: which point kinds are installed is known once the kinds are imported)
         self.measures = all_metrics() + ("functional",)
 
-    def prepare(self, job: Job, emulation: str) -> tuple[Instrumented, str]:
+    def prepare(self, job: Job, emulation: str, stamp: bool = True) -> tuple[Instrumented, str]:
         """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
-        run's token. Raises :class:`Unsupported`."""
+        run's token, which replaces :data:`TOKEN_PLACEHOLDER` in the texts unless ``stamp`` is
+        False (the cocotb build, cached across runs: :func:`stamp_token` puts the token into
+        the run's copy of the compiled DUT). Raises :class:`Unsupported`."""
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
         inst = instrumented(
             design,
@@ -177,7 +195,7 @@ class FastSimulator(SimulatorBackend):
         )
         token = secrets.token_hex(16)
         for name, text in inst.files.items():
-            (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token), encoding="utf-8")
+            (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token) if stamp else text, encoding="utf-8")
         return inst, token
 
     def run_sv(self, job: Job) -> FastRun:
@@ -202,12 +220,43 @@ class FastSimulator(SimulatorBackend):
         return out
 
     def run_cocotb(self, job: Job) -> FastRun:
-        inst, token = self.prepare(job, "zero_init")  # cocotb tests read logic vectors
-        base = IcarusSimulator().run_cocotb(job, outputs=(f"/work/{FLAG_FILE}",))  # /work: the run dir
+        emulation = "zero_init"  # cocotb tests read logic vectors
+        inst, token = self.prepare(job, emulation, stamp=False)
+        variant = {"fastcov": FASTCOV_VERSION, "metrics": list(inst.metrics), "emulation": emulation}
+        icarus = _InstrumentedIcarus(variant, token)
+        base = icarus.run_cocotb(job, outputs=(f"/work/{FLAG_FILE}",))  # /work: the run dir
         out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})
         if out.run is not None:
             out.points = _read_flags(job.run_dir, token, inst, out.notes)
         return out
+
+
+class _InstrumentedIcarus(IcarusSimulator):
+    """Icarus's cocotb flow on the instrumented DUT (written over ``job.src`` with the token
+    placeholder): the build is cached under ``variant`` (:meth:`IcarusSimulator.build_cocotb`),
+    and the test step runs a copy stamped with ``token``."""
+
+    def __init__(self, variant: Mapping[str, object], token: str) -> None:
+        self.variant = variant
+        self.token = token
+
+    def build_cocotb(
+        self, job: Job, tools: Path, out: SimRun, variant: Mapping[str, object] | None = None
+    ) -> Path | None:
+        model = super().build_cocotb(job, tools, out, {**self.variant, **(variant or {})})
+        return None if model is None else stamp_token(model, job.root / "fast_model", self.token)
+
+
+def stamp_token(model: Path, dest: Path, token: str) -> Path:
+    """A fresh ``dest`` holding ``model``'s ``sim.vvp`` (a cached build of the instrumented DUT)
+    with ``token`` in place of every :data:`TOKEN_PLACEHOLDER`: the run's own flag token, where
+    the cached build is shared by every run of the design. Returns ``dest``. Raises OSError."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    vvp = (model / COCOTB_PRODUCT).read_bytes()
+    (dest / COCOTB_PRODUCT).write_bytes(vvp.replace(TOKEN_PLACEHOLDER.encode(), token.encode()))
+    return dest
 
 
 def _read_flags(run_dir: Path, token: str, inst: Instrumented, notes: list[str]) -> list[CoveragePoint] | None:

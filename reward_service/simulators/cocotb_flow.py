@@ -4,13 +4,23 @@ Every step runs in the sandbox as ``python cocotb_driver.py build|test '<spec>'`
 copy of :mod:`reward_service.simulators.cocotb_driver`, driving ``cocotb_tools.runner``).
 :func:`run_cocotb` is the flow; the simulator (a :class:`CocotbSimulator`) owns its build step:
 
-- **Verilator** (``VerilatorSimulator.build_cocotb``): the DUT model is built once per design
-  (content key: design file names and texts, toplevel, simulator, Verilator flags, tool
-  versions) into ``<cache_dir>/models/<key>/``. The build step writes a temp dir under
-  ``models/`` (and ccache), then the dir is renamed into place under a file lock; later samples
-  reuse it (``SimRun.build_cached``). Only the model binary is kept.
-- **Icarus** (``IcarusSimulator.build_cocotb``): ``iverilog`` takes ~20 ms, so each sample
-  builds into its own ``<root>/obj``.
+- **Build cache** (:func:`cached_model`, :func:`model_key`): the DUT is built once per design
+  into ``<cache_dir>/models/<key>/``; the key is a content hash of everything the build output
+  depends on (design file names and texts, headers and included files, toplevel, simulator,
+  build flags with defines, parameters and include dirs, timescale, the builder's Python and
+  cocotb, the tool versions and paths, the toolchain identity, plus what the simulator adds).
+  The build step writes a temp dir under ``models/`` (bound writable at :data:`MODEL`: only
+  build steps, which run no stimulus code, can write the cache), which is renamed into place
+  under the key's file lock; later samples reuse it (``SimRun.build_cached``). A build that
+  failed, hit a limit (a timeout) or raised a :class:`~reward_service.sandbox.SandboxError`
+  (ours) is never published. In RL every rollout of a problem has the same design and only
+  the test changes, so only the first sample of a design builds.
+- **Verilator** (``VerilatorSimulator.build_cocotb``): the model binary (C++ through ccache).
+- **Icarus** (``IcarusSimulator.build_cocotb``): ``sim.vvp``. The build runs cocotb 2.1's
+  runner and ``iverilog`` only, whatever the test step's runtime, so one build serves cocotb
+  2.1 and 1.9 tests alike. The fast path's instrumented DUT is built the same way, keyed also
+  by its instrumentation (``fastcov/backend.py``), and its per-run token is stamped into a
+  per-sample copy of ``sim.vvp``.
 - **Run**: a fresh ``<root>/run`` (``/work`` in the sandbox) holding copies of the stimulus
   files; the model is bound read-only at ``/model``: the simulation step, where the untrusted
   test runs, can write nothing a later sample reads. Verilator's cocotb main writes
@@ -42,21 +52,27 @@ involve cocotb's libraries (``iverilog`` only), so it is the same for both runti
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import posixpath
 import re
 import shutil
+import tempfile
+import time
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
+
+import filelock
 
 from reward_service import hdl
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec
-from reward_service.sandbox.toolchain import Toolchain
+from reward_service.sandbox.toolchain import Toolchain, versions
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
 from reward_service.simulators.cocotb_runtime import Runtime
@@ -165,8 +181,10 @@ _INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"]+)"', re.M)
 
 
 def design_headers(job: Job) -> list[str]:
-    """Header files of the design (``.vh``/``.svh``/... in ``src`` that are not stimulus files;
-    the engine leaves them out of ``job.design_files``), relative to ``src``, sorted."""
+    """Header files of the design (``.vh``/``.svh``/... in ``src`` that are not stimulus files),
+    relative to ``src``, sorted. Those that no file includes are in ``job.design_files`` too
+    (the engine compiles them as sources, ``hdl.compilation_units(headers=True)``);
+    :func:`sources` gives them to the compiler after the design's HDL files."""
     stimulus = set(job.stimulus_files)
     found = []
     for path in job.src.rglob("*"):
@@ -286,6 +304,164 @@ def mark_build_failed(out: SimRun, status: dict, what: str) -> None:
     out.build_failed = True
     if status.get("error"):
         out.notes.append(f"{what}: {status['error']}")
+
+
+# --------------------------------------------------------------------------------------------
+# build cache (one for every simulator: ``<cache_dir>/models/<key>/``)
+
+MODELS = "models"
+MODEL_INFO = "rs_model.json"
+
+
+def model_key(job: Job, simulator: str, build_args: Sequence[str], tools: Mapping[str, object]) -> str:
+    """Content key (64 hex digits) of ``job``'s DUT built by ``simulator`` (cocotb's name, or a
+    variant such as the fast path's) with ``build_args`` (the flags: defines, parameters,
+    include dirs, coverage options), in the sandbox's toolchain. Covers: :data:`FLOW_VERSION`,
+    toplevel, flags, :data:`TIMESCALE`, the builder's Python (version and path) and cocotb
+    version, the toolchain identity, :func:`sources` and :func:`include_dirs`, ``tools`` (the
+    simulator's versions and paths, and whatever else changes its build output; its names
+    must not be the ones above), and the names and bytes of the design files, design headers
+    and every other `include'd HDL file (a stimulus file too: the build sees it in ``src``).
+    Raises ValueError when ``tools`` reuses a name; OSError when a file cannot be read."""
+    toolchain = job.sandbox.toolchain()
+    found = toolchain.versions
+    meta: dict[str, object] = {
+        "flow": FLOW_VERSION,
+        "simulator": simulator,
+        "toplevel": job.toplevel,
+        "flags": list(build_args),
+        "timescale": TIMESCALE,
+        "python": found.get("python"),
+        "cocotb": found.get("cocotb"),
+        "executable": toolchain.python,
+        "toolchain": toolchain.identity,
+        "sources": sources(job),
+        "includes": include_dirs(job),
+    }
+    clash = set(meta) & set(tools)
+    if clash:
+        raise ValueError(f"model_key: tools may not set {sorted(clash)}")
+    h = hashlib.sha256()
+
+    def put(value: str | bytes) -> None:
+        data = value.encode() if isinstance(value, str) else value
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    put(json.dumps({**meta, **tools}, sort_keys=True))
+    headers = design_headers(job)
+    included = [f for f in job.include_files if f not in headers and f not in job.design_files]
+    for name in [*job.design_files, *headers, *included]:
+        put(name)
+        put((job.src / name).read_bytes())
+    return h.hexdigest()
+
+
+def cached_model(
+    job: Job,
+    key: str,
+    product: str,
+    out: SimRun,
+    build: Callable[[Path], bool],
+    info: Mapping[str, object] | None = None,
+) -> Path | None:
+    """The build dir of ``key`` (a :func:`model_key`) in ``<job.cache_dir>/models/``: the
+    published one when it holds ``product`` (the file the test step runs: the Verilator model
+    binary, Icarus's ``sim.vvp``), with ``out.build_cached`` set and ``out.build`` a result of
+    the look-up (exit 0, its duration); else built under the key's file lock.
+
+    ``build(tmp)`` runs the build step with the host dir ``tmp`` bound writable at
+    :data:`MODEL` and sets ``out.build``; it returns whether ``tmp`` now holds ``product``
+    (False: a failed build, recorded in ``out`` by the caller, e.g. :func:`mark_build_failed`).
+    Only a build that succeeded and hit no limit is published: every other file of ``tmp`` is
+    removed, ``info`` (and the key, toplevel, build time, tool versions) goes to
+    ``rs_model.json``, and ``tmp`` is renamed to ``models/<key>``; the dir is never changed
+    afterwards (test steps bind it read-only). Returns None when the build failed. A
+    :class:`~reward_service.sandbox.SandboxError` (or any other exception) from ``build``
+    propagates, and nothing is published."""
+    models = job.cache_dir / MODELS
+    models.mkdir(parents=True, exist_ok=True)
+    final = models / key
+    start = time.monotonic()
+
+    def cached() -> Path:
+        out.build_cached = True
+        out.build = ExecResult(
+            exit_code=0,
+            output=f"DUT model {key[:16]} reused from the build cache\n",
+            output_bytes=0,
+            dropped_bytes=0,
+            duration_ms=(time.monotonic() - start) * 1000,
+        )
+        return final
+
+    if (final / product).is_file():  # no lock needed: a published dir never changes
+        return cached()
+    lock = filelock.FileLock(str(models / f"{key}.lock"))
+    try:
+        lock.acquire(timeout=job.limits.compile_s + 60)
+        held = True
+    except filelock.Timeout:
+        held = False
+        out.notes.append("build lock timed out: building without it")
+    try:
+        if (final / product).is_file():
+            return cached()
+        return _build_and_publish(job, key, product, out, build, info or {}, final)
+    finally:
+        if held:
+            lock.release()
+
+
+def _build_and_publish(
+    job: Job,
+    key: str,
+    product: str,
+    out: SimRun,
+    build: Callable[[Path], bool],
+    info: Mapping[str, object],
+    final: Path,
+) -> Path | None:
+    """:func:`cached_model`'s build; the caller holds the key's lock (or timed out waiting)."""
+    # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
+    for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
+    try:
+        built = build(tmp)
+        step = out.build
+        if not built or step is None or step.limit_hit or step.exit_code != 0 or not (tmp / product).is_file():
+            return None
+        for entry in tmp.iterdir():  # only what the test step runs
+            if entry.name == product:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        (tmp / MODEL_INFO).write_text(
+            json.dumps(
+                {
+                    **info,
+                    "key": key,
+                    "toplevel": job.toplevel,
+                    "design_files": job.design_files,
+                    "build_ms": round(step.duration_ms, 1),
+                    "versions": versions(job.sandbox),
+                },
+                indent=1,
+            )
+        )
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # someone published it meanwhile (lock timed out): use theirs
+            if not (final / product).is_file():
+                raise
+        return final
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------

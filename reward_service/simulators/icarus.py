@@ -8,8 +8,10 @@ missing files): a build is judged by its output file and log (:func:`compile_fai
 its log.
 
 cocotb stimulus (:meth:`IcarusSimulator.build_cocotb`, the build step of
-:func:`~reward_service.simulators.cocotb_flow.run_cocotb`): ``iverilog`` takes ~20 ms, so each
-sample builds into its own ``<root>/obj``.
+:func:`~reward_service.simulators.cocotb_flow.run_cocotb`): ``sim.vvp`` is built once per design
+into the build cache (:func:`~reward_service.simulators.cocotb_flow.cached_model`, as Verilator's
+model): the step (a sandbox start, cocotb's runner, ``iverilog``) took 0.15-0.4 s of a ~1 s
+sample, and in RL every rollout of a problem builds the same design.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_head_tail, read_output_text
-from reward_service.sandbox import ExecResult, ExecSpec, SandboxError
+from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
 from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
@@ -78,22 +80,55 @@ class IcarusSimulator(SimulatorBackend):
         """The cocotb flow on Icarus (:func:`.cocotb_flow.run_cocotb`; ``outputs`` as there)."""
         return cocotb_flow.run_cocotb(job, self, outputs)
 
-    def build_cocotb(self, job: Job, tools: Path, out: SimRun) -> Path | None:
-        """Compile ``job``'s DUT into a fresh ``<root>/obj`` (``sim.vvp``) with cocotb's runner
-        (:meth:`.cocotb_flow.CocotbSimulator.build_cocotb`). The step involves none of cocotb's
-        libraries (``iverilog`` only), so it is the same for both cocotb runtimes."""
-        obj = job.root / "obj"
-        if obj.exists():
-            shutil.rmtree(obj)
-        obj.mkdir(parents=True)
-        spec = cocotb_flow.build_spec(job, self.name, build_options(job), cocotb_flow.include_dirs(job), "/work/obj")
-        out.build, status = cocotb_flow.run_build(
-            job, tools, spec, outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", "/work/obj")
+    def build_cocotb(
+        self, job: Job, tools: Path, out: SimRun, variant: Mapping[str, object] | None = None
+    ) -> Path | None:
+        """The cocotb build of ``job``'s DUT (:meth:`.cocotb_flow.CocotbSimulator.build_cocotb`):
+        ``sim.vvp`` from the build cache (:func:`cocotb_model_key`; ``out.build_cached``), else
+        compiled with cocotb's runner under the key's lock and published. The step involves none
+        of cocotb's libraries (``iverilog`` only), so one build serves both cocotb runtimes.
+        ``variant``: further key entries of a build whose sources are not the request's (the
+        fast path's instrumented DUT). Raises :class:`~reward_service.sandbox.toolchain.ToolMissing`
+        without Icarus, :class:`SandboxError` for failures of the sandbox (nothing is cached)."""
+        args = build_options(job)
+        key = cocotb_model_key(job, args, variant)
+
+        def build(tmp: Path) -> bool:
+            spec = cocotb_flow.build_spec(job, self.name, args, cocotb_flow.include_dirs(job), cocotb_flow.MODEL)
+            out.build, status = cocotb_flow.run_build(
+                job,
+                tools,
+                spec,
+                binds=[Bind(tmp, cocotb_flow.MODEL, writable=True)],
+                outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{COCOTB_PRODUCT}"),
+            )
+            vvp = tmp / COCOTB_PRODUCT
+            if out.build.limit_hit or out.build.exit_code != 0 or not vvp.is_file() or vvp.stat().st_size == 0:
+                cocotb_flow.mark_build_failed(out, status, "icarus build")
+                return False
+            return True
+
+        return cocotb_flow.cached_model(
+            job, key, COCOTB_PRODUCT, out, build, {"simulator": self.name, "build_args": args, **(variant or {})}
         )
-        if out.build.limit_hit or out.build.exit_code != 0 or not (obj / "sim.vvp").is_file():
-            cocotb_flow.mark_build_failed(out, status, "icarus build")
-            return None
-        return obj
+
+
+#: What the cocotb build keeps (cocotb's runner names it so in its build dir).
+COCOTB_PRODUCT = "sim.vvp"
+
+
+def cocotb_model_key(job: Job, build_args: list[str], variant: Mapping[str, object] | None = None) -> str:
+    """The build-cache key (:func:`.cocotb_flow.model_key`) of ``job``'s cocotb ``sim.vvp``
+    compiled with ``build_args`` (:func:`build_options`): iverilog's version and path, and
+    ``variant`` (the fast path's instrumentation), besides what every model's key holds.
+    Raises :class:`~reward_service.sandbox.toolchain.ToolMissing` without Icarus."""
+    toolchain = job.sandbox.toolchain()
+    tools = {
+        "iverilog": toolchain.versions.get("iverilog"),
+        "iverilog_path": require_iverilog(toolchain),
+        "variant": dict(variant or {}),
+    }
+    return cocotb_flow.model_key(job, "icarus", build_args, tools)
 
 
 #: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,
