@@ -472,18 +472,21 @@ def _probe(stack: Stack, role: str, mark: str, redis_ip: str, seed: int) -> dict
 _WORKER_LOOK = """
 import json, os, sys
 mark = sys.argv[1]
-procs = []
+procs, zombies = [], []
 for pid in os.listdir("/proc"):
     if pid.isdigit():
         try:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            stat = open(f"/proc/{pid}/stat", "rb").read()
         except OSError:
             continue
         if mark.encode() in cmd and pid != str(os.getpid()):
             procs.append(pid)
+        if stat[stat.rfind(b")") + 2 :].split()[0] == b"Z":
+            zombies.append(stat.decode(errors="replace")[:60])
 files = [os.path.join(r, f) for top in ("/tmp", "/var/cache/reward-service") for r, _, fs in os.walk(top)
          for f in fs if mark in f]
-print(json.dumps({"processes": procs, "files": files}))
+print(json.dumps({"processes": procs, "files": files, "zombies": zombies}))
 """
 
 
@@ -515,7 +518,9 @@ def test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing(stack):
     assert not any("ccache" in m for m in plant["mounts"]), plant["mounts"]
 
     # Nothing of the first sample survives its step: the next sample finds no file or process
-    # of it, and neither do the worker containers themselves.
+    # of it, and neither do the worker containers themselves; no step left a zombie (each
+    # leaves an orphan that the image's init, tini, must reap: with the worker as PID 1 they
+    # piled up, one per step, in the container's pids limit).
     seek = _probe(stack, "seek", mark, redis_ip, seed=12)
     assert seek["traces"] == [] and seek["tmp"] == [], seek["traces"]
     deadline = time.monotonic() + 10
@@ -524,10 +529,11 @@ def test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing(stack):
             json.loads(c.exec_run(["python", "-c", _WORKER_LOOK, mark]).output.decode().strip().splitlines()[-1])
             for c in stack.containers("worker")
         ]
-        if all(look == {"processes": [], "files": []} for look in looks) or time.monotonic() > deadline:
+        clean = {"processes": [], "files": [], "zombies": []}
+        if all(look == clean for look in looks) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert all(look == {"processes": [], "files": []} for look in looks), looks
+    assert all(look == clean for look in looks), looks
 
 
 def test_the_worker_container_is_hardened_and_holds_no_docker_socket(stack):
@@ -546,6 +552,8 @@ def test_the_worker_container_is_hardened_and_holds_no_docker_socket(stack):
             ["python", "-c", "import os; print(os.getuid(), os.path.exists('/var/run/docker.sock'))"]
         )
         assert out.output.decode().split() == ["10001", "False"]
+        # An init reaps the orphan every sandboxed step leaves (docker/worker/Dockerfile)
+        assert container.exec_run(["cat", "/proc/1/comm"]).output.decode().strip() == "tini"
 
 
 _COCOTB_BOMB = """import os, time, cocotb

@@ -70,6 +70,10 @@ def test_worker_pod_security_context():
     assert sc["procMount"] == "Unmasked" and sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
     assert not sc.get("privileged")
+    # args, not command: the image's entrypoint (tini, PID 1) must stay to reap the orphan each
+    # sandboxed step leaves (docker/worker/Dockerfile)
+    assert "command" not in container and container["args"] == ["python", "-m", "workers"]
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in (REPO / "docker" / "worker" / "Dockerfile").read_text()
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["REWARD_SERVICE_SANDBOX"] == "bwrap" and env["REWARD_SERVICE_WORKER_CONCURRENCY"] == "1"
     # One worker process per pod: its requests are one simulation's (Verilator builds: build_jobs CPUs).
