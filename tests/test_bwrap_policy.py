@@ -152,7 +152,11 @@ def test_tools_find_themselves_under_an_empty_proc(tmp_path):
     assert listing.exit_code == 0 and listing.output.split() == ["/proc:", "self", "/proc/self:", "exe"]
 
 
-def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path):
+@pytest.mark.parametrize(
+    "use_cgroups",
+    [False, pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="needs cgroup v1 as root"))],
+)
+def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path, use_cgroups):
     """A toolchain path the sandbox does not show (here: under the host's /tmp, which each step
     gets as its own tmpfs) made bwrap print 'execvp ...: No such file or directory' and exit 1,
     which the engine read as the sample's compile error and cached (a CI rehearsal with a venv in
@@ -162,7 +166,7 @@ def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path):
     hidden = tmp_path / "tool"
     hidden.write_text("#!/bin/sh\necho hi\n")
     hidden.chmod(0o755)
-    sandbox = BwrapSandbox()
+    sandbox = BwrapSandbox(use_cgroups=use_cgroups)
     (tmp_path / "w").mkdir()
     with pytest.raises(SandboxError, match="cannot start"):
         sandbox.run(ExecSpec(argv=[str(hidden)], workdir=tmp_path / "w", timeout_s=30))
@@ -176,6 +180,22 @@ def test_a_program_the_sandbox_cannot_start_is_a_sandbox_error(tmp_path):
         )
     )
     assert run.exit_code == 1
+
+
+@pytest.mark.skipif(not CgroupV1.available(), reason="needs cgroup v1 as root")
+def test_a_step_that_cannot_enter_its_cgroup_is_a_sandbox_error(tmp_path, monkeypatch):
+    # The step's shell moves itself into the cgroups before it execs bwrap; if it cannot, no
+    # limit would hold: nothing may run, and it is ours (not the sample's exit status).
+    from reward_service.sandbox.base import SandboxError
+
+    monkeypatch.setattr(CgroupV1, "procs_files", lambda self: (str(tmp_path / "no" / "procs"), str(tmp_path / "x")))
+    marker = tmp_path / "w" / "ran"
+    (tmp_path / "w").mkdir()
+    with pytest.raises(SandboxError, match="could not enter its cgroup"):
+        BwrapSandbox(use_cgroups=True).run(
+            ExecSpec(argv=["sh", "-c", "touch /work/ran"], workdir=tmp_path / "w", timeout_s=30)
+        )
+    assert not marker.exists()
 
 
 class _Interrupt(Exception):

@@ -15,7 +15,6 @@ import contextlib
 import functools
 import logging
 import os
-import resource
 import select
 import shutil
 import signal
@@ -75,18 +74,11 @@ def _system_binds() -> tuple[tuple[str, ...], ...]:
 
 #: Descriptors a step may hold open.
 _NOFILE = 4096
-
-
-def _preexec(spec: ExecSpec, cgroup: CgroupV1) -> None:
-    """Runs in the child before exec (cgroup mode only): limits that the whole sandboxed tree
-    inherits. Without cgroups the same rlimits are set by ``prlimit`` inside the sandbox
-    (:func:`~reward_service.sandbox.proctree.rlimit_prefix`) and no ``preexec_fn`` runs, so
-    that the worker is ``vfork``-ed rather than forked."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    file_bytes = spec.file_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (_NOFILE, _NOFILE))
-    cgroup.enter()
+#: Cgroup mode: moves itself into the step's pids and memory cgroups ($1, $2: their cgroup.procs)
+#: and execs bwrap, so the whole sandboxed tree starts inside them. A shell rather than a
+#: ``preexec_fn``, which would fork the worker instead of vfork-ing it (see rlimit_prefix). If
+#: either write fails nothing runs; ``run`` then finds the memory cgroup never charged.
+_ENTER_CGROUP = 'echo $$ >"$1" && echo $$ >"$2" && shift 2 && exec "$@"'
 
 
 class BwrapSandbox(Sandbox):
@@ -144,10 +136,8 @@ class BwrapSandbox(Sandbox):
             return
         if not shutil.which(self.bwrap):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
-        if not self.use_cgroups and self.prlimit is None:
-            raise SandboxError(
-                "prlimit (util-linux) is not in /usr/bin: steps without cgroups need it for their process limit"
-            )
+        if self.prlimit is None:
+            raise SandboxError("prlimit (util-linux) is not in /usr/bin: steps need it for their rlimits")
         probe = self._probe(proc=True)
         fresh = probe.returncode == 0
         if not fresh and "proc" in probe.stderr:  # "Can't mount proc on /newroot/proc"
@@ -236,15 +226,18 @@ class BwrapSandbox(Sandbox):
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
-        # Without cgroups the rlimits are set inside the step's user namespace: RLIMIT_NPROC is
-        # counted there alone (see proctree), and the worker needs no preexec_fn (see _preexec).
-        if self.use_cgroups:
-            return argv + list(spec.argv)
-        return (
-            argv
-            + rlimit_prefix(spec.processes, spec.memory_mb, spec.file_mb, _NOFILE, self.prlimit or "prlimit")
-            + list(spec.argv)
+        # The rlimits are set inside the step's user namespace (no preexec_fn in the worker, see
+        # rlimit_prefix); without cgroups also RLIMIT_AS and RLIMIT_NPROC, which is counted there
+        # alone (see proctree).
+        cgroups = self.use_cgroups
+        prefix = rlimit_prefix(
+            None if cgroups else spec.processes,
+            None if cgroups else spec.memory_mb,
+            spec.file_mb,
+            _NOFILE,
+            self.prlimit or "prlimit",
         )
+        return argv + prefix + list(spec.argv)
 
     def run(self, spec: ExecSpec) -> ExecResult:
         self.check()
@@ -272,8 +265,9 @@ class BwrapSandbox(Sandbox):
                 args_fd = os.memfd_create("bwrap-args", 0)
                 os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
                 os.lseek(args_fd, 0, os.SEEK_SET)
+                enter = [] if cgroup is None else ["/bin/sh", "-c", _ENTER_CGROUP, "rs-cgroup", *cgroup.procs_files()]
                 proc = subprocess.Popen(
-                    [argv[0], "--args", str(args_fd), *argv[split:]],
+                    [*enter, argv[0], "--args", str(args_fd), *argv[split:]],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -281,7 +275,6 @@ class BwrapSandbox(Sandbox):
                     close_fds=True,
                     pass_fds=(args_fd,),
                     env={},
-                    preexec_fn=None if cgroup is None else functools.partial(_preexec, spec, cgroup),
                 )
             except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec step
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
@@ -333,6 +326,8 @@ class BwrapSandbox(Sandbox):
                     raise SandboxError(f"sandbox process {proc.pid} survived SIGKILL") from exc
             stdout.close()
             if cgroup is not None:
+                if not cgroup.charged():  # the shell could not move into it: bwrap never ran
+                    raise SandboxError(f"the step could not enter its cgroup: {out.text().strip()[:300]}")
                 oom, pids = cgroup.oom(), cgroup.pids_exhausted()
             else:
                 assert watch is not None, "a step without a cgroup has a tree watch"
@@ -351,16 +346,23 @@ class BwrapSandbox(Sandbox):
                 cgroup.remove()
         text = out.text()
         program = shutil.which(spec.argv[0]) if spec.argv else None
-        # bwrap could not start the step's program (e.g. a toolchain path the sandbox does not
-        # show: a venv under the host's /tmp): nothing of the sample ran, so it is ours, never a
-        # compile error to be cached. Exactly bwrap's one line naming our program, exit 1: a
-        # sample cannot produce that before its program exists.
+        # The sandbox could not start the step's program (e.g. a toolchain path the sandbox does
+        # not show: a venv under the host's /tmp): nothing of the sample ran, so it is ours, never
+        # a compile error to be cached. Exactly the one line naming our program of prlimit (which
+        # execs it: exit 126/127, util-linux's errexec) or of bwrap (exit 1): a sample cannot
+        # produce that before its program exists.
         line = text.strip()
+        names = {spec.argv[0], program} if spec.argv else set()
         if (
-            proc.returncode == 1
-            and not timed_out
+            not timed_out
             and "\n" not in line
-            and line.startswith((f"bwrap: execvp {spec.argv[0]}: ", f"bwrap: execvp {program}: "))
+            and (
+                (proc.returncode == 1 and line.startswith(tuple(f"bwrap: execvp {n}: " for n in names)))
+                or (
+                    proc.returncode in (126, 127)
+                    and line.startswith(tuple(f"prlimit: failed to execute {n}: " for n in names))
+                )
+            )
         ):
             raise SandboxError(f"the sandbox cannot start {spec.argv[0]}: {line}")
         return ExecResult(

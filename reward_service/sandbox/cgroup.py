@@ -41,11 +41,18 @@ class CgroupV1:
         """Whether the cgroup v1 memory and pids hierarchies are writable here."""
         return all(os.access(ROOT / c, os.W_OK) for c in ("memory", "pids"))
 
-    def enter(self) -> None:
-        """Move the calling process in (called in the child before exec)."""
-        pid = str(os.getpid())
-        (self.memory / "cgroup.procs").write_text(pid)
-        (self.pids / "cgroup.procs").write_text(pid)
+    def procs_files(self) -> tuple[str, str]:
+        """The ``cgroup.procs`` files a process writes its pid to, to move in: pids first (the
+        step's shell enters both before it execs the sandbox, see ``bwrap._ENTER_CGROUP``)."""
+        return str(self.pids / "cgroup.procs"), str(self.memory / "cgroup.procs")
+
+    def charged(self) -> bool:
+        """Whether any process was ever charged memory here, i.e. the step entered the group
+        (it cannot run without touching a page)."""
+        try:
+            return int((self.memory / "memory.max_usage_in_bytes").read_text()) > 0
+        except (OSError, ValueError):
+            return False
 
     def oom(self) -> bool:
         """Whether the memory limit was hit (an OOM kill or a failed charge)."""
@@ -64,8 +71,11 @@ class CgroupV1:
             return False
 
     def kill_all(self) -> None:
-        """SIGKILL every process still in the group until it is empty (bounded)."""
-        for _ in range(50):
+        """SIGKILL every process still in the group until it is empty (bounded: ~1 s). Polled
+        from 1 ms up: after a normal end the group usually holds only the sandbox's init on its
+        way out, gone within a millisecond or two (a fixed 20 ms sleep cost ~9 ms per step)."""
+        pause = 0.001
+        for _ in range(60):
             pids = [int(p) for p in (self.pids / "cgroup.procs").read_text().split()]
             if not pids:
                 return
@@ -74,7 +84,8 @@ class CgroupV1:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.02)
+            time.sleep(pause)
+            pause = min(0.02, pause * 2)
 
     def remove(self) -> None:
         """Kill what is left and remove both groups (retrying briefly while they drain)."""

@@ -34,28 +34,28 @@ def address_space_mb(memory_mb: int) -> int:
     return max(2 * memory_mb, memory_mb + 1024)
 
 
-def rlimit_prefix(processes: int, memory_mb: int, file_mb: int, nofile: int, prlimit: str = "prlimit") -> list[str]:
+def rlimit_prefix(
+    processes: int | None, memory_mb: int | None, file_mb: int, nofile: int, prlimit: str = "prlimit"
+) -> list[str]:
     """The argv prefix that sets a step's rlimits inside the sandbox before its command
     (``prlimit`` of util-linux, an essential package of every Debian system): no core files,
-    ``RLIMIT_FSIZE`` of ``file_mb`` MiB, ``nofile`` descriptors, ``RLIMIT_AS`` of
-    :func:`address_space_mb` and ``RLIMIT_NPROC`` of ``processes``, soft = hard (the step cannot
-    raise them: it has no capabilities in its namespace).
+    ``RLIMIT_FSIZE`` of ``file_mb`` MiB, ``nofile`` descriptors, and unless None (cgroup mode:
+    the cgroup holds memory and processes) ``RLIMIT_AS`` of :func:`address_space_mb` of
+    ``memory_mb`` and ``RLIMIT_NPROC`` of ``processes``; soft = hard (the step cannot raise
+    them: it has no capabilities in its namespace).
 
     Set there rather than in a ``preexec_fn`` of the worker: a ``preexec_fn`` makes Python fork
     the whole worker process instead of ``vfork``-ing it and run Python code in the child,
     whose reference-count writes copy-on-write fault its pages: ~10–17 ms per step on this
     machine against ~1 ms (bench/README.md, "per-step costs")."""
     file_bytes = file_mb * 1024 * 1024
-    mem = address_space_mb(memory_mb) * 1024 * 1024
-    return [
-        prlimit,
-        "--core=0:0",
-        f"--fsize={file_bytes}:{file_bytes}",
-        f"--nofile={nofile}:{nofile}",
-        f"--as={mem}:{mem}",
-        f"--nproc={processes}:{processes}",
-        "--",
-    ]
+    argv = [prlimit, "--core=0:0", f"--fsize={file_bytes}:{file_bytes}", f"--nofile={nofile}:{nofile}"]
+    if memory_mb is not None:
+        mem = address_space_mb(memory_mb) * 1024 * 1024
+        argv.append(f"--as={mem}:{mem}")
+    if processes is not None:
+        argv.append(f"--nproc={processes}:{processes}")
+    return [*argv, "--"]
 
 
 def _stat(pid: int | str) -> tuple[int, int, int] | None:
