@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -196,6 +197,29 @@ def test_a_step_that_cannot_enter_its_cgroup_is_a_sandbox_error(tmp_path, monkey
             ExecSpec(argv=["sh", "-c", "touch /work/ran"], workdir=tmp_path / "w", timeout_s=30)
         )
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "use_cgroups",
+    [False, pytest.param(True, marks=pytest.mark.skipif(not CgroupV1.available(), reason="needs cgroup v1 as root"))],
+)
+def test_a_limit_the_sandbox_cannot_set_is_a_sandbox_error(tmp_path, use_cgroups):
+    # A worker whose hard RLIMIT_NOFILE is below the step's 4096: prlimit (no capabilities)
+    # cannot set it, the step's program never runs; that is ours, not the sample's exit 1.
+    script = f"""
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+from reward_service.sandbox.base import ExecSpec, SandboxError
+from reward_service.sandbox.bwrap import BwrapSandbox
+try:
+    r = BwrapSandbox(use_cgroups={use_cgroups}).run(ExecSpec(argv=["true"], workdir=Path("{tmp_path}"), timeout_s=30))
+    print("RESULT", r.exit_code, r.output.strip())
+except SandboxError as exc:
+    print("SANDBOX_ERROR", exc)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60).stdout
+    assert "SANDBOX_ERROR the sandbox cannot set the step's limits: prlimit: failed to set the NOFILE" in out, out
 
 
 class _Interrupt(Exception):

@@ -342,6 +342,17 @@ def test_writing_testbenches_keep_the_fast_path(text):
     assert reads_files(SimpleNamespace(files={"tb.sv": text})) is None
 
 
+@pytest.mark.parametrize("name", ["/model", "sim.vvp", "/work/obj"])
+def test_cocotb_tests_naming_the_fast_paths_files_are_screened(name):
+    # a cached cocotb build is bound at /model; its per-run sim.vvp copy holds the run's token
+    from types import SimpleNamespace
+
+    from reward_service.fastcov.screen import reads_files
+
+    text = f"import os\nprint(os.listdir('{name}'))\n"
+    assert "test_x.py names the fast path's files" in reads_files(SimpleNamespace(files={"test_x.py": text}))
+
+
 def test_a_file_reading_testbench_is_scored_by_verilator(engine):
     result = engine.score(
         {

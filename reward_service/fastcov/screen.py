@@ -35,7 +35,8 @@ _SV_READS = re.compile(r"\$(?:fgets|fgetc|ungetc|fscanf|fread|readmemh|readmemb|
 _SV_FOPEN = re.compile(rf"(?P<s>{hdl.STRING_LITERAL.pattern})|\$fopen\s*\(")
 #: Python naming the fast path's own files. Reading files as such is common in cocotb tests
 #: (CVDP's harness_library reads its runner's files), so only these names are screened.
-_PY_READS = re.compile(r"/work/src|/work/obj|rs_fastcov|sim\.vvp|\bmmap\b")
+#: (/model: a cached cocotb build, whose per-run sim.vvp copy holds the run's token.)
+_PY_READS = re.compile(r"/work/src|/work/obj|/model\b|rs_fastcov|sim\.vvp|\bmmap\b")
 
 
 def reads_files(stimulus: Any) -> str | None:

@@ -72,8 +72,9 @@ def base_env(toolchain: Toolchain) -> dict[str, str]:
         # The C locale, not C.UTF-8: with C.UTF-8 every program of a step (the shell, coreutils,
         # iverilog's driver, gcc's many processes) opens and maps glibc's 13 locale files at its
         # start: ~25 ms of a ~70 ms fast-path step, more where the image's files sit on a slow
-        # overlay (bench/README.md, "per-step costs"). No simulator output depends on it;
-        # Python turns on its UTF-8 mode in the C locale (PEP 540), so cocotb's text is UTF-8.
+        # overlay (bench/README.md, "per-step costs"). No simulator output depends on it.
+        # cocotb steps set C.UTF-8 again (cocotb_flow.common_env): cocotb 1.9's embedded
+        # Python stays ASCII in the C locale.
         "LANG": "C",
         "LC_ALL": "C",
         "PYTHONDONTWRITEBYTECODE": "1",

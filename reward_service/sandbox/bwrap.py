@@ -15,6 +15,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import select
 import shutil
 import signal
@@ -74,6 +75,8 @@ def _system_binds() -> tuple[tuple[str, ...], ...]:
 
 #: Descriptors a step may hold open.
 _NOFILE = 4096
+#: prlimit's one line when setrlimit fails (util-linux: "failed to set the %s resource limit").
+_PRLIMIT_REFUSED = re.compile(r"prlimit: failed to set the [A-Z]+ resource limit: [^\n]*")
 #: Cgroup mode: moves itself into the step's pids and memory cgroups ($1, $2: their cgroup.procs)
 #: and execs bwrap, so the whole sandboxed tree starts inside them. A shell rather than a
 #: ``preexec_fn``, which would fork the worker instead of vfork-ing it (see rlimit_prefix). If
@@ -365,6 +368,11 @@ class BwrapSandbox(Sandbox):
             )
         ):
             raise SandboxError(f"the sandbox cannot start {spec.argv[0]}: {line}")
+        # prlimit could not set a limit (the worker's own hard limit is lower: `ulimit -Hn` below
+        # 4096, -Hf below file_mb; without capabilities it cannot raise it): the step's program
+        # never ran, every step would fail so. Ours, not the sample's exit status.
+        if proc.returncode == 1 and "\n" not in line and _PRLIMIT_REFUSED.fullmatch(line):
+            raise SandboxError(f"the sandbox cannot set the step's limits: {line} (raise the worker's hard limit)")
         return ExecResult(
             exit_code=proc.returncode,
             output=text,

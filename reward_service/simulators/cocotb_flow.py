@@ -157,8 +157,11 @@ class CocotbSimulator(Protocol):
 
 
 def common_env(toolchain: Toolchain) -> dict[str, str]:
-    """Environment of every cocotb step: plain logs, and the libpython cocotb embeds."""
-    env = {"COCOTB_ANSI_OUTPUT": "0", "NO_COLOR": "1"}
+    """Environment of every cocotb step: plain logs, the libpython cocotb embeds, and the
+    C.UTF-8 locale (other steps run in C, sandbox.base_env): cocotb 1.9 embeds Python the old
+    way, which in the C locale keeps stdout and ``open()`` ASCII (no UTF-8 mode, PYTHONUTF8
+    ignored), so a test printing or writing "✓" failed."""
+    env = {"COCOTB_ANSI_OUTPUT": "0", "NO_COLOR": "1", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     if toolchain.libpython:
         env["LIBPYTHON_LOC"] = toolchain.libpython
     return env
