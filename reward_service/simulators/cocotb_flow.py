@@ -410,7 +410,7 @@ def cached_model(
     try:
         if (final / product).is_file():
             return cached()
-        return _build_and_publish(job, key, product, out, build, info or {}, final)
+        return _build_and_publish(job, key, product, out, build, info or {}, final, held)
     finally:
         if held:
             lock.release()
@@ -424,11 +424,15 @@ def _build_and_publish(
     build: Callable[[Path], bool],
     info: Mapping[str, object],
     final: Path,
+    held: bool,
 ) -> Path | None:
-    """:func:`cached_model`'s build; the caller holds the key's lock (or timed out waiting)."""
-    # Temp dirs of this key left by a killed build: safe to sweep, we hold the key's lock.
-    for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    """:func:`cached_model`'s build; ``held``: the caller holds the key's lock (else it timed
+    out waiting, and another build of the key may be running)."""
+    # Temp dirs of this key left by a killed build: safe to sweep only under the key's lock
+    # (without it, one of them may be the lock holder's build in progress).
+    if held:
+        for stale in final.parent.glob(f"tmp-{key[:16]}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:16]}-", dir=final.parent))
     try:
         built = build(tmp)

@@ -104,6 +104,9 @@ class IcarusSimulator(SimulatorBackend):
             )
             vvp = tmp / COCOTB_PRODUCT
             if out.build.limit_hit or out.build.exit_code != 0 or not vvp.is_file() or vvp.stat().st_size == 0:
+                own = None if out.build.limit_hit else _OWN_BUILD_FAILURE.search(out.build.output)
+                if own is not None:  # the cache volume, not the design: never the sample's build error
+                    raise SandboxError(f"our Icarus build could not write its output: {own.group(0)}")
                 cocotb_flow.mark_build_failed(out, status, "icarus build")
                 return False
             return True
@@ -115,6 +118,10 @@ class IcarusSimulator(SimulatorBackend):
 
 #: What the cocotb build keeps (cocotb's runner names it so in its build dir).
 COCOTB_PRODUCT = "sim.vvp"
+#: A failed cocotb build that is ours: iverilog could not write the model into the build cache
+#: (a full or read-only cache volume), whatever the design. (Not the model's path: cocotb's
+#: runner echoes its command line, which names it, in every build log.)
+_OWN_BUILD_FAILURE = re.compile(r"[^\n]*(?:No space left on device|Read-only file system)[^\n]*")
 
 
 def cocotb_model_key(job: Job, build_args: list[str], variant: Mapping[str, object] | None = None) -> str:
