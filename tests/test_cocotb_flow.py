@@ -132,16 +132,12 @@ def test_verilator_cvdp_coverage_matches_expected(tmp_path, shared_cache_dir, pr
     assert (shared_cache_dir / "models" / key / expected["cocotb"]["hdl_toplevel"]).is_file()
 
 
-@pytest.mark.slow
-def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
-    """The simulation step (untrusted Python) cannot modify the cached model."""
-    design = {
-        "dut.sv": "module dut(input logic clk, output logic q);\n  always_ff @(posedge clk) q <= ~q;\nendmodule\n"
-    }
-    test = (
+def _tamper_test(find_paths: str) -> str:
+    """A cocotb test that fails if it can append to any of the ``paths`` its ``find_paths``
+    lines (test-body code) set."""
+    return (
         "import os, cocotb\nfrom cocotb.triggers import Timer\n\n"
-        "@cocotb.test()\nasync def tamper(dut):\n"
-        "    for path in ('/model/dut', '/model/evil', '/rs/cocotb_driver.py'):\n"
+        "@cocotb.test()\nasync def tamper(dut):\n" + find_paths + "    for path in paths:\n"
         "        try:\n"
         "            with open(path, 'a') as fh:\n"
         "                fh.write('x')\n"
@@ -150,6 +146,15 @@ def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
         "        raise AssertionError(f'wrote {path}')\n"
         "    await Timer(1, unit='ns')\n"
     )
+
+
+@pytest.mark.slow
+def test_verilator_model_is_read_only_in_run_step(tmp_path, shared_cache_dir):
+    """The simulation step (untrusted Python) cannot modify the cached model."""
+    design = {
+        "dut.sv": "module dut(input logic clk, output logic q);\n  always_ff @(posedge clk) q <= ~q;\nendmodule\n"
+    }
+    test = _tamper_test("    paths = ['/model/dut', '/model/evil', '/rs/cocotb_driver.py']\n")
     job = make_job(tmp_path / "job", design, {"test_tamper.py": test}, "dut", "test_tamper", shared_cache_dir)
     out = run_cocotb(job, "verilator")
     tests = parse_results_xml(out.results_xml)
@@ -373,19 +378,10 @@ def test_icarus_model_is_read_only_in_run_step(tmp_path, engine):
     path's stamped copy of it (either is /model), and the cache keeps only the build."""
     from reward_service.fastcov.backend import FastSimulator
 
-    test = (
-        "import os, cocotb\nfrom cocotb.triggers import Timer\n\n"
-        "@cocotb.test()\nasync def tamper(dut):\n"
+    test = _tamper_test(
         "    names = os.listdir('/model')\n"
         "    assert names, 'no build in /model'\n"
-        "    for path in [os.path.join('/model', n) for n in names] + ['/model/evil']:\n"
-        "        try:\n"
-        "            with open(path, 'a') as fh:\n"
-        "                fh.write('x')\n"
-        "        except OSError:\n"
-        "            continue\n"
-        "        raise AssertionError(f'wrote {path}')\n"
-        "    await Timer(1, unit='ns')\n"
+        "    paths = [os.path.join('/model', n) for n in names] + ['/model/evil']\n"
     )
     cache = tmp_path / "cache"
     job = make_job(tmp_path / "job", {"dut.sv": FCOV_DUT % ""}, {"test_tamper.py": test}, "dut", "test_tamper", cache)
