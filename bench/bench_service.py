@@ -79,6 +79,7 @@ from bench_stimulus import (
     request_for,
 )
 
+from reward_service import hdl
 from reward_service.sandbox.toolchain import verilator_root, versions
 from reward_service.settings import Settings
 
@@ -130,7 +131,7 @@ def check_result(case: Case, simulator: str, result: dict | None) -> str:
         return f"status {result.get('status')}: {str(result.get('message'))[:120]}"
     if simulator != "verilator":
         return "" if case.expected.get("icarus_compiles_and_runs", True) else "ok, but expected.json says Icarus fails"
-    random_ok = result.get("engine") == "fast" and bool(_RANDOM.search(case.tb_text))
+    random_ok = result.get("engine") == "fast" and bool(_RANDOM.search(hdl.strip_comments(case.tb_text)))
     cov = result.get("coverage") or {}
     metrics = cov.get("metrics") or {}
     for metric, want in case.expected["coverage"].items():
