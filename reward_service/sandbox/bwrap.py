@@ -329,7 +329,9 @@ class BwrapSandbox(Sandbox):
                     raise SandboxError(f"sandbox process {proc.pid} survived SIGKILL") from exc
             stdout.close()
             if cgroup is not None:
-                if not cgroup.charged():  # the shell could not move into it: bwrap never ran
+                # The shell could not move into it, so bwrap never ran. (A step killed at once, e.g.
+                # by a tiny time limit, may end before the shell moved: then it is that limit's.)
+                if not (killed or timed_out) and not cgroup.charged():
                     raise SandboxError(f"the step could not enter its cgroup: {out.text().strip()[:300]}")
                 oom, pids = cgroup.oom(), cgroup.pids_exhausted()
             else:
