@@ -21,7 +21,7 @@ from reward_service.api.deps import (
 )
 from reward_service.api.schemas import BatchCreate, BatchStatus, ErrorBody
 from reward_service.dispatch.base import JobState
-from reward_service.models import ScoreRequest
+from reward_service.models import ScoreRequest, Status
 
 router = APIRouter(prefix="/v1", tags=["batches"], dependencies=[Authenticated])
 
@@ -114,4 +114,10 @@ async def get_batch(
     if record is None:
         raise HTTPException(404, f"unknown batch id {batch_id!r} (never created, or expired)")
     view = await in_thread(request, service.batch_view, record, dispatcher, metrics, wait_s)
+    if view.state != JobState.done or any(r is not None and r.status == Status.sandbox_error for r in view.results):
+        # Redis restarted without persistence while this view was made: the record read before
+        # it is gone now, and its jobs read after it looked "unknown" (sandbox_error results the
+        # client would keep). A 404 makes the client resubmit the batch's unfinished samples.
+        if await in_thread(request, batches.get, batch_id) is None:
+            raise HTTPException(404, f"batch {batch_id!r} was lost while it was read (a store restart): resubmit it")
     return _answer(view)
