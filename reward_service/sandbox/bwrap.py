@@ -279,7 +279,7 @@ class BwrapSandbox(Sandbox):
                     pass_fds=(args_fd,),
                     env={},
                 )
-            except (OSError, subprocess.SubprocessError) as exc:  # incl. a failing preexec step
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
             finally:
                 if args_fd is not None:

@@ -120,29 +120,23 @@ def sample_tree(root: int) -> TreeSample:
     per process of the step, whatever else the pid namespace holds. Otherwise one pass over
     every process of ``/proc`` (whose cost grows with all of them: a worker container whose
     PID 1 reaped nothing showed 392 and spent most of its CPU here)."""
-    out = TreeSample()
     if _have_children_files():
-        todo = _children(root)
-        while todo:
-            pid = todo.pop()
-            row = _stat(pid)
-            if row is None:
-                continue
-            out.tasks += row[1]
-            out.rss_bytes += row[2] * _PAGE
-            todo.extend(_children(pid))
-        return out
-    table = _table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    todo = list(children.get(root, ()))
+        children, stat = _children, _stat
+    else:
+        table = _table()
+        index: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            index.setdefault(ppid, []).append(pid)
+        children, stat = (lambda pid: index.get(pid, [])), (lambda pid: table.get(int(pid)))
+    out, todo = TreeSample(), children(root)
     while todo:
         pid = todo.pop()
-        _, threads, pages = table[pid]
-        out.tasks += threads
-        out.rss_bytes += pages * _PAGE
-        todo.extend(children.get(pid, ()))
+        row = stat(pid)
+        if row is None:  # it ended meanwhile
+            continue
+        out.tasks += row[1]
+        out.rss_bytes += row[2] * _PAGE
+        todo.extend(children(pid))
     return out
 
 
