@@ -8,6 +8,9 @@ from __future__ import annotations
 import io
 import ipaddress
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import textwrap
 import time
@@ -450,6 +453,29 @@ def test_check_says_when_the_daemon_is_unreachable(tmp_path):
     gone = docker.DockerClient(base_url=f"unix://{tmp_path}/no-daemon.sock", version="1.41")
     with pytest.raises(SandboxError, match="Docker daemon does not answer"):
         DockerSandbox(IMAGE, client=gone).check()
+
+
+def test_reaper_thread_and_first_sandbox_import_race_cleanly(tmp_path):
+    """A worker starts the reaper thread (worker_ready) and answers its first sandbox check at the
+    same moment. When the reaper thread imported docker-py lazily, the two first imports failed
+    together on docker-py's circular docker.types import and left the package without submodules
+    for good ("module 'docker' has no attribute 'errors'": CI stop 16's docker-sandbox worker never
+    became ready; this script failed 30 of 30 runs then). Fresh interpreters, daemon unreachable."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from reward_service.sandbox import reaper
+        reaper.start_periodic(300.0)
+        from reward_service.sandbox.docker import DockerSandbox
+        import docker
+        print("errors" in vars(docker), "docker.types" in sys.modules)
+        """
+    )
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"}
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["True", "True"]
 
 
 def test_toolchain_is_the_images(sandbox):

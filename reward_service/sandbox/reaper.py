@@ -24,6 +24,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Imported here, in the thread that imports this module, never lazily in the reaper's thread: two
+# threads importing docker-py for the first time at once (the reaper thread's reap() and a
+# worker's first sandbox check) both fail on its circular docker.types import, and the package is
+# then left in sys.modules without its submodules ("module 'docker' has no attribute 'errors'"
+# on every later check: CI stop 16, the docker-sandbox compose worker never became ready).
+import docker
+
 log = logging.getLogger(__name__)
 
 LABEL = "reward-service.sandbox"
@@ -95,8 +102,6 @@ def reap(client=None, *, margin_s: float = MARGIN_S, now: float | None = None) -
     sandbox volumes. ``client`` is a ``docker.DockerClient`` (default: ``docker.from_env()``).
     Never raises for one object that cannot be removed (listed in ``failed``); raises
     ``docker.errors.DockerException`` when the daemon cannot be listed."""
-    import docker
-
     own = client is None
     client = client or docker.from_env()
     try:
@@ -107,8 +112,6 @@ def reap(client=None, *, margin_s: float = MARGIN_S, now: float | None = None) -
 
 
 def _reap(client, margin_s: float, now: float) -> Reaped:
-    import docker
-
     here = _here()
     out = Reaped()
     for info in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
