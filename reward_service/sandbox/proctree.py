@@ -13,7 +13,8 @@ step's process tree to tell which limit ended it.
   The container's own memory and pids limits stay the backstop.
 
 The tree is found through ``/proc/<pid>/task/*/children`` where the kernel has those files, else
-from ``/proc/<pid>/stat`` of every process; each process of the tree gives its ``stat``.
+from ``/proc/<pid>/stat`` of every process; each process of the tree gives its ``stat`` (a live
+thread's where the leader thread has exited and shows no memory), counted once per walk.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ def rlimit_prefix(
     return [*argv, "--"]
 
 
-def _stat(pid: int | str) -> tuple[int, int, int] | None:
-    """(parent pid, threads, resident pages) of ``pid`` from ``/proc/<pid>/stat``; None when it
-    ended meanwhile."""
+def _read_stat(path: str) -> tuple[int, int, int] | None:
+    """(parent pid, threads, resident pages) from the ``stat`` file at ``path`` (a process's or
+    one thread's); None when it ended meanwhile."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
+        with open(path, "rb") as fh:
             stat = fh.read()
     except OSError:
         return None
@@ -71,6 +72,34 @@ def _stat(pid: int | str) -> tuple[int, int, int] | None:
         return int(fields[1]), int(fields[17]), int(fields[21])
     except (IndexError, ValueError):
         return None
+
+
+def _live_thread_pages(pid: int | str) -> int:
+    """Resident pages of ``pid`` as one of its threads other than the leader reports them (the
+    count is of the memory all threads share, so any live one gives it); 0 when none is left."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # it ended meanwhile
+        return 0
+    for tid in tids:
+        if tid != str(pid) and (row := _read_stat(f"/proc/{pid}/task/{tid}/stat")) is not None and row[2] > 0:
+            return row[2]
+    return 0
+
+
+def _stat(pid: int | str) -> tuple[int, int, int] | None:
+    """(parent pid, threads, resident pages) of ``pid`` from ``/proc/<pid>/stat``; None when it
+    ended meanwhile.
+
+    A leader thread that has exited while others live on (``pthread_exit`` in ``main``) is a
+    zombie whose ``stat`` shows 0 resident pages: it no longer holds the memory, its threads do.
+    Such a process was invisible to the memory limit (a step could allocate without bound from
+    a second thread); its pages are then read from a live thread's ``stat``. Only a process with
+    more than one thread and no pages of its own costs that extra read."""
+    row = _read_stat(f"/proc/{pid}/stat")
+    if row is not None and row[2] == 0 and row[1] > 1:
+        return row[0], row[1], _live_thread_pages(pid)
+    return row
 
 
 def _table() -> dict[int, tuple[int, int, int]]:
@@ -129,8 +158,14 @@ def sample_tree(root: int) -> TreeSample:
             index.setdefault(ppid, []).append(pid)
         children, stat = (lambda pid: index.get(pid, [])), (lambda pid: table.get(int(pid)))
     out, todo = TreeSample(), children(root)
+    # A pid met twice in one walk (reused between two children files read at different moments,
+    # or listed by both an exiting parent's and the reaper's file) is counted once.
+    seen = {root}
     while todo:
         pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
         row = stat(pid)
         if row is None:  # it ended meanwhile
             continue
