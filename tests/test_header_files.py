@@ -244,3 +244,224 @@ def test_prince_core_on_verilator(engine, engine_name):
     assert "errors=0" in result.log
     assert numbers(result) == {"line": (8, 9), "branch": (17, 18), "toggle": (2335, 2342), "expr": (8, 10)}
     assert result.reward > 1.9
+
+
+# -- one rule for both flows: headers resolved by path, compiled where they stand -----------
+
+#: ``rtl/core.v`` includes ``a/defs.vh`` (its K); ``rtl/b/defs.vh``, of the same basename, is
+#: included by nobody and holds the $unit function ``mix``: a compilation unit. The cocotb flow
+#: used to match includes by basename, took ``b/defs.vh`` for included, left it out, and the
+#: build failed on ``mix``; the SV flow compiled it.
+AB_CORE = """module core (
+    input  wire       clk,
+    input  wire       rst_n,
+    input  wire [3:0] d,
+    output reg  [3:0] q
+);
+`include "a/defs.vh"
+  always @(posedge clk or negedge rst_n)
+    if (!rst_n) q <= 4'h0;
+    else q <= mix(d) ^ K;
+endmodule
+"""
+AB_DESIGN = {
+    "rtl/core.v": AB_CORE,
+    "rtl/a/defs.vh": "localparam [3:0] K = 4'h5;\n",
+    "rtl/b/defs.vh": "function [3:0] mix(input [3:0] x);\n  mix = {x[2:0], x[3]};\nendfunction\n",
+}
+#: d = 0..15 after a reset, q checked a cycle later (q = rotl(d) ^ 5), the same in both flows.
+AB_TB = """module tb;
+  reg clk = 0, rst_n = 0;
+  reg [3:0] d = 0;
+  wire [3:0] q;
+  integer i, bad = 0;
+  core dut (.clk(clk), .rst_n(rst_n), .d(d), .q(q));
+  always #1 clk = ~clk;
+  initial begin
+    #4 rst_n = 1;
+    @(negedge clk);
+    for (i = 0; i < 16; i = i + 1) begin
+      d = i[3:0];
+      @(negedge clk);
+      if (q !== ({d[2:0], d[3]} ^ 4'h5)) bad = bad + 1;
+    end
+    $display("mismatches=%0d", bad);
+    $finish;
+  end
+endmodule
+"""
+AB_TEST = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, Timer
+
+
+@cocotb.test()
+async def mixes(dut):
+    dut.rst_n.value = 0
+    dut.d.value = 0
+    cocotb.start_soon(Clock(dut.clk, 2, "ns").start(start_high=False))
+    await Timer(4, "ns")
+    dut.rst_n.value = 1
+    await FallingEdge(dut.clk)
+    bad = 0
+    for i in range(16):
+        dut.d.value = i
+        await FallingEdge(dut.clk)
+        if int(dut.q.value) != (((i << 1) | (i >> 3)) & 15) ^ 5:
+            bad += 1
+    assert bad == 0, bad
+"""
+
+
+def cocotb_request(design: dict, test: str, **extra) -> dict:
+    return {
+        "design": {"files": design, "toplevel": "core"},
+        "stimulus": {"kind": "cocotb", "test_module": "test_core", "files": {"test_core.py": test}},
+        "coverage": {"scope": "dut"},
+        **extra,
+    }
+
+
+def make_job(root, design: dict[str, str], stimulus: dict[str, str], **fields):
+    from reward_service.models import Limits
+    from reward_service.sandbox.bwrap import BwrapSandbox
+    from reward_service.simulators.base import Job
+
+    for name, text in {**design, **stimulus}.items():
+        (root / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "src" / name).write_text(text)
+    return Job(
+        root=root,
+        design_files=list(design),
+        stimulus_files=list(stimulus),
+        limits=Limits(),
+        sandbox=BwrapSandbox(),
+        cache_dir=root,
+        toplevel="core",
+        **fields,
+    )
+
+
+def test_cocotb_sources_are_the_sv_flows_compilation_units(tmp_path):
+    """cocotb_flow.sources() is hdl.compilation_units(headers=True) as scoring/run.py calls it:
+    headers by path (b/defs.vh is nobody's include, whatever its basename) and where they
+    stand in the request (cfg.vh first), not after every HDL file."""
+    from reward_service.simulators import cocotb_flow
+
+    design = {"rtl/cfg.vh": "`define STEP 1\n", **AB_DESIGN}
+    files = {**design, "test_core.py": AB_TEST}
+    dirs = hdl.search_dirs(list(files))
+    expected = hdl.compilation_units(list(design), hdl.included_files(files, dirs), headers=True)
+    assert expected == ["rtl/cfg.vh", "rtl/core.v", "rtl/b/defs.vh"]
+    job = make_job(tmp_path, design, {"test_core.py": AB_TEST}, include_dirs=dirs)
+    assert cocotb_flow.sources(job) == expected
+    # as the engine lays it out (design_files already the units; no include dirs given by hand)
+    assert cocotb_flow.sources(make_job(tmp_path, {n: design[n] for n in expected}, {})) == expected
+
+
+def test_same_basename_headers_on_both_flows(engine):
+    """The a/b defs.vh design scored as an SV testbench and as a cocotb test, on Verilator and
+    Icarus: both flows compile core.v and b/defs.vh and give the same coverage (measured:
+    line 1/1, branch 2/2, expr 2/2; toggles of clk, rst_n, d, q = 10 bits x 2 = 20, of which
+    rst_n 1->0 (reset asserted from the start only) and d[3] 1->0 (d ends at 15) stay
+    uncovered: 18/20). Before, the cocotb build failed (``mix`` not found)."""
+    sv = engine.score(sv_request(AB_DESIGN, {"tb.sv": AB_TB}, simulator="verilator"))
+    assert sv.status == "ok", (sv.message, sv.log[-2000:])
+    assert "mismatches=0" in sv.log
+    cocotb = engine.score(cocotb_request(AB_DESIGN, AB_TEST, simulator="verilator"))
+    assert cocotb.status == "ok", (cocotb.message, cocotb.log[-2000:])
+    assert [t.passed for t in cocotb.tests] == [True], cocotb.tests
+    assert numbers(cocotb) == numbers(sv) == {"line": (1, 1), "branch": (2, 2), "toggle": (18, 20), "expr": (2, 2)}
+    assert (
+        uncovered(cocotb)
+        == uncovered(sv)
+        == [
+            ("rtl/core.v", 3, "toggle", "rst_n:1->0"),
+            ("rtl/core.v", 4, "toggle", "d[3]:1->0"),
+        ]
+    )
+    icarus_sv = engine.score(sv_request(AB_DESIGN, {"tb.sv": AB_TB}, simulator="icarus"))
+    assert icarus_sv.status == "ok" and "mismatches=0" in icarus_sv.log, (icarus_sv.message, icarus_sv.log[-2000:])
+    icarus = engine.score(cocotb_request(AB_DESIGN, AB_TEST, simulator="icarus"))
+    assert icarus.status == "ok", (icarus.message, icarus.log[-2000:])
+    assert [t.passed for t in icarus.tests] == [True], icarus.tests
+
+
+#: A header nobody includes, first in the request, defining a macro core.v uses: compiled
+#: before core.v (one simulator call, one preprocessor stream), as the SV flow does. The cocotb
+#: flow used to put it after core.v: "`STEP undefined".
+ORDER_DESIGN = {
+    "cfg.vh": "`define STEP 4'h3\n",
+    "core.v": AB_CORE.replace('`include "a/defs.vh"\n', "").replace("mix(d) ^ K", "d + `STEP"),
+}
+ORDER_TEST = AB_TEST.replace("(((i << 1) | (i >> 3)) & 15) ^ 5", "(i + 3) & 15")
+
+
+@pytest.mark.parametrize("flow", ["sv", "cocotb"])
+def test_unincluded_header_is_compiled_where_it_stands(engine, flow):
+    if flow == "sv":
+        tb = AB_TB.replace("({d[2:0], d[3]} ^ 4'h5)", "(d + 4'h3)")
+        result = engine.score(sv_request(ORDER_DESIGN, {"tb.sv": tb}, simulator="icarus"))
+        assert result.status == "ok" and "mismatches=0" in result.log, (result.message, result.log[-2000:])
+    else:
+        result = engine.score(cocotb_request(ORDER_DESIGN, ORDER_TEST, simulator="icarus"))
+        assert result.status == "ok", (result.message, result.log[-2000:])
+        assert [t.passed for t in result.tests] == [True], result.tests
+
+
+# -- `include `MACRO ---------------------------------------------------------------------------
+
+
+def test_macro_include_counts_as_an_include():
+    files = {
+        "rtl/top.v": '`define HDR "a/defs.vh" // the K of top\nmodule top;\n`include `HDR\nendmodule\n',
+        "rtl/a/defs.vh": "localparam K = 1;\n",
+        "rtl/b/defs.vh": "function f; f = 1; endfunction\n",
+    }
+    dirs = hdl.search_dirs(list(files))
+    # a define of the given texts names the file: resolved by path as `include "a/defs.vh"
+    assert hdl.included_files(files, dirs) == {"rtl/a/defs.vh"}
+    chained = {**files, "rtl/top.v": '`define HDR `OTHER\n`define OTHER "b/defs.vh"\n`include `HDR\n'}
+    assert hdl.included_files(chained, dirs) == {"rtl/b/defs.vh"}
+    # the name cannot be told (a -D build define, a macro with arguments, a cycle): every
+    # header may be the one read, so none is compiled; core files stay compilation units
+    for top in (
+        "module top;\n`include `HDR\nendmodule\n",
+        '`define HDR(x) "a/defs.vh"\n`include `HDR(1)\n',
+        "`define HDR `HDR2\n`define HDR2 `HDR\n`include `HDR\n",
+        '`ifdef X\n`define HDR "a/defs.vh"\n`else\n`define HDR `"b/defs.vh`"\n`endif\n`include `HDR\n',
+    ):
+        unknown = {**files, "rtl/top.v": top}
+        included = hdl.included_files(unknown, dirs)
+        assert included == {"rtl/a/defs.vh", "rtl/b/defs.vh"}, top
+        assert hdl.compilation_units(list(unknown), included, headers=True) == ["rtl/top.v"]
+    # in a comment it is no include
+    commented = {**files, "rtl/top.v": "// `include `HDR\nmodule top; endmodule\n"}
+    assert hdl.included_files(commented, dirs) == set()
+
+
+#: ``core.v`` reads funcs.vh at file level through a macro: compiled as a source as well, the
+#: header would declare ``mixk`` twice in $unit (Icarus: "'mixk' has already been declared").
+MACRO_CORE = "`include `FUNCS\n" + CORE
+
+
+@pytest.mark.parametrize("defined", ["in_text", "build_define"])
+@pytest.mark.parametrize("flow", ["sv", "cocotb"])
+def test_macro_included_header_is_not_compiled_twice(engine, flow, defined):
+    if defined == "in_text":
+        design = {"core.v": '`define FUNCS "funcs.vh"\n' + MACRO_CORE, "funcs.vh": FUNCS}
+        extra: dict = {}
+    else:
+        design = {"core.v": MACRO_CORE, "funcs.vh": FUNCS}
+        extra = {"build": {"defines": {"FUNCS": '"funcs.vh"'}}}
+    if flow == "sv":
+        result = engine.score(sv_request(design, {"tb.sv": TB}, simulator="icarus", **extra))
+        assert result.status == "ok", (result.message, result.log[-2000:])
+        assert "mismatches=0" in result.log
+    else:
+        test = AB_TEST.replace("dut.rst_n.value = 1", "dut.rst_n.value = 1\n    dut.k.value = 0").replace(
+            "(((i << 1) | (i >> 3)) & 15) ^ 5", "((i << 1) | (i >> 3)) & 15"
+        )
+        result = engine.score(cocotb_request(design, test, simulator="icarus", **extra))
+        assert result.status == "ok", (result.message, result.log[-2000:])
+        assert [t.passed for t in result.tests] == [True], result.tests

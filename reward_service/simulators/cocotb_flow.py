@@ -180,14 +180,11 @@ def _driver_argv(step: str, spec: dict, python: str) -> list[str]:
     return [python, f"{TOOLS}/{DRIVER.name}", step, json.dumps(spec)]
 
 
-_INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"]+)"', re.M)
-
-
 def design_headers(job: Job) -> list[str]:
     """Header files of the design (``.vh``/``.svh``/... in ``src`` that are not stimulus files),
     relative to ``src``, sorted. Those that no file includes are in ``job.design_files`` too
-    (the engine compiles them as sources, ``hdl.compilation_units(headers=True)``);
-    :func:`sources` gives them to the compiler after the design's HDL files."""
+    (the engine compiles them as sources, ``hdl.compilation_units(headers=True)``, where they
+    stand in the request: :func:`sources`)."""
     stimulus = set(job.stimulus_files)
     found = []
     for path in job.src.rglob("*"):
@@ -198,24 +195,23 @@ def design_headers(job: Job) -> list[str]:
 
 
 def sources(job: Job) -> list[str]:
-    """The files given to the compiler, in request order: the design's HDL files, then every
-    design header that no design file `include`s. Such a header holds compilation-unit
-    declarations (functions, parameters) meant to be compiled as a source file, as the CVDP
-    harnesses list it in ``VERILOG_SOURCES`` (e.g. ``prince_round_functions.vh``)."""
-    found = [f for f in job.design_files if not f.lower().endswith(HEADER_SUFFIXES)]
-    headers = design_headers(job)
-    if headers:
-        included: set[str] = set()
-        for name in [*found, *headers]:
-            try:
-                text = (job.src / name).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-            text = re.sub(r"//[^\n]*", "", text)
-            included.update(posixpath.basename(m) for m in _INCLUDE.findall(text))
-        found += [h for h in headers if posixpath.basename(h) not in included]
-    return found
+    """The design files given to the compiler, in ``job.design_files`` order (the request's):
+    ``hdl.compilation_units(job.design_files, included, headers=True)`` with ``included``
+    found in every HDL file under ``src`` (design and stimulus) through the search dirs
+    ``hdl.search_dirs(names, job.include_dirs)``: what the SV flow compiles
+    (``scoring/run.py``), so both flows build the same files in the same order. For the
+    engine's jobs that is ``job.design_files`` itself; a job built by hand may list included
+    headers there too. A design header that no file includes holds compilation-unit
+    declarations (functions, parameters, macros for the files after it) meant to be compiled
+    as a source, as the CVDP harnesses list it in ``VERILOG_SOURCES`` (e.g.
+    ``prince_round_functions.vh``). Raises OSError when a file cannot be read."""
+    files = {
+        path.relative_to(job.src).as_posix(): path.read_text(encoding="utf-8", errors="replace")
+        for path in sorted(job.src.rglob("*"))
+        if path.is_file() and path.name.lower().endswith(hdl.HDL_SUFFIXES)
+    }
+    dirs = hdl.search_dirs(list(files), job.include_dirs)
+    return hdl.compilation_units(job.design_files, hdl.included_files(files, dirs), headers=True)
 
 
 def include_dirs(job: Job) -> list[str]:
