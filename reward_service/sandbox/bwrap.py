@@ -73,6 +73,24 @@ def _system_binds() -> tuple[tuple[str, ...], ...]:
     return tuple(args)
 
 
+_RESOLVED: dict[str, tuple[str, str]] = {}
+
+
+def _resolved(program: str) -> tuple[str, str] | None:
+    """(``shutil.which(program)``, its real path), or None when not found. Found programs are
+    remembered for the process: the system they live in is read-only (the worker container's
+    root) or changes only by installs, and each lookup is a chain of stat calls per step, each a
+    FUSE round trip on a fuse-overlayfs container root (~1-3 ms a step here). A program not
+    found (a path inside the sandbox, e.g. /work/obj/...) is looked up again every time."""
+    found = _RESOLVED.get(program)
+    if found is None:
+        where = shutil.which(program)
+        if where is None:
+            return None
+        found = _RESOLVED[program] = (where, os.path.realpath(where))
+    return found
+
+
 #: Descriptors a step may hold open.
 _NOFILE = 4096
 #: prlimit's one line when setrlimit fails (util-linux: "failed to set the %s resource limit").
@@ -194,10 +212,10 @@ class BwrapSandbox(Sandbox):
             # Tools that find their data next to their binary read /proc/self/exe (yosys exits with
             # 'readlink("/proc/self/exe") failed' without it): the empty /proc gets that one link,
             # to the step's own program.
-            program = shutil.which(spec.argv[0]) if spec.argv else None
+            program = _resolved(spec.argv[0]) if spec.argv else None
             argv += ["--tmpfs", "/proc"]
             if program:
-                argv += ["--dir", "/proc/self", "--symlink", os.path.realpath(program), "/proc/self/exe"]
+                argv += ["--dir", "/proc/self", "--symlink", program[1], "/proc/self/exe"]
             argv += ["--remount-ro", "/proc"]
         # bwrap's private root and /dev are tmpfs with no size of their own, and without a cgroup
         # (the worker container) no limit counts their pages: a step writing there could fill the
@@ -350,23 +368,20 @@ class BwrapSandbox(Sandbox):
             if cgroup is not None:
                 cgroup.remove()
         text = out.text()
-        program = shutil.which(spec.argv[0]) if spec.argv else None
         # The sandbox could not start the step's program (e.g. a toolchain path the sandbox does
         # not show: a venv under the host's /tmp): nothing of the sample ran, so it is ours, never
         # a compile error to be cached. Exactly the one line naming our program of prlimit (which
         # execs it: exit 126/127, util-linux's errexec) or of bwrap (exit 1): a sample cannot
         # produce that before its program exists.
         line = text.strip()
-        names = {spec.argv[0], program} if spec.argv else set()
-        if (
-            not timed_out
-            and "\n" not in line
-            and (
-                (proc.returncode == 1 and line.startswith(tuple(f"bwrap: execvp {n}: " for n in names)))
-                or (
-                    proc.returncode in (126, 127)
-                    and line.startswith(tuple(f"prlimit: failed to execute {n}: " for n in names))
-                )
+        failed_start = not timed_out and proc.returncode in (1, 126, 127) and "\n" not in line and bool(spec.argv)
+        found = _resolved(spec.argv[0]) if failed_start else None
+        names = {spec.argv[0], *found[:1]} if found else set(spec.argv[:1])
+        if failed_start and (
+            (proc.returncode == 1 and line.startswith(tuple(f"bwrap: execvp {n}: " for n in names)))
+            or (
+                proc.returncode in (126, 127)
+                and line.startswith(tuple(f"prlimit: failed to execute {n}: " for n in names))
             )
         ):
             raise SandboxError(f"the sandbox cannot start {spec.argv[0]}: {line}")
