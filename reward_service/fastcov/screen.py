@@ -28,6 +28,7 @@ from pyslang.parsing import Token, TokenKind
 
 from reward_service import hdl
 from reward_service.fastcov.instrument import _tokens, _walk  # the syntax walks the instrumenter uses
+from reward_service.fastcov.unit import TOKEN_PLACEHOLDER
 
 #: SV system tasks that read a file (IEEE 1800-2017 21.3 and 21.4).
 _SV_READS = re.compile(r"\$(?:fgets|fgetc|ungetc|fscanf|fread|readmemh|readmemb|fseek|frewind|ftell)\b")
@@ -41,8 +42,12 @@ _PY_READS = re.compile(r"/work/src|/work/obj|/model\b|rs_fastcov|sim\.vvp|\bmmap
 
 def reads_files(stimulus: Any) -> str | None:
     """Why the fast path must not run ``stimulus`` (an ``SvTestbench`` or ``CocotbStimulus``):
-    the file and construct through which it reads files, or None."""
+    the file and construct through which it reads files, or None. A file holding
+    :data:`~reward_service.fastcov.unit.TOKEN_PLACEHOLDER` is refused too: the fast path
+    replaces that text with the run's token wherever it stands in what it compiles."""
     for name, text in stimulus.files.items():
+        if TOKEN_PLACEHOLDER in text:
+            return f"{name} holds `{TOKEN_PLACEHOLDER}`, the text the fast path replaces with its coverage token"
         if name.endswith(".py"):
             m = _PY_READS.search(text)
             if m:

@@ -97,6 +97,13 @@ class SourceFile:
     """One DUT file: its text, pyslang tree and the insertions of every module in it."""
 
     def __init__(self, name: str, text: str, tree: syntax.SyntaxTree) -> None:
+        # The placeholder in the design's own text would be stamped with the run's token like
+        # the instrumentation's (backend.prepare, stamp_token): a `$fwrite` of it in the design
+        # forges flag lines the reader accepts as this run's.
+        if TOKEN_PLACEHOLDER in text:
+            raise Unsupported(
+                f"{name} holds `{TOKEN_PLACEHOLDER}`, the text the fast path replaces with its per-run coverage token"
+            )
         self.name = name
         self.text = text
         self.data = text.encode("utf-8")  # pyslang offsets count bytes
