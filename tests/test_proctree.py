@@ -59,7 +59,7 @@ def test_a_pid_listed_twice_in_one_walk_is_counted_once(tree, monkeypatch):
     if not proctree._have_children_files():
         pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children")
     real = proctree._children
-    monkeypatch.setattr(proctree, "_children", lambda pid: real(pid) * 2)
+    monkeypatch.setattr(proctree, "_children", lambda pid, *rest: real(pid, *rest) * 2)
     sample = proctree.sample_tree(tree)
     assert sample.tasks == 4
     assert 64 << 20 <= sample.rss_bytes < 128 << 20
