@@ -131,12 +131,14 @@ class Leases:
         process holds it (this delivery is a duplicate). A lease of a dead process of this host
         is taken over (compare-and-set on the token read)."""
         token = f"{socket.gethostname()} {os.getpid()} {uuid.uuid4().hex[:12]}"
+        keys = [self.keys.lease(job_id), self.keys.running]
+        # The common case first, in one round trip: no lease (or a parked one). Only when a
+        # lease is there is it read, to take over that of a dead process of this host.
+        if self._claim(keys=keys, args=[token, self.ttl_ms, job_id, ""]):
+            return token
         current = self.client.get(self.keys.lease(job_id))
         replaceable = reply_text(current) if current is not None and _dead_here(reply_text(current)) else ""
-        ok = self._claim(
-            keys=[self.keys.lease(job_id), self.keys.running], args=[token, self.ttl_ms, job_id, replaceable]
-        )
-        return token if ok else None
+        return token if self._claim(keys=keys, args=[token, self.ttl_ms, job_id, replaceable]) else None
 
     def renew(self, job_id: str, token: str) -> bool:
         """Extend our lease by ``lease_s`` (taking it back when it lapsed and nobody took it);
