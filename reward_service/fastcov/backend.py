@@ -8,11 +8,22 @@ instrumented DUT as the toplevel's source. The flag file carries a per-run token
 testbench cannot forge coverage by writing the file itself.
 
 The cocotb build is cached per design as the plain Icarus one (:func:`.cocotb_flow.cached_model`):
-it compiles the instrumented texts with :data:`TOKEN_PLACEHOLDER` left in, keyed also by
-:data:`~reward_service.revisions.FASTCOV_VERSION` and the instrumentation's metrics and emulation,
-and each run gets a copy of ``sim.vvp`` with its own token in place of the placeholder
-(:func:`stamp_token`; the placeholder stands only in ``$fwrite`` format strings, which vvp keeps
-verbatim), bound read-only at ``/model`` like the cached build itself.
+it compiles the instrumented texts with the design's :func:`build_placeholder` in place of
+:data:`TOKEN_PLACEHOLDER`, keyed also by :data:`~reward_service.revisions.FASTCOV_VERSION` and the
+instrumentation's metrics and emulation, and each run gets a copy of ``sim.vvp`` with its own token
+in place of that placeholder (:func:`stamp_token`; it stands only in ``$fwrite`` format strings,
+which vvp keeps verbatim), bound read-only at ``/model`` like the cached build itself.
+
+Only the instrumented sources carry the placeholder (the design's own text may not hold
+:data:`TOKEN_PLACEHOLDER`: :class:`~reward_service.fastcov.unit.SourceFile`), but the design or an
+SV testbench can still *make* it: Icarus folds a constant concatenation such as
+``{"__RS_FASTCOV", "_TOKEN__ F m ..."}`` into one string of ``sim.vvp``, and a design header or
+data file is not instrumented. So the token never replaces the public placeholder in a compiled
+model (the SV run's sources get the token itself, the cocotb build a placeholder derived from the
+instrumented text, which no design can spell), and a ``sim.vvp`` holding
+:data:`TOKEN_PLACEHOLDER` at all is refused (:func:`check_placeholders`: :class:`Unsupported`, the
+sample goes to Verilator): the instrumentation puts none there, so the sources made it, to forge
+flag lines.
 """
 
 from __future__ import annotations
@@ -42,11 +53,12 @@ from reward_service.fastcov.instrument import (
 from reward_service.fastcov.results import FlagFileError, read_points
 from reward_service.fastcov.unit import Unsupported
 from reward_service.revisions import FASTCOV_VERSION
-from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
+from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
 from reward_service.simulators.icarus import (
     COCOTB_PRODUCT,
+    COMPILE_FILE_MB,
     IcarusSimulator,
     compile_and_run,
     compile_failed,
@@ -182,9 +194,11 @@ class FastSimulator(SimulatorBackend):
 
     def prepare(self, job: Job, emulation: str, stamp: bool = True) -> tuple[Instrumented, str]:
         """Write the instrumented DUT over ``job.src``; returns the instrumentation and this
-        run's token, which replaces :data:`TOKEN_PLACEHOLDER` in the texts unless ``stamp`` is
-        False (the cocotb build, cached across runs: :func:`stamp_token` puts the token into
-        the run's copy of the compiled DUT). Raises :class:`Unsupported`."""
+        run's token, which replaces :data:`TOKEN_PLACEHOLDER` in the instrumented sources, or
+        with ``stamp`` False :func:`build_placeholder` does (the cocotb build, cached across
+        runs: :func:`stamp_token` puts the token into the run's copy of the compiled DUT).
+        Headers and data files are written as they are: the placeholder in them is the
+        design's, not ours. Raises :class:`Unsupported`."""
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
         inst = instrumented(
             design,
@@ -194,8 +208,11 @@ class FastSimulator(SimulatorBackend):
             self.context if emulation == "two_state" else None,
         )
         token = secrets.token_hex(16)
+        ours = token if stamp else build_placeholder(inst)
         for name, text in inst.files.items():
-            (job.src / name).write_text(text.replace(TOKEN_PLACEHOLDER, token) if stamp else text, encoding="utf-8")
+            if hdl.is_hdl_source(name):  # what instrument() parsed and instrumented
+                text = text.replace(TOKEN_PLACEHOLDER, ours)
+            (job.src / name).write_text(text, encoding="utf-8")
         return inst, token
 
     def run_sv(self, job: Job) -> FastRun:
@@ -209,10 +226,15 @@ class FastSimulator(SimulatorBackend):
             out.notes.append(f"testbench file(s) {', '.join(skipped)} kept 4-state (pyslang could not parse them)")
         toolchain = job.sandbox.toolchain()
         compiler = require_iverilog(toolchain)
-        out.build, out.run = compile_and_run(job, compiler, toolchain.vvp, outputs=(f"/work/run/{FLAG_FILE}",))
+        out.build, out.run = compile_and_run(
+            job, compiler, toolchain.vvp, outputs=(f"/work/run/{FLAG_FILE}", f"/work/obj/{COCOTB_PRODUCT}")
+        )
         if compile_failed(out.build):
             out.build_failed = True
             return out
+        # the sources carried the token itself: a placeholder in the build is the design's or
+        # the testbench's own (a folded concatenation, a header's macro), never scored here
+        check_placeholders(_read_vvp(job.root / "obj" / COCOTB_PRODUCT, max(job.limits.file_mb, COMPILE_FILE_MB)), 0)
         out.ended_by = run_ending(out.run)
         if out.ended_by == "finish" and not skipped and "$finish called" not in out.run.output:
             out.ended_by = "no_events"  # emulate.mark_endings prints it before every $finish (not in skipped files)
@@ -223,7 +245,7 @@ class FastSimulator(SimulatorBackend):
         emulation = "zero_init"  # cocotb tests read logic vectors
         inst, token = self.prepare(job, emulation, stamp=False)
         variant = {"fastcov": FASTCOV_VERSION, "metrics": list(inst.metrics), "emulation": emulation}
-        icarus = _InstrumentedIcarus(variant, token)
+        icarus = _InstrumentedIcarus(variant, token, build_placeholder(inst))
         base = icarus.run_cocotb(job, outputs=(f"/work/{FLAG_FILE}",))  # /work: the run dir
         out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})
         if out.run is not None:
@@ -232,31 +254,71 @@ class FastSimulator(SimulatorBackend):
 
 
 class _InstrumentedIcarus(IcarusSimulator):
-    """Icarus's cocotb flow on the instrumented DUT (written over ``job.src`` with the token
-    placeholder): the build is cached under ``variant`` (:meth:`IcarusSimulator.build_cocotb`),
-    and the test step runs a copy stamped with ``token``."""
+    """Icarus's cocotb flow on the instrumented DUT (written over ``job.src`` with
+    ``placeholder``, its :func:`build_placeholder`): the build is cached under ``variant``
+    (:meth:`IcarusSimulator.build_cocotb`), and the test step runs a copy stamped with ``token``."""
 
-    def __init__(self, variant: Mapping[str, object], token: str) -> None:
+    def __init__(self, variant: Mapping[str, object], token: str, placeholder: str) -> None:
         self.variant = variant
         self.token = token
+        self.placeholder = placeholder
 
     def build_cocotb(
         self, job: Job, tools: Path, out: SimRun, variant: Mapping[str, object] | None = None
     ) -> Path | None:
         model = super().build_cocotb(job, tools, out, {**self.variant, **(variant or {})})
-        return None if model is None else stamp_token(model, job.root / "fast_model", self.token)
+        # checked on every run, the cached build's too: the build is the design's alone (the
+        # cocotb stimulus is Python), and its key covers every file compiled into it
+        return None if model is None else stamp_token(model, job.root / "fast_model", self.token, self.placeholder)
 
 
-def stamp_token(model: Path, dest: Path, token: str) -> Path:
+def build_placeholder(inst: Instrumented) -> str:
+    """What stands for the token in ``inst``'s instrumented sources when they are compiled once
+    for many runs (the cocotb build): ``__RS_FC_<32 hex digits>__``, a hash of the instrumented
+    texts. Not :data:`TOKEN_PLACEHOLDER`, which a design can make (a folded concatenation); this
+    one it cannot, as the hash covers the design's own text. The same design gives the same
+    placeholder in every process, so the build cache keeps working."""
+    digest = hashlib.sha256(b"reward-service fastcov build placeholder\0" + design_key(inst.files).encode())
+    return f"__RS_FC_{digest.hexdigest()[:32]}__"
+
+
+def check_placeholders(vvp: bytes, expected: int) -> None:
+    """Refuse a compiled model (``vvp``: ``sim.vvp``'s bytes) holding more :data:`TOKEN_PLACEHOLDER`
+    than ``expected`` (those the instrumentation put there: none since the build placeholder,
+    :func:`build_placeholder`). More means the design or the stimulus made the placeholder, e.g.
+    by a concatenation of string constants Icarus folds into one, to have the token stamped into
+    lines of its own. Raises :class:`Unsupported` (the sample is scored on Verilator)."""
+    found = vvp.count(TOKEN_PLACEHOLDER.encode())
+    if found > expected:
+        raise Unsupported(
+            f"the compiled design and stimulus hold the fast path's token placeholder `{TOKEN_PLACEHOLDER}` "
+            f"{found - expected} time(s) besides the instrumentation's own (e.g. a concatenation of string "
+            "constants Icarus folds into one): lines written with it could pass for the run's coverage flags"
+        )
+
+
+def stamp_token(model: Path, dest: Path, token: str, placeholder: str) -> Path:
     """A fresh ``dest`` holding ``model``'s ``sim.vvp`` (a cached build of the instrumented DUT)
-    with ``token`` in place of every :data:`TOKEN_PLACEHOLDER`: the run's own flag token, where
-    the cached build is shared by every run of the design. Returns ``dest``. Raises OSError."""
+    with ``token`` in place of every ``placeholder`` (the :func:`build_placeholder` the build was
+    compiled with): the run's own flag token, where the cached build is shared by every run of
+    the design. Returns ``dest``. Raises :class:`Unsupported` when the model holds
+    :data:`TOKEN_PLACEHOLDER` (:func:`check_placeholders`), OSError."""
+    vvp = (model / COCOTB_PRODUCT).read_bytes()
+    check_placeholders(vvp, 0)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    vvp = (model / COCOTB_PRODUCT).read_bytes()
-    (dest / COCOTB_PRODUCT).write_bytes(vvp.replace(TOKEN_PLACEHOLDER.encode(), token.encode()))
+    (dest / COCOTB_PRODUCT).write_bytes(vvp.replace(placeholder.encode(), token.encode()))
     return dest
+
+
+def _read_vvp(path: Path, limit_mb: int) -> bytes:
+    """The SV run's ``sim.vvp`` (at most ``limit_mb``, the step's file size limit). Raises
+    :class:`Unsupported` when it cannot be read (the build could not be checked)."""
+    try:
+        return read_output(path, max_bytes=limit_mb << 20)
+    except (OSError, UnsafeOutput) as exc:
+        raise Unsupported(f"the fast path could not check its compiled {COCOTB_PRODUCT}: {exc}") from exc
 
 
 def _read_flags(run_dir: Path, token: str, inst: Instrumented, notes: list[str]) -> list[CoveragePoint] | None:

@@ -150,16 +150,24 @@ def attempt(
         from reward_service.fastcov.choice import decide
 
         t0 = time.perf_counter()
-        decision = decide(prepared.design, run, settings)
+        try:
+            decision = decide(prepared.design, run, settings)
+        except Unsupported as exc:  # the self-check's fast run refused the design's build
+            decision = None
+            fallback = f"auto chose Verilator for this design: {exc}{SCORED_ON_VERILATOR}"
         # the design's self-check (a fast and a Verilator run) when not decided before: its own stage
         timings["auto_check"] = (time.perf_counter() - t0) * 1000
-        if not decision.fast:
+        if decision is not None and not decision.fast:
             fallback = f"auto chose Verilator for this design: {decision.reason}"
     if fallback is not None:
         return None, fallback
     fast = FastSimulator(tuple(request.coverage.metrics), context)
     t0 = time.perf_counter()
-    scored = run(prepared, dict(timings), fast)
+    try:
+        scored = run(prepared, dict(timings), fast)
+    except Unsupported as exc:  # found after the build: the sources make the token placeholder
+        timings["fast_attempt"] = (time.perf_counter() - t0) * 1000
+        return None, f"{exc}{SCORED_ON_VERILATOR}"
     result = scored.result
     # A cocotb run that ran no test (import error, no test defined) fails alike on Verilator.
     reason = None if result.ended_by == "no_tests" else _FALLBACK_STATUSES.get(result.status)
