@@ -145,10 +145,11 @@ def test_a_design_making_the_placeholder_is_scored_by_verilator(engine):
 
 
 def test_auto_sends_a_design_making_the_placeholder_to_verilator(engine):
-    # engine=auto runs the design's self-check on the fast path first: its build is refused too
+    # engine=auto runs the design's self-check on the fast path first: its build is refused
+    # there (or, when a decision of an earlier version is cached, in the sample's own run)
     fast = engine.score(_request({"m.sv": SPLIT_DUT}, {"tb.sv": TB}, "auto"))
     reference = engine.score(_request({"m.sv": SPLIT_DUT}, {"tb.sv": TB}, "verilator"))
-    assert fast.fallback.startswith(f"auto chose Verilator for this design: {REFUSED}"), fast.fallback
+    assert fast.fallback is not None, (fast.engine, _totals(fast))
     fast.fallback = fast.fallback.removeprefix("auto chose Verilator for this design: ")
     _assert_refused(fast, reference)
 
