@@ -259,8 +259,9 @@ def test_icarus_build_is_cached_per_design(tmp_path, engine):
     model = published()[0]
     assert sorted(p.name for p in model.iterdir()) == ["rs_model.json", "sim.vvp"]
     vvp = (model / "sim.vvp").read_text(errors="replace")
-    # the fast path's cached build keeps the token placeholder: each run stamps its own token
-    assert (TOKEN_PLACEHOLDER in vvp) == (engine == "fast")
+    # the fast path's cached build keeps its build placeholder (never the public one, which a
+    # design could make): each run stamps its own token
+    assert TOKEN_PLACEHOLDER not in vvp and ("__RS_FC_" in vvp) == (engine == "fast")
 
     second = scorer.score(cache_request(engine, TEST_B))
     assert second.status == "ok" and second.cache.build, second.message + second.log
