@@ -114,11 +114,6 @@ DATA_SUFFIXES = (
     ".yml",
 )
 _INCLUDE = re.compile(r'^[ \t]*`include[ \t]+"([^"\n]+)"', re.M)
-#: ```include `NAME`` (the file name is a macro; group 2 set: the macro takes arguments).
-_INCLUDE_MACRO = re.compile(r"^[ \t]*`include[ \t]+`([A-Za-z_]\w*)([ \t]*\()?", re.M)
-#: ```define NAME body``: group 2 a string literal's text, group 3 another macro's name, both
-#: None for any other body (a macro with arguments, a `" string, a concatenation, ...).
-_DEFINE = re.compile(r'^[ \t]*`define[ \t]+([A-Za-z_]\w*)(?:[ \t]+(?:"([^"\n]+)"|`([A-Za-z_]\w*)))?([^\n]*)$', re.M)
 #: ``$readmemh("f", ...)``/``$readmemb`` and ``$fopen("f", "r...")`` with a literal file name.
 _READMEM = re.compile(r'\$readmem[hb]\s*\(\s*"([^"\n]+)"')
 _FOPEN_READ = re.compile(r'\$fopen\s*\(\s*"([^"\n]+)"\s*,\s*"([rwa+b]+)"\s*\)')
@@ -166,82 +161,28 @@ def resolve_include(target: str, including: str, names: set[str], dirs: list[str
     return None
 
 
-def _macro_bodies(codes: Sequence[str]) -> dict[str, list[str | None]]:
-    """macro -> what each ```define`` of it in ``codes`` (comment-stripped texts) says: a file
-    name (a string literal body: ``"x.vh"``), ```OTHER`` (the name of another macro), or None
-    for any other body. Every definition counts, whatever ```ifdef`` it stands under."""
-    out: dict[str, list[str | None]] = {}
-    for code in codes:
-        for name, literal, other, rest in _DEFINE.findall(code):
-            plain = not rest.strip()
-            value = (literal or (f"`{other}" if other else None)) if plain else None
-            out.setdefault(name, []).append(value)
-    return out
-
-
-def _expand_include(
-    macro: str, bodies: dict[str, list[str | None]], seen: frozenset[str] = frozenset()
-) -> list[str] | None:
-    """The file names ```include `macro`` can name by the ```define`` s in ``bodies``
-    (:func:`_macro_bodies`, followed through macros naming macros); None when one of them is
-    unknown: a macro no file defines (a ``-D`` build define, or none), another body, a cycle."""
-    if macro in seen or macro not in bodies:
-        return None
-    names: list[str] = []
-    for value in bodies[macro]:
-        if value is None:
-            return None
-        if value.startswith("`"):
-            more = _expand_include(value[1:], bodies, seen | {macro})
-            if more is None:
-                return None
-            names += more
-        else:
-            names.append(value)
-    return names
-
-
 def included_files(files: dict[str, str], dirs: list[str]) -> set[str]:
     """The files of ``files`` (name -> text) that another of them ``include`` s (transitively
-    found: a header included by an included header counts too).
-
-    ```include `NAME`` (the file name is a macro, as Icarus and Verilator expand it) counts
-    as an include of the file(s) a ```define NAME "file"`` of the given texts names (every such
-    define, under any ```ifdef``). When the name cannot be told from the texts (a macro set by
-    a ``-D`` build define, one with arguments or another body), every header of ``files``
-    (:data:`HEADER_SUFFIXES`) counts as included: it may be the one the directive reads, and a
-    header compiled as a source as well would declare its contents twice (Icarus: "'f' has
-    already been declared"), while one that no file includes can be listed nowhere else. So
-    :func:`compilation_units` compiles no header of such a design; a non-header file stays a
-    compilation unit (compiling every ``.v`` is the default, not an inference)."""
+    found: a header included by an included header counts too)."""
     names = set(files)
-    codes = {n: strip_comments_only(t) for n, t in files.items() if n.lower().endswith(HDL_SUFFIXES)}
-    # (an `include inside a data file is never read)
-    bodies = _macro_bodies(list(codes.values()))
     found: set[str] = set()
-    unknown = False
-    for name, code in codes.items():
-        targets = _INCLUDE.findall(code)
-        for macro, args in _INCLUDE_MACRO.findall(code):
-            expanded = None if args else _expand_include(macro, bodies)
-            if expanded is None:
-                unknown = True
-            else:
-                targets += expanded
-        for target in targets:
+    for name, text in files.items():
+        if not name.lower().endswith(HDL_SUFFIXES):
+            continue  # an `include inside a data file is never read
+        for target in include_targets(text):
             hit = resolve_include(target, name, names, dirs)
             if hit is not None and hit != name:
                 found.add(hit)
-    if unknown:
-        found |= {n for n in codes if n.lower().endswith(HEADER_SUFFIXES)}
     return found
 
 
-def compilation_units(names: list[str], included: set[str], headers: bool = False) -> list[str]:
+def compilation_units(names: list[str], included: set[str], design_included: set[str] | None = None) -> list[str]:
     """The HDL files of ``names`` the compiler gets on its command line, in order: not a data
-    file, and not ``include`` d by another file (it is compiled where it is included; compiled
-    alone too it would declare everything twice). A header (:data:`HEADER_SUFFIXES`) that no
-    file includes is one only with ``headers`` (the design's files), where it stands in ``names``.
+    file, and not ``include`` d by another file (``included``: it is compiled where it is
+    included; compiled alone too it would declare everything twice). A header
+    (:data:`HEADER_SUFFIXES`) is one only for the design's files: given ``design_included``
+    (:func:`included_files` of the design's files alone), a design header that no *design*
+    file includes is compiled where it stands in ``names``.
 
     Why design headers only: a design header nobody includes holds compilation-unit
     declarations (``$unit`` functions, parameters) of the files given with it, and the CVDP
@@ -249,13 +190,21 @@ def compilation_units(names: list[str], included: set[str], headers: bool = Fals
     rtl/prince_round_functions.vh"``, the `include commented out), all files in one simulator
     call: Icarus and Verilator compile the files of one call as one compilation unit, so
     ``prince_core``'s calls of the header's functions resolve. A testbench header is only ever
-    included (cid012's ``xrun /src/*.sv /code/verif/*.sv`` compiles no ``.svh``)."""
+    included (cid012's ``xrun /src/*.sv /code/verif/*.sv`` compiles no ``.svh``).
+
+    Why the design's own includes decide: the design must build the same whatever the
+    stimulus says. Were a stimulus's include enough to drop a design header (an `include
+    under an ```ifdef`` never defined counts, the scan does not preprocess), a testbench could
+    drop the design's ``$unit`` functions and declare its own for the DUT to call."""
     return [
         n
         for n in names
         if n.lower().endswith(HDL_SUFFIXES)
-        and n not in included
-        and (headers or not n.lower().endswith(HEADER_SUFFIXES))
+        and (
+            n not in design_included
+            if design_included is not None and n.lower().endswith(HEADER_SUFFIXES)
+            else n not in included and not n.lower().endswith(HEADER_SUFFIXES)
+        )
     ]
 
 

@@ -103,9 +103,18 @@ def test_compilation_units_take_design_headers_nobody_includes():
     included = hdl.included_files(files, dirs)
     assert included == {"inc/defs.vh", "tb/tasks.svh"}
     design = ["rtl/core.v", "inc/defs.vh", "rtl/funcs.vh"]
+    design_included = hdl.included_files({n: files[n] for n in design}, dirs)
     # a design header nobody includes is a source, where it stands; an included one is not
-    assert hdl.compilation_units(design, included, headers=True) == ["rtl/core.v", "rtl/funcs.vh"]
+    assert hdl.compilation_units(design, included, design_included) == ["rtl/core.v", "rtl/funcs.vh"]
     assert hdl.compilation_units(design, included) == ["rtl/core.v"]
+    # only the design's own includes decide: a testbench including funcs.vh (under an `ifdef
+    # never defined, for all the scan knows) does not take it out of the design's build
+    hijack = {**files, "tb/tb.sv": '`ifdef NEVER\n`include "rtl/funcs.vh"\n`endif\n' + files["tb/tb.sv"]}
+    assert "rtl/funcs.vh" in hdl.included_files(hijack, dirs)
+    assert hdl.compilation_units(design, hdl.included_files(hijack, dirs), design_included) == [
+        "rtl/core.v",
+        "rtl/funcs.vh",
+    ]
     # testbench headers stay include-only (cid012's xrun compiles /code/verif/*.sv)
     assert hdl.compilation_units(["tb/tb.sv", "tb/tasks.svh", "tb/spare.svh", "data/x.hex"], included) == ["tb/tb.sv"]
 
@@ -343,7 +352,7 @@ def make_job(root, design: dict[str, str], stimulus: dict[str, str], **fields):
 
 
 def test_cocotb_sources_are_the_sv_flows_compilation_units(tmp_path):
-    """cocotb_flow.sources() is hdl.compilation_units(headers=True) as scoring/run.py calls it:
+    """cocotb_flow.sources() is hdl.compilation_units as scoring/run.py calls it:
     headers by path (b/defs.vh is nobody's include, whatever its basename) and where they
     stand in the request (cfg.vh first), not after every HDL file."""
     from reward_service.simulators import cocotb_flow
@@ -351,7 +360,7 @@ def test_cocotb_sources_are_the_sv_flows_compilation_units(tmp_path):
     design = {"rtl/cfg.vh": "`define STEP 1\n", **AB_DESIGN}
     files = {**design, "test_core.py": AB_TEST}
     dirs = hdl.search_dirs(list(files))
-    expected = hdl.compilation_units(list(design), hdl.included_files(files, dirs), headers=True)
+    expected = hdl.compilation_units(list(design), hdl.included_files(files, dirs), hdl.included_files(design, dirs))
     assert expected == ["rtl/cfg.vh", "rtl/core.v", "rtl/b/defs.vh"]
     job = make_job(tmp_path, design, {"test_core.py": AB_TEST}, include_dirs=dirs)
     assert cocotb_flow.sources(job) == expected
@@ -409,59 +418,19 @@ def test_unincluded_header_is_compiled_where_it_stands(engine, flow):
         assert [t.passed for t in result.tests] == [True], result.tests
 
 
-# -- `include `MACRO ---------------------------------------------------------------------------
+#: A testbench that drops the design's funcs.vh (an include the scan sees, under an `ifdef
+#: never defined) and declares its own mixk for the DUT to call: the DUT would then compute
+#: another function (Verilator scored it ok, toggle 21/28, before the design's own includes
+#: decided). The design's header stays in the design's build, so the testbench's mixk is a
+#: second declaration: a compile error of the sample, never a score of an altered DUT.
+HIJACK_TB = (
+    '`ifdef NEVER_DEFINED\n`include "funcs.vh"\n`endif\n'
+    "function [3:0] mixk(input [3:0] x, input [3:0] k);\n  mixk = 4'h0;\nendfunction\n" + TB
+)
 
 
-def test_macro_include_counts_as_an_include():
-    files = {
-        "rtl/top.v": '`define HDR "a/defs.vh" // the K of top\nmodule top;\n`include `HDR\nendmodule\n',
-        "rtl/a/defs.vh": "localparam K = 1;\n",
-        "rtl/b/defs.vh": "function f; f = 1; endfunction\n",
-    }
-    dirs = hdl.search_dirs(list(files))
-    # a define of the given texts names the file: resolved by path as `include "a/defs.vh"
-    assert hdl.included_files(files, dirs) == {"rtl/a/defs.vh"}
-    chained = {**files, "rtl/top.v": '`define HDR `OTHER\n`define OTHER "b/defs.vh"\n`include `HDR\n'}
-    assert hdl.included_files(chained, dirs) == {"rtl/b/defs.vh"}
-    # the name cannot be told (a -D build define, a macro with arguments, a cycle): every
-    # header may be the one read, so none is compiled; core files stay compilation units
-    for top in (
-        "module top;\n`include `HDR\nendmodule\n",
-        '`define HDR(x) "a/defs.vh"\n`include `HDR(1)\n',
-        "`define HDR `HDR2\n`define HDR2 `HDR\n`include `HDR\n",
-        '`ifdef X\n`define HDR "a/defs.vh"\n`else\n`define HDR `"b/defs.vh`"\n`endif\n`include `HDR\n',
-    ):
-        unknown = {**files, "rtl/top.v": top}
-        included = hdl.included_files(unknown, dirs)
-        assert included == {"rtl/a/defs.vh", "rtl/b/defs.vh"}, top
-        assert hdl.compilation_units(list(unknown), included, headers=True) == ["rtl/top.v"]
-    # in a comment it is no include
-    commented = {**files, "rtl/top.v": "// `include `HDR\nmodule top; endmodule\n"}
-    assert hdl.included_files(commented, dirs) == set()
-
-
-#: ``core.v`` reads funcs.vh at file level through a macro: compiled as a source as well, the
-#: header would declare ``mixk`` twice in $unit (Icarus: "'mixk' has already been declared").
-MACRO_CORE = "`include `FUNCS\n" + CORE
-
-
-@pytest.mark.parametrize("defined", ["in_text", "build_define"])
-@pytest.mark.parametrize("flow", ["sv", "cocotb"])
-def test_macro_included_header_is_not_compiled_twice(engine, flow, defined):
-    if defined == "in_text":
-        design = {"core.v": '`define FUNCS "funcs.vh"\n' + MACRO_CORE, "funcs.vh": FUNCS}
-        extra: dict = {}
-    else:
-        design = {"core.v": MACRO_CORE, "funcs.vh": FUNCS}
-        extra = {"build": {"defines": {"FUNCS": '"funcs.vh"'}}}
-    if flow == "sv":
-        result = engine.score(sv_request(design, {"tb.sv": TB}, simulator="icarus", **extra))
-        assert result.status == "ok", (result.message, result.log[-2000:])
-        assert "mismatches=0" in result.log
-    else:
-        test = AB_TEST.replace("dut.rst_n.value = 1", "dut.rst_n.value = 1\n    dut.k.value = 0").replace(
-            "(((i << 1) | (i >> 3)) & 15) ^ 5", "((i << 1) | (i >> 3)) & 15"
-        )
-        result = engine.score(cocotb_request(design, test, simulator="icarus", **extra))
-        assert result.status == "ok", (result.message, result.log[-2000:])
-        assert [t.passed for t in result.tests] == [True], result.tests
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_a_testbench_cannot_replace_a_design_header(engine, simulator):
+    result = engine.score(sv_request({"core.v": CORE, "funcs.vh": FUNCS}, {"tb.sv": HIJACK_TB}, simulator=simulator))
+    assert result.status == "compile_error", (result.status, numbers(result) if result.coverage else None)
+    assert "mixk" in result.log

@@ -47,10 +47,11 @@ def simulate(
         build = request.build
         dirs = hdl.search_dirs(list(files), build.include_dirs)
         included = hdl.included_files(files, dirs)
+        design_included = hdl.included_files(prepared.design.files, dirs)
         data = [n for n in files if hdl.is_data_file(n)]
         job = Job(
             root=root,
-            design_files=hdl.compilation_units(list(prepared.design.files), included, headers=True),
+            design_files=hdl.compilation_units(list(prepared.design.files), included, design_included),
             stimulus_files=hdl.compilation_units(list(stimulus.files), included)
             if isinstance(stimulus, SvTestbench)
             else [n for n in stimulus.files if not hdl.is_data_file(n)],

@@ -183,8 +183,8 @@ def _driver_argv(step: str, spec: dict, python: str) -> list[str]:
 def design_headers(job: Job) -> list[str]:
     """Header files of the design (``.vh``/``.svh``/... in ``src`` that are not stimulus files),
     relative to ``src``, sorted. Those that no file includes are in ``job.design_files`` too
-    (the engine compiles them as sources, ``hdl.compilation_units(headers=True)``, where they
-    stand in the request: :func:`sources`)."""
+    (the engine compiles them as sources, ``hdl.compilation_units``, where they stand in the
+    request: :func:`sources`)."""
     stimulus = set(job.stimulus_files)
     found = []
     for path in job.src.rglob("*"):
@@ -196,22 +196,27 @@ def design_headers(job: Job) -> list[str]:
 
 def sources(job: Job) -> list[str]:
     """The design files given to the compiler, in ``job.design_files`` order (the request's):
-    ``hdl.compilation_units(job.design_files, included, headers=True)`` with ``included``
-    found in every HDL file under ``src`` (design and stimulus) through the search dirs
-    ``hdl.search_dirs(names, job.include_dirs)``: what the SV flow compiles
+    ``hdl.compilation_units(job.design_files, included, included)`` with ``included``
+    found in the design's HDL files under ``src`` (not the stimulus's: they do not decide what
+    the design is) through the search dirs ``hdl.search_dirs(names, job.include_dirs)``: what
+    the SV flow compiles
     (``scoring/run.py``), so both flows build the same files in the same order. For the
     engine's jobs that is ``job.design_files`` itself; a job built by hand may list included
     headers there too. A design header that no file includes holds compilation-unit
     declarations (functions, parameters, macros for the files after it) meant to be compiled
     as a source, as the CVDP harnesses list it in ``VERILOG_SOURCES`` (e.g.
     ``prince_round_functions.vh``). Raises OSError when a file cannot be read."""
+    stimulus = set(job.stimulus_files)
     files = {
-        path.relative_to(job.src).as_posix(): path.read_text(encoding="utf-8", errors="replace")
+        name: path.read_text(encoding="utf-8", errors="replace")
         for path in sorted(job.src.rglob("*"))
-        if path.is_file() and path.name.lower().endswith(hdl.HDL_SUFFIXES)
+        if path.is_file()
+        and path.name.lower().endswith(hdl.HDL_SUFFIXES)
+        and (name := path.relative_to(job.src).as_posix()) not in stimulus
     }
     dirs = hdl.search_dirs(list(files), job.include_dirs)
-    return hdl.compilation_units(job.design_files, hdl.included_files(files, dirs), headers=True)
+    included = hdl.included_files(files, dirs)  # the design's own includes (see compilation_units)
+    return hdl.compilation_units(job.design_files, included, included)
 
 
 def include_dirs(job: Job) -> list[str]:
