@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,23 @@ def test_both_walks_see_the_same_tree(tree, monkeypatch, children_files):
     sample = proctree.sample_tree(tree)
     assert sample.tasks == 4  # three sleeps and the single-threaded Python (the root not counted)
     assert 64 << 20 <= sample.rss_bytes < 128 << 20
+
+
+def test_a_lost_proc_descriptor_is_opened_again_not_read_as_an_empty_tree(tree):
+    """The watcher reads /proc through one held descriptor; closed under it (something of the
+    process closing descriptors), every read failed as if the process had ended: an empty
+    tree, the step's limits unenforced. It is opened again; and again after a fork."""
+    if not proctree._have_children_files():
+        pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children")
+    assert proctree.sample_tree(tree).tasks == 4
+    os.close(proctree._proc_fd())
+    sample = proctree.sample_tree(tree)
+    assert sample.tasks == 4 and sample.rss_bytes >= 64 << 20
+    child = os.fork()
+    if child == 0:  # a forked pool process: its own descriptor, the same tree
+        os._exit(0 if proctree.sample_tree(tree).tasks == 4 else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_tree_without_descendants_is_empty():

@@ -19,6 +19,7 @@ thread's where the leader thread has exited and shows no memory), counted once p
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from dataclasses import dataclass
@@ -75,11 +76,27 @@ def _proc_fd() -> int:
     return _PROC_FD[1]
 
 
+def _open(rel: str, flags: int) -> int | None:
+    """A descriptor of ``/proc/<rel>``, or None when it is gone (the process ended). Were our
+    ``/proc`` descriptor closed under us (EBADF, or ENOTDIR when its number now names a file),
+    every read would look like an ended process and the limits would go unenforced without a
+    word: it is opened again, once."""
+    global _PROC_FD
+    for attempt in range(2):
+        try:
+            return os.open(rel, flags | os.O_CLOEXEC, dir_fd=_proc_fd())
+        except OSError as exc:
+            if attempt == 0 and exc.errno in (errno.EBADF, errno.ENOTDIR):
+                _PROC_FD = None
+                continue
+            return None
+    return None
+
+
 def _read(rel: str) -> bytes | None:
     """The contents of ``/proc/<rel>``; None when it cannot be read (the process ended)."""
-    try:
-        fd = os.open(rel, os.O_RDONLY | os.O_CLOEXEC, dir_fd=_proc_fd())
-    except OSError:
+    fd = _open(rel, os.O_RDONLY)
+    if fd is None:
         return None
     try:
         chunks = []
@@ -94,9 +111,8 @@ def _read(rel: str) -> bytes | None:
 
 def _listdir(rel: str) -> list[str] | None:
     """The names in ``/proc/<rel>``; None when it cannot be listed (the process ended)."""
-    try:
-        fd = os.open(rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=_proc_fd())
-    except OSError:
+    fd = _open(rel, os.O_RDONLY | os.O_DIRECTORY)
+    if fd is None:
         return None
     try:
         return os.listdir(fd)
