@@ -20,6 +20,9 @@ command -v redis-server >/dev/null || need+=(redis-server)  # broker + results o
 # The SMT solver Verilator's constrained randomize() runs (`z3 --in`; found under /usr/bin, which
 # the bubblewrap sandbox shows). Without it every randomize() fails (docs/sandbox.md).
 command -v z3       >/dev/null || need+=(z3)
+# The README's and docs/api.md's examples call the API with curl and read its JSON with jq.
+command -v curl     >/dev/null || need+=(curl)
+command -v jq       >/dev/null || need+=(jq)
 # Coverage reports (docs/reports.md): genhtml reads `score --lcov` tracefiles; tests/test_reports.py
 # renders the HTML report in Debian's headless Chromium (the only browser that installs offline;
 # ~330 MB, about 6 min on a loaded 2-core VM; REWARD_SERVICE_NO_BROWSER=1 skips it, those tests skip).
