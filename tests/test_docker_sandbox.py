@@ -658,11 +658,16 @@ def test_reaper_removes_orphans_only(client):
             ids[what] = client.api.create_container(IMAGE, ["true"], labels=labels)["Id"]
         volume = client.api.create_volume(labels=made["expired"])["Name"]
         done = reaper.reap(client)
-        assert set(done.containers) >= {ids["expired"], ids["dead-owner"]}
+        # Every process of this host that made a DockerSandbox runs a periodic reaper (the other
+        # xdist worker's tests, test_reaper_entry_point_runs): one of them may remove the orphans
+        # between the creates and this reap (CI stop 16: this reap found none left). So what
+        # was removed is asserted on the daemon's state, and this reap removed no live object.
         assert ids["alive"] not in done.containers and ids["foreign"] not in done.containers
-        assert volume in done.volumes
         left = {c["Id"] for c in client.api.containers(all=True, filters={"label": f"{reaper.LABEL}=1"})}
-        assert ids["alive"] in left and ids["foreign"] in left and ids["expired"] not in left
+        assert ids["alive"] in left and ids["foreign"] in left
+        assert ids["expired"] not in left and ids["dead-owner"] not in left
+        volumes = client.api.volumes(filters={"label": f"{reaper.LABEL}=1"}).get("Volumes") or []
+        assert volume not in {v["Name"] for v in volumes}
     finally:
         for cid in ids.values():
             try:
