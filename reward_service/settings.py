@@ -120,6 +120,11 @@ class Settings(BaseSettings):
         description="Redis visibility timeout: an unacknowledged job is redelivered after it "
         "(default: hard limit + 300 s; must exceed the hard limit)",
     )
+    worker_heartbeat_file: str | None = Field(
+        None,
+        description="a file the worker touches every 5 s while it takes jobs and removes when it "
+        "stops: the container's health check reads its age (workers/liveness.py; none by default)",
+    )
     result_expires_s: int = Field(24 * 3600, ge=60, description="how long Redis keeps a job's result")
     task_max_retries: int = Field(2, ge=0, description="retries of a job that ended in sandbox_error")
     task_retry_backoff_s: float = Field(2.0, ge=0, description="first retry delay; doubles per retry")
@@ -138,7 +143,7 @@ class Settings(BaseSettings):
     )
     celery_max_queue: int = Field(10_000, ge=1, description="service mode: queued + running jobs before 429")
 
-    @field_validator("worker_concurrency", mode="before")
+    @field_validator("worker_concurrency", "worker_heartbeat_file", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value  # compose passes unset variables as ""

@@ -736,3 +736,28 @@ def test_soft_time_limit_ends_the_job_as_sandbox_error_without_retry(make_servic
     while any(alive(pid) for pid in steps):
         assert time.monotonic() < deadline, f"the interrupted step {steps} still runs"
         time.sleep(0.1)
+
+
+def test_a_worker_keeps_its_liveness_file_fresh_while_it_runs(make_service, tmp_path):
+    """The liveness bootstep (workers/liveness.py) touches the file from the consumer's timer
+    while the worker takes jobs, and removes it on a warm shutdown; the health check of
+    docker-compose.yml passes while it runs and fails after."""
+    from workers.liveness import CHECK, INTERVAL_S
+
+    alive = tmp_path / "worker.alive"
+    svc = make_service()
+    worker = svc.start("alive", worker_heartbeat_file=alive)
+    deadline = time.monotonic() + 10
+    while not alive.exists():
+        assert time.monotonic() < deadline, f"no liveness file 10 s after the ping:\n{worker.tail()}"
+        time.sleep(0.1)
+    first = alive.stat().st_mtime
+    time.sleep(INTERVAL_S + 1.5)
+    assert alive.stat().st_mtime > first  # touched again by the timer
+    job = svc.dispatcher.submit(icarus_case("cvdp_copilot_fixed_arbiter_0004", "good"))
+    assert svc.dispatcher.wait(job, 60).state == JobState.done  # the worker takes jobs meanwhile
+    health = ["sh", "-c", CHECK, "rs-health", str(alive)]
+    assert subprocess.run(health).returncode == 0
+    worker.stop()
+    assert not alive.exists()
+    assert subprocess.run(health).returncode == 1
