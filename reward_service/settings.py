@@ -31,6 +31,12 @@ class Settings(BaseSettings):
         description="sandbox backend: bwrap (bubblewrap on this machine) or docker (a container "
         "of sim_image per step, through the Docker socket; docs/sandbox.md)",
     )
+    step_root: Literal["auto", "minimal", "system"] = Field(
+        "auto",
+        description="bwrap sandbox: what an Icarus step sees of the system: 'minimal' a private "
+        "copy of its programs and their libraries (13 MB, made once per process), 'system' the "
+        "whole read-only /usr, 'auto' the copy where /usr is on FUSE (a fuse-overlayfs container)",
+    )
     sim_image: str = Field(
         "reward-service-sim:latest", description="docker sandbox: the simulation image (scripts/build_images.sh)"
     )

@@ -40,11 +40,13 @@ BACKENDS = ("bwrap", "docker")
 
 def get_sandbox(name: str = "bwrap", settings: Settings | None = None) -> Sandbox:
     """The sandbox backend called ``name`` ("bwrap" or "docker"), configured from ``settings``
-    (default: the process settings; Docker: ``sim_image``, ``docker_volume_prefix``,
-    ``docker_cpus``). Raises :class:`SandboxError` for an unknown name; whether the backend can
+    (default: the process settings; bwrap: ``step_root``; Docker: ``sim_image``,
+    ``docker_volume_prefix``, ``docker_cpus``). Raises :class:`SandboxError` for an unknown name; whether the backend can
     run here is :meth:`Sandbox.check`'s question (Docker connects lazily)."""
     if name == "bwrap":
-        return BwrapSandbox()
+        from reward_service.settings import get_settings
+
+        return BwrapSandbox(step_root=(settings or get_settings()).step_root)
     if name == "docker":
         from reward_service.sandbox.docker import DockerSandbox
         from reward_service.settings import get_settings

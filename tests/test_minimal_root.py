@@ -1,0 +1,138 @@
+"""The minimal step root (reward_service/sandbox/minimal_root.py): what it copies, what an Icarus
+step then sees, when it is used, and, the part that guards rewards, that every case of
+../shared/cases/stimulus scores the same in it as with the whole system (fast path and Icarus),
+with the real simulators. The compose worker, where ``auto`` chooses it (a fuse-overlayfs root),
+is tests/test_compose_stack.py's."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from test_stimulus_cases import CASES, _request
+
+from reward_service.sandbox import BwrapSandbox, ExecSpec
+from reward_service.sandbox.minimal_root import MinimalRoots, NoMinimalRoot, build, filesystem_type, on_fuse
+from reward_service.simulators.icarus import step_system
+
+
+@pytest.fixture(scope="module")
+def minimal():
+    return BwrapSandbox(step_root="minimal")
+
+
+def icarus_system(sandbox: BwrapSandbox) -> tuple[str, ...]:
+    system = step_system("iverilog", "vvp", sandbox.toolchain().path_env())
+    assert system is not None, "iverilog's library dir is found on this host"
+    return system
+
+
+def run(sandbox: BwrapSandbox, script: str, tmp_path: Path, system: tuple[str, ...] | None):
+    return sandbox.run(ExecSpec(argv=["/bin/sh", "-c", script], workdir=tmp_path, system=system))
+
+
+def test_an_icarus_step_sees_its_tools_and_nothing_else(minimal, tmp_path):
+    system = icarus_system(minimal)
+    assert system[-1].endswith("/ivl")
+    probe = (
+        "for p in iverilog vvp timeout chmod prlimit sh python3 gcc perl cat ls bwrap; do "
+        'command -v "$p" >/dev/null && echo "has $p" || echo "no $p"; done; '
+        "[ -f /usr/lib/x86_64-linux-gnu/ivl/vvp.tgt ] && echo has vvp.tgt; "
+        "echo x >/usr/bin/x 2>/dev/null || echo read-only"
+    )
+    out = run(minimal, probe, tmp_path, system).output.split("\n")
+    for tool in ("iverilog", "vvp", "timeout", "chmod", "prlimit", "sh"):
+        assert f"has {tool}" in out
+    for tool in ("python3", "gcc", "perl", "cat", "ls", "bwrap"):
+        assert f"no {tool}" in out
+    assert "has vvp.tgt" in out and "read-only" in out
+    # the same step without a minimal root sees the whole system
+    whole = run(BwrapSandbox(step_root="system"), probe, tmp_path, system).output.split("\n")
+    assert "has cat" in whole and "has gcc" in whole
+
+
+def test_the_copy_keeps_symlinks_and_holds_what_the_loader_loads(tmp_path):
+    root = build(["/bin/sh", "/usr/bin/vvp"], str(tmp_path))
+    try:
+        usr = root / "usr"
+        assert (usr / "bin/sh").is_symlink() and os.readlink(usr / "bin/sh") == os.readlink("/usr/bin/sh")
+        assert (usr / "bin" / os.readlink("/usr/bin/sh")).is_file()  # dash, under its own name
+        libs = {p.name for p in (usr / "lib/x86_64-linux-gnu").iterdir()}
+        assert {"libc.so.6", "libreadline.so.8", "libstdc++.so.6"} <= libs  # vvp's libraries
+        assert (root / "etc/ld.so.cache").read_bytes() == Path("/etc/ld.so.cache").read_bytes()
+        assert not (usr / "bin/python3").exists() and not (usr / "bin/cat").exists()
+        for dirpath, _dirs, files in os.walk(usr):
+            assert not os.stat(dirpath).st_mode & 0o222, dirpath
+            for name in files:
+                path = os.path.join(dirpath, name)
+                assert os.path.islink(path) or not os.stat(path).st_mode & 0o222, path
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700  # private to this uid
+    finally:
+        from reward_service.sandbox.minimal_root import _remove
+
+        _remove(root)
+
+
+def test_what_cannot_be_copied_gives_the_whole_system_and_leaves_nothing(tmp_path):
+    with pytest.raises(NoMinimalRoot, match="outside /usr"):
+        build(["/etc/hostname"], str(tmp_path))
+    with pytest.raises(NoMinimalRoot, match="does not exist"):
+        build(["/usr/bin/no-such-program"], str(tmp_path))
+    roots = MinimalRoots("minimal", base=str(tmp_path))
+    assert roots.get(("/usr/bin/no-such-program",)) is None
+    assert list(tmp_path.iterdir()) == []
+    # a step naming a program the toolchain's PATH lacks runs with the whole system
+    sandbox = BwrapSandbox(step_root="minimal")
+    spec = ExecSpec(argv=["/bin/sh", "-c", "command -v cat"], workdir=tmp_path, system=("no-such-program",))
+    assert sandbox.minimal_root(spec, sandbox.toolchain()) is None
+    assert sandbox.run(spec).exit_code == 0
+
+
+def test_auto_makes_copies_only_where_usr_is_on_fuse():
+    assert filesystem_type("/proc/self") == "proc"
+    assert filesystem_type("/dev/shm") == "tmpfs"
+    assert MinimalRoots("auto").enabled() == on_fuse("/usr")
+    assert MinimalRoots("minimal").enabled() and not MinimalRoots("system").enabled()
+    with pytest.raises(ValueError):
+        MinimalRoots("fast")
+
+
+@pytest.fixture(scope="module")
+def engines(shared_cache_dir, tmp_path_factory):
+    """Engines whose Icarus steps see a minimal root (made under their own dir) or the system."""
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    out = {
+        root: Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, step_root=root))
+        for root in ("minimal", "system")
+    }
+    out["minimal"].sandbox.minimal_roots.base = str(tmp_path_factory.mktemp("roots"))
+    return out
+
+
+def outcome(result) -> tuple:
+    return (
+        result.status,
+        result.engine,
+        result.reward,
+        result.coverage.model_dump_json(),
+        [u.model_dump_json() for u in result.uncovered],
+        result.message,
+    )
+
+
+@pytest.mark.parametrize("engine_name", ["fast", "icarus"])
+@pytest.mark.parametrize("problem_id,tb", CASES)
+def test_every_stimulus_case_scores_the_same_in_the_minimal_root(engines, problem_id, tb, engine_name):
+    request, _expected = _request(problem_id, tb, "verilator" if engine_name == "fast" else "icarus")
+    if engine_name == "fast":
+        request["engine"] = "fast"
+    minimal, whole = engines["minimal"].score(request), engines["system"].score(request)
+    assert outcome(minimal) == outcome(whole)
+    assert minimal.status in ("ok", "compile_error", "runtime_error")
+    assert minimal.engine == ("fast" if engine_name == "fast" else "icarus")
+    # the step ran in the minimal root: one copy, made by the first step and kept
+    assert len(list(Path(engines["minimal"].sandbox.minimal_roots.base).iterdir())) == 1
