@@ -556,6 +556,39 @@ def test_the_worker_container_is_hardened_and_holds_no_docker_socket(stack):
         assert container.exec_run(["cat", "/proc/1/comm"]).output.decode().strip() == "tini"
 
 
+_ROOTS_LOOK = """
+import glob, json, os
+from reward_service.sandbox.minimal_root import on_fuse
+roots = sorted(glob.glob("/tmp/reward-service-root-*"))
+print(json.dumps({"fuse": on_fuse("/usr"), "roots": roots,
+                  "tools": sorted(os.listdir(roots[0] + "/usr/bin")) if roots else []}))
+"""
+
+
+def test_icarus_steps_in_the_worker_run_in_a_minimal_root_where_its_root_is_fuse(stack):
+    """Settings.step_root auto in the compose worker: on a fuse-overlayfs root (Docker's storage
+    driver on this VM) the pool process that ran a fast-path step holds its private copy of the
+    Icarus tools on the container's tmpfs; on any other storage driver none is made."""
+    request = icarus_case(ATTENUATOR, "good", seed=31, simulator="verilator").model_dump(mode="json")
+    got = httpx.post(f"{stack.url}/v1/score?wait=120", timeout=180, json={**request, "engine": "fast"}).json()
+    assert got["status"] == "ok" and got["engine"] == "fast", got["message"]
+    looks = [
+        json.loads(c.exec_run(["python", "-c", _ROOTS_LOOK]).output.decode().strip().splitlines()[-1])
+        for c in stack.containers("worker")
+    ]
+    fuse = {look["fuse"] for look in looks}
+    assert len(fuse) == 1, looks  # the workers share one storage driver
+    if fuse == {False}:
+        assert all(look["roots"] == [] for look in looks), looks
+        return
+    # one copy per pool process that ran an Icarus step (2 processes per container at most)
+    assert any(look["roots"] for look in looks) and all(len(look["roots"]) <= 2 for look in looks), looks
+    for look in looks:
+        if look["roots"]:
+            assert {"iverilog", "vvp", "sh", "timeout", "chmod", "prlimit"} <= set(look["tools"]), look
+            assert "python3" not in look["tools"] and "gcc" not in look["tools"], look
+
+
 _COCOTB_BOMB = """import os, time, cocotb
 from cocotb.triggers import Timer
 

@@ -136,3 +136,25 @@ def test_every_stimulus_case_scores_the_same_in_the_minimal_root(engines, proble
     assert minimal.engine == ("fast" if engine_name == "fast" else "icarus")
     # the step ran in the minimal root: one copy, made by the first step and kept
     assert len(list(Path(engines["minimal"].sandbox.minimal_roots.base).iterdir())) == 1
+
+
+def test_copies_of_processes_that_are_gone_are_swept(tmp_path):
+    """A pool process killed at the hard time limit leaves its copy: the next copy made in the
+    same place removes those of dead processes of this uid, and no other."""
+    import subprocess
+
+    from reward_service.sandbox.minimal_root import PREFIX
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"{PREFIX}{gone.pid}-abc"
+    (dead / "usr/bin").mkdir(parents=True)
+    (dead / "usr/bin").chmod(0o555)  # made read-only like a real copy
+    live = tmp_path / f"{PREFIX}{os.getppid()}-def"
+    live.mkdir()
+    other = tmp_path / "reward-service-rootless"
+    other.mkdir()
+    roots = MinimalRoots("minimal", base=str(tmp_path))
+    made = roots.get(("/usr/bin/vvp",))
+    assert made is not None and made.name.startswith(f"{PREFIX}{os.getpid()}-")
+    assert not dead.exists() and live.exists() and other.exists()

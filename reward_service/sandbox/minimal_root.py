@@ -49,6 +49,8 @@ USR = "/usr"
 #: The dynamic loader's cache, copied with the files (it names their paths).
 LD_SO_CACHE = "/etc/ld.so.cache"
 MODES = ("auto", "minimal", "system")
+#: Name prefix of a copy's directory: ``<PREFIX><pid of the process that made it>-<random>``.
+PREFIX = "reward-service-root-"
 
 
 class NoMinimalRoot(Exception):
@@ -160,7 +162,7 @@ def build(paths: Iterable[str], base: str) -> Path:
     libraries their ELF files load, and ``/etc/ld.so.cache``; read-only once made. Returns its
     directory (``<dir>/usr``, ``<dir>/etc/ld.so.cache``). Raises :class:`NoMinimalRoot` (and
     leaves nothing behind) when a path or library cannot be copied."""
-    root = Path(tempfile.mkdtemp(prefix="reward-service-root-", dir=base))
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
     try:
         copier = _Copier(root)
         for path in paths:
@@ -204,6 +206,31 @@ def _remove(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def sweep(base: str) -> list[str]:
+    """Removes the copies under ``base`` that this uid made in processes that are gone (a pool
+    process killed at Celery's hard time limit runs no exit handler: without this each
+    replacement would leave 13 MB on the container's tmpfs). Returns what it removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name[len(PREFIX) :].split("-", 1)[0]
+        if not entry.name.startswith(PREFIX) or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            _remove(Path(entry.path))
+            removed.append(entry.path)
+        except OSError:  # alive under another uid (EPERM), or the entry vanished
+            continue
+    return removed
+
+
 class MinimalRoots:
     """The minimal roots of this process, one per set of names, made on first use (thread-safe).
 
@@ -243,6 +270,7 @@ class MinimalRoots:
         if on_fuse(base):
             log.warning("no minimal step root: %s is on FUSE too; steps see the whole system", base)
             return None
+        sweep(base)
         try:
             root = build(paths, base)
         except (NoMinimalRoot, OSError) as exc:
