@@ -31,8 +31,10 @@ See bench/README.md.
 ``--mode compare`` scores one batch in the embedded server and in the compose stack in
 one run and compares them: every case × testbench × ``--seeds`` seeds (8 × 3 × 4 = 96 on the
 stimulus cases), ``engine: auto``, Verilator as the reference; both services up at once,
-per mode ``--warmup`` untimed batches, then one timed batch each (throughput), then single
-requests alternating between the two, sample by sample (paired latency per sample). It reports compose throughput / embedded throughput and the per-sample overhead of
+per mode ``--warmup`` untimed batches, then ``--rounds`` rounds of one timed batch each (the
+order alternating; throughput over all of them, each round's ratio printed too: one batch takes
+~3 s here, and a single one varied by ±5 %), then single requests alternating between the two,
+sample by sample (paired latency per sample). It reports compose throughput / embedded throughput and the per-sample overhead of
 compose over embedded (median over the fast-path samples of the paired latency differences):
 
     python bench/bench_service.py --mode compare --seeds 4 --json /tmp/compare.json
@@ -626,9 +628,14 @@ class ModeRun:
     """The compare mode's measurements of one service mode."""
 
     mode: str
-    batch: Pass
+    batches: list[Pass]  # the timed batches, one per round
     single: Pass  # sequential POST /v1/score, one sample at a time
     engines: list[str | None] = field(default_factory=list)  # ScoreResult.engine per sample (single pass)
+
+    @property
+    def batch_s(self) -> float:
+        """Wall time of every timed batch together (s)."""
+        return sum(b.wall_s for b in self.batches)
 
 
 def compare_requests(cases: list[Case], seeds: int, args, tag_base: int) -> list[dict]:
@@ -667,21 +674,34 @@ def single_pass(
 
 
 def compare_summary(runs: dict[str, ModeRun], n: int) -> dict[str, Any]:
-    """Throughput ratio (compose / embedded, timed batch) and the per-sample overhead: for each
-    sample both modes answered through the fast path, compose latency − embedded latency
-    (sequential pass); the median of those, and of all samples."""
+    """Throughput ratio (compose / embedded: every timed batch of a mode together, so one slow
+    moment of the machine weighs one batch of several) with the ratio of each round, and the
+    per-sample overhead: for each sample both modes answered through the fast path, compose
+    latency − embedded latency (sequential pass); the median of those, and of all samples."""
     emb, com = runs["embedded"], runs["compose"]
-    tp = {m: n / r.batch.wall_s if r.batch.wall_s > 0 else None for m, r in runs.items()}
+    rounds = len(emb.batches)
+    tp = {m: rounds * n / r.batch_s if r.batch_s > 0 else None for m, r in runs.items()}
     paired = list(zip(emb.single.latencies_s, com.single.latencies_s, emb.engines, com.engines))
     fast = [1000 * (c - e) for e, c, ee, ce in paired if ee == "fast" and ce == "fast"]
     every = [1000 * (c - e) for e, c, _, _ in paired]
-    # Every sample (all seeds) must get the same status and coverage from both modes.
-    differ = [i for i, (a, b) in enumerate(zip(emb.batch.outcomes, com.batch.outcomes)) if a != b]
+    # Every sample (all seeds, every round) must get the same status and coverage from both modes.
+    differ = sorted(
+        {
+            i
+            for eb, cb in zip(emb.batches, com.batches)
+            for i, (a, b) in enumerate(zip(eb.outcomes, cb.outcomes))
+            if a != b
+        }
+    )
     return {
         "samples": n,
+        "rounds": rounds,
         "fast_path_samples": len(fast),
-        "embedded_batch_s": round(emb.batch.wall_s, 2),
-        "compose_batch_s": round(com.batch.wall_s, 2),
+        "embedded_batch_s": [round(b.wall_s, 2) for b in emb.batches],
+        "compose_batch_s": [round(b.wall_s, 2) for b in com.batches],
+        "round_ratios": [
+            round(e.wall_s / c.wall_s, 3) if c.wall_s > 0 else None for e, c in zip(emb.batches, com.batches)
+        ],
         "embedded_throughput_per_s": tp["embedded"] and round(tp["embedded"], 2),
         "compose_throughput_per_s": tp["compose"] and round(tp["compose"], 2),
         "throughput_ratio": round(tp["compose"] / tp["embedded"], 3) if tp["compose"] and tp["embedded"] else None,
@@ -694,26 +714,33 @@ def compare_summary(runs: dict[str, ModeRun], n: int) -> dict[str, Any]:
         "compose_engine_p50_ms": round(pct(com.single.engine_ms, 0.5), 1) if com.single.engine_ms else None,
         "results_differ": differ,
         "ok": not differ
-        and len(emb.batch.outcomes) == len(com.batch.outcomes) == n
-        and not any(r.batch.failures or r.single.failures for r in runs.values()),
-        "failures": {m: (r.batch.failures + r.single.failures)[:10] for m, r in runs.items()},
+        and all(len(b.outcomes) == n for r in runs.values() for b in r.batches)
+        and not any(b.failures for r in runs.values() for b in r.batches)
+        and not any(r.single.failures for r in runs.values()),
+        "failures": {m: ([f for b in r.batches for f in b.failures] + r.single.failures)[:10] for m, r in runs.items()},
     }
 
 
 def print_compare(summary: dict[str, Any]) -> None:
-    table = Table(title=f"compose vs embedded, {summary['samples']} samples (engine auto)")
+    table = Table(
+        title=f"compose vs embedded, {summary['samples']} samples (engine auto), {summary['rounds']} timed batch(es) each"
+    )
     for col in ("mode", "batch s", "samples/s", "single p50 ms", "engine p50 ms"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for m in ("embedded", "compose"):
         table.add_row(
             m,
-            _f(summary[f"{m}_batch_s"], ".2f"),
+            " ".join(f"{b:.2f}" for b in summary[f"{m}_batch_s"]),
             _f(summary[f"{m}_throughput_per_s"], ".2f"),
             _f(summary[f"{m}_single_p50_ms"], ".0f"),
             _f(summary[f"{m}_engine_p50_ms"], ".0f"),
         )
     console.print(table)
-    console.print(f"  throughput compose / embedded = {_f(summary['throughput_ratio'], '.3f')} (target ≥ 0.8)")
+    console.print(
+        f"  throughput compose / embedded = {_f(summary['throughput_ratio'], '.3f')} (target ≥ 0.8; rounds: "
+        + ", ".join(_f(r, ".3f") for r in summary["round_ratios"])
+        + ")"
+    )
     console.print(
         f"  per-sample overhead compose − embedded, fast-path samples ({summary['fast_path_samples']}): "
         f"median {_f(summary['overhead_fast_p50_ms'], '+.1f', ' ms')} (target ≤ 30 ms), "
@@ -732,13 +759,16 @@ def print_compare(summary: dict[str, Any]) -> None:
 
 def run_compare(args, cases: list[Case], base: Path, logs: Path, meta: dict[str, Any]) -> int:
     """The compare mode (see the module doc). Both services run at once, so that what else loads
-    the machine loads both alike: warm-up batches of each, then the timed batch of embedded and of
-    compose, then the single requests alternating sample by sample (paired latencies)."""
+    the machine loads both alike: warm-up batches of each, then ``--rounds`` rounds of one timed
+    batch of each (embedded first in odd rounds, compose first in even ones: a drift of the
+    machine over the rounds weighs on both), then the single requests alternating sample by
+    sample (paired latencies). Every batch has requests of its own (no result is reused)."""
     samples = [c for _ in range(args.seeds) for c in cases]
     n = len(samples)
     modes = ("embedded", "compose")
+    lists = args.warmup + args.rounds + 1  # warm-ups, the timed batches, the single requests
     reqs = {
-        m: [compare_requests(cases, args.seeds, args, (k * (args.warmup + 2) + w) * n) for w in range(args.warmup + 2)]
+        m: [compare_requests(cases, args.seeds, args, (k * lists + w) * n) for w in range(lists)]
         for k, m in enumerate(modes)
     }
     console.print("starting the embedded service and the compose stack")
@@ -780,23 +810,24 @@ def run_compare(args, cases: list[Case], base: Path, logs: Path, meta: dict[str,
                 )
                 if warm.failures:
                     console.print(f"[yellow]{mode} warm-up: {'; '.join(warm.failures[:5])}[/yellow]")
-        batches = {}
-        for mode in modes:
-            batches[mode] = batch_pass(
-                f"{mode} batch",
-                client,
-                urls[mode],
-                samples,
-                reqs[mode][-2],
-                "verilator",
-                args.concurrency,
-                phase(f"{mode}: POST /v1/batches")[1],
-            )
-            b = batches[mode]
-            progress.console.print(
-                f"{mode} batch: {b.wall_s:.2f} s, {n / b.wall_s:.2f} samples/s"
-                + (f"  [red]{len(b.failures)} failed[/red]" if b.failures else "")
-            )
+        batches: dict[str, list[Pass]] = {m: [] for m in modes}
+        for r in range(args.rounds):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
+                b = batch_pass(
+                    f"{mode} batch {r + 1}",
+                    client,
+                    urls[mode],
+                    samples,
+                    reqs[mode][args.warmup + r],
+                    "verilator",
+                    args.concurrency,
+                    phase(f"{mode}: POST /v1/batches (round {r + 1})")[1],
+                )
+                batches[mode].append(b)
+                progress.console.print(
+                    f"{mode} batch {r + 1}: {b.wall_s:.2f} s, {n / b.wall_s:.2f} samples/s"
+                    + (f"  [red]{len(b.failures)} failed[/red]" if b.failures else "")
+                )
         singles = {m: Pass(f"{m} single", "score", 1) for m in modes}
         engines: dict[str, list[str | None]] = {m: [] for m in modes}
         advance = phase("one request at a time, embedded and compose in turn")[0]
@@ -819,8 +850,8 @@ def run_compare(args, cases: list[Case], base: Path, logs: Path, meta: dict[str,
                     "samples": [f"{c.problem}/{c.tb}" for c in samples],
                     "runs": {
                         m: {
-                            "batch_wall_s": r.batch.wall_s,
-                            "batch_timings_ms": r.batch.timings,
+                            "batch_wall_s": [b.wall_s for b in r.batches],
+                            "batch_timings_ms": [b.timings for b in r.batches],
                             "single_latencies_s": r.single.latencies_s,
                             "single_timings_ms": r.single.timings,
                             "engines": r.engines,
@@ -860,6 +891,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "compare = embedded vs compose on every case x --seeds seeds, engine auto (no bare rows)",
     )
     p.add_argument("--seeds", type=int, default=4, metavar="S", help="compare mode: seeds per case and testbench")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        metavar="R",
+        help="compare mode: timed batches per mode, alternating which mode goes first; the ratio is of "
+        "all of them together, each round's is printed too",
+    )
     p.add_argument(
         "--compose-cache-volume",
         default=None,
@@ -930,8 +969,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=None, help="where to put the temporary dir")
     p.add_argument("--keep", action="store_true", help="keep the temporary dir (service logs, bare dirs)")
     args = p.parse_args(argv)
-    if args.samples < 1 or args.concurrency < 1 or args.warmup < 0:
-        p.error("--samples and --concurrency must be at least 1, --warmup at least 0")
+    if args.samples < 1 or args.concurrency < 1 or args.warmup < 0 or args.rounds < 1:
+        p.error("--samples, --concurrency and --rounds must be at least 1, --warmup at least 0")
     if args.bare_build_jobs not in ("engine", "default") and not args.bare_build_jobs.isdigit():
         p.error("--bare-build-jobs must be 'engine', 'default' or a number")
     return args
