@@ -143,18 +143,88 @@ def test_copies_of_processes_that_are_gone_are_swept(tmp_path):
     same place removes those of dead processes of this uid, and no other."""
     import subprocess
 
-    from reward_service.sandbox.minimal_root import PREFIX
+    from reward_service.sandbox.minimal_root import PREFIX, _pid_namespace
 
     gone = subprocess.Popen(["true"])
     gone.wait()
-    dead = tmp_path / f"{PREFIX}{gone.pid}-abc"
+    ns = _pid_namespace()
+    dead = tmp_path / f"{PREFIX}{ns}-{gone.pid}-abc"
     (dead / "usr/bin").mkdir(parents=True)
     (dead / "usr/bin").chmod(0o555)  # made read-only like a real copy
-    live = tmp_path / f"{PREFIX}{os.getppid()}-def"
-    live.mkdir()
+    live = tmp_path / f"{PREFIX}{ns}-{os.getppid()}-def"
+    elsewhere = tmp_path / f"{PREFIX}1{ns}-{gone.pid}-ghi"  # another pid namespace's: its pids are not ours
     other = tmp_path / "reward-service-rootless"
-    other.mkdir()
+    for path in (live, elsewhere, other):
+        path.mkdir()
     roots = MinimalRoots("minimal", base=str(tmp_path))
     made = roots.get(("/usr/bin/vvp",))
-    assert made is not None and made.name.startswith(f"{PREFIX}{os.getpid()}-")
-    assert not dead.exists() and live.exists() and other.exists()
+    assert made is not None and made.name.startswith(f"{PREFIX}{ns}-{os.getpid()}-")
+    assert not dead.exists() and live.exists() and elsewhere.exists() and other.exists()
+
+
+def test_a_copy_that_vanished_is_made_again(tmp_path):
+    from reward_service.sandbox.minimal_root import _remove
+
+    roots = MinimalRoots("minimal", base=str(tmp_path))
+    first = roots.get(("/usr/bin/vvp",))
+    assert first is not None
+    _remove(first)  # an age-based /tmp cleaner
+    second = roots.get(("/usr/bin/vvp",))
+    assert second is not None and second != first and (second / "usr/bin/vvp").is_file()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a noexec tmpfs (root)")
+def test_a_base_that_cannot_execute_gives_no_copy(tmp_path):
+    import subprocess
+
+    base = tmp_path / "noexec"
+    base.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=64m", "tmpfs", str(base)], check=True)
+    try:
+        assert MinimalRoots("minimal", base=str(base)).get(("/usr/bin/vvp",)) is None
+        assert list(base.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(base)], check=True)
+
+
+def test_a_copy_whose_programs_do_not_load_fails_its_check(minimal, tmp_path):
+    """The check of a new copy runs the loader's --list of each named program inside it: a
+    library the copy lacks is found before any sample runs there."""
+    from reward_service.sandbox.minimal_root import _remove
+
+    paths = [minimal.prlimit, "/usr/bin/vvp"]
+    root = build(paths, str(tmp_path))
+    try:
+        assert minimal._check_root(root, paths) is None
+        lib = root / "usr/lib/x86_64-linux-gnu"
+        lib.chmod(0o755)
+        (lib / "libreadline.so.8").unlink()
+        failed = minimal._check_root(root, paths)
+        assert failed is not None and "/usr/bin/vvp" in failed and "libreadline.so.8" in failed, failed
+    finally:
+        _remove(root)
+
+
+def test_bwraps_own_failure_on_a_minimal_root_is_a_sandbox_error(minimal, tmp_path):
+    """A root that is gone when bwrap binds it ("Can't find source path <root>/usr") is the
+    sandbox's failure, never the sample's exit status (a compile error would be cached)."""
+    from reward_service.sandbox import SandboxError
+
+    gone = tmp_path / "gone-root"
+    spec = ExecSpec(argv=["/usr/bin/vvp", "-V"], workdir=tmp_path)
+    minimal.check()
+    with pytest.raises(SandboxError, match="minimal root"):
+        minimal._execute(spec, minimal._command(spec, gone), gone)
+
+
+def test_a_step_without_shells_runs_in_a_minimal_root(minimal, tmp_path):
+    """no_shell hides the shells the copy holds (bwrap cannot bind over files the copy lacks)."""
+    system = icarus_system(minimal)
+    result = minimal.run(ExecSpec(argv=["/usr/bin/vvp", "-V"], workdir=tmp_path, system=system, no_shell=True))
+    assert result.exit_code == 0 and "Icarus Verilog runtime" in result.output, result.output
+    hidden = minimal.run(
+        ExecSpec(
+            argv=["/usr/bin/timeout", "5", "/bin/sh", "-c", "true"], workdir=tmp_path, system=system, no_shell=True
+        )
+    )
+    assert hidden.exit_code == 126 and "/bin/sh" in hidden.output, hidden.output  # /dev/null there

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from reward_service.sandbox.base import (
     base_env,
 )
 from reward_service.sandbox.cgroup import CgroupV1
-from reward_service.sandbox.minimal_root import MinimalRoots
+from reward_service.sandbox.minimal_root import MinimalRoots, elf_interpreter
 from reward_service.sandbox.output import BoundedOutput
 from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, rlimit_prefix
 from reward_service.sandbox.toolchain import Toolchain, host_toolchain
@@ -67,6 +68,13 @@ def _minimal_binds(root: Path) -> tuple[tuple[str, ...], ...]:
         *etc,
         ("--ro-bind", str(root / "etc/ld.so.cache"), cache),
     )
+
+
+def _in_root(root: Path, path: str) -> bool:
+    """Whether the system path ``path`` (e.g. /bin/sh, through the merged-/usr symlinks) exists in
+    the minimal ``root``."""
+    parent, name = os.path.split(path)
+    return os.path.lexists(str(root) + os.path.join(os.path.realpath(parent), name))
 
 
 @functools.lru_cache(maxsize=1)
@@ -217,6 +225,10 @@ class BwrapSandbox(Sandbox):
 
     def command(self, spec: ExecSpec) -> list[str]:
         """The full bwrap argv for ``spec``."""
+        return self._command(spec, self.minimal_root(spec, self.toolchain()))
+
+    def _command(self, spec: ExecSpec, root: Path | None) -> list[str]:
+        """The bwrap argv for ``spec`` showing the step the minimal ``root``, or the whole system."""
         toolchain = self.toolchain()
         argv = [
             self.bwrap,
@@ -233,7 +245,6 @@ class BwrapSandbox(Sandbox):
             "sandbox",
             "--clearenv",
         ]
-        root = self.minimal_root(spec, toolchain)
         for system_args in _system_binds() if root is None else _minimal_binds(root):
             argv.extend(system_args)
         if toolchain.cocotb19_venv and root is None:  # the optional cocotb 1.9 runtime, part of the toolchain
@@ -275,7 +286,7 @@ class BwrapSandbox(Sandbox):
         for bind in spec.binds:
             argv += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.target]
         if spec.no_shell:
-            for shell in _SHELLS:
+            for shell in _SHELLS if root is None else [s for s in _SHELLS if _in_root(root, s)]:
                 argv += ["--ro-bind", "/dev/null", shell]
         env = {**base_env(toolchain), **spec.env}
         for key, value in env.items():
@@ -307,12 +318,39 @@ class BwrapSandbox(Sandbox):
             if found is None:
                 return None
             paths.append(found)
-        return self.minimal_roots.get(tuple(paths))
+        return self.minimal_roots.get(tuple(paths), check=lambda root: self._check_root(root, paths))
+
+    def _check_root(self, root: Path, paths: list[str]) -> str | None:
+        """Whether each named program of a new minimal root loads there: its dynamic loader lists
+        its libraries (``ld.so --list``, nothing of the program runs) inside the root, through
+        prlimit as every step. A message when one does not (a library the copy lacks, a mount
+        that cannot execute), else None."""
+        self.check()  # fresh_proc decides how the check's /proc is made
+        with tempfile.TemporaryDirectory(prefix="rs-root-check-") as work:
+            for path in paths:
+                loader = elf_interpreter(path) if os.path.isfile(path) else None
+                if loader is None:
+                    continue
+                spec = ExecSpec(argv=[loader, "--list", path], workdir=Path(work), timeout_s=30, output_kb=16)
+                try:
+                    result = self._execute(spec, self._command(spec, root), root)
+                except SandboxError as exc:
+                    return f"{path}: {exc}"
+                if result.exit_code != 0 or "not found" in result.output:
+                    return f"{path}: exit {result.exit_code}: {result.output.strip()[:300]}"
+        return None
 
     def run(self, spec: ExecSpec) -> ExecResult:
         self.check()
         if not spec.workdir.is_dir():
             raise SandboxError(f"work dir {spec.workdir} does not exist")
+        # Before the clock starts: a first step may make its minimal root (a copy, a check).
+        root = self.minimal_root(spec, self.toolchain())
+        return self._execute(spec, self._command(spec, root), root)
+
+    def _execute(self, spec: ExecSpec, argv: list[str], root: Path | None) -> ExecResult:
+        """Runs the bwrap command ``argv`` of ``spec`` (shown the minimal ``root``, if any) under
+        the limits and watches of ``spec``."""
         cgroup = None
         if self.use_cgroups:
             try:
@@ -330,7 +368,6 @@ class BwrapSandbox(Sandbox):
                 # can read: its options (the step's environment, e.g. a run's coverage token) come
                 # through a memfd (--args), and its own environment is empty (not the worker's).
                 # (bwrap takes only options from --args: the command stays on its command line.)
-                argv = self.command(spec)
                 split = argv.index("--")
                 args_fd = os.memfd_create("bwrap-args", 0)
                 os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
@@ -426,6 +463,17 @@ class BwrapSandbox(Sandbox):
         failed_start = not timed_out and proc.returncode in (1, 126, 127) and "\n" not in line and bool(spec.argv)
         found = _resolved(spec.argv[0]) if failed_start else None
         names = {spec.argv[0], *found[:1]} if found else set(spec.argv[:1])
+        # bwrap execs prlimit, which execs the step's program: bwrap's own line naming prlimit,
+        # or any of its lines naming our minimal root (a path no sample knows), is ours too
+        names.add(self.prlimit or "prlimit")
+        if (
+            failed_start
+            and proc.returncode == 1
+            and root is not None
+            and line.startswith("bwrap: ")
+            and str(root) in line
+        ):
+            raise SandboxError(f"the sandbox could not set up the step's minimal root: {line}")
         if failed_start and (
             (proc.returncode == 1 and line.startswith(tuple(f"bwrap: execvp {n}: " for n in names)))
             or (

@@ -19,12 +19,20 @@ loads (a library ``ldd`` cannot find, or a file outside ``/usr``, and there is n
 then sees the whole system, as before). Only ``/usr`` and ``/etc/ld.so.cache`` are replaced;
 the merged-``/usr`` symlinks (``/bin``, ``/lib``, ...) stay.
 
-The copy is made once per process and set of names (:class:`MinimalRoots`), in a private
-directory (``mkdtemp``, mode 0700, read-only once made) of the system temp dir when that is not
-FUSE itself; it is never shared between processes (nothing another user or process could
-prepare there is ever run). It reflects the system when it was made: a worker container's system
-never changes; on a host, restart a long-running process after upgrading the tools (as for the
-toolchain probe, docs/sandbox.md).
+The copy is made once per process and set of names (:class:`MinimalRoots`), before the first
+step's clock starts, in a private directory (``mkdtemp``, mode 0700, read-only once made) of the
+system temp dir when that is neither FUSE nor ``noexec``; it is never shared between processes
+(nothing another user or process could prepare there is ever run). A new copy is checked (the
+backend's check: bwrap lists each named program's libraries with its loader inside the copy) and
+made again if it vanishes. The process that made it removes it at exit; Celery's pool processes
+end without exit handlers (billiard's ``os._exit``), so each new copy first sweeps those of dead
+processes of this uid and pid namespace. It reflects the system when it was made: a worker
+container's system never changes; on a host, restart a long-running process after upgrading the
+tools (as for the toolchain probe, docs/sandbox.md).
+
+A testbench that reads files of the system (``$readmemh("/usr/share/...")``) finds them with
+the whole system and not in a minimal root: no real stimulus does, and the result is then the
+sample's (a missing file), but such a sample can score differently on a FUSE-rooted worker.
 
 This module imports nothing above the sandbox layer.
 """
@@ -36,10 +44,12 @@ import logging
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -49,34 +59,53 @@ USR = "/usr"
 #: The dynamic loader's cache, copied with the files (it names their paths).
 LD_SO_CACHE = "/etc/ld.so.cache"
 MODES = ("auto", "minimal", "system")
-#: Name prefix of a copy's directory: ``<PREFIX><pid of the process that made it>-<random>``.
+#: Name prefix of a copy's directory: ``<PREFIX><pid namespace>-<pid>-<random>``, the pid (and its
+#: namespace) of the process that made it.
 PREFIX = "reward-service-root-"
+
+
+def _pid_namespace() -> str:
+    """The inode number of this process's pid namespace (``/proc/self/ns/pid``), or ``0``."""
+    try:
+        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or "0"
+    except OSError:
+        return "0"
 
 
 class NoMinimalRoot(Exception):
     """The named files cannot be given a minimal root (the reason is the message)."""
 
 
-def filesystem_type(path: str) -> str:
-    """The type of the filesystem ``path`` is on (``ext4``, ``tmpfs``, ``fuse.fuse-overlayfs``,
-    ...), from ``/proc/self/mountinfo``'s mount with the longest mount point above it; ``""`` when
-    that cannot be read."""
+def _mount(path: str) -> tuple[str, set[str]]:
+    """(filesystem type, mount options) of the mount ``path`` is on: ``/proc/self/mountinfo``'s
+    entry with the longest mount point above it; ``("", set())`` when that cannot be read."""
     real = os.path.realpath(path)
-    best, kind = "", ""
+    best, kind, options = "", "", ""
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
-        return ""
+        return "", set()
     for line in lines:
         fields, _, rest = line.partition(" - ")
         parts = fields.split()
-        if len(parts) < 5 or not rest:
+        if len(parts) < 6 or not rest:
             continue
         point = parts[4].replace("\\040", " ")
         inside = real == point or real.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best):
-            best, kind = point, rest.split()[0]
-    return kind
+            best, kind, options = point, rest.split()[0], parts[5]
+    return kind, set(options.split(","))
+
+
+def filesystem_type(path: str) -> str:
+    """The type of the filesystem ``path`` is on (``ext4``, ``tmpfs``, ``fuse.fuse-overlayfs``,
+    ...); ``""`` when unknown."""
+    return _mount(path)[0]
+
+
+def mount_options(path: str) -> set[str]:
+    """The options of the mount ``path`` is on (``noexec``, ``ro``, ...); empty when unknown."""
+    return _mount(path)[1]
 
 
 def on_fuse(path: str) -> bool:
@@ -150,7 +179,10 @@ class _Copier:
             for child in sorted(os.listdir(here)):
                 self.add(os.path.join(here, child), depth)
         elif os.path.isfile(here):
-            shutil.copy2(here, dest)
+            # content and mode, not the times: a copy with years-old times would be the first
+            # thing an age-based /tmp cleaner (systemd-tmpfiles) removes from under a process
+            shutil.copyfile(here, dest)
+            shutil.copymode(here, dest)
             if _is_elf(here):
                 self.elves.append(here)
         else:
@@ -162,7 +194,7 @@ def build(paths: Iterable[str], base: str) -> Path:
     libraries their ELF files load, and ``/etc/ld.so.cache``; read-only once made. Returns its
     directory (``<dir>/usr``, ``<dir>/etc/ld.so.cache``). Raises :class:`NoMinimalRoot` (and
     leaves nothing behind) when a path or library cannot be copied."""
-    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{_pid_namespace()}-{os.getpid()}-", dir=base))
     try:
         copier = _Copier(root)
         for path in paths:
@@ -176,7 +208,7 @@ def build(paths: Iterable[str], base: str) -> Path:
             for library in _libraries(elf):
                 copier.add(library)
         (root / "etc").mkdir()
-        shutil.copy2(LD_SO_CACHE, root / "etc" / "ld.so.cache")
+        shutil.copyfile(LD_SO_CACHE, root / "etc" / "ld.so.cache")
         _read_only(root)
     except BaseException:
         _remove(root)
@@ -207,17 +239,20 @@ def _remove(root: Path) -> None:
 
 
 def sweep(base: str) -> list[str]:
-    """Removes the copies under ``base`` that this uid made in processes that are gone (a pool
-    process killed at Celery's hard time limit runs no exit handler: without this each
-    replacement would leave 13 MB on the container's tmpfs). Returns what it removed."""
-    removed = []
+    """Removes the copies under ``base`` that this uid made in processes of this pid namespace
+    that are gone. Celery's pool processes end with ``os._exit`` (billiard), running no exit
+    handler, and one killed at the hard time limit none either: without this every replaced pool
+    process would leave 13 MB on the container's tmpfs. Returns what it removed."""
+    removed: list[str] = []
     try:
         entries = list(os.scandir(base))
     except OSError:
         return removed
+    namespace = _pid_namespace()
     for entry in entries:
-        pid = entry.name[len(PREFIX) :].split("-", 1)[0]
-        if not entry.name.startswith(PREFIX) or not pid.isdigit() or int(pid) == os.getpid():
+        ns, _, rest = entry.name[len(PREFIX) :].partition("-")
+        pid = rest.split("-", 1)[0]
+        if not entry.name.startswith(PREFIX) or ns != namespace or not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
             if entry.stat(follow_symlinks=False).st_uid != os.getuid() or not entry.is_dir(follow_symlinks=False):
@@ -245,30 +280,45 @@ class MinimalRoots:
         self.base = base
         self._roots: dict[tuple[str, ...], Path | None] = {}
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._enabled: bool | None = None
+        _INSTANCES.add(self)
+
+    def _forget(self) -> None:
+        """After a fork, in the child (a Celery pool process): it makes copies of its own (the
+        parent's copies, and a lock another thread of the parent may have held, are not its)."""
+        self._roots, self._lock = {}, threading.Lock()
 
     def enabled(self) -> bool:
-        """Whether steps that name their files get a minimal root here."""
-        if self.mode == "system":
-            return False
-        return self.mode == "minimal" or on_fuse(USR)
+        """Whether steps that name their files get a minimal root here (the mount table is read
+        once)."""
+        if self._enabled is None:
+            self._enabled = self.mode == "minimal" or (self.mode == "auto" and on_fuse(USR))
+        return self._enabled
 
-    def get(self, paths: tuple[str, ...]) -> Path | None:
-        """The minimal root of ``paths`` (absolute), made on first use; None when minimal roots
-        are off here or these paths cannot have one (logged once: the step then sees the system)."""
+    def get(self, paths: tuple[str, ...], check: Callable[[Path], str | None] | None = None) -> Path | None:
+        """The minimal root of ``paths`` (absolute), made on first use and again if it vanished
+        (an age-based /tmp cleaner); None when minimal roots are off here or these paths cannot
+        have one (logged: the step then sees the whole system). ``check(root)`` runs once on a
+        new copy: a message says it cannot serve (the copy is removed, the system used)."""
         if not self.enabled():
             return None
         with self._lock:
-            if os.getpid() != self._pid:  # a forked child (a pool process): its own copies
-                self._roots, self._pid = {}, os.getpid()
-            if paths not in self._roots:
-                self._roots[paths] = self._make(paths)
-            return self._roots[paths]
+            root = self._roots.get(paths)
+            if paths not in self._roots or (root is not None and not (root / "usr").is_dir()):
+                self._roots[paths] = root = self._make(paths, check)
+            return root
 
-    def _make(self, paths: tuple[str, ...]) -> Path | None:
+    def _make(self, paths: tuple[str, ...], check: Callable[[Path], str | None] | None) -> Path | None:
         base = self.base or tempfile.gettempdir()
-        if on_fuse(base):
-            log.warning("no minimal step root: %s is on FUSE too; steps see the whole system", base)
+        why = (
+            "is on FUSE too"
+            if on_fuse(base)
+            else "is mounted noexec: the copied programs could not run"
+            if "noexec" in mount_options(base)
+            else None
+        )
+        if why:
+            log.warning("no minimal step root: %s %s; steps see the whole system", base, why)
             return None
         sweep(base)
         try:
@@ -276,6 +326,55 @@ class MinimalRoots:
         except (NoMinimalRoot, OSError) as exc:
             log.warning("no minimal step root for %s: %s; steps see the whole system", ", ".join(paths), exc)
             return None
-        atexit.register(_remove, root)
+        failed = check(root) if check else None
+        if failed:
+            _remove(root)
+            log.warning("minimal step root for %s fails its check (%s); steps see the whole system", paths, failed)
+            return None
+        atexit.register(_remove_if_mine, root, os.getpid())
         log.info("minimal step root %s for %s", root, ", ".join(paths))
         return root
+
+
+_INSTANCES: weakref.WeakSet[MinimalRoots] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for roots in list(_INSTANCES):
+        roots._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def elf_interpreter(path: str) -> str | None:
+    """The program interpreter (dynamic loader) an ELF executable names (``PT_INTERP``), or None
+    (not ELF, static, unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head[:4] != b"\x7fELF":
+                return None
+            wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+            if wide:
+                phoff, phentsize, phnum = struct.unpack_from(order + "Q14xHH", head, 32)
+            else:
+                phoff, phentsize, phnum = struct.unpack_from(order + "I10xHH", head, 28)
+            for i in range(phnum):
+                fh.seek(phoff + i * phentsize)
+                entry = fh.read(phentsize)
+                if struct.unpack_from(order + "I", entry)[0] != 3:  # PT_INTERP
+                    continue
+                offset, size = struct.unpack_from(order + ("Q8x8xQ" if wide else "I4x4xI"), entry, 8 if wide else 4)
+                fh.seek(offset)
+                return fh.read(size).rstrip(b"\0").decode()
+    except (OSError, struct.error, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _remove_if_mine(root: Path, pid: int) -> None:
+    """Exit handler: removes ``root`` in the process that made it only (a forked child that
+    exits normally runs its parent's handlers too, and must not take the parent's copy)."""
+    if os.getpid() == pid:
+        _remove(root)

@@ -273,19 +273,28 @@ def step_system(compiler: str, vvp: str, path: str) -> tuple[str, ...] | None:
     runs and iverilog's library dir (ivlpp, ivl, code generators, VPI modules and their .conf
     files, which vvp loads too); ``path`` is the step's PATH. None when the library dir is not
     found: the step then sees the whole system."""
-    found = shutil.which(compiler, path=path)
-    library = library_dir(os.path.realpath(found)) if found else None
+    found, runtime = shutil.which(compiler, path=path), shutil.which(vvp, path=path)
+    library = library_dir(os.path.realpath(found), os.path.realpath(runtime)) if found and runtime else None
     return None if library is None else ("sh", "timeout", "chmod", compiler, vvp, library)
 
 
 @functools.lru_cache(maxsize=8)
-def library_dir(iverilog: str) -> str | None:
+def library_dir(iverilog: str, vvp: str | None = None) -> str | None:
     """iverilog's library dir for the compiler at ``iverilog`` (a real path): ``<prefix>/lib/ivl``
     as Icarus installs it, or ``<prefix>/lib/<multiarch>/ivl`` as Debian does; the one holding
-    ``ivl`` and ``vvp.tgt``. None when there is none."""
+    ``ivl`` and ``vvp.tgt`` whose path is compiled into iverilog (its base dir) and into ``vvp``
+    (a real path: its VPI module dir), so that it is the dir both use. None when there is none."""
     prefix = Path(iverilog).parent.parent
     candidates = [prefix / "lib" / "ivl", prefix / "lib64" / "ivl", *sorted((prefix / "lib").glob("*/ivl"))]
-    return next((str(c) for c in candidates if (c / "ivl").is_file() and (c / "vvp.tgt").is_file()), None)
+    try:
+        binaries = [Path(iverilog).read_bytes(), *([Path(vvp).read_bytes()] if vvp else [])]
+    except OSError:
+        return None
+    for candidate in candidates:
+        if (candidate / "ivl").is_file() and (candidate / "vvp.tgt").is_file():
+            if all(str(candidate).encode() + b"\0" in binary for binary in binaries):
+                return str(candidate)
+    return None
 
 
 def build_options(job: Job) -> list[str]:
