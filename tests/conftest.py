@@ -22,6 +22,16 @@ STIMULUS = SHARED_CASES / "stimulus"
 ADVERSARIAL = SHARED_CASES / "adversarial"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop at once, saying what to do, when the real inputs are not where the tests read them
+    (test modules list them at import: otherwise a traceback per module)."""
+    if not STIMULUS.is_dir():
+        raise pytest.UsageError(
+            f"the workspace's real inputs are not at {SHARED_CASES} (../shared/cases beside the checkout): "
+            "set REWARD_SERVICE_CASES=/path/to/shared/cases"
+        )
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep ``--dist loadgroup`` (pyproject's addopts) grouping by ``xdist_group``.
