@@ -177,9 +177,12 @@ _FINISHED_TTL = {
     f"{PREFIX}job:<id>:done": NOTIFY_TTL_S,
     f"{PREFIX}batch:<id>": BATCH_TTL_S,
 }
-#: Keys that stay (no expiry) but do not grow with the work done: one each.
+#: Keys that stay (no expiry) but do not grow with the work done: one each. ``<oid>.reply.celery.pidbox``
+#: is an API process's control reply list: /readyz takes the first worker's answer
+#: (``limit=1``), and another worker's answer can land after the reply queue's consumer left
+#: (one key per API process; its next broadcast reads such stale answers off the list).
 _PERMANENT = re.compile(
-    r"^(_kombu\.binding.*|unacked.*|"
+    r"^(_kombu\.binding.*|unacked.*|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.reply\.celery\.pidbox|"
     + re.escape(PREFIX)
     + r"(workers:stats|leases|problem:.*|problems.*|problem_index.*|run_id.*))$"
 )

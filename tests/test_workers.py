@@ -761,3 +761,25 @@ def test_a_worker_keeps_its_liveness_file_fresh_while_it_runs(make_service, tmp_
     worker.stop()
     assert not alive.exists()
     assert subprocess.run(health).returncode == 1
+
+
+def test_a_job_left_with_only_a_retry_state_is_queued_again_when_resubmitted(make_service):
+    """Redis restarted without persistence while an attempt of the job failed: the attempt
+    stored Celery's RETRY state in the empty Redis; the job's marker and request copy were lost.
+    The client resubmits the lost batch: the job must be queued and run, not stay "unknown to
+    the dispatcher" (a sandbox_error in the batch: CI's test_redis_restart[no-persistence],
+    about 1 run in 20)."""
+    from reward_service.dispatch.contract import job_id_for
+
+    svc = make_service()
+    d = svc.dispatcher
+    req = slow_tb(3, cycles=10)
+    job = job_id_for(req)
+    d.app.backend.store_result(job, {"exc_type": "Retry", "exc_message": ["Retry in 2s"]}, "RETRY")
+    assert d.get(job) is None  # what the batch view called unknown
+    assert d.submit(req) == job
+    assert d.get(job).state == JobState.queued
+    svc.start("w")
+    view = d.wait(job, 60)
+    assert view.state == JobState.done and view.result.status == "ok" and "SAMPLE 3\n" in view.result.log, svc.logs()
+    assert d.job_stats(job) == {"deliveries": 1, "simulations": 1}

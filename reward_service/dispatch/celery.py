@@ -32,6 +32,7 @@ from reward_service.dispatch.contract import (
     BACKGROUND_PRIORITY,
     QUEUE,
     QUEUE_LISTS,
+    READY_STATES,
     SCORE_PRIORITY,
     TASK_NAME,
     UNACKED_KEY,
@@ -141,7 +142,17 @@ class CeleryDispatcher(Dispatcher):
             markers = self.results.mget([self.keys.marker(i) for i in unique]) if unique else []
             seen = {i: raw for i, raw in zip(unique, raws) if raw is not None}
             rerun = [i for i, meta in zip(unique, metas) if rerunnable(meta)]
-            fresh = [i for i, meta, marker in zip(unique, metas, markers) if meta is None and marker is None]
+            # Fresh: no marker, and nothing stored or only a state on the way: Celery's RETRY of
+            # an attempt that met a Redis restart without persistence, stored in the empty
+            # Redis after the marker and request copy were lost (the job's view was then
+            # "unknown to the dispatcher", a sandbox_error: CI, test_redis_restart). It is sent
+            # again; if the retry's own message survived, leases and stored results absorb it.
+            fresh = [
+                i
+                for i, meta, marker in zip(unique, metas, markers)
+                if marker is None
+                and (meta is None or (meta.get("status") not in READY_STATES and not rerunnable(meta)))
+            ]
             new = rerun + fresh
             if len(new) > bound:
                 raise BatchTooLarge(len(new), bound)

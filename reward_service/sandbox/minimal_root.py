@@ -52,6 +52,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from reward_service.errors import RewardServiceError
+
 log = logging.getLogger(__name__)
 
 #: Where the copy replaces the system: only files under this prefix can be copied.
@@ -72,8 +74,9 @@ def _pid_namespace() -> str:
         return "0"
 
 
-class NoMinimalRoot(Exception):
-    """The named files cannot be given a minimal root (the reason is the message)."""
+class NoMinimalRoot(RewardServiceError, RuntimeError):
+    """The named files cannot be given a minimal root (the reason is the message). Caught inside
+    :class:`MinimalRoots` (the step then sees the whole system); :func:`build` raises it."""
 
 
 def _mount(path: str) -> tuple[str, set[str]]:
