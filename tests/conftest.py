@@ -22,14 +22,15 @@ STIMULUS = SHARED_CASES / "stimulus"
 ADVERSARIAL = SHARED_CASES / "adversarial"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Stop at once, saying what to do, when the real inputs are not where the tests read them
-    (test modules list them at import: otherwise a traceback per module)."""
-    if not STIMULUS.is_dir():
-        raise pytest.UsageError(
-            f"the workspace's real inputs are not at {SHARED_CASES} (../shared/cases beside the checkout): "
-            "set REWARD_SERVICE_CASES=/path/to/shared/cases"
-        )
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Says up front when the real inputs are not where the tests read them (the modules that
+    list them at import then fail to collect; the others still run)."""
+    if STIMULUS.is_dir():
+        return None
+    return (
+        f"WARNING: the workspace's real inputs are not at {SHARED_CASES} (../shared/cases beside the checkout): "
+        "set REWARD_SERVICE_CASES=/path/to/shared/cases"
+    )
 
 
 @pytest.hookimpl(trylast=True)

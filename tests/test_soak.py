@@ -145,6 +145,7 @@ def _stack_memory(st: Stack) -> dict[str, dict]:
 
 # -- Redis keys ----------------------------------------------------------------------------------
 def _key_family(key: str) -> str:
+    key = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>", key)
     return re.sub(r"[0-9a-f]{32,64}", "<id>", key)
 
 
@@ -177,19 +178,36 @@ _FINISHED_TTL = {
     f"{PREFIX}job:<id>:done": NOTIFY_TTL_S,
     f"{PREFIX}batch:<id>": BATCH_TTL_S,
 }
-#: Keys that stay (no expiry) but do not grow with the work done: one each. ``<oid>.reply.celery.pidbox``
-#: is an API process's control reply list: /readyz takes the first worker's answer
-#: (``limit=1``), and another worker's answer can land after the reply queue's consumer left
-#: (one key per API process; its next broadcast reads such stale answers off the list).
+#: Keys that stay (no expiry) but do not grow with the work done: one each.
 _PERMANENT = re.compile(
-    r"^(_kombu\.binding.*|unacked.*|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.reply\.celery\.pidbox|"
+    r"^(_kombu\.binding.*|unacked.*|"
     + re.escape(PREFIX)
     + r"(workers:stats|leases|problem:.*|problems.*|problem_index.*|run_id.*))$"
 )
 
 
+#: Control reply lists (``<oid>.reply.celery.pidbox``): /readyz takes the first worker's answer
+#: (``limit=1``), and another worker's answer can land in the list after the call left it (kombu
+#: deletes the queue after each call; a worker may look the binding up just before). The oid is
+#: per mailbox and thread, so there is one list per API thread that served /readyz, each read
+#: off by that thread's next call: a few keys of at most a few answers, not one per job.
+_REPLY_LISTS = "<uuid>.reply.celery.pidbox"
+_REPLY_LISTS_MAX = 64
+
+
+def _check_reply_lists(redis_url: str, workers: int) -> None:
+    import redis
+
+    rc = redis.Redis.from_url(redis_url)
+    lengths = [rc.llen(key) for key in rc.scan_iter(match="*.reply.celery.pidbox", count=1000)]
+    assert len(lengths) <= _REPLY_LISTS_MAX and all(n <= workers for n in lengths), lengths
+
+
 def _check_ttls(families: dict[str, dict]) -> None:
     for family, row in families.items():
+        if family == _REPLY_LISTS:  # bounded by _check_reply_lists
+            assert row["count"] <= _REPLY_LISTS_MAX, row
+            continue
         if family in _FINISHED_TTL:
             # TTL 0: less than a second left
             assert 0 <= row["min_ttl"] and row["max_ttl"] <= _FINISHED_TTL[family], (family, row)
@@ -247,6 +265,7 @@ def test_a_2048_sample_step_through_the_compose_stack(soak_stack):
         "keys": families,
     }
     _check_ttls(families)
+    _check_reply_lists(soak_stack.redis_url, workers=len(soak_stack.containers("worker")))
     assert httpx.get(f"{soak_stack.url}/readyz", timeout=30).status_code == 200
 
 
