@@ -128,6 +128,24 @@ def _resolved(program: str) -> tuple[str, str] | None:
     return found
 
 
+_SYSTEM_PATHS: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
+
+
+def _system_paths(names: tuple[str, ...], path: str) -> tuple[str, ...] | None:
+    """``names`` (``ExecSpec.system``) as absolute paths, programs looked up on ``path``; None
+    when one is not found. Found sets are remembered for the process, as :func:`_resolved`
+    does: each lookup is a chain of stat calls, FUSE round trips on the worker container's root,
+    and this runs for every Icarus step."""
+    key = (names, path)
+    found = _SYSTEM_PATHS.get(key)
+    if found is None:
+        looked = [name if name.startswith("/") else shutil.which(name, path=path) for name in names]
+        if any(p is None for p in looked):
+            return None
+        found = _SYSTEM_PATHS[key] = tuple(p for p in looked if p is not None)
+    return found
+
+
 #: Descriptors a step may hold open.
 _NOFILE = 4096
 #: prlimit's one line when setrlimit fails (util-linux: "failed to set the %s resource limit").
@@ -312,12 +330,10 @@ class BwrapSandbox(Sandbox):
         runs as it would have)."""
         if spec.system is None or not self.minimal_roots.enabled():
             return None
-        paths = [self.prlimit or "prlimit"]
-        for name in spec.system:
-            found = name if name.startswith("/") else shutil.which(name, path=toolchain.path_env())
-            if found is None:
-                return None
-            paths.append(found)
+        found = _system_paths(spec.system, toolchain.path_env())
+        if found is None:
+            return None
+        paths = [self.prlimit or "prlimit", *found]
         return self.minimal_roots.get(tuple(paths), check=lambda root: self._check_root(root, paths))
 
     def _check_root(self, root: Path, paths: list[str]) -> str | None:

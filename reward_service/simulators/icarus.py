@@ -268,11 +268,13 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     return build, result
 
 
+@functools.lru_cache(maxsize=16)
 def step_system(compiler: str, vvp: str, path: str) -> tuple[str, ...] | None:
     """The system files of the Icarus step (``ExecSpec.system``): the programs :data:`_STEP`
     runs and iverilog's library dir (ivlpp, ivl, code generators, VPI modules and their .conf
     files, which vvp loads too); ``path`` is the step's PATH. None when the library dir is not
-    found: the step then sees the whole system."""
+    found: the step then sees the whole system. Remembered per process (lookups on every step
+    would be stat chains, FUSE round trips in the worker container)."""
     found, runtime = shutil.which(compiler, path=path), shutil.which(vvp, path=path)
     library = library_dir(os.path.realpath(found), os.path.realpath(runtime)) if found and runtime else None
     return None if library is None else ("sh", "timeout", "chmod", compiler, vvp, library)
