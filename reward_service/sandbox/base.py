@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,3 +132,13 @@ class Sandbox(abc.ABC):
     def toolchain(self) -> Toolchain:
         """Where the tools are inside this sandbox. Raises :class:`SandboxError` when that
         cannot be found out (e.g. the Docker daemon is unreachable)."""
+
+
+def pid_namespace() -> str | None:
+    """The inode number of this process's pid namespace (``/proc/self/ns/pid``), or None when
+    it cannot be read. Names the place a pid means something: two worker containers may share
+    a host name, never a pid namespace."""
+    try:
+        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or None
+    except OSError:
+        return None

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from reward_service.errors import RewardServiceError
+from reward_service.sandbox.base import pid_namespace
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,8 @@ PREFIX = "reward-service-root-"
 
 
 def _pid_namespace() -> str:
-    """The inode number of this process's pid namespace (``/proc/self/ns/pid``), or ``0``."""
-    try:
-        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or "0"
-    except OSError:
-        return "0"
+    """This process's pid namespace for a copy's name (``0`` when unknown)."""
+    return pid_namespace() or "0"
 
 
 class NoMinimalRoot(RewardServiceError, RuntimeError):

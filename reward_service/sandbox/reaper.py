@@ -30,6 +30,7 @@ from pathlib import Path
 # then left in sys.modules without its submodules ("module 'docker' has no attribute 'errors'"
 # on every later check: CI stop 16, the docker-sandbox compose worker never became ready).
 import docker
+from reward_service.sandbox.base import pid_namespace
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,7 @@ def _start_time(pid: int) -> str | None:
 def _here() -> str:
     """This host and pid namespace (two worker containers may share a host name, never a pid
     namespace): ``<host name>/<pid namespace inode>``."""
-    try:
-        ns = os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]")
-    except OSError:
-        ns = "?"
-    return f"{socket.gethostname()}/{ns}"
+    return f"{socket.gethostname()}/{pid_namespace() or '?'}"
 
 
 def owner() -> str:
