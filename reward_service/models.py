@@ -85,6 +85,10 @@ class Status(enum.StrEnum):
     ``resource_limit``: memory, process, file-size or output limit hit. ``invalid_input``: the
     request itself is unusable (no code in a completion, VHDL, bad path, missing DUT instance).
     ``sandbox_error``: an infrastructure failure; never the model's fault, never reward 0.
+    ``refused``: the stimulus breaks the request's :class:`StimulusPolicy` (it writes into the
+    DUT instead of driving its ports, or makes stimulus code carry a DUT file's name; the
+    result's ``violations`` name each one): reward = the failure value, never passed, cached
+    like any other fault of the model (docs/integrity.md).
     """
 
     ok = "ok"
@@ -94,6 +98,7 @@ class Status(enum.StrEnum):
     resource_limit = "resource_limit"
     invalid_input = "invalid_input"
     sandbox_error = "sandbox_error"
+    refused = "refused"
 
 
 class Design(_HasFiles):
@@ -315,6 +320,18 @@ class BuildOptions(_Strict):
         return [_check_relative_path(d) for d in dirs if posixpath.normpath(d) != "."]
 
 
+class StimulusPolicy(_Strict):
+    """What a stimulus may do besides driving the DUT's ports (docs/integrity.md).
+
+    ``dut_writes``: ``refuse`` scores a stimulus that writes into the DUT (``force``,
+    ``assign``/``deassign``, hierarchical assignments, ``bind``, ``defparam``, system tasks
+    writing DUT variables, cocotb writes to non-port handles) as ``refused``; ``allow`` scores it
+    (engineers scoring their own directed tests); unset (None): refuse wherever the DUT scope is
+    known (``coverage.scope`` given, every CVDP problem), else allow."""
+
+    dut_writes: Literal["refuse", "allow"] | None = None
+
+
 class ReportOptions(_Strict):
     """What the result carries for coverage reports beyond its summary (docs/reports.md).
 
@@ -353,6 +370,11 @@ class ScoreRequest(_Strict):
         description="report.points: the result carries every coverage point and "
         "the DUT sources (`detail`), for lcov/HTML reports",
     )
+    stimulus_policy: StimulusPolicy | None = Field(
+        None,
+        description="what the stimulus may do to the DUT besides driving its ports "
+        "(docs/integrity.md); unset: the problem's, else writes into a known DUT scope are refused",
+    )
 
     @model_validator(mode="after")
     def _design_or_problem(self) -> ScoreRequest:
@@ -386,6 +408,9 @@ class ProblemSpec(BaseModel):
     reward: RewardSpec = Field(default_factory=RewardSpec)
     exclude_unreachable: bool | None = Field(
         None, description="coverage.exclude_unreachable of its samples (docs/formal.md; CVDP problems: true)"
+    )
+    stimulus_policy: StimulusPolicy | None = Field(
+        None, description="stimulus_policy of its samples (docs/integrity.md); a request's own overrides it"
     )
     # metadata (CVDP rows bring them; informational for clients)
     difficulty: str | None = None
@@ -426,6 +451,7 @@ class ProblemSpec(BaseModel):
             ),
             "limits": self.limits,
             "reward": self.reward,
+            "stimulus_policy": self.stimulus_policy,
         }
         fields.update(overrides)
         if "engine" not in overrides:
@@ -477,6 +503,20 @@ class UncoveredPoint(BaseModel):
     metric: str
     detail: str
     hier: str | None = None
+
+
+class IntegrityViolation(BaseModel):
+    """One thing a stimulus did that its :class:`StimulusPolicy` refuses (docs/integrity.md).
+    ``kind``: e.g. ``force``, ``procedural_assign``, ``continuous_assign``, ``bind``,
+    ``defparam``, ``system_task``, ``line_directive``, ``cocotb_write``; ``file``/``line``
+    (1-based) where the stimulus does it, when known; ``target``: the DUT object written
+    (hierarchical path) or the DUT file name claimed."""
+
+    kind: str
+    file: str | None = None
+    line: int | None = None
+    target: str
+    message: str = ""
 
 
 class TestOutcome(BaseModel):
@@ -563,6 +603,10 @@ class ScoreResult(BaseModel):
         None,
         description="every coverage point of the DUT with its hit count, and the DUT sources; "
         "only when the request asked (report.points), for lcov/HTML reports",
+    )
+    violations: list[IntegrityViolation] = Field(
+        default_factory=list,
+        description="status refused: each write into the DUT (or DUT file name claimed) the stimulus policy refuses",
     )
 
     @classmethod
