@@ -1,0 +1,8 @@
+"""Reward integrity: a sample earns coverage only for what it makes the DUT do through its ports.
+
+The scoring pipeline calls these checks for every engine and stimulus kind
+(docs/integrity.md): SystemVerilog stimulus is checked on the elaborated design before it runs;
+cocotb writes to non-port handles are refused at the simulator-interface write path of the run.
+A refusal is a :class:`~reward_service.models.ScoreResult` with status ``refused`` and the
+:class:`~reward_service.models.IntegrityViolation` s that caused it.
+"""
