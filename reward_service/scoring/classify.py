@@ -64,6 +64,23 @@ def classify(
     return Status.ok, "; ".join(n for n in notes if n)
 
 
+#: A tool's report of its own bug at build time, anchored at the tool's own line starts (a
+#: quoted source line or an elaboration-time ``$error`` begins otherwise, so a sample cannot
+#: print one): Verilator's ``%Error: Internal Error:`` (V3Error's fatal for a broken internal
+#: invariant) and an assertion of Icarus' compiler (``ivl: file.cc:12: ...: Assertion ... failed``).
+_TOOL_INTERNAL_ERROR = re.compile(
+    r"^%Error: Internal Error: [^\n]*|^(?:ivl|vvp|\S*/ivl): [^\n]*Assertion [^\n]* failed\.?[^\n]*", re.M
+)
+
+
+def tool_internal_error(build_log: str) -> str | None:
+    """The first line of a build log in which a tool reports its own internal error (at most
+    500 characters), else None. Such a build failed on our tools, not on the sample: the
+    caller reports a ``sandbox_error`` (never the sample's cached compile_error)."""
+    m = _TOOL_INTERNAL_ERROR.search(build_log)
+    return m.group(0).strip()[:500] if m else None
+
+
 def _file_too_large(runres: ExecResult) -> bool:
     return runres.exit_code in (-25, 153) or "File size limit exceeded" in runres.output
 

@@ -20,8 +20,8 @@ from reward_service.models import (
 )
 from reward_service.reward import targets_met
 from reward_service.safe_io import UnsafeOutput
-from reward_service.sandbox import Sandbox
-from reward_service.scoring.classify import classify, first_error
+from reward_service.sandbox import Sandbox, SandboxError
+from reward_service.scoring.classify import classify, first_error, tool_internal_error
 from reward_service.scoring.types import Prepared, Scored
 from reward_service.simulators.base import SimRun, SimulatorBackend
 
@@ -52,6 +52,11 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
                     log=build.output,
                     message=f"build hit a resource limit ({build.limit_hit})",
                 )
+            )
+        internal = tool_internal_error(build.output)
+        if internal is not None:
+            raise SandboxError(
+                f"{simulator.name}'s build stopped on an internal error of the tool, not of the sample: {internal}"
             )
         message = f"{simulator.name} rejected the design or stimulus: {first_error(build.output)}"
         groups = _covergroups(prepared.stimulus)

@@ -76,6 +76,7 @@ def simulate(
             test_module=getattr(stimulus, "test_module", None),
             cocotb_runtime=getattr(stimulus, "runtime", "auto"),
             cocotb_env=dict(getattr(stimulus, "env", {})),
+            stimulus_sources=[n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)],
         )
         t0 = time.perf_counter()
         if isinstance(stimulus, SvTestbench):

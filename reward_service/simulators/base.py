@@ -45,6 +45,9 @@ class Job:
     defines: dict[str, str | None] = field(default_factory=dict)
     parameters: dict[str, str] = field(default_factory=dict)
     plusargs: list[str] = field(default_factory=list)
+    #: Every HDL file of the stimulus (compilation units and included files): code that is not
+    #: the DUT's, which Verilator builds without coverage instrumentation.
+    stimulus_sources: list[str] = field(default_factory=list)
 
     @property
     def src(self) -> Path:

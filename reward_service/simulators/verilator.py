@@ -127,6 +127,22 @@ def neutralize_metacomments(text: str) -> tuple[str, int]:
 _STOP_CALL = re.compile(r"\$stop\b")
 
 
+def stimulus_coverage_off(files: list[str]) -> str:
+    """A Verilator configuration file (``.vlt``) that turns coverage off in every file of
+    ``files`` (the stimulus's HDL files, relative to the build's cwd): only the DUT's points
+    count, so instrumenting the testbench only costs build time, and Verilator 5.048's toggle
+    coverage stops with an internal error on some testbench types (a class handle in a
+    ``mailbox``: "Unexpected node data type in toggle coverage generation: CLASSREFDTYPE").
+    Verilator matches ``-file`` against a file's name as given or as found through ``-I``,
+    hence each name both bare and under any directory. Verilator's own ``std`` package
+    (``verilated_std.sv``: ``mailbox``, ``semaphore``, ``process``) is the testbench's too."""
+    lines = ["`verilator_config", 'coverage_off -file "*/verilated_std.sv"']
+    for name in files:
+        for pattern in (name, f"*/{name}"):
+            lines.append(f'coverage_off -file "{pattern}"')
+    return "\n".join(lines) + "\n"
+
+
 def stops_header(src: Path, files: list[str]) -> str:
     """C++ header listing the ``file:line`` of every ``$stop`` call, for ``vl_stop_maybe`` in
     rs_main.cpp to tell a ``$stop`` from an ``$error``. A line that only mentions ``$stop`` in a
@@ -507,6 +523,7 @@ class VerilatorSimulator(SimulatorBackend):
                 rewritten += n
         if rewritten:
             out.notes.append(f"{rewritten} comment(s) starting with 'verilator' were read as plain comments")
+        (job.src / "rs_cov_off.vlt").write_text(stimulus_coverage_off(job.stimulus_sources))
         env, binds = build_env(job)
         argv = [
             f"{require_verilator(job.sandbox.toolchain())}/bin/verilator",
@@ -530,6 +547,7 @@ class VerilatorSimulator(SimulatorBackend):
             *job.include_args(),
             *job.define_args(),
             *parameter_args(job),
+            "rs_cov_off.vlt",
             *job.design_files,
             *job.stimulus_files,
             "rs_main.cpp",
