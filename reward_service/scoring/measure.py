@@ -184,7 +184,7 @@ def _reachable(
     report.unreachable_note, changed = explain(dead, why, per_metric, bool(spec.exclude_unreachable))
     assert proof is not None  # dead is the proof's
     kinds = dict(zip(proof.unreachable, proof.kinds or ["proved"] * len(proof.unreachable), strict=True))
-    applied = {tuple(k): kinds[k] for k in dead}
+    applied = {k: kinds[k] for k in dead}
     if changed:
         return reach, reach_uncovered, applied, settled
     return report, uncovered, applied, settled
