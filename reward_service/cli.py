@@ -27,6 +27,7 @@ except ModuleNotFoundError as exc:  # the bare install is the client (pyproject)
 
 from reward_service.console import make_console, pipe_width, print_table
 from reward_service.models import ScoreResult, Simulator, Status
+from reward_service.reports.verdict import proved_points, verdict_text
 
 
 class Shaping(str, enum.Enum):
@@ -415,7 +416,7 @@ def score(
             shaping=(shaping or Shaping.chorus).value,
         )
     if lcov or html:
-        _write_reports(result, lcov, html, err if json_out else console)
+        _write_reports(result, lcov, html, err if json_out else console, "TARGET" if problem_id else "target")
     if feedback:  # reward_service/feedback.py; the DUT sources give the uncovered lines' text
         from reward_service.feedback import annotated_source, feedback_text
 
@@ -434,7 +435,9 @@ def score(
         raise typer.Exit(EXIT_SAMPLE_FAILED)
 
 
-def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, out: Console) -> None:
+def _write_reports(
+    result: ScoreResult, lcov: Path | None, html: Path | None, out: Console, target_name: str = "target"
+) -> None:
     """Write the lcov tracefile and the HTML report of ``result`` (scored with report.points);
     a result without points (the request was refused before simulating) writes none, saying so."""
     from reward_service.reports import html as html_report
@@ -456,7 +459,7 @@ def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, ou
             markup=False,
         )
     if html:
-        page = html_report.write(result, html)
+        page = html_report.write(result, html, target_name=target_name)
         out.print(f"html: {page}", highlight=False, markup=False)
 
 
@@ -477,11 +480,6 @@ def _print_log(log: str, out: Console) -> None:
     out.print(log[-LOG_PRINT_CHARS:], markup=False, highlight=False, soft_wrap=True)
 
 
-def _proved(result: ScoreResult) -> int:
-    """Points proved unreachable that apply to ``result`` (0: none, or no proof run)."""
-    return sum(m.unreachable for m in result.coverage.metrics.values())
-
-
 def _explain_text(result: ScoreResult) -> str:
     """What the unreachability proof did for ``result`` (``--explain``)."""
     note = result.coverage.unreachable_note
@@ -493,35 +491,13 @@ def _explain_text(result: ScoreResult) -> str:
     )
 
 
-def _verdict_text(result: ScoreResult, targets_given: bool, target_name: str) -> str:
-    """``passed: reachable 100.00 >= TARGET 90 (raw 84.44; 25 points proved unreachable and
-    excluded)``: each target with the figure it was judged on."""
-    head = "passed" if result.passed else "failed"
-    if not result.targets:
-        if not targets_given and result.coverage.overall is not None:
-            return f"{head}: no target given (--target sets one)"
-        return head
-    parts = []
-    for check in result.targets:
-        name = "" if check.metric == "overall" else f"{check.metric} "
-        value = "n/a" if check.value is None else f"{check.value:.2f}"
-        sign = ">=" if check.met else "<"
-        text = f"{name}{check.figure} {value} {sign} {target_name} {check.percent:g}"
-        if check.figure == "reachable":
-            raw = result.coverage.overall if check.metric == "overall" else result.coverage.metrics[check.metric].ratio
-            raw_text = "n/a" if raw is None else f"{100 * raw:.2f}"
-            text += f" (raw {raw_text}; {_proved(result)} points proved unreachable and excluded)"
-        parts.append(text)
-    return f"{head}: " + "; ".join(parts)
-
-
 def _reward_text(result: ScoreResult, shaping: str) -> str:
     """The reward and, when points were proved unreachable, the figure it is made from."""
     if result.reward is None:
         return "None (infrastructure failure)"
     text = f"{result.reward:.4f}"
     overall = result.coverage.overall
-    if _proved(result) and overall is not None and shaping in ("chorus", "ratio"):
+    if proved_points(result) and overall is not None and shaping in ("chorus", "ratio"):
         made = f"1 + raw overall {overall:.4f}" if shaping == "chorus" else f"raw overall {overall:.4f}"
         text += f" ({made}: the reward counts every point, proved unreachable or not)"
     return text
@@ -546,7 +522,7 @@ def _print_result(
     if result.coverage.metrics:
         # the heading as a line of its own: a table title wraps at the (narrow) table's width
         console.print(f"coverage of DUT instance {result.coverage.scope or '(all DUT files)'}", highlight=False)
-        proved = _proved(result)
+        proved = proved_points(result)
         table = Table()
         columns = ["metric", "covered", "total", *(["proved unreachable"] if proved else []), "percent"]
         for col in columns:
@@ -581,7 +557,9 @@ def _print_result(
             console.print(f"testbench verdict (lines of the log{f'; {more} more, --log shows all' if more else ''}):")
             for line in verdicts:
                 console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    console.print(_verdict_text(result, targets_given, target_name), markup=False, highlight=False)
+    verdict = verdict_text(result, targets_given, target_name)
+    hint = " (--target sets one)" if verdict.endswith("no target given") else ""
+    console.print(verdict + hint, markup=False, highlight=False)
     # no engine for a sample refused before it ran (invalid input) or an infrastructure failure
     console.print(f"reward: [bold]{_reward_text(result, shaping)}[/]   engine: {result.engine or '-'}", highlight=False)
     note = result.coverage.unreachable_note
