@@ -150,13 +150,13 @@ def _context(result: ScoreResult, title: str, target_name: str = "target") -> di
     # one entry per file, line and metric (a 32-bit port's 64 toggle bits are one entry); a
     # point proved unreachable is listed apart (the result lists it as uncovered when the
     # targets were judged on the raw figure)
-    dead = {(p.file, p.line, p.metric, p.detail): p for p in detail.points if p.unreachable and not p.covered}
+    unreachable = {(p.file, p.line, p.metric, p.detail): p for p in detail.points if p.unreachable and not p.covered}
     grouped_uncovered: dict[tuple[str, int, str], list] = {}
     for u in result.uncovered:
-        if (u.file, u.line, u.metric, u.detail) not in dead:
+        if (u.file, u.line, u.metric, u.detail) not in unreachable:
             grouped_uncovered.setdefault((u.file, u.line, u.metric), []).append(u)
     grouped_dead: dict[tuple[str, int], list[PointRecord]] = {}
-    for p in dead.values():
+    for p in unreachable.values():
         grouped_dead.setdefault((p.file, p.line), []).append(p)
     proved = [
         {
@@ -202,9 +202,9 @@ def _context(result: ScoreResult, title: str, target_name: str = "target") -> di
         "uncovered_points": listed,
         "uncovered_missing": sum(1 for p in detail.points if not p.covered and not p.unreachable) - listed,
         "proved": proved,
-        "proved_points": len(dead),
+        "proved_points": len(unreachable),
         "proved_column": any(m.unreachable for m in result.coverage.metrics.values()),
-        "kinds": {k: KIND_TEXT[k] for k in KIND_TEXT if any(p.unreachable == k for p in dead.values())},
+        "kinds": {k: KIND_TEXT[k] for k in KIND_TEXT if any(p.unreachable == k for p in unreachable.values())},
         "verdict": verdict_text(result, bool(result.targets), target_name),
         "others": others,
         "overall": None if result.coverage.overall is None else 100 * result.coverage.overall,
