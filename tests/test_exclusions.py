@@ -320,3 +320,16 @@ def test_rescore_report_counts_the_samples_that_pass_only_by_exclusion(shared_ca
     assert re.findall(r'<td class="by-exclusion">(\d+)</td>', group) == ["1"]
     row = dom.stdout.split(f'id="problem-{PID}"', 1)[1].split("</tr>", 1)[0]
     assert re.findall(r'<td class="by-exclusion">(\d+)</td>', row) == ["1"]
+
+
+def test_agent_feedback_names_the_reachable_figure(as_json):
+    """The next-turn feedback (score --feedback, reward_service.feedback) must not read '84.4%
+    overall ... Target 90%: met' with nothing to say why, nor send the agent after points no
+    stimulus reaches."""
+    from reward_service.feedback import feedback_text
+
+    assert feedback_text(as_json, target_percent=90) == (
+        "Coverage of the DUT (instance `uut`): 84.4% overall (100.0% of the reachable points; 25 proved "
+        "unreachable) — line 2/2, branch 5/6, toggle 56/80, expr 0/0. Target 90% on the reachable points: "
+        "met. Every reachable point is covered."
+    )

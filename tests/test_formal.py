@@ -217,6 +217,11 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
         assert entry.unreachable == sum(1 for p in scored.points if p.metric == metric and key_of(p) in dead)
     assert sum(m.unreachable for m in result.coverage.metrics.values()) == len(dead) > 0
     assert result.passed is exclude
+    (check,) = result.targets  # the figure each target was judged on, with its value
+    assert check.figure == ("reachable" if exclude else "raw") and check.met is exclude
+    assert check.value == pytest.approx(
+        100 * (result.coverage.overall_reachable if exclude else result.coverage.overall)
+    )
     listed = {(u.file, u.line, u.metric, u.detail) for u in result.uncovered}
     assert bool(listed & dead) is not exclude
     assert result.reward == pytest.approx(1 + result.coverage.overall)  # the reward stays on the raw figure
@@ -230,6 +235,7 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
         assert record["overall_reachable"] == result.coverage.overall_reachable
         report = summarise([sample], {sample.key: record}, {pid: problem_from_row(cid012_rows()[pid])})
         assert (report["passed"], report["pass@1"], report["passed_raw"], report["pass@1_raw"]) == (1, 1.0, 0, 0.0)
+        assert report["passed_by_exclusion"] == report["by_problem"][pid]["passed_by_exclusion"] == 1
         assert "0 passed, pass@1 0.00 %" in render_markdown(report)
 
 
@@ -263,7 +269,11 @@ endmodule
     }
     first, second = engine.score(req), engine.score(req)
     assert first.status == "ok" and first.cache.result is False, first.message
-    assert ("no point excluded as unreachable (unsupported: yosys: " in (first.message or "")) is not readable
+    note = first.coverage.unreachable_note or ""
+    assert (
+        "no point could be proved unreachable, because the proof does not model this design (yosys: " in note
+    ) is not readable
+    assert "unreachable" not in first.message  # nothing excluded: the message stays quiet (issue 22)
     assert second.cache.result is readable
 
 
