@@ -557,11 +557,11 @@ def _print_result(
             console.print(f"testbench verdict (lines of the log{f'; {more} more, --log shows all' if more else ''}):")
             for line in verdicts:
                 console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    # no engine for a sample refused before it ran (invalid input) or an infrastructure failure
+    console.print(f"reward: [bold]{_reward_text(result, shaping)}[/]   engine: {result.engine or '-'}", highlight=False)
     verdict = verdict_text(result, targets_given, target_name)
     hint = " (--target sets one)" if verdict.endswith("no target given") else ""
     console.print(verdict + hint, markup=False, highlight=False)
-    # no engine for a sample refused before it ran (invalid input) or an infrastructure failure
-    console.print(f"reward: [bold]{_reward_text(result, shaping)}[/]   engine: {result.engine or '-'}", highlight=False)
     note = result.coverage.unreachable_note
     if explain and not (note and note in result.message):  # an exclusion's note is in the status line already
         console.print(_explain_text(result), markup=False, highlight=False, soft_wrap=True)

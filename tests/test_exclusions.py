@@ -308,11 +308,11 @@ def test_rescore_report_counts_the_samples_that_pass_only_by_exclusion(shared_ca
     problem = report["by_problem"][PID]
     assert (problem["passed"], problem["passed_raw"], problem["passed_by_exclusion"]) == (1, 0, 1)
     assert report["by_kind"]["non-agentic"]["passed_by_exclusion"] == 1
-    assert "**1 of the 1 passing samples pass only because coverage points proved unreachable" in md.read_text()
+    assert "**1 of the 1 passing samples passes only because coverage points proved unreachable" in md.read_text()
     dom = chromium(page, "--dump-dom")
     assert dom.returncode == 0
     note = re.sub(r"<[^>]+>", "", dom.stdout.split('id="by-exclusion">', 1)[1].split("</p>", 1)[0])
-    assert note.startswith("1 of the 1 passing samples pass only because coverage points proved unreachable")
+    assert note.startswith("1 of the 1 passing samples passes only because coverage points proved unreachable")
     assert "With every point counted (CVDP's own grading): 0 passed, pass@1 0.00 %, pass@2 0.00 %." in html.unescape(
         note
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 import jinja2
 
 from reward_service.errors import RewardServiceError
-from reward_service.models import PointRecord, ScoreResult
+from reward_service.models import PointRecord, ScoreResult, Status
 from reward_service.reports.verdict import KIND_TEXT, verdict_text
 
 __all__ = ["render", "write", "HtmlUnavailable"]
@@ -205,7 +205,8 @@ def _context(result: ScoreResult, title: str, target_name: str = "target") -> di
         "proved_points": len(unreachable),
         "proved_column": any(m.unreachable for m in result.coverage.metrics.values()),
         "kinds": {k: KIND_TEXT[k] for k in KIND_TEXT if any(p.unreachable == k for p in unreachable.values())},
-        "verdict": verdict_text(result, bool(result.targets), target_name),
+        # a sample that is not ok has no judged targets: it failed, whatever the request asked
+        "verdict": verdict_text(result, bool(result.targets) or result.status != Status.ok, target_name),
         "others": others,
         "overall": None if result.coverage.overall is None else 100 * result.coverage.overall,
         "overall_reachable": None if reachable is None else 100 * reachable,

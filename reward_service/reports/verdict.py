@@ -29,7 +29,7 @@ def verdict_text(result: ScoreResult, targets_given: bool, target_name: str) -> 
     ``passed: no target given`` when the request had none (``targets_given`` False)."""
     head = "passed" if result.passed else "failed"
     if not result.targets:
-        if not targets_given and result.coverage.overall is not None:
+        if not targets_given:
             return f"{head}: no target given"
         return head
     parts = []

@@ -221,8 +221,8 @@ def _by_exclusion(group: Mapping[str, Any]) -> str:
     """``3 of the 5 passing samples pass only because points proved unreachable are excluded``."""
     n = group["passed"] - group["passed_raw"]
     return (
-        f"{n} of the {group['passed']} passing samples pass only because coverage points proved "
-        "unreachable (no stimulus can cover them) are left out of the TARGET check"
+        f"{n} of the {group['passed']} passing samples {'passes' if n == 1 else 'pass'} only because "
+        "coverage points proved unreachable (no stimulus can cover them) are left out of the TARGET check"
     )
 
 
