@@ -309,6 +309,12 @@ def test_rescore_report_counts_the_samples_that_pass_only_by_exclusion(shared_ca
     assert (problem["passed"], problem["passed_raw"], problem["passed_by_exclusion"]) == (1, 0, 1)
     assert report["by_kind"]["non-agentic"]["passed_by_exclusion"] == 1
     assert "**1 of the 1 passing samples passes only because coverage points proved unreachable" in md.read_text()
+    from reward_service.rescore.report import render_cvdp_table  # eval-cvdp's table, on the same report
+
+    table = render_cvdp_table(report, ["line", "branch", "toggle", "expr"], 82)
+    assert "| all | 1 | 2.0 | 50.00 | " in table
+    assert "passing samples passes only because coverage points proved unreachable" in table
+    assert "(Pass@1 on the raw figure: 0.00 %)" in table
     dom = chromium(page, "--dump-dom")
     assert dom.returncode == 0
     note = re.sub(r"<[^>]+>", "", dom.stdout.split('id="by-exclusion">', 1)[1].split("</p>", 1)[0])
