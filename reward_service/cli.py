@@ -27,6 +27,7 @@ except ModuleNotFoundError as exc:  # the bare install is the client (pyproject)
 
 from reward_service.console import make_console, pipe_width, print_table
 from reward_service.models import ScoreResult, Simulator, Status
+from reward_service.reports.verdict import proved_points, verdict_text
 
 
 class Shaping(str, enum.Enum):
@@ -258,6 +259,14 @@ def score(
             help="print the simulation log (the result's bounded log, up to 64 KiB of its end; stderr with --json)",
         ),
     ] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="say what the unreachability proof did (CVDP problems prove points no stimulus can cover, "
+            "docs/formal.md), also when it excluded nothing",
+        ),
+    ] = False,
     feedback: Annotated[
         bool,
         typer.Option(
@@ -391,13 +400,23 @@ def score(
         sys.stdout.write(result.model_dump_json(indent=1) + "\n")
         if show_log:  # the JSON holds it too; a readable copy beside it
             _print_log(result.log, err)
+        if explain:  # the JSON holds it too (coverage.unreachable_note)
+            err.print(_explain_text(result), markup=False, highlight=False, soft_wrap=True)
     else:
         if target is not None and target <= 1:
             err.print(f"note: --target is in percent; {target:g} means {target:g} %, not {100 * target:g} %")
         targets_given = bool((request.get("coverage") or {}).get("targets")) or problem_id is not None
-        _print_result(result, show_uncovered, targets_given, show_log)
+        _print_result(
+            result,
+            show_uncovered,
+            targets_given,
+            show_log,
+            explain=explain,
+            target_name="TARGET" if problem_id else "target",
+            shaping=(shaping or Shaping.chorus).value,
+        )
     if lcov or html:
-        _write_reports(result, lcov, html, err if json_out else console)
+        _write_reports(result, lcov, html, err if json_out else console, "TARGET" if problem_id else "target")
     if feedback:  # reward_service/feedback.py; the DUT sources give the uncovered lines' text
         from reward_service.feedback import annotated_source, feedback_text
 
@@ -416,7 +435,9 @@ def score(
         raise typer.Exit(EXIT_SAMPLE_FAILED)
 
 
-def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, out: Console) -> None:
+def _write_reports(
+    result: ScoreResult, lcov: Path | None, html: Path | None, out: Console, target_name: str = "target"
+) -> None:
     """Write the lcov tracefile and the HTML report of ``result`` (scored with report.points);
     a result without points (the request was refused before simulating) writes none, saying so."""
     from reward_service.reports import html as html_report
@@ -438,7 +459,7 @@ def _write_reports(result: ScoreResult, lcov: Path | None, html: Path | None, ou
             markup=False,
         )
     if html:
-        page = html_report.write(result, html)
+        page = html_report.write(result, html, target_name=target_name)
         out.print(f"html: {page}", highlight=False, markup=False)
 
 
@@ -459,7 +480,39 @@ def _print_log(log: str, out: Console) -> None:
     out.print(log[-LOG_PRINT_CHARS:], markup=False, highlight=False, soft_wrap=True)
 
 
-def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool, show_log: bool = False) -> None:
+def _explain_text(result: ScoreResult) -> str:
+    """What the unreachability proof did for ``result`` (``--explain``)."""
+    note = result.coverage.unreachable_note
+    if note:
+        return f"unreachable points: {note}"
+    return (
+        "unreachable points: no proof was run (only CVDP problems, or requests with "
+        "coverage.exclude_unreachable set, prove points unreachable; docs/formal.md)"
+    )
+
+
+def _reward_text(result: ScoreResult, shaping: str) -> str:
+    """The reward and, when points were proved unreachable, the figure it is made from."""
+    if result.reward is None:
+        return "None (infrastructure failure)"
+    text = f"{result.reward:.4f}"
+    overall = result.coverage.overall
+    if proved_points(result) and overall is not None and shaping in ("chorus", "ratio"):
+        made = f"1 + raw overall {overall:.4f}" if shaping == "chorus" else f"raw overall {overall:.4f}"
+        text += f" ({made}: the reward counts every point, proved unreachable or not)"
+    return text
+
+
+def _print_result(
+    result: ScoreResult,
+    show_uncovered: int,
+    targets_given: bool,
+    show_log: bool = False,
+    *,
+    explain: bool = False,
+    target_name: str = "target",
+    shaping: str = "chorus",
+) -> None:
     colour = "green" if result.status == Status.ok else "red"
     console.print(
         f"status: [{colour}]{result.status.value}[/]" + (f" — {result.message}" if result.message else ""),
@@ -469,18 +522,24 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
     if result.coverage.metrics:
         # the heading as a line of its own: a table title wraps at the (narrow) table's width
         console.print(f"coverage of DUT instance {result.coverage.scope or '(all DUT files)'}", highlight=False)
+        proved = proved_points(result)
         table = Table()
-        for col in ("metric", "covered", "total", "percent"):
+        columns = ["metric", "covered", "total", *(["proved unreachable"] if proved else []), "percent"]
+        for col in columns:
             table.add_column(col, justify="right" if col != "metric" else "left")
         for name, m in result.coverage.metrics.items():
+            extra = [str(m.unreachable) if m.available else "-"] if proved else []
             if not m.available:
-                table.add_row(name, "-", "-", "unavailable")
+                table.add_row(name, "-", "-", *extra, "unavailable")
                 reasons.setdefault(m.reason or "", []).append(name)
             else:
                 pct = f"{100 * m.ratio:.2f}" if m.ratio is not None else "no points"
-                table.add_row(name, str(m.covered), str(m.total), pct)
-        overall = result.coverage.overall
-        table.add_row("overall", "", "", f"{100 * overall:.2f}" if overall is not None else "n/a", style="bold")
+                table.add_row(name, str(m.covered), str(m.total), *extra, pct)
+        overall, reachable = result.coverage.overall, result.coverage.overall_reachable
+        blank = [""] * (len(columns) - 2)
+        table.add_row("overall", *blank, f"{100 * overall:.2f}" if overall is not None else "n/a", style="bold")
+        if proved and reachable is not None:
+            table.add_row("overall, reachable", *blank[:-1], str(proved), f"{100 * reachable:.2f}", style="bold")
         print_table(console, table)
         for reason, names in reasons.items():
             console.print(f"unavailable ({', '.join(names)}): {reason}", highlight=False)
@@ -498,10 +557,14 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
             console.print(f"testbench verdict (lines of the log{f'; {more} more, --log shows all' if more else ''}):")
             for line in verdicts:
                 console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    reward = "None (infrastructure failure)" if result.reward is None else f"{result.reward:.4f}"
-    targets = str(result.passed) if targets_given else f"{result.passed} (no target given; --target sets one)"
     # no engine for a sample refused before it ran (invalid input) or an infrastructure failure
-    console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine or '-'}")
+    console.print(f"reward: [bold]{_reward_text(result, shaping)}[/]   engine: {result.engine or '-'}", highlight=False)
+    verdict = verdict_text(result, targets_given, target_name)
+    hint = " (--target sets one)" if verdict.endswith("no target given") else ""
+    console.print(verdict + hint, markup=False, highlight=False)
+    note = result.coverage.unreachable_note
+    if explain and not (note and note in result.message):  # an exclusion's note is in the status line already
+        console.print(_explain_text(result), markup=False, highlight=False, soft_wrap=True)
     if result.fallback:
         console.print(f"fast path not used: {result.fallback}", markup=False, highlight=False)
     if result.uncovered and show_uncovered:

@@ -169,12 +169,19 @@ def feedback_text(
         f"{name} {m.covered}/{m.total}" if m.available else f"{name} unavailable" for name, m in cov.metrics.items()
     )
     scope = f" (instance `{cov.scope}`)" if cov.scope else ""
-    header = f"Coverage of the DUT{scope}: {_pct(cov.overall)} overall — {metrics}."
+    proved = sum(m.unreachable for m in cov.metrics.values() if m.available)
+    overall = f"{_pct(cov.overall)} overall"
+    if proved and cov.overall_reachable is not None:  # the agent must not chase points no stimulus reaches
+        overall += f" ({_pct(cov.overall_reachable)} of the reachable points; {proved} proved unreachable)"
+    header = f"Coverage of the DUT{scope}: {overall} — {metrics}."
     if target_percent is not None:
-        header += f" Target {target_percent:g}%: {'met' if result.passed else 'not met'}."
+        judged = " on the reachable points" if any(t.figure == "reachable" for t in result.targets) else ""
+        header += f" Target {target_percent:g}%{judged}: {'met' if result.passed else 'not met'}."
     missing = sum(m.total - m.covered for m in cov.metrics.values() if m.available)
     if not result.uncovered:
-        return (header + (" Every point is covered." if missing == 0 else ""))[:max_chars]
+        if missing == 0:
+            return (header + " Every point is covered.")[:max_chars]
+        return (header + (" Every reachable point is covered." if missing == proved else ""))[:max_chars]
     out = [header, "Uncovered, most useful first:"]
     used = sum(len(s) + 1 for s in out)
     groups = _group(result.uncovered)

@@ -491,6 +491,26 @@ class CoverageReport(BaseModel):
         description="`overall` with the points proved unreachable left out of every metric (None: "
         "not proved, coverage.exclude_unreachable unset or the proof does not apply)",
     )
+    unreachable_note: str | None = Field(
+        None,
+        description="what the unreachability proof did for this sample, in plain words: which "
+        "points it excluded, or why none was (None: coverage.exclude_unreachable unset, no proof "
+        "run). `message` repeats it only when points were excluded (docs/formal.md)",
+    )
+
+
+class TargetCheck(BaseModel):
+    """One target judged: ``metric`` (``overall`` or a metric name) and its ``percent``; the
+    ``figure`` it was judged on, ``raw`` (every point counts) or ``reachable`` (points proved
+    unreachable left out, coverage.exclude_unreachable true); ``value`` that figure in percent
+    (None: the metric has no points or is unavailable); ``met``: ``value >= percent``
+    (unrounded)."""
+
+    metric: str
+    percent: float
+    figure: Literal["raw", "reachable"] = "raw"
+    value: float | None = None
+    met: bool = False
 
 
 class UncoveredPoint(BaseModel):
@@ -559,6 +579,13 @@ class PointRecord(BaseModel):
     detail: str
     count: int
     covered: bool
+    unreachable: str | None = Field(
+        None,
+        description="how the point was proved unreachable when it was (docs/formal.md): "
+        "`constant` (its condition is false for every input and state), `invariant` (no "
+        "reachable state gets there), `stuck at 0` / `stuck at 1` (a toggle bit that never "
+        "leaves that value); None: not proved, or the proof does not apply to the sample",
+    )
 
 
 class CoverageDetail(BaseModel):
@@ -577,6 +604,12 @@ class ScoreResult(BaseModel):
     message: str = ""
     reward: float | None = None
     passed: bool = False
+    targets: list[TargetCheck] = Field(
+        default_factory=list,
+        description="each target of the request judged: the figure it was judged on and its value "
+        "(`passed` is all of them met; empty when the request had none or the sample yielded "
+        "no coverage)",
+    )
     coverage: CoverageReport = Field(default_factory=CoverageReport)
     uncovered: list[UncoveredPoint] = Field(default_factory=list)
     tests: list[TestOutcome] = Field(default_factory=list)

@@ -17,7 +17,7 @@ ENGINE_REVISION = "4"
 #: ``auto`` decisions).
 FASTCOV_VERSION = "6"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "9"
+PROVER_REVISION = "10"
 
 
 def results_revision() -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reward_service.models import CoverageReport, RewardSpec, Status, Target
+from reward_service.models import CoverageReport, RewardSpec, Status, Target, TargetCheck
 
 #: Statuses under which a sample "yields coverage" and is scored on it.
 _SCORED = {Status.ok}
@@ -11,18 +11,32 @@ _SCORED = {Status.ok}
 def targets_met(report: CoverageReport, targets: list[Target]) -> bool:
     """True when ``100 * ratio >= percent`` (unrounded) for every target; no targets -> True
     if there is any coverage. A target on a metric with no points or unavailable is not met."""
-    if report.overall is None:
-        return False
+    return report.overall is not None and all(c.met for c in check_targets(report, targets))
+
+
+def check_targets(report: CoverageReport, targets: list[Target], figure: str = "raw") -> list[TargetCheck]:
+    """Each of ``targets`` judged on ``report`` (the raw report, or with ``figure`` "reachable"
+    the one without the points proved unreachable): its value in percent and whether it is met
+    (``100 * ratio >= percent``, unrounded; a metric with no points or unavailable is not met)."""
+    checks = []
     for target in targets:
         ratio: float | None
         if target.metric == "overall":
             ratio = report.overall
         else:
             m = report.metrics.get(target.metric)
-            ratio = m.ratio if m is not None else None
-        if ratio is None or 100.0 * ratio < target.percent:
-            return False
-    return True
+            ratio = m.ratio if m is not None and m.available else None
+        value = None if ratio is None else 100.0 * ratio
+        checks.append(
+            TargetCheck(
+                metric=target.metric,
+                percent=target.percent,
+                figure="reachable" if figure == "reachable" else "raw",
+                value=value,
+                met=value is not None and value >= target.percent,
+            )
+        )
+    return checks
 
 
 def shape_reward(status: Status, report: CoverageReport, passed: bool, spec: RewardSpec) -> float | None:

@@ -12,7 +12,7 @@ from conftest import STIMULUS, cid012_rows, rtl_files
 
 from reward_service.formal.exclude import key_of, reachable_report
 from reward_service.formal.model import build_model
-from reward_service.formal.prover import _run, prove
+from reward_service.formal.prover import PROOF_KINDS, _run, prove
 from reward_service.sandbox import get_sandbox
 
 PROBLEMS = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
@@ -217,6 +217,11 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
         assert entry.unreachable == sum(1 for p in scored.points if p.metric == metric and key_of(p) in dead)
     assert sum(m.unreachable for m in result.coverage.metrics.values()) == len(dead) > 0
     assert result.passed is exclude
+    (check,) = result.targets  # the figure each target was judged on, with its value
+    assert check.figure == ("reachable" if exclude else "raw") and check.met is exclude
+    assert check.value == pytest.approx(
+        100 * (result.coverage.overall_reachable if exclude else result.coverage.overall)
+    )
     listed = {(u.file, u.line, u.metric, u.detail) for u in result.uncovered}
     assert bool(listed & dead) is not exclude
     assert result.reward == pytest.approx(1 + result.coverage.overall)  # the reward stays on the raw figure
@@ -230,6 +235,7 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
         assert record["overall_reachable"] == result.coverage.overall_reachable
         report = summarise([sample], {sample.key: record}, {pid: problem_from_row(cid012_rows()[pid])})
         assert (report["passed"], report["pass@1"], report["passed_raw"], report["pass@1_raw"]) == (1, 1.0, 0, 0.0)
+        assert report["passed_by_exclusion"] == report["by_problem"][pid]["passed_by_exclusion"] == 1
         assert "0 passed, pass@1 0.00 %" in render_markdown(report)
 
 
@@ -263,7 +269,11 @@ endmodule
     }
     first, second = engine.score(req), engine.score(req)
     assert first.status == "ok" and first.cache.result is False, first.message
-    assert ("no point excluded as unreachable (unsupported: yosys: " in (first.message or "")) is not readable
+    note = first.coverage.unreachable_note or ""
+    assert (
+        "no point could be proved unreachable, because the proof does not model this design (yosys: " in note
+    ) is not readable
+    assert "unreachable" not in first.message  # nothing excluded: the message stays quiet (issue 22)
     assert second.cache.result is readable
 
 
@@ -513,3 +523,46 @@ endmodule
 """
     model = build_model({"ok.sv": rtl})
     assert model.properties
+
+
+def test_each_proved_point_says_how_it_was_proved():
+    """ProofResult.kinds (issue 22: the HTML report shows the proof's kind): a constant-1 bit's
+    fall is `stuck at 1`, constant-0 bits and a register set only at a counter value never
+    reached are `stuck at 0`, the branch on that value needs the counter's bound (`invariant`),
+    and so does a combinational branch on `a & ~a` (its flag is a sticky latch, not a constant
+    of the netlist). The counter's own points (0..5) are reachable."""
+    rtl = """module k(input clk, input [1:0] a, output reg [2:0] cnt, output one, output zero, output reg y, output reg z);
+  assign one = 1'b1;
+  assign zero = 1'b0;
+  always @(posedge clk) begin
+    if (cnt != 3'd5) cnt <= cnt + 1'b1;
+    else cnt <= 3'd0;
+    if (cnt == 3'd7) y <= 1'b1;
+    else y <= 1'b0;
+  end
+  always @(*) begin
+    if ((a & ~a) != 2'b00) z = 1'b1;
+    else z = 1'b0;
+  end
+endmodule
+"""
+    proof = prove({"k.sv": rtl})
+    assert proof.status == "proved", proof.reason
+    assert dict(zip(proof.unreachable, proof.kinds, strict=True)) == {
+        ("k.sv", 1, "toggle", "one:1->0"): "stuck at 1",
+        **{("k.sv", 1, "toggle", f"{s}:{e}"): "stuck at 0" for s in ("y", "z", "zero") for e in ("0->1", "1->0")},
+        ("k.sv", 7, "branch", "if"): "invariant",
+        ("k.sv", 11, "branch", "if"): "invariant",
+    }
+    assert set(proof.kinds) <= set(PROOF_KINDS)
+
+
+def test_points_decided_by_synthesis_are_constant():
+    """gf_multiplier_0047: its 3 proved expr points are terms of `WIDTH_VALID`, a constant
+    (docs/formal.md, Results on cid012), which yosys folds: `constant`, as is the branch on it."""
+    proof = prove(rtl_files(cid012_rows()["cvdp_copilot_gf_multiplier_0047"]))
+    kinds = {}
+    for key, kind in zip(proof.unreachable, proof.kinds, strict=True):
+        kinds.setdefault(key[2], set()).add(kind)
+    assert kinds["expr"] == {"constant"} and kinds["branch"] == {"constant"}
+    assert sum(1 for k in proof.unreachable if k[2] == "expr") == 3

@@ -70,6 +70,14 @@ _UNSUPPORTED = {
 }
 
 
+#: How a point was proved unreachable, as ``ProofResult.kinds`` names it: ``constant`` (a line,
+#: branch or expression point whose flag synthesis reduces to a constant 0: its condition is
+#: false for every input and state), ``invariant`` (ABC's ``pdr`` found an inductive invariant:
+#: no state reachable from the zero initial state gets there), ``stuck at 0``/``stuck at 1``
+#: (a toggle bit that holds that value in every reachable state).
+PROOF_KINDS = ("constant", "invariant", "stuck at 0", "stuck at 1")
+
+
 @dataclass
 class ProofResult:
     """The verdict on one design. ``unreachable``: the points (file, line, metric, detail)
@@ -79,11 +87,13 @@ class ProofResult:
     ``proved`` (every property decided), ``partial`` (some properties undecided after the
     one-by-one runs: ``unreachable`` holds the proved points only, the others count as
     undecided), ``unsupported`` (not modelled: all undecided), ``timeout`` (nothing decided)
-    or ``error`` (all undecided); ``seconds``: wall time of the run."""
+    or ``error`` (all undecided); ``seconds``: wall time of the run; ``kinds``: per key of
+    ``unreachable`` (same order), how it was proved (:data:`PROOF_KINDS`)."""
 
     status: str
     points: int = 0
     unreachable: list[PointKey] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
     undecided: int = 0
     disproved: int = 0
     seconds: float = 0.0
@@ -606,6 +616,7 @@ def _verdicts(
     # output) or the verdict of the output the map names it with; neither: unknown.
     mapped = {(wire, bit): verdicts[index] for index, names in outputs.items() for wire, bit in names}
     instances: dict[tuple[str, int], list[bool | None]] = {}
+    constants: dict[tuple[str, int], list[bool]] = {}  # per instance: a constant 0 of the netlist
     for wire, net in netnames.items():
         leaf = wire.rsplit(".", 1)[-1]
         if not leaf.startswith(FLAG_PREFIX):
@@ -613,16 +624,26 @@ def _verdicts(
         for bit, value in enumerate(net["bits"]):
             known = (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
             instances.setdefault((leaf, bit), []).append(known)
+            constants.setdefault((leaf, bit), []).append(value == "0")
     held = [
         bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
+        for p in model.properties
+    ]
+    # a constant netlist bit in every instance: decided by synthesis, no state reasoning needed
+    constant = [
+        bool(instances.get((p.signal, p.bit))) and all(v is True for v in constants.get((p.signal, p.bit), []))
         for p in model.properties
     ]
     refuted = [any(v is False for v in instances.get((p.signal, p.bit), [])) for p in model.properties]
     # a key is unreachable only if every point with that key is (two case items on one line)
     verdict: dict[PointKey, bool] = {}
+    how: dict[PointKey, str] = {}
     for key, provers in model.points:
         verdict[key] = verdict.get(key, True) and any(held[i] for i in provers)
+        if verdict[key]:
+            how[key] = _kind(key, provers, held, constant, how.get(key))
     unreachable = sorted(k for k, v in verdict.items() if v)
+    kinds = [how[k] for k in unreachable]
     per_metric: dict[str, list[int]] = {}
     for key, _ in model.points:
         entry = per_metric.setdefault(key[2], [0, 0])
@@ -635,6 +656,7 @@ def _verdicts(
             "proved",
             points=len(model.points),
             unreachable=unreachable,
+            kinds=kinds,
             undecided=no_property,
             disproved=len(model.points) - n_unreachable - no_property,
             notes=base.notes,
@@ -648,8 +670,20 @@ def _verdicts(
         "partial",
         points=len(model.points),
         unreachable=unreachable,
+        kinds=kinds,
         undecided=len(model.points) - n_unreachable - disproved,
         disproved=disproved,
         notes=base.notes,
         per_metric=per_metric,
     )
+
+
+def _kind(key: PointKey, provers: tuple[int, ...], held: list[bool], constant: list[bool], before: str | None) -> str:
+    """How the point ``key`` (one of the points with that key, ``before``: the kind the others
+    with the key gave) was proved, one of :data:`PROOF_KINDS`. A toggle point's first property
+    is "the bit is never 1" (the model's order), its second "never 0"."""
+    if key[2] == "toggle":
+        return "stuck at 0" if held[provers[0]] else "stuck at 1"
+    by_constant = any(held[i] and constant[i] for i in provers)
+    kind = "constant" if by_constant else "invariant"
+    return "invariant" if before == "invariant" else kind

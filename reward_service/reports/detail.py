@@ -12,13 +12,27 @@ from reward_service.models import CoverageDetail, PointRecord
 
 
 def coverage_detail(
-    points: Iterable[CoveragePoint], design_files: Mapping[str, str], metrics: Iterable[str]
+    points: Iterable[CoveragePoint],
+    design_files: Mapping[str, str],
+    metrics: Iterable[str],
+    unreachable: Mapping[tuple[str, int, str, str], str] | None = None,
 ) -> CoverageDetail:
     """Records of the ``points`` of the requested ``metrics`` (the ones ``coverage`` counts), in
-    file/line order, and the design's HDL files (data files such as ROM images left out)."""
+    file/line order, each marked with how it was proved unreachable when its key (file, line,
+    metric, detail) is in ``unreachable`` (the proof's kind); and the design's HDL files (data
+    files such as ROM images left out)."""
     wanted = set(metrics)
+    proved = unreachable or {}
     records = [
-        PointRecord(metric=p.metric, file=p.file, line=p.line, detail=p.detail, count=p.count, covered=p.covered)
+        PointRecord(
+            metric=p.metric,
+            file=p.file,
+            line=p.line,
+            detail=p.detail,
+            count=p.count,
+            covered=p.covered,
+            unreachable=proved.get((p.file, p.line, p.metric, p.detail)),
+        )
         for p in points
         if p.metric in wanted
     ]

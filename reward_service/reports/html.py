@@ -22,7 +22,8 @@ from pathlib import Path
 import jinja2
 
 from reward_service.errors import RewardServiceError
-from reward_service.models import PointRecord, ScoreResult
+from reward_service.models import PointRecord, ScoreResult, Status
+from reward_service.reports.verdict import KIND_TEXT, verdict_text
 
 __all__ = ["render", "write", "HtmlUnavailable"]
 
@@ -52,10 +53,13 @@ class HtmlUnavailable(RewardServiceError, ValueError):
 class _Cell:
     covered: int = 0
     total: int = 0
+    proved: int = 0  # uncovered points proved unreachable (never a miss of the stimulus)
 
     @property
     def state(self) -> str:
-        return "hit" if self.covered == self.total else ("part" if self.covered else "miss")
+        if self.covered + self.proved == self.total:
+            return "dead" if self.proved else "hit"
+        return "part" if self.covered else "miss"
 
 
 @dataclass
@@ -65,12 +69,13 @@ class _Line:
     anchor: str
     cells: dict[str, _Cell] = field(default_factory=dict)
     missed: list[str] = field(default_factory=list)  # uncovered points, one line of text each
+    proved: list[str] = field(default_factory=list)  # points proved unreachable, with the proof's kind
 
     @property
     def state(self) -> str:
         if not self.cells:
             return ""
-        return "miss" if self.missed else "hit"
+        return "miss" if self.missed else ("dead" if self.proved else "hit")
 
 
 def _anchor(file_index: int, line: int) -> str:
@@ -92,7 +97,20 @@ def _missed_text(metric: str, points: list) -> list[str]:
     return [f"toggle {sig}: {', '.join(b for b in bits if b) or 'not toggled'}" for sig, bits in per_signal.items()]
 
 
-def _context(result: ScoreResult, title: str) -> dict:
+def _proved_text(points: list[PointRecord]) -> list[str]:
+    """The points of one line proved unreachable, per metric and proof kind:
+    ``branch if: invariant (no state the design can reach gets there)``."""
+    groups: dict[tuple[str, str], list[PointRecord]] = defaultdict(list)
+    for p in points:
+        groups[(p.metric, p.unreachable or "proved")].append(p)
+    out = []
+    for (metric, kind), group in groups.items():
+        what = "; ".join(_missed_text(metric, group))
+        out.append(f"{what} — {kind} ({KIND_TEXT.get(kind, 'proved unreachable')})")
+    return out
+
+
+def _context(result: ScoreResult, title: str, target_name: str = "target") -> dict:
     detail = result.detail
     if detail is None:
         raise HtmlUnavailable(
@@ -117,8 +135,10 @@ def _context(result: ScoreResult, title: str) -> dict:
                 orphans += points
                 continue
             row = lines[number - 1]
-            row.cells[metric] = _Cell(sum(p.covered for p in points), len(points))
-            row.missed += _missed_text(metric, [p for p in points if not p.covered])
+            dead = [p for p in points if not p.covered and p.unreachable]
+            row.cells[metric] = _Cell(sum(p.covered for p in points), len(points), len(dead))
+            row.missed += _missed_text(metric, [p for p in points if not p.covered and not p.unreachable])
+            row.proved += _proved_text(dead)
         totals = {
             m: _Cell(
                 sum(p.covered for p in by_file.get(name, []) if p.metric == m),
@@ -127,10 +147,26 @@ def _context(result: ScoreResult, title: str) -> dict:
             for m in columns
         }
         files.append({"name": name, "index": i, "lines": lines, "totals": totals, "orphans": orphans})
-    # one entry per file, line and metric (a 32-bit port's 64 toggle bits are one entry)
+    # one entry per file, line and metric (a 32-bit port's 64 toggle bits are one entry); a
+    # point proved unreachable is listed apart (the result lists it as uncovered when the
+    # targets were judged on the raw figure)
+    unreachable = {(p.file, p.line, p.metric, p.detail): p for p in detail.points if p.unreachable and not p.covered}
     grouped_uncovered: dict[tuple[str, int, str], list] = {}
     for u in result.uncovered:
-        grouped_uncovered.setdefault((u.file, u.line, u.metric), []).append(u)
+        if (u.file, u.line, u.metric, u.detail) not in unreachable:
+            grouped_uncovered.setdefault((u.file, u.line, u.metric), []).append(u)
+    grouped_dead: dict[tuple[str, int], list[PointRecord]] = {}
+    for p in unreachable.values():
+        grouped_dead.setdefault((p.file, p.line), []).append(p)
+    proved = [
+        {
+            "file": f,
+            "line": n,
+            "text": "; ".join(_proved_text(points)),
+            "href": f"#{_anchor(index[f], n)}" if f in index and n > 0 else None,
+        }
+        for (f, n), points in grouped_dead.items()
+    ]
     uncovered = [
         {
             "file": f,
@@ -151,8 +187,11 @@ def _context(result: ScoreResult, title: str) -> dict:
                 "covered": m.covered,
                 "total": m.total,
                 "percent": None if m.ratio is None else 100 * m.ratio,
+                "unreachable": m.unreachable,
             }
         )
+    listed = sum(len(v) for v in grouped_uncovered.values())
+    reachable = result.coverage.overall_reachable
     return {
         "title": title,
         "result": result,
@@ -160,23 +199,31 @@ def _context(result: ScoreResult, title: str) -> dict:
         "columns": columns,
         "files": files,
         "uncovered": uncovered,
-        "uncovered_points": len(result.uncovered),
-        "uncovered_missing": sum(1 for p in detail.points if not p.covered) - len(result.uncovered),
+        "uncovered_points": listed,
+        "uncovered_missing": sum(1 for p in detail.points if not p.covered and not p.unreachable) - listed,
+        "proved": proved,
+        "proved_points": len(unreachable),
+        "proved_column": any(m.unreachable for m in result.coverage.metrics.values()),
+        "kinds": {k: KIND_TEXT[k] for k in KIND_TEXT if any(p.unreachable == k for p in unreachable.values())},
+        # a sample that is not ok has no judged targets: it failed, whatever the request asked
+        "verdict": verdict_text(result, bool(result.targets) or result.status != Status.ok, target_name),
         "others": others,
         "overall": None if result.coverage.overall is None else 100 * result.coverage.overall,
+        "overall_reachable": None if reachable is None else 100 * reachable,
     }
 
 
-def render(result: ScoreResult, title: str = "Coverage report") -> str:
+def render(result: ScoreResult, title: str = "Coverage report", target_name: str = "target") -> str:
     """The report page of ``result`` as HTML text (its ``detail`` must be set: request
-    ``report.points``; raises :class:`HtmlUnavailable` otherwise)."""
-    return template("score.html.j2").render(**_context(result, title))
+    ``report.points``; raises :class:`HtmlUnavailable` otherwise). ``target_name`` names the
+    thresholds in the verdict line (``TARGET`` for a CVDP problem)."""
+    return template("score.html.j2").render(**_context(result, title, target_name))
 
 
-def write(result: ScoreResult, directory: Path, title: str = "Coverage report") -> Path:
+def write(result: ScoreResult, directory: Path, title: str = "Coverage report", target_name: str = "target") -> Path:
     """Write the report page as ``directory/index.html`` (directory created); returns its path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "index.html"
-    path.write_text(render(result, title), encoding="utf-8")
+    path.write_text(render(result, title, target_name), encoding="utf-8")
     return path

@@ -10,7 +10,8 @@ Definitions (also stated in the Markdown and in docs/rescoring.md):
   problems where it is defined (``n >= k``); the report says how many those are.
 * ``passed_raw``/``pass@<k>_raw``: the same on the raw overall (no point proved unreachable
   excluded, as CVDP's harness grades), next to ``passed`` (CVDP problems judge their TARGET
-  without proved points, docs/formal.md).
+  without proved points, docs/formal.md); ``passed_by_exclusion`` = ``passed - passed_raw``,
+  the samples that pass only because those points are left out.
 * Infrastructure failures (``sandbox_error``) and samples not scored yet (an interrupted run)
   are not in ``n``: they are counted apart (``sandbox_errors``, ``pending``), and the next run
   re-tries them.
@@ -97,6 +98,7 @@ class _Problem:
             "passed": self.c,
             **{f"pass@{k}": pass_at_k(self.n, self.c, k) if self.n else None for k in ks},
             "passed_raw": self.c_raw,
+            "passed_by_exclusion": self.c - self.c_raw,
             **{f"pass@{k}_raw": pass_at_k(self.n, self.c_raw, k) if self.n else None for k in ks},
             "mean_coverage": _mean(self.coverage),
             "coverage_per_metric": {m: _mean(v) for m, v in sorted(self.metrics.items())},
@@ -119,6 +121,7 @@ def _group(problems: Sequence[_Problem], ks: Sequence[int]) -> dict[str, Any]:
     out["pass@k_problems"] = counted
     # the same on the raw figure (no proved-unreachable point excluded, as CVDP graded): side by side
     out["passed_raw"] = sum(p.c_raw for p in scored)
+    out["passed_by_exclusion"] = out["passed"] - out["passed_raw"]
     for k in ks:
         out[f"pass@{k}_raw"], _ = mean_pass_at_k(((p.n, p.c_raw) for p in scored), k)
     # a scored problem has one coverage per scored sample; a metric's list exists once it has one
@@ -214,6 +217,15 @@ def _group_rows(rows: Sequence[tuple[str, Mapping[str, Any]]], ks: Sequence[int]
     return lines
 
 
+def _by_exclusion(group: Mapping[str, Any]) -> str:
+    """``3 of the 5 passing samples pass only because points proved unreachable are excluded``."""
+    n = group["passed"] - group["passed_raw"]
+    return (
+        f"{n} of the {group['passed']} passing samples {'passes' if n == 1 else 'pass'} only because "
+        "coverage points proved unreachable (no stimulus can cover them) are left out of the TARGET check"
+    )
+
+
 def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") -> str:
     """The report as Markdown: totals, the pass@k/coverage table (all, by difficulty, by kind),
     coverage per metric, the per-problem table and the definitions."""
@@ -240,7 +252,7 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
         raw = ", ".join(f"pass@{k} {_pct(report[f'pass@{k}_raw'])} %" for k in ks)
         out += [
             "",
-            f"With the points proved unreachable counted (CVDP's own grading, docs/formal.md): "
+            f"**{_by_exclusion(report)}.** With those points counted (CVDP's own grading, docs/formal.md): "
             f"{report['passed_raw']} passed, {raw}; the table judges targets without them.",
         ]
     if report["coverage_per_metric"]:
@@ -260,6 +272,7 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
         "n",
         "passed",
         *(f"pass@{k} %" for k in ks),
+        "passed only by exclusion",
         "mean coverage %",
         "statuses",
         "infra / pending",
@@ -274,6 +287,7 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
             str(p["n"]),
             str(p["passed"]),
             *(_pct(p[f"pass@{k}"]) for k in ks),
+            str(p["passed_by_exclusion"]),
             _pct(p["mean_coverage"]),
             statuses,
             f"{p['sandbox_errors']} / {p['pending']}",
@@ -287,7 +301,9 @@ def render_markdown(report: Mapping[str, Any], title: str = "Rescoring report") 
         "(n scored samples, c passed), averaged over problems. It is undefined for a problem with "
         "fewer than k samples (`n/a`); `(P/Q)` after a value means it averages the P of Q problems "
         "that have at least k samples.",
-        "- passed: every target met (CVDP: overall coverage of the DUT instance >= the problem's TARGET).",
+        "- passed: every target met (CVDP: overall coverage of the DUT instance >= the problem's TARGET, "
+        "with the coverage points proved unreachable left out); passed only by exclusion: samples "
+        "that pass so but not on the raw figure, where every point counts (CVDP's own grading).",
         "- mean coverage: overall coverage of a sample (0 when it yielded none: compile error, "
         "timeout, no code, ...), averaged per problem, then over problems.",
         "- Infrastructure failures (sandbox_error) are not counted as failures: they are left out of "
@@ -334,6 +350,8 @@ def render_cvdp_table(report: Mapping[str, Any], metrics: Sequence[str], problem
         lines.append(f"| {name} | {g['problems']} | {per} | {_pct(g['pass@1'])} | {_pct(g['mean_coverage'])} |")
     evaluated = len(report["by_problem"])
     lines += [""]
+    if report.get("passed_by_exclusion"):
+        lines.append(f"**{_by_exclusion(report)}** (Pass@1 on the raw figure: {_pct(report['pass@1_raw'])} %).")
     if evaluated < problems_total:
         lines.append(
             f"**{problems_total - evaluated} of the {problems_total} problems have no completion** "

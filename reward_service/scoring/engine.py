@@ -103,7 +103,10 @@ class Engine:
                 from reward_service.reports.detail import coverage_detail
 
                 result.detail = coverage_detail(
-                    scored.points, prepared.design.files, [m for m, c in result.coverage.metrics.items() if c.available]
+                    scored.points,
+                    prepared.design.files,
+                    [m for m, c in result.coverage.metrics.items() if c.available],
+                    scored.unreachable,
                 )
         except self.reraise:
             raise
@@ -119,7 +122,7 @@ class Engine:
         if self.results is not None and result.status not in _NOT_CACHED and scored.cacheable:
             self.results.put(key, result)
         # after the cache: another completion holding the same code keeps its own block name
-        return Scored(name_block(result, prepared.extraction), scored.points)
+        return Scored(name_block(result, prepared.extraction), scored.points, unreachable=scored.unreachable)
 
     def prepare(self, request: ScoreRequest) -> Prepared:
         """Resolve problem id (:attr:`problems`), completion text and the testbench top; check

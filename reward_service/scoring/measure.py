@@ -4,6 +4,7 @@ DUT instance's points, per-metric summary, proved-unreachable points, targets, s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reward_service import hdl
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
@@ -18,12 +19,15 @@ from reward_service.models import (
     SvTestbench,
     UncoveredPoint,
 )
-from reward_service.reward import targets_met
+from reward_service.reward import check_targets, targets_met
 from reward_service.safe_io import UnsafeOutput
 from reward_service.sandbox import Sandbox, SandboxError
 from reward_service.scoring.classify import classify, first_error, tool_internal_error
 from reward_service.scoring.types import Prepared, Scored
 from reward_service.simulators.base import SimRun, SimulatorBackend
+
+if TYPE_CHECKING:  # the prover's modules load on first use (a request that asks for a proof)
+    from reward_service.formal.model import PointKey
 
 
 def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbox: Sandbox, cache_dir: Path) -> Scored:
@@ -117,12 +121,13 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
     report.scope, report.scope_found = spec.scope, scope_found
     judged = report  # what the targets are judged on
     cacheable = True
+    proved: dict[PointKey, str] = {}
     if spec.exclude_unreachable is not None and has_code_coverage:
-        judged, uncovered, note, cacheable = _reachable(
+        judged, uncovered, proved, cacheable = _reachable(
             prepared, points, report, unavailable, uncovered, sandbox, cache_dir
         )
-        if note:
-            notes.append(note)
+        if judged is not report:  # points excluded: the user must see it where the result is read
+            notes.append(report.unreachable_note or "")
     log_text = runres.output
     status, message = classify(run, runres, simulator.name, has_code_coverage, tests, request.limits.run_s)
     if status == Status.ok and report.overall is None and unavailable:
@@ -146,7 +151,9 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
         ended_by=run.ended_by,
     )
     result.passed = status == Status.ok and targets_met(judged, spec.targets)
-    return Scored(result, points, cacheable=cacheable)
+    if status == Status.ok and report.overall is not None:
+        result.targets = check_targets(judged, spec.targets, "reachable" if judged is not report else "raw")
+    return Scored(result, points, cacheable=cacheable, unreachable=proved)
 
 
 def _reachable(
@@ -157,15 +164,17 @@ def _reachable(
     uncovered: list[UncoveredPoint],
     sandbox: Sandbox,
     cache_dir: Path,
-) -> tuple[CoverageReport, list[UncoveredPoint], str, bool]:
-    """The report targets are judged on, the uncovered points, a note and whether the proof
-    behind them is the design's own verdict (:func:`~reward_service.formal.prover.kept`: not a
-    prover that could not run, whose result must not be cached), with the points proved
-    unreachable (docs/formal.md) counted in ``report`` and, when the request's
-    ``exclude_unreachable`` is True, left out of the judged figure and of ``uncovered``."""
+) -> tuple[CoverageReport, list[UncoveredPoint], dict[PointKey, str], bool]:
+    """The report targets are judged on (``report`` itself unless proved points were excluded),
+    the uncovered points, the proved keys that apply to the sample with how each was proved,
+    and whether the proof behind them is the design's own verdict
+    (:func:`~reward_service.formal.prover.kept`: not a prover that could not run, whose result
+    must not be cached). The points proved unreachable (docs/formal.md) are counted in
+    ``report``, its ``unreachable_note`` says what the proof did, and when the request's
+    ``exclude_unreachable`` is True they are left out of the judged figure and of ``uncovered``."""
     from reward_service.formal.exclude import annotate
     from reward_service.formal.prover import kept
-    from reward_service.formal.verdicts import applicable
+    from reward_service.formal.verdicts import applicable, explain
 
     request, spec = prepared.request, prepared.request.coverage
     dead, proof, why = applicable(
@@ -173,11 +182,17 @@ def _reachable(
     )
     settled = proof is None or kept(proof)
     if dead is None:
-        return report, uncovered, f"no point excluded as unreachable ({why})", settled
+        report.unreachable_note, _ = explain(None, why, {}, bool(spec.exclude_unreachable))
+        return report, uncovered, {}, settled
     reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
-    if spec.exclude_unreachable:
-        return reach, reach_uncovered, "", settled
-    return report, uncovered, "", settled
+    per_metric = {m: entry.unreachable for m, entry in report.metrics.items()}
+    report.unreachable_note, changed = explain(dead, why, per_metric, bool(spec.exclude_unreachable))
+    assert proof is not None  # dead is the proof's
+    kinds = dict(zip(proof.unreachable, proof.kinds or ["proved"] * len(proof.unreachable), strict=True))
+    applied = {k: kinds[k] for k in dead}
+    if changed:
+        return reach, reach_uncovered, applied, settled
+    return report, uncovered, applied, settled
 
 
 #: Why ``functional`` has no points when the SV stimulus declares covergroups. Measured

@@ -47,6 +47,9 @@ class Scored:
     #: False when the result rests on something of the moment rather than on its inputs (an
     #: unreachability proof that could not run): the engine does not keep it in its result cache.
     cacheable: bool = True
+    #: the points proved unreachable that apply to this sample, (file, line, metric, detail) ->
+    #: how each was proved (:data:`~reward_service.formal.prover.PROOF_KINDS`); reports mark them
+    unreachable: dict[tuple[str, int, str, str], str] = field(default_factory=dict)
 
 
 #: Simulate a prepared request with a simulator (None: the request's own) into a
