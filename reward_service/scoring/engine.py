@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from reward_service.cache import ResultCache, request_key
 from reward_service.completion import ExtractionError
 from reward_service.engine_choice import choose_engine
+from reward_service.integrity.policy import check_stimulus, refusal
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
 from reward_service.sandbox.toolchain import ToolMissing, versions
@@ -97,7 +98,7 @@ class Engine:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
                 return Scored(name_block(cached, prepared.extraction))
-            scored = self._score_with_engine(prepared, timings)
+            scored = self._check_integrity(prepared, timings) or self._score_with_engine(prepared, timings)
             result = scored.result
             if prepared.request.report.points:  # asked for: lcov/HTML reports (reward_service.reports)
                 from reward_service.reports.detail import coverage_detail
@@ -136,6 +137,18 @@ class Engine:
         return run.simulate(prepared, timings, simulator, self.sandbox, self.settings)
 
     # -- internals ----------------------------------------------------------------------------
+    def _check_integrity(self, prepared: Prepared, timings: dict[str, float]) -> Scored | None:
+        """The ``refused`` result of a sample whose stimulus breaks its policy
+        (:mod:`reward_service.integrity`), checked once here for every engine; None to score it."""
+        t0 = time.perf_counter()
+        violations = check_stimulus(prepared.request, prepared.design, prepared.stimulus)
+        timings["integrity"] = (time.perf_counter() - t0) * 1000
+        if not violations:
+            return None
+        result = refusal(violations)
+        result.timings = timings
+        return Scored(result)
+
     def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
         """The request's engine choice (:func:`~reward_service.engine_choice.choose_engine`):
         the fast path with its fallback (docs/fastcov.md), else the chosen simulator."""
