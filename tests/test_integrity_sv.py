@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CID012, REPO, STIMULUS
+from conftest import CID012, FORCING_CASES, REPO, STIMULUS
 
 from reward_service.integrity.policy import check_stimulus, refuses_dut_writes
 from reward_service.integrity.sv import SvSources, dut_writes
@@ -50,7 +50,7 @@ endmodule
 DECL_LINE, BODY_LINE, AFTER_LINE = 10, 15, 20
 
 
-def testbench(decl: str = "", body: str = "", after: str = "") -> str:
+def make_tb(decl: str = "", body: str = "", after: str = "") -> str:
     return WEAK.replace("//DECL\n", decl + "\n").replace("//BODY\n", body + "\n").replace("//AFTER\n", after + "\n")
 
 
@@ -112,7 +112,7 @@ HACKS: dict[str, tuple[dict[str, str], list[tuple[str, int, str]]]] = {
         [("assignment", BODY_LINE, "tb.uut.shift_reg")],
     ),
     "sscanf": (
-        {"body": "    void'($sscanf(\"1f\", \"%h\", uut.shift_reg));"},
+        {"body": '    void\'($sscanf("1f", "%h", uut.shift_reg));'},
         [("system_task", BODY_LINE, "tb.uut.shift_reg")],
     ),
     "defparam": (
@@ -136,7 +136,10 @@ HACKS: dict[str, tuple[dict[str, str], list[tuple[str, int, str]]]] = {
         [("argument", BODY_LINE, "tb.uut.shift_reg")],
     ),
     "output_port_connection": (
-        {"decl": "  drv d(.o(uut.old_data));", "after": "module drv(output reg [4:0] o); initial o = 5'b11011; endmodule"},
+        {
+            "decl": "  drv d(.o(uut.old_data));",
+            "after": "module drv(output reg [4:0] o); initial o = 5'b11011; endmodule",
+        },
         [("port_connection", DECL_LINE, "tb.uut.old_data")],
     ),
     "deposit": (
@@ -153,7 +156,9 @@ HACKS: dict[str, tuple[dict[str, str], list[tuple[str, int, str]]]] = {
 #: through the engine the same reward and coverage as the weak stimulus.
 CONTROLS = {
     "display_internal": {"body": '    $display("state %0d", uut.current_state);'},
-    "checker": {"decl": '  always @(posedge clk) if (uut.bit_count > 3\'d5) $display("bad bit_count %0d", uut.bit_count);'},
+    "checker": {
+        "decl": '  always @(posedge clk) if (uut.bit_count > 3\'d5) $display("bad bit_count %0d", uut.bit_count);'
+    },
     "index_by_internal": {"decl": "  reg [4:0] seen [0:3];", "body": "    seen[uut.bit_count[1:0]] = uut.shift_reg;"},
 }
 
@@ -172,18 +177,18 @@ def _request(tb: str, engine: str, **overrides) -> ScoreRequest:
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_check_names_each_write(name):
     parts, expected = HACKS[name]
-    found = dut_writes(SvSources(DESIGN, {"tb.sv": testbench(**parts)}, {}))
+    found = dut_writes(SvSources(DESIGN, {"tb.sv": make_tb(**parts)}, {}))
     assert [(v.kind, v.line, v.target) for v in found] == expected
     assert all(v.file == "tb.sv" and v.message for v in found)
 
 
 @pytest.mark.parametrize("name", sorted(CONTROLS))
 def test_check_lets_reads_through(name):
-    assert dut_writes(SvSources(DESIGN, {"tb.sv": testbench(**CONTROLS[name])}, {})) == []
+    assert dut_writes(SvSources(DESIGN, {"tb.sv": make_tb(**CONTROLS[name])}, {})) == []
 
 
 def test_weak_stimulus_and_shipped_testbench_are_clean():
-    assert dut_writes(SvSources(DESIGN, {"tb.sv": testbench()}, {})) == []
+    assert dut_writes(SvSources(DESIGN, {"tb.sv": make_tb()}, {})) == []
     shipped = (REPO / "examples" / "cvdp" / "tb_attenuator.sv").read_text()
     assert dut_writes(SvSources(DESIGN, {"tb_attenuator.sv": shipped}, {})) == []
 
@@ -235,10 +240,15 @@ def test_memories_subroutines_ports_packages_and_headers():
 
 def test_defines_and_include_dirs_are_the_requests():
     """A write that exists only under the request's define, through a header in an include dir."""
-    stimulus = {"tb.sv": '`include "pokes.svh"\n' + testbench(body="`ifdef HACK\n    `POKE\n`endif"), "inc/pokes.svh": "`define POKE uut.shift_reg = 5'b11111;\n"}
+    stimulus = {
+        "tb.sv": '`include "pokes.svh"\n' + make_tb(body="`ifdef HACK\n    `POKE\n`endif"),
+        "inc/pokes.svh": "`define POKE uut.shift_reg = 5'b11111;\n",
+    }
     assert dut_writes(SvSources(DESIGN, stimulus, {}, ("inc",))) == []
     found = dut_writes(SvSources(DESIGN, stimulus, {"HACK": None}, ("inc",)))
-    assert [(v.kind, v.file, v.line, v.target) for v in found] == [("assignment", "tb.sv", BODY_LINE + 2, "tb.uut.shift_reg")]
+    assert [(v.kind, v.file, v.line, v.target) for v in found] == [
+        ("assignment", "tb.sv", BODY_LINE + 2, "tb.uut.shift_reg")
+    ]
 
 
 def test_interface_the_design_declares_is_driven_freely():
@@ -259,14 +269,18 @@ def test_interface_the_design_declares_is_driven_freely():
 def test_syntax_scan_stands_in_where_elaboration_fails():
     """A write pyslang cannot bind (a name it does not find, as an Icarus-only generate block
     name would be) is still named from the syntax of the stimulus."""
-    found = dut_writes(SvSources(DESIGN, {"tb.sv": testbench(body="    uut.genblk1.r = 1'b1;\n    force uut.$gen1.q = 1;")}, {}))
-    targets = [(v.kind, v.line, v.target) for v in found]
-    assert ("assignment", BODY_LINE, "uut.genblk1.r") in targets
+    tb = make_tb(body="    uut.genblk1.r = 1'b1;\n    {data, uut.gen2.q} <= 6'h3f;\n    force tb.uut.gen3.s = 1;")
+    found = dut_writes(SvSources(DESIGN, {"tb.sv": tb}, {}))
+    assert [(v.kind, v.line, v.target) for v in found] == [
+        ("assignment", BODY_LINE, "uut.genblk1.r"),
+        ("nonblocking_assignment", BODY_LINE + 1, "uut.gen2.q"),
+        ("force", BODY_LINE + 2, "tb.uut.gen3.s"),
+    ]
 
 
 def test_line_directive_naming_a_dut_file_by_macro_or_path():
     found = dut_writes(
-        SvSources(DESIGN, {"tb.sv": testbench(after='`line 3 "rtl/Attenuator.sv" 0\n`define F "x"\n`line 9 `F 0')}, {})
+        SvSources(DESIGN, {"tb.sv": make_tb(after='`line 3 "rtl/Attenuator.sv" 0\n`define F "x"\n`line 9 `F 0')}, {})
     )
     assert [(v.kind, v.line, v.target) for v in found] == [
         ("line_directive", AFTER_LINE, "rtl/Attenuator.sv"),
@@ -275,7 +289,7 @@ def test_line_directive_naming_a_dut_file_by_macro_or_path():
 
 
 def test_policy_resolution():
-    tb = SvTestbench(files={"tb.sv": testbench(**HACKS["force_release"][0])})
+    tb = SvTestbench(files={"tb.sv": make_tb(**HACKS["force_release"][0])})
     problem = _problem()
     assert refuses_dut_writes(problem.request(tb))  # scope known: refuse
     assert not refuses_dut_writes(problem.request(tb, stimulus_policy=StimulusPolicy(dut_writes="allow")))
@@ -290,10 +304,10 @@ def _case_problems():
     return load_problems(CID012)
 
 
-#: The two testbenches of the stimulus cases that force DUT internals (ring_token good.sv
-#: forces the output register ``token``, best.sv also the state register): refused by the
-#: default policy of a CVDP problem, like the issue's first row.
-FORCING_CASES = {
+#: The writes of the two stimulus cases that force DUT registers (conftest.FORCING_CASES;
+#: ring_token good.sv forces the output register ``token``, best.sv also the state register):
+#: refused by the default policy of a CVDP problem, like the issue's first row.
+FORCING_WRITES = {
     ("cvdp_copilot_ring_token_0004", "good"): [
         ("force", 63, "tb_token_ring_fsm.uut.token"),
         ("release", 65, "tb_token_ring_fsm.uut.token"),
@@ -311,13 +325,17 @@ def test_stimulus_cases_write_nothing_else():
     """The check alone (no simulation) over the 24 stimulus cases with their cid012 problems'
     scopes: only the two ring_token testbenches that force DUT registers are named."""
     problems = _case_problems()
+    assert set(FORCING_WRITES) == FORCING_CASES
     seen = 0
     for case in sorted(d for d in STIMULUS.iterdir() if (d / "expected.json").exists()):
         for tb in json.loads((case / "expected.json").read_text())["testbenches"]:
             request = problems[case.name].request(SvTestbench(files={"tb.sv": (case / f"{tb}.sv").read_text()}))
             assert request.coverage.scope in ("uut", "dut")
             found = check_stimulus(request, request.design, request.stimulus)
-            assert [(v.kind, v.line, v.target) for v in found] == FORCING_CASES.get((case.name, tb), []), (case.name, tb)
+            assert [(v.kind, v.line, v.target) for v in found] == FORCING_WRITES.get((case.name, tb), []), (
+                case.name,
+                tb,
+            )
             seen += 1
     assert seen == 24
 
@@ -331,7 +349,7 @@ ENGINES = ["fast", "verilator", "auto"]
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_hack_is_refused_on_every_engine(engine, name, engine_name):
     parts, expected = HACKS[name]
-    request = _request(testbench(**parts), engine_name)
+    request = _request(make_tb(**parts), engine_name)
     assert request.reward.shaping == "chorus"  # failure value 0.0, the weak stimulus scores 1 + overall
     result = engine.score(request)
     assert result.status == Status.refused, result.message
@@ -352,20 +370,23 @@ def _same_score(a, b):
 
 @pytest.mark.parametrize("engine_name", ["fast", "verilator"])
 def test_controls_score_as_their_plain_twin(engine, engine_name):
-    weak = engine.score(_request(testbench(), engine_name))
+    weak = engine.score(_request(make_tb(), engine_name))
     assert weak.engine == engine_name and weak.reward > 1.0
     for name, parts in CONTROLS.items():
-        result = engine.score(_request(testbench(**parts), engine_name))
+        result = engine.score(_request(make_tb(**parts), engine_name))
         assert result.violations == [], name
         _same_score(result, weak)
 
 
 def test_allow_scores_the_hack_as_before(engine):
-    """With dut_writes=allow the force hack runs and earns more toggle coverage than the weak
-    stimulus (the reward the issue's table shows the policy gaming)."""
+    """With dut_writes=allow a force hack runs and earns more toggle coverage than the weak
+    stimulus (the reward the issue's table shows the policy gaming): forcing ``old_data``
+    toggles its bits 1 and 3, which the one data value 10101 never does."""
     allow = StimulusPolicy(dut_writes="allow")
-    weak = engine.score(_request(testbench(), "fast", stimulus_policy=allow))
-    hack = engine.score(_request(testbench(**HACKS["force_release"][0]), "fast", stimulus_policy=allow))
+    weak = engine.score(_request(make_tb(), "fast", stimulus_policy=allow))
+    forced = make_tb(body="    force uut.old_data = 5'b01010;\n    #40 release uut.old_data;")
+    assert [v.kind for v in dut_writes(SvSources(DESIGN, {"tb.sv": forced}, {}))] == ["force", "release"]
+    hack = engine.score(_request(forced, "fast", stimulus_policy=allow))
     assert hack.status == weak.status == Status.ok and hack.violations == []
     assert hack.coverage.metrics["toggle"].covered > weak.coverage.metrics["toggle"].covered
     assert hack.reward > weak.reward
@@ -373,12 +394,11 @@ def test_allow_scores_the_hack_as_before(engine):
 
 def test_problem_spec_policy_applies(engine):
     """A ProblemSpec's stimulus_policy is its samples' unless the request sets its own."""
-    spec = _problem().spec() if hasattr(_problem(), "spec") else None
-    assert spec is not None
+    spec = _problem().spec()
     allowing = ProblemSpec.model_validate(
         {**spec.model_dump(), "id": "attenuator-allow", "stimulus_policy": {"dut_writes": "allow"}}
     )
-    hack = SvTestbench(files={"tb.sv": testbench(**HACKS["hierarchical_assignment"][0])})
+    hack = SvTestbench(files={"tb.sv": make_tb(**HACKS["hierarchical_assignment"][0])})
     problems = {"attenuator-allow": allowing}
     from reward_service.scoring.engine import Engine
 
@@ -404,7 +424,7 @@ def test_refusal_is_cached_under_its_policy(shared_cache_dir, tmp_path):
     from reward_service.settings import Settings
 
     cached = Engine(Settings(cache_dir=tmp_path, result_cache=True))
-    tb = testbench(**HACKS["force_release"][0])
+    tb = make_tb(**HACKS["force_release"][0])
     first = cached.score(_request(tb, "fast"))
     again = cached.score(_request(tb, "fast"))
     assert first.status == again.status == Status.refused
@@ -436,4 +456,3 @@ def test_refusals_are_counted_by_kind():
     assert 'reward_service_integrity_refusals_total{kind="force"} 2.0' in text
     assert 'reward_service_integrity_refusals_total{kind="bind"} 1.0' in text
     assert 'reward_service_results_total{status="refused"} 2.0' in text
-
