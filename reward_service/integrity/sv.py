@@ -129,6 +129,7 @@ class _Checker:
         self.design_names = {n for n in sources.design if n.lower().endswith(hdl.HDL_SUFFIXES)}
         self.stimulus_names = {n for n in sources.stimulus if n.lower().endswith(hdl.HDL_SUFFIXES)}
         self.found: dict[tuple[str, int, str], IntegrityViolation] = {}
+        self.names: dict[int, str | None] = {}  # source buffer id -> given file name
         # pyslang offsets count bytes
         self.data = {n: t.encode("utf-8") for n, t in {**sources.design, **sources.stimulus}.items()}
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
@@ -141,7 +142,9 @@ class _Checker:
         for tree in trees:
             compilation.addSyntaxTree(tree)
         root = compilation.getRoot()
-        errors = parse_errors or any(d.isError() for d in compilation.getAllDiagnostics())
+        errors = parse_errors or any(
+            d.isError() and d.code not in _BINDING_NEUTRAL for d in compilation.getAllDiagnostics()
+        )
         self._elaborated(root)
         if errors:  # what pyslang could not bind may still be a write: scan the text too
             for tree in trees:
@@ -173,8 +176,11 @@ class _Checker:
         """The given file name and 1-based line of ``loc`` (a macro expansion: where it is
         expanded), raw: `` `line `` directives move neither."""
         loc = self.sm.getFullyExpandedLoc(loc)
-        raw = str(self.sm.getFullPath(loc.buffer))
-        name = raw[len(_ROOT) :] if raw.startswith(_ROOT) else None
+        buffer = loc.buffer.id
+        if buffer not in self.names:
+            raw = str(self.sm.getFullPath(loc.buffer))
+            self.names[buffer] = raw[len(_ROOT) :] if raw.startswith(_ROOT) else None
+        name = self.names[buffer]
         data = self.data.get(name) if name is not None else None
         if data is None:
             return name, 0
@@ -449,6 +455,10 @@ class _Checker:
 
 
 _GENERIC_KINDS = ("assignment", "nonblocking_assignment")
+
+#: pyslang errors that leave every name bound (no reason for the syntax scan): a design file
+#: without `timescale beside a testbench with one, which the simulators accept.
+_BINDING_NEUTRAL = frozenset({pyslang.Diags.MissingTimeScale})
 
 _VERB = {
     "force": "forces",
