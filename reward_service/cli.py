@@ -504,6 +504,11 @@ def _print_result(result: ScoreResult, show_uncovered: int, targets_given: bool,
     console.print(f"reward: [bold]{reward}[/]   targets met: {targets}   engine: {result.engine or '-'}")
     if result.fallback:
         console.print(f"fast path not used: {result.fallback}", markup=False, highlight=False)
+    for v in result.violations:  # status refused (docs/integrity.md)
+        console.print(f"  refused: {v.file}:{v.line} {v.kind} {v.target}", markup=False, highlight=False)
+    if result.parameter_overrides:
+        shown = ", ".join(f"{o.instance}.{o.name}={o.value} (design: {o.default})" for o in result.parameter_overrides)
+        console.print(f"DUT parameters set by the testbench: {shown}", markup=False, highlight=False)
     if result.uncovered and show_uncovered:
         console.print(
             f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):"

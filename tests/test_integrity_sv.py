@@ -17,7 +17,7 @@ import pytest
 from conftest import CID012, FORCING_CASES, REPO, STIMULUS
 
 from reward_service.integrity.policy import check_stimulus, refuses_dut_writes
-from reward_service.integrity.sv import SvSources, dut_writes
+from reward_service.integrity.sv import SvSources, check, dut_writes
 from reward_service.models import ProblemSpec, ScoreRequest, Status, StimulusPolicy, SvTestbench
 from reward_service.problems import load_problems
 
@@ -295,9 +295,9 @@ def test_policy_resolution():
     assert not refuses_dut_writes(problem.request(tb, stimulus_policy=StimulusPolicy(dut_writes="allow")))
     no_scope = ScoreRequest(design={"files": DESIGN}, stimulus=tb)
     assert not refuses_dut_writes(no_scope)  # no scope: allow
-    assert check_stimulus(no_scope, no_scope.design, tb) == []
+    assert check_stimulus(no_scope, no_scope.design, tb).violations == []
     refused = no_scope.model_copy(update={"stimulus_policy": StimulusPolicy(dut_writes="refuse")})
-    assert [v.kind for v in check_stimulus(refused, refused.design, tb)] == ["force", "release"]
+    assert [v.kind for v in check_stimulus(refused, refused.design, tb).violations] == ["force", "release"]
 
 
 def _case_problems():
@@ -331,7 +331,7 @@ def test_stimulus_cases_write_nothing_else():
         for tb in json.loads((case / "expected.json").read_text())["testbenches"]:
             request = problems[case.name].request(SvTestbench(files={"tb.sv": (case / f"{tb}.sv").read_text()}))
             assert request.coverage.scope in ("uut", "dut")
-            found = check_stimulus(request, request.design, request.stimulus)
+            found = check_stimulus(request, request.design, request.stimulus).violations
             assert [(v.kind, v.line, v.target) for v in found] == FORCING_WRITES.get((case.name, tb), []), (
                 case.name,
                 tb,
@@ -456,3 +456,36 @@ def test_refusals_are_counted_by_kind():
     assert 'reward_service_integrity_refusals_total{kind="force"} 2.0' in text
     assert 'reward_service_integrity_refusals_total{kind="bind"} 1.0' in text
     assert 'reward_service_results_total{status="refused"} 2.0' in text
+
+
+# -- DUT parameter overrides -------------------------------------------------------------------
+
+#: The weak stimulus instantiating the DUT with IDLE = 2'b01 (the design's: 2'b00) and LATCH as
+#: the design has it (an override to the default value is no override).
+OVERRIDING = make_tb().replace("Attenuator uut (", "Attenuator #(.IDLE(2'b01), .LATCH(2'b11)) uut (")
+
+
+def test_parameter_overrides_are_reported():
+    found = check(SvSources(DESIGN, {"tb.sv": OVERRIDING}, {}))
+    assert found.violations == ()
+    assert [(s.override.model_dump(), s.file, s.line) for s in found.overrides] == [
+        ({"instance": "tb.uut", "name": "IDLE", "value": "2'b1", "default": "2'b0"}, "tb.sv", 7)
+    ]
+    assert check(SvSources(DESIGN, {"tb.sv": make_tb()}, {})).overrides == ()
+
+
+def test_parameter_override_on_the_result_and_pinned_refused(engine):
+    """The override is on the scored result; a problem (or request) that pins the parameter
+    refuses it, whatever dut_writes says."""
+    scored = engine.score(_request(OVERRIDING, "fast"))
+    assert scored.status == Status.ok and scored.violations == []
+    assert [o.model_dump() for o in scored.parameter_overrides] == [
+        {"instance": "tb.uut", "name": "IDLE", "value": "2'b1", "default": "2'b0"}
+    ]
+    for pins in (["IDLE"], ["*"]):
+        policy = StimulusPolicy(dut_writes="allow", pinned_parameters=pins)
+        refused = engine.score(_request(OVERRIDING, "fast", stimulus_policy=policy))
+        assert refused.status == Status.refused and refused.reward == 0.0
+        assert [(v.kind, v.line, v.target) for v in refused.violations] == [("parameter_override", 7, "tb.uut.IDLE")]
+    other = StimulusPolicy(pinned_parameters=["SHIFT"])
+    assert engine.score(_request(OVERRIDING, "fast", stimulus_policy=other)).status == Status.ok

@@ -6,10 +6,13 @@ every engine; a non-empty answer becomes :func:`refusal`'s result.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from reward_service.models import (
     CocotbStimulus,
     Design,
     IntegrityViolation,
+    ParameterOverride,
     ScoreRequest,
     ScoreResult,
     Status,
@@ -27,25 +30,49 @@ def refuses_dut_writes(request: ScoreRequest) -> bool:
     return bool(request.coverage.scope)
 
 
-def check_stimulus(
-    request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus
-) -> list[IntegrityViolation]:
-    """The writes into the DUT that ``request``'s policy refuses, found before the sample runs
-    (SystemVerilog stimulus: :func:`reward_service.integrity.sv.dut_writes`); empty when the
-    policy allows them or for cocotb stimulus (checked at its simulator-interface write path
-    while it runs)."""
-    if not isinstance(stimulus, SvTestbench) or not refuses_dut_writes(request):
-        return []
-    from reward_service.integrity.sv import SvSources, dut_writes  # pyslang: loaded on first use
+@dataclass(frozen=True)
+class StimulusCheck:
+    """What :func:`check_stimulus` found: the ``violations`` the policy refuses (empty: score the
+    sample) and the DUT ``parameter_overrides`` the stimulus makes (reported on the result)."""
 
-    return dut_writes(
-        SvSources(
+    violations: list[IntegrityViolation] = field(default_factory=list)
+    parameter_overrides: list[ParameterOverride] = field(default_factory=list)
+
+
+def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus) -> StimulusCheck:
+    """Check ``stimulus`` against ``request``'s policy before the sample runs. SystemVerilog
+    stimulus (:func:`reward_service.integrity.sv.check`): its writes into the DUT when the policy
+    refuses them (:func:`refuses_dut_writes`), an override of a parameter the policy pins
+    (kind ``parameter_override``), and every DUT parameter override it makes. cocotb stimulus
+    is checked at its simulator-interface write path while it runs: nothing here."""
+    if not isinstance(stimulus, SvTestbench):
+        return StimulusCheck()
+    from reward_service.integrity import sv  # pyslang: loaded on first use
+
+    found = sv.check(
+        sv.SvSources(
             design=design.files,
             stimulus=stimulus.files,
             defines=request.build.defines,
             include_dirs=tuple(request.build.include_dirs),
         )
     )
+    violations = list(found.violations) if refuses_dut_writes(request) else []
+    pinned = set(request.stimulus_policy.pinned_parameters) if request.stimulus_policy else set()
+    for site in found.overrides:
+        o = site.override
+        if o.name in pinned or "*" in pinned:
+            violations.append(
+                IntegrityViolation(
+                    kind="parameter_override",
+                    file=site.file,
+                    line=site.line,
+                    target=f"{o.instance}.{o.name}",
+                    message=f"sets pinned parameter {o.name} = {o.value} (the design's: {o.default})",
+                )
+            )
+    violations.sort(key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
+    return StimulusCheck(violations, [site.override for site in found.overrides])
 
 
 #: Violations a refusal message names before it says how many more there are.

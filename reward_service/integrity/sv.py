@@ -34,7 +34,7 @@ import pyslang
 from pyslang import ast, parsing, syntax
 
 from reward_service import hdl
-from reward_service.models import IntegrityViolation
+from reward_service.models import IntegrityViolation, ParameterOverride
 
 _ROOT = "/rs/"  # where the in-memory files live (includes resolve among them, never on disk)
 _SK = ast.SymbolKind
@@ -92,32 +92,60 @@ class SvSources:
         return h.hexdigest()
 
 
-def dut_writes(sources: SvSources) -> list[IntegrityViolation]:
-    """Every write into the DUT the stimulus files of ``sources`` make, in file and line
-    order (empty: none). Each :class:`IntegrityViolation` has the stimulus ``file`` and 1-based
-    ``line`` as given, the ``target`` (the DUT object's hierarchical path, or the DUT file name a
-    `` `line `` directive claims) and its ``kind``: ``force``, ``release``, ``procedural_assign``
-    (``assign``/``deassign`` in a procedure), ``continuous_assign``, ``assignment``,
-    ``nonblocking_assignment``, ``argument`` (output/ref argument of a call), ``port_connection``,
-    ``system_task``, ``dut_subroutine_call``, ``defparam``, ``bind``, ``stimulus_module`` (a
-    testbench module instantiated inside the DUT), ``line_directive``. Results are cached per
-    text hash (a few hundred entries). Never raises for bad HDL (pyslang reports; the syntax
+@dataclass(frozen=True)
+class OverrideSite:
+    """A :class:`ParameterOverride` and where the stimulus makes it (file and 1-based line of
+    the DUT instantiation)."""
+
+    override: ParameterOverride
+    file: str
+    line: int
+
+
+@dataclass(frozen=True)
+class SvCheck:
+    """What :func:`check` found: the ``violations`` (writes into the DUT, in file and line
+    order) and the ``overrides`` of DUT instance parameters the stimulus makes."""
+
+    violations: tuple[IntegrityViolation, ...]
+    overrides: tuple[OverrideSite, ...]
+
+
+def check(sources: SvSources) -> SvCheck:
+    """Every write into the DUT the stimulus files of ``sources`` make, and every parameter of a
+    DUT instance they instantiate with another value than the design's. Each
+    :class:`IntegrityViolation` has the stimulus ``file`` and 1-based ``line`` as given, the
+    ``target`` (the DUT object's hierarchical path, or the DUT file name a `` `line `` directive
+    claims) and its ``kind``: ``force``, ``release``, ``procedural_assign`` (``assign``/``deassign``
+    in a procedure), ``continuous_assign``, ``assignment``, ``nonblocking_assignment``,
+    ``argument`` (output/ref argument of a call), ``port_connection``, ``system_task``,
+    ``dut_subroutine_call``, ``defparam``, ``bind``, ``stimulus_module`` (a testbench module
+    instantiated inside the DUT), ``line_directive``. Results are cached per text hash (512
+    entries); callers get copies. Never raises for bad HDL (pyslang reports errors; the syntax
     scan stands in)."""
     key = sources.digest()
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
-            return [v.model_copy() for v in hit]
-    found = _Checker(sources).run()
-    with _LOCK:
-        _CACHE[key] = found
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return [v.model_copy() for v in found]
+    if hit is None:
+        hit = _Checker(sources).run()
+        with _LOCK:
+            _CACHE[key] = hit
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return SvCheck(
+        violations=tuple(v.model_copy() for v in hit.violations),
+        overrides=tuple(OverrideSite(o.override.model_copy(), o.file, o.line) for o in hit.overrides),
+    )
 
 
-_CACHE: OrderedDict[str, list[IntegrityViolation]] = OrderedDict()
+def dut_writes(sources: SvSources) -> list[IntegrityViolation]:
+    """:func:`check`'s violations alone."""
+    return list(check(sources).violations)
+
+
+_CACHE: OrderedDict[str, SvCheck] = OrderedDict()
 _CACHE_SIZE = 512
 _LOCK = threading.Lock()
 
@@ -129,13 +157,16 @@ class _Checker:
         self.design_names = {n for n in sources.design if n.lower().endswith(hdl.HDL_SUFFIXES)}
         self.stimulus_names = {n for n in sources.stimulus if n.lower().endswith(hdl.HDL_SUFFIXES)}
         self.found: dict[tuple[str, int, str], IntegrityViolation] = {}
+        self.overrides: list[tuple[str, str, str, str, str, int]] = []  # module, instance, name, value, where
+        self.design_buffers: list[Any] = []
+        self.bag: Any = None
         self.names: dict[int, str | None] = {}  # source buffer id -> given file name
         # pyslang offsets count bytes
         self.data = {n: t.encode("utf-8") for n, t in {**sources.design, **sources.stimulus}.items()}
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
 
     # -- driver --------------------------------------------------------------------------------
-    def run(self) -> list[IntegrityViolation]:
+    def run(self) -> SvCheck:
         trees, parse_errors = self._parse()
         self._line_directives()
         compilation = ast.Compilation()
@@ -149,7 +180,8 @@ class _Checker:
         if errors:  # what pyslang could not bind may still be a write: scan the text too
             for tree in trees:
                 self._syntax_scan(tree.root)
-        return sorted(self.found.values(), key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
+        violations = sorted(self.found.values(), key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
+        return SvCheck(violations=tuple(violations), overrides=tuple(self._with_defaults()))
 
     def _parse(self) -> tuple[list[Any], bool]:
         """One syntax tree of every compilation unit (design files first, as the builds order
@@ -161,15 +193,49 @@ class _Checker:
         options = parsing.PreprocessorOptions()
         options.predefines = [k if v is None else f"{k}={v}" for k, v in self.sources.defines.items()]
         options.additionalIncludePaths = [posixpath.normpath(_ROOT + d) for d in dirs]
-        bag = pyslang.Bag([options])
+        self.bag = pyslang.Bag([options])
         buffers = []
         for name, text in hdl_files.items():
             buffer = self.sm.assignText(_ROOT + name, text)
             if hdl.is_hdl_source(name) and name not in included:
                 buffers.append(buffer)
-        tree = syntax.SyntaxTree.fromBuffers(buffers, self.sm, bag)
+                if name in self.sources.design:
+                    self.design_buffers.append(buffer)
+        tree = syntax.SyntaxTree.fromBuffers(buffers, self.sm, self.bag)
         errors = any(d.isError() for d in tree.diagnostics)
         return [tree], errors
+
+    # -- parameter overrides -------------------------------------------------------------------
+    def _note_overrides(self, inst: Any, where: tuple[str, int]) -> None:
+        """The parameters of a DUT instance the stimulus makes that it sets (``#(...)``)."""
+        for param in inst.body.parameters:
+            if param.kind == _SK.Parameter and param.isOverridden and not param.isLocalParam:
+                self.overrides.append(
+                    (inst.definition.name, str(inst.hierarchicalPath), param.name, str(param.value), *where)
+                )
+
+    def _with_defaults(self) -> list[OverrideSite]:
+        """The noted overrides with the design's own values (the design elaborated alone, where
+        the module is a top of it); those equal to the default are dropped."""
+        if not self.overrides:
+            return []
+        compilation = ast.Compilation()
+        compilation.addSyntaxTree(syntax.SyntaxTree.fromBuffers(self.design_buffers, self.sm, self.bag))
+        defaults: dict[tuple[str, str], str] = {}
+        for top in compilation.getRoot().topInstances:
+            for param in top.body.parameters:
+                if param.kind == _SK.Parameter:
+                    defaults[(top.definition.name, param.name)] = str(param.value)
+        sites = []
+        for module, instance, name, value, file, line in self.overrides:
+            default = defaults.get((module, name))
+            if default != value:
+                sites.append(
+                    OverrideSite(
+                        ParameterOverride(instance=instance, name=name, value=value, default=default), file, line
+                    )
+                )
+        return sites
 
     # -- locations -----------------------------------------------------------------------------
     def _where(self, loc: Any) -> tuple[str | None, int]:
@@ -300,6 +366,8 @@ class _Checker:
                     )
         if where_inst is None:
             return
+        if not parent_path and self._is_design_definition(inst.definition):
+            self._note_overrides(inst, where_inst)
         for conn in inst.portConnections:
             expr = conn.expression
             if expr is not None and expr.kind == _EK.Assignment:

@@ -98,7 +98,7 @@ class Engine:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
                 return Scored(name_block(cached, prepared.extraction))
-            scored = self._check_integrity(prepared, timings) or self._score_with_engine(prepared, timings)
+            scored = self._score_checked(prepared, timings)
             result = scored.result
             if prepared.request.report.points:  # asked for: lcov/HTML reports (reward_service.reports)
                 from reward_service.reports.detail import coverage_detail
@@ -137,17 +137,21 @@ class Engine:
         return run.simulate(prepared, timings, simulator, self.sandbox, self.settings)
 
     # -- internals ----------------------------------------------------------------------------
-    def _check_integrity(self, prepared: Prepared, timings: dict[str, float]) -> Scored | None:
-        """The ``refused`` result of a sample whose stimulus breaks its policy
-        (:mod:`reward_service.integrity`), checked once here for every engine; None to score it."""
+    def _score_checked(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
+        """Score ``prepared`` unless its stimulus breaks its policy (:mod:`reward_service.integrity`,
+        checked once here for every engine, before any simulator): then its ``refused`` result.
+        The DUT parameter overrides of SV stimulus go on the result either way."""
         t0 = time.perf_counter()
-        violations = check_stimulus(prepared.request, prepared.design, prepared.stimulus)
+        check = check_stimulus(prepared.request, prepared.design, prepared.stimulus)
         timings["integrity"] = (time.perf_counter() - t0) * 1000
-        if not violations:
-            return None
-        result = refusal(violations)
-        result.timings = timings
-        return Scored(result)
+        if check.violations:
+            result = refusal(check.violations)
+            result.timings = timings
+            scored = Scored(result)
+        else:
+            scored = self._score_with_engine(prepared, timings)
+        scored.result.parameter_overrides = check.parameter_overrides
+        return scored
 
     def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
         """The request's engine choice (:func:`~reward_service.engine_choice.choose_engine`):
