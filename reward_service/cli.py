@@ -35,6 +35,11 @@ class Shaping(str, enum.Enum):
     pass_ = "pass"
 
 
+class DutWrites(str, enum.Enum):
+    refuse = "refuse"
+    allow = "allow"
+
+
 class EngineChoice(str, enum.Enum):
     verilator = "verilator"
     fast = "fast"
@@ -212,6 +217,14 @@ def score(
         str | None, typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")
     ] = None,
     toplevel: Annotated[str | None, typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
+    dut_writes: Annotated[
+        DutWrites | None,
+        typer.Option(
+            "--dut-writes",
+            help="stimulus_policy.dut_writes: refuse or allow stimulus that writes into the DUT "
+            "(force, hierarchical assignments, bind; docs/integrity.md) \\[default: the problem's; refuse with --dut-instance]",
+        ),
+    ] = None,
     top: Annotated[
         str | None, typer.Option("--top", help="testbench top module (default: the uninstantiated one)")
     ] = None,
@@ -367,6 +380,8 @@ def score(
         request["simulator"] = simulator.value
     if engine_choice:
         request["engine"] = engine_choice.value
+    if dut_writes:
+        request["stimulus_policy"] = {"dut_writes": dut_writes.value}
     if shaping:
         request["reward"] = {"shaping": shaping.value}
     limits = {k: v for k, v in {"run_s": run_s, "compile_s": compile_s}.items() if v is not None}

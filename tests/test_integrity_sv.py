@@ -489,3 +489,24 @@ def test_parameter_override_on_the_result_and_pinned_refused(engine):
         assert [(v.kind, v.line, v.target) for v in refused.violations] == [("parameter_override", 7, "tb.uut.IDLE")]
     other = StimulusPolicy(pinned_parameters=["SHIFT"])
     assert engine.score(_request(OVERRIDING, "fast", stimulus_policy=other)).status == Status.ok
+
+
+def test_cli_refuses_and_allows(tmp_path, monkeypatch, shared_cache_dir):
+    """`reward-service score --dut-instance uut` refuses a forcing testbench (exit 1, each write
+    printed); `--dut-writes allow` scores it."""
+    from typer.testing import CliRunner
+
+    from reward_service.cli import EXIT_SAMPLE_FAILED, app
+
+    monkeypatch.setenv("REWARD_SERVICE_CACHE_DIR", str(shared_cache_dir))
+    tb = tmp_path / "tb.sv"
+    tb.write_text(make_tb(**HACKS["force_release"][0]))
+    design = REPO / "examples" / "cvdp" / "Attenuator.sv"
+    args = ["score", "-d", str(design), "-t", str(tb), "--dut-instance", "uut", "--engine", "fast", "--no-cache"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == EXIT_SAMPLE_FAILED, refused.output
+    assert "status: refused" in refused.output
+    assert f"refused: tb.sv:{BODY_LINE} force tb.uut.shift_reg" in refused.output
+    allowed = CliRunner().invoke(app, [*args, "--dut-writes", "allow"])
+    assert allowed.exit_code == 0, allowed.output
+    assert "status: ok" in allowed.output
