@@ -221,7 +221,7 @@ def score(
         DutWrites | None,
         typer.Option(
             "--dut-writes",
-            help="stimulus_policy.dut_writes: refuse or allow stimulus that writes into the DUT "
+            help="refuse or allow stimulus that writes into the DUT "
             "(force, hierarchical assignments, bind; docs/integrity.md) \\[default: the problem's; refuse with --dut-instance]",
         ),
     ] = None,
