@@ -146,6 +146,44 @@ HACKS: dict[str, tuple[dict[str, str], list[tuple[str, int, str]]]] = {
         {"body": "    $deposit(uut.shift_reg, 5'b11111);"},
         [("system_task", BODY_LINE, "tb.uut.shift_reg")],
     ),
+    "increment": (
+        {"body": "    uut.shift_reg++;\n    --uut.bit_count;"},
+        [("assignment", BODY_LINE, "tb.uut.shift_reg"), ("assignment", BODY_LINE + 1, "tb.uut.bit_count")],
+    ),
+    "compound_assignment": (
+        {"body": "    uut.shift_reg |= 5'b10000;"},
+        [("assignment", BODY_LINE, "tb.uut.shift_reg")],
+    ),
+    "ref_port_connection": (
+        {
+            "decl": "  refm r(.r(uut.shift_reg));",
+            "after": "module refm(ref logic [4:0] r); initial #30 r = 5'b11111; endmodule",
+        },
+        [("port_connection", DECL_LINE, "tb.uut.shift_reg")],
+    ),
+    "net_alias": (
+        {"decl": "  wire [1:0] ns;\n  alias ns = uut.next_state;"},
+        [("net_alias", DECL_LINE + 1, "tb.uut.next_state")],
+    ),
+    "class_method": (
+        {
+            "decl": "  class C; task poke(); tb.uut.shift_reg = 5'b11111; endtask endclass\n  C c = new;",
+            "body": "    c.poke();",
+        },
+        [("assignment", DECL_LINE, "tb.uut.shift_reg")],
+    ),
+    "fork_and_loop": (
+        {"body": "    fork for (int i = 0; i < 5; i++) uut.shift_reg[i] = 1'b1; join_none"},
+        [("assignment", BODY_LINE, "tb.uut.shift_reg")],
+    ),
+    "final_block": (
+        {"decl": "  final uut.shift_reg = 0;"},
+        [("assignment", DECL_LINE, "tb.uut.shift_reg")],
+    ),
+    "value_plusargs": (
+        {"body": '    void\'($value$plusargs("S=%d", uut.shift_reg));'},
+        [("system_task", BODY_LINE, "tb.uut.shift_reg")],
+    ),
     "force_output_port": (
         {"body": "    force uut.ATTN_LE = 1'b1;\n    #20 release uut.ATTN_LE;"},
         [("force", BODY_LINE, "tb.uut.ATTN_LE"), ("release", BODY_LINE + 1, "tb.uut.ATTN_LE")],
@@ -158,6 +196,10 @@ CONTROLS = {
     "display_internal": {"body": '    $display("state %0d", uut.current_state);'},
     "checker": {
         "decl": '  always @(posedge clk) if (uut.bit_count > 3\'d5) $display("bad bit_count %0d", uut.bit_count);'
+    },
+    "internal_as_task_input": {
+        "decl": "  task automatic show(input [4:0] v); $display(v); endtask",
+        "body": "    show(uut.shift_reg);",
     },
     "index_by_internal": {"decl": "  reg [4:0] seen [0:3];", "body": "    seen[uut.bit_count[1:0]] = uut.shift_reg;"},
 }
@@ -185,6 +227,12 @@ def test_check_names_each_write(name):
 @pytest.mark.parametrize("name", sorted(CONTROLS))
 def test_check_lets_reads_through(name):
     assert dut_writes(SvSources(DESIGN, {"tb.sv": make_tb(**CONTROLS[name])}, {})) == []
+
+
+def test_forcing_a_dut_input_is_the_dut_drive():
+    """An input port of the DUT instance forced is driven as through its port connection."""
+    tb = make_tb(body="    force uut.data = 5'b00011;\n    #20 release uut.data;")
+    assert dut_writes(SvSources(DESIGN, {"tb.sv": tb}, {})) == []
 
 
 def test_weak_stimulus_and_shipped_testbench_are_clean():

@@ -118,7 +118,8 @@ def check(sources: SvSources) -> SvCheck:
     ``target`` (the DUT object's hierarchical path, or the DUT file name a `` `line `` directive
     claims) and its ``kind``: ``force``, ``release``, ``procedural_assign`` (``assign``/``deassign``
     in a procedure), ``continuous_assign``, ``assignment``, ``nonblocking_assignment``,
-    ``argument`` (output/ref argument of a call), ``port_connection``, ``system_task``,
+    ``argument`` (output/ref argument of a call), ``port_connection`` (output, inout or ref port
+    of a testbench instance), ``net_alias``, ``system_task``,
     ``dut_subroutine_call``, ``defparam``, ``bind``, ``stimulus_module`` (a testbench module
     instantiated inside the DUT), ``line_directive``. Results are cached per text hash (512
     entries); callers get copies. Never raises for bad HDL (pyslang reports errors; the syntax
@@ -318,6 +319,8 @@ class _Checker:
                 self._assignment(node)
             elif kind == _EK.Call:
                 self._call(node)
+            elif kind == _EK.UnaryOp and node.op in _INCREMENTS:
+                self._targets("assignment", node, node.operand)
             elif kind == ast.StatementKind.ProceduralAssign:
                 self._targets("force" if node.isForce else "procedural_assign", node, _assign_lhs(node.assignment))
                 return ast.VisitAction.Skip
@@ -337,6 +340,9 @@ class _Checker:
             path = self._dut_path(target) if target is not None else None
             if where and path:
                 self._add("defparam", where, path, f"defparam {path} changes the DUT")
+        elif kind == _SK.NetAlias:
+            for expr in node.netReferences:
+                self._targets("net_alias", expr, expr, where_node=node)
         elif kind == _SK.ContinuousAssign:
             expr = node.assignment
             if expr.kind == _EK.Assignment:
@@ -370,8 +376,12 @@ class _Checker:
             self._note_overrides(inst, where_inst)
         for conn in inst.portConnections:
             expr = conn.expression
-            if expr is not None and expr.kind == _EK.Assignment:
+            if expr is None:
+                continue
+            if expr.kind == _EK.Assignment:  # an output port
                 self._targets("port_connection", expr, expr.left)
+            elif getattr(conn.port, "direction", None) in (ast.ArgumentDirection.InOut, ast.ArgumentDirection.Ref):
+                self._targets("port_connection", expr, expr, where_node=inst)
 
     def _assignment(self, expr: Any) -> None:
         kind = "nonblocking_assignment" if expr.isNonBlocking else "assignment"
@@ -410,9 +420,13 @@ class _Checker:
                     f"calls {path}, which writes {', '.join(dut_written)}",
                 )
 
-    def _targets(self, kind: str, node: Any, lhs: Any, via: str | None = None) -> None:
-        """Record a violation for each DUT symbol among the written roots of ``lhs``."""
-        where = self._in_stimulus(node.sourceRange.start)
+    def _targets(self, kind: str, node: Any, lhs: Any, via: str | None = None, where_node: Any = None) -> None:
+        """Record a violation for each DUT symbol among the written roots of ``lhs`` (located at
+        ``node``'s start, or at the symbol ``where_node``)."""
+        if where_node is not None:
+            where = self._in_stimulus(where_node.location)
+        else:
+            where = self._in_stimulus(node.sourceRange.start)
         if where is None or lhs is None:
             return
         for symbol in _written_symbols(lhs):
@@ -478,6 +492,8 @@ class _Checker:
             what = None
             if kind in _SYNTAX_ASSIGNMENTS:
                 text, what = str(node.left), _SYNTAX_ASSIGNMENTS[kind]
+            elif kind in _SYNTAX_INCREMENTS:
+                text, what = str(node.operand), "assignment"
             elif kind in _SYNTAX_PROCEDURAL:
                 text, what = str(node.expr), _SYNTAX_PROCEDURAL[kind]
                 if kind in (_SX.ProceduralAssignStatement, _SX.ProceduralForceStatement):
@@ -533,7 +549,8 @@ _VERB = {
     "release": "releases",
     "procedural_assign": "assign/deassign of",
     "continuous_assign": "continuously assigns",
-    "port_connection": "an output port drives",
+    "port_connection": "a port of a testbench instance drives",
+    "net_alias": "aliases",
     "argument": "an output/ref argument writes",
 }
 
@@ -556,6 +573,14 @@ _SYNTAX_ASSIGNMENTS = {
     _SX.ArithmeticLeftShiftAssignmentExpression: "assignment",
     _SX.ArithmeticRightShiftAssignmentExpression: "assignment",
 }
+_INCREMENTS = frozenset(
+    {ast.UnaryOperator.Preincrement, ast.UnaryOperator.Predecrement}
+    | {ast.UnaryOperator.Postincrement, ast.UnaryOperator.Postdecrement}
+)
+_SYNTAX_INCREMENTS = frozenset(
+    {_SX.PostincrementExpression, _SX.PostdecrementExpression}
+    | {_SX.UnaryPreincrementExpression, _SX.UnaryPredecrementExpression}
+)
 _SYNTAX_PROCEDURAL = {
     _SX.ProceduralAssignStatement: "procedural_assign",
     _SX.ProceduralForceStatement: "force",
@@ -566,7 +591,7 @@ _SYNTAX_PROCEDURAL = {
 
 def _lvalue_parts(text: str) -> list[str]:
     """The parts of a left-hand side's text: a concatenation's operands, else the text."""
-    text = text.strip()
+    text = text.strip().removeprefix("'")
     if text.startswith("{") and text.endswith("}"):
         return [p for p in re.split(r"[{},]", text) if p.strip()]
     return [text]
