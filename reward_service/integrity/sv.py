@@ -22,6 +22,7 @@ What is not covered is listed in docs/integrity.md.
 from __future__ import annotations
 
 import hashlib
+import logging
 import posixpath
 import re
 import threading
@@ -35,6 +36,8 @@ from pyslang import ast, parsing, syntax
 
 from reward_service import hdl
 from reward_service.models import IntegrityViolation, ParameterOverride
+
+log = logging.getLogger(__name__)
 
 _ROOT = "/rs/"  # where the in-memory files live (includes resolve among them, never on disk)
 _SK = ast.SymbolKind
@@ -177,7 +180,11 @@ class _Checker:
         errors = parse_errors or any(
             d.isError() and d.code not in _BINDING_NEUTRAL for d in compilation.getAllDiagnostics()
         )
-        self._elaborated(root)
+        try:
+            self._elaborated(root)
+        except Exception:  # a pyslang binding we do not know: the syntax scan still names the writes
+            log.exception("integrity check: the elaborated design could not be walked; syntax scan only")
+            errors = True
         if errors:  # what pyslang could not bind may still be a write: scan the text too
             for tree in trees:
                 self._syntax_scan(tree.root)
