@@ -286,6 +286,24 @@ def test_memories_subroutines_ports_packages_and_headers():
     ]
 
 
+def test_dut_events_and_blocks():
+    """Triggering a DUT event wakes DUT processes and disabling a DUT block stops one: both are
+    refused; the testbench's own event is free."""
+    design = {
+        "d.sv": "module d(input clk, output reg [3:0] q);\n  event ev;\n  initial q = 0;\n"
+        "  always @(ev) q = q + 1;\n  always @(posedge clk) begin : blk q <= q + 2; end\nendmodule\n"
+    }
+    tb = (
+        "module tb; reg clk = 0; wire [3:0] q; event mine;\n  d dut(.clk(clk), .q(q));\n"
+        "  initial begin\n    -> dut.ev;\n    disable dut.blk;\n    -> mine;\n  end\nendmodule\n"
+    )
+    found = dut_writes(SvSources(design, {"tb.sv": tb}, {}))
+    assert [(v.kind, v.line, v.target) for v in found] == [
+        ("event_trigger", 4, "tb.dut.ev"),
+        ("disable", 5, "tb.dut.blk"),
+    ]
+
+
 def test_defines_and_include_dirs_are_the_requests():
     """A write that exists only under the request's define, through a header in an include dir."""
     stimulus = {

@@ -122,7 +122,8 @@ def check(sources: SvSources) -> SvCheck:
     claims) and its ``kind``: ``force``, ``release``, ``procedural_assign`` (``assign``/``deassign``
     in a procedure), ``continuous_assign``, ``assignment``, ``nonblocking_assignment``,
     ``argument`` (output/ref argument of a call), ``port_connection`` (output, inout or ref port
-    of a testbench instance), ``net_alias``, ``system_task``,
+    of a testbench instance), ``net_alias``, ``event_trigger`` (``->`` a DUT event), ``disable``
+    (of a DUT block), ``system_task``,
     ``dut_subroutine_call``, ``defparam``, ``bind``, ``stimulus_module`` (a testbench module
     instantiated inside the DUT), ``line_directive``. Results are cached per text hash (512
     entries); callers get copies. Never raises for bad HDL (pyslang reports errors; the syntax
@@ -333,6 +334,10 @@ class _Checker:
                 return ast.VisitAction.Skip
             elif kind == ast.StatementKind.ProceduralDeassign:
                 self._targets("release" if node.isRelease else "procedural_assign", node, node.lvalue)
+            elif kind == ast.StatementKind.EventTrigger:  # `-> uut.ev` wakes the DUT's waiting processes
+                self._targets("event_trigger", node, node.target)
+            elif kind == ast.StatementKind.Disable:  # `disable uut.blk` stops a DUT process
+                self._targets("disable", node, node.target)
             return ast.VisitAction.Advance
 
         root.visit(visit)
@@ -558,6 +563,8 @@ _VERB = {
     "continuous_assign": "continuously assigns",
     "port_connection": "a port of a testbench instance drives",
     "net_alias": "aliases",
+    "event_trigger": "triggers",
+    "disable": "disables",
     "argument": "an output/ref argument writes",
 }
 
