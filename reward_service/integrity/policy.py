@@ -1,7 +1,8 @@
 """The stimulus policy of a request and the refusal it leads to (docs/integrity.md).
 
 The scoring engine calls :func:`check_stimulus` once per sample, before any simulator runs, for
-every engine; a non-empty answer becomes :func:`refusal`'s result.
+every engine; violations found become :func:`refusal`'s result, and the DUT parameter overrides
+go on the scored result either way.
 """
 
 from __future__ import annotations
