@@ -6,7 +6,10 @@ through the engine on ``fast``, ``verilator`` and ``auto`` (reward = the failure
 passed, the write named with file:line and target); the read-only controls score exactly as
 their plain twin (the weak stimulus) on the fast path and on Verilator; ``allow`` scores a
 hack as before; the policy comes from the request, else the problem, else the DUT scope; a
-refusal is cached. The check alone runs over the 24 stimulus cases of ../shared/cases.
+refusal is cached and counted in /metrics. The check alone runs over the 24 stimulus cases of
+../shared/cases (only ring_token's two forcing testbenches are named), over variants on small
+designs of our own (memories, DUT tasks, packages, headers, defines, interfaces, events) and
+through its syntax fallback; DUT parameter overrides are reported and, where pinned, refused.
 """
 
 from __future__ import annotations
@@ -553,6 +556,7 @@ def test_parameter_override_on_the_result_and_pinned_refused(engine):
         refused = engine.score(_request(OVERRIDING, "fast", stimulus_policy=policy))
         assert refused.status == Status.refused and refused.reward == 0.0
         assert [(v.kind, v.line, v.target) for v in refused.violations] == [("parameter_override", 7, "tb.uut.IDLE")]
+        assert "overrides DUT parameters the problem pins (tb.sv:7 parameter_override tb.uut.IDLE)" in refused.message
     other = StimulusPolicy(pinned_parameters=["SHIFT"])
     assert engine.score(_request(OVERRIDING, "fast", stimulus_policy=other)).status == Status.ok
 

@@ -88,12 +88,11 @@ def refusal(violations: list[IntegrityViolation]) -> ScoreResult:
     shown = [f"{v.file}:{v.line} {v.kind} {v.target}" if v.file else f"{v.kind} {v.target}" for v in violations]
     more = len(shown) - MESSAGE_VIOLATIONS
     text = "; ".join(shown[:MESSAGE_VIOLATIONS]) + (f"; and {more} more" if more > 0 else "")
-    return ScoreResult(
-        status=Status.refused,
-        passed=False,
-        message=(
+    if all(v.kind == "parameter_override" for v in violations):
+        message = f"refused: the stimulus overrides DUT parameters the problem pins ({text}) (docs/integrity.md)"
+    else:
+        message = (
             f"refused: the stimulus writes into the DUT instead of driving its ports ({text}); "
             "stimulus_policy.dut_writes=allow scores such stimulus (docs/integrity.md)"
-        ),
-        violations=violations,
-    )
+        )
+    return ScoreResult(status=Status.refused, passed=False, message=message, violations=violations)
