@@ -337,13 +337,18 @@ def test_interface_the_design_declares_is_driven_freely():
 
 def test_syntax_scan_stands_in_where_elaboration_fails():
     """A write pyslang cannot bind (a name it does not find, as an Icarus-only generate block
-    name would be) is still named from the syntax of the stimulus."""
-    tb = make_tb(body="    uut.genblk1.r = 1'b1;\n    {data, uut.gen2.q} <= 6'h3f;\n    force tb.uut.gen3.s = 1;")
-    found = dut_writes(SvSources(DESIGN, {"tb.sv": tb}, {}))
+    name would be) is still named from the syntax of the stimulus; the names the elaboration
+    does resolve keep its verdict (a DUT input forced is free) and its path."""
+    body = (
+        "    uut.genblk1.r = 1'b1;\n    {data, uut.gen2.q} <= 6'h3f;\n    force tb.uut.gen3.s = 1;\n"
+        "    force uut.data = 5'b1;\n    $root.tb.uut.old_data = 5'd3;"
+    )
+    found = dut_writes(SvSources(DESIGN, {"tb.sv": make_tb(body=body)}, {}))
     assert [(v.kind, v.line, v.target) for v in found] == [
         ("assignment", BODY_LINE, "uut.genblk1.r"),
         ("nonblocking_assignment", BODY_LINE + 1, "uut.gen2.q"),
         ("force", BODY_LINE + 2, "tb.uut.gen3.s"),
+        ("assignment", BODY_LINE + 4, "tb.uut.old_data"),
     ]
 
 

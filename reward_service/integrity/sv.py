@@ -188,7 +188,7 @@ class _Checker:
             errors = True
         if errors:  # what pyslang could not bind may still be a write: scan the text too
             for tree in trees:
-                self._syntax_scan(tree.root)
+                self._syntax_scan(tree.root, root)
         violations = sorted(self.found.values(), key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
         return SvCheck(violations=tuple(violations), overrides=tuple(self._with_defaults()))
 
@@ -478,9 +478,10 @@ class _Checker:
                         f"`line makes stimulus code carry the DUT file name {claimed!r}",
                     )
 
-    def _syntax_scan(self, root: Any) -> None:
+    def _syntax_scan(self, root: Any, design: Any) -> None:
         """Hierarchical writes whose path goes through a DUT instance name, found on the
-        syntax of stimulus files (the fallback for what the elaboration could not bind)."""
+        syntax of stimulus files (the fallback for what the elaboration could not bind);
+        ``design`` is the elaboration's root, which still resolves the names it can."""
         instances = self._dut_instance_names()
         if not instances:
             return
@@ -492,10 +493,10 @@ class _Checker:
                     continue
                 start = path[1:] if path[0] == "$root" else path
                 # uut.x, tb.uut.x (a top module's instance) or $root.tb.uut.x
-                if start and start[0] in instances and len(start) > 1:
-                    return ".".join(start)
-                if len(start) > 2 and start[1] in instances:
-                    return ".".join(start)
+                through = (start[0] in instances and len(start) > 1) or (len(start) > 2 and start[1] in instances)
+                target = self._fallback_target(".".join(start), design) if through else None
+                if target is not None:
+                    return target
             return None
 
         def visit(node: Any) -> Any:
@@ -540,6 +541,16 @@ class _Checker:
             return ast.VisitAction.Advance
 
         root.visit(visit)
+
+    def _fallback_target(self, path: str, design: Any) -> str | None:
+        """How the syntax scan reports a write to ``path`` (a hierarchical name as written):
+        the DUT path where the elaboration resolves it (None when the symbol is no DUT state:
+        an input port of the DUT instance, a testbench signal), else ``path`` itself."""
+        for name in (path, *(f"{top.name}.{path}" for top in design.topInstances)):
+            symbol = design.lookupName(name)
+            if symbol is not None:
+                return self._dut_path(symbol)
+        return path
 
     def _dut_instance_names(self) -> set[str]:
         return {
