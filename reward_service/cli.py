@@ -36,6 +36,11 @@ class Shaping(str, enum.Enum):
     pass_ = "pass"
 
 
+class DutWrites(str, enum.Enum):
+    refuse = "refuse"
+    allow = "allow"
+
+
 class EngineChoice(str, enum.Enum):
     verilator = "verilator"
     fast = "fast"
@@ -213,6 +218,14 @@ def score(
         str | None, typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")
     ] = None,
     toplevel: Annotated[str | None, typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
+    dut_writes: Annotated[
+        DutWrites | None,
+        typer.Option(
+            "--dut-writes",
+            help="refuse or allow stimulus that writes into the DUT "
+            "(force, hierarchical assignments, bind; docs/integrity.md) \\[default: the problem's; refuse with --dut-instance]",
+        ),
+    ] = None,
     top: Annotated[
         str | None, typer.Option("--top", help="testbench top module (default: the uninstantiated one)")
     ] = None,
@@ -376,6 +389,8 @@ def score(
         request["simulator"] = simulator.value
     if engine_choice:
         request["engine"] = engine_choice.value
+    if dut_writes:
+        request["stimulus_policy"] = {"dut_writes": dut_writes.value}
     if shaping:
         request["reward"] = {"shaping": shaping.value}
     limits = {k: v for k, v in {"run_s": run_s, "compile_s": compile_s}.items() if v is not None}
@@ -567,6 +582,11 @@ def _print_result(
         console.print(_explain_text(result), markup=False, highlight=False, soft_wrap=True)
     if result.fallback:
         console.print(f"fast path not used: {result.fallback}", markup=False, highlight=False)
+    for v in result.violations:  # status refused (docs/integrity.md)
+        console.print(f"  refused: {v.file}:{v.line} {v.kind} {v.target}", markup=False, highlight=False)
+    if result.parameter_overrides:
+        shown = ", ".join(f"{o.instance}.{o.name}={o.value} (design: {o.default})" for o in result.parameter_overrides)
+        console.print(f"DUT parameters set by the testbench: {shown}", markup=False, highlight=False)
     if result.uncovered and show_uncovered:
         console.print(
             f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):"

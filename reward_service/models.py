@@ -327,9 +327,12 @@ class StimulusPolicy(_Strict):
     ``assign``/``deassign``, hierarchical assignments, ``bind``, ``defparam``, system tasks
     writing DUT variables, cocotb writes to non-port handles) as ``refused``; ``allow`` scores it
     (engineers scoring their own directed tests); unset (None): refuse wherever the DUT scope is
-    known (``coverage.scope`` given, every CVDP problem), else allow."""
+    known (``coverage.scope`` given, every CVDP problem), else allow. ``pinned_parameters``:
+    parameters of the DUT instance the stimulus may not override (``#(.W(3))``; ``*``: all);
+    overriding one to another value is refused whatever ``dut_writes`` says."""
 
     dut_writes: Literal["refuse", "allow"] | None = None
+    pinned_parameters: list[str] = Field(default_factory=list, max_length=256)
 
 
 class ReportOptions(_Strict):
@@ -525,6 +528,18 @@ class UncoveredPoint(BaseModel):
     hier: str | None = None
 
 
+class ParameterOverride(BaseModel):
+    """A parameter of a DUT instance that the SV stimulus instantiates with another value than
+    the design's own (``#(.W(3))``, docs/integrity.md): the ``instance`` path, parameter
+    ``name``, its ``value`` and the design's ``default`` (None when the design alone does not
+    elaborate that module at the top), as SystemVerilog constants."""
+
+    instance: str
+    name: str
+    value: str
+    default: str | None = None
+
+
 class IntegrityViolation(BaseModel):
     """One thing a stimulus did that its :class:`StimulusPolicy` refuses (docs/integrity.md).
     ``kind``: e.g. ``force``, ``procedural_assign``, ``continuous_assign``, ``bind``,
@@ -640,6 +655,10 @@ class ScoreResult(BaseModel):
     violations: list[IntegrityViolation] = Field(
         default_factory=list,
         description="status refused: each write into the DUT (or DUT file name claimed) the stimulus policy refuses",
+    )
+    parameter_overrides: list[ParameterOverride] = Field(
+        default_factory=list,
+        description="SV stimulus: each DUT instance parameter the testbench sets to another value than the design's",
     )
 
     @classmethod

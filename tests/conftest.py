@@ -20,6 +20,13 @@ SHARED_CASES = Path(os.environ.get("REWARD_SERVICE_CASES", REPO.parent / "shared
 CID012 = SHARED_CASES / "cvdp" / "cid012.jsonl"
 STIMULUS = SHARED_CASES / "stimulus"
 ADVERSARIAL = SHARED_CASES / "adversarial"
+#: The stimulus cases whose testbench forces DUT registers (ring_token good.sv: the output
+#: register ``token``; best.sv: it and ``current_state``): refused under a CVDP problem's default
+#: stimulus policy (docs/integrity.md). Tests whose subject is not the policy (what the engines
+#: measure, fault tolerance) score them with ``ALLOW_DUT_WRITES``; end-to-end tests of a
+#: problem's default policy (adapters, rescore) expect the refusal.
+FORCING_CASES = frozenset({("cvdp_copilot_ring_token_0004", "good"), ("cvdp_copilot_ring_token_0004", "best")})
+ALLOW_DUT_WRITES = {"dut_writes": "allow"}
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import CID012, REPO, STIMULUS, cid012_rows, free_port, live_server
+from conftest import CID012, FORCING_CASES, REPO, STIMULUS, cid012_rows, free_port, live_server
 
 from reward_service.adapters import openrlhf, slime, trl, verl
 from reward_service.api import create_app
@@ -68,6 +68,8 @@ def _label(pid: str, i: int) -> Any:
 
 
 def _expected_reward(pid: str, kind: str) -> float:
+    if (pid, kind) in FORCING_CASES:  # refused: the testbench forces DUT registers (docs/integrity.md)
+        return FAILURE
     coverage = json.loads((STIMULUS / pid / "expected.json").read_text())["testbenches"][kind]["coverage"]
     ratios = [m["covered"] / m["total"] for m in coverage.values() if m["total"]]  # metrics with points
     return 1.0 + sum(ratios) / len(ratios)
@@ -157,7 +159,9 @@ def shuffled(seed: int) -> list[list[Sample]]:
 @pytest.mark.slow
 def test_reference_rewards_are_the_expected_coverage(reference):
     statuses = {"weak": "ok", "good": "ok", "best": "ok", "no_code": "invalid_input", "compile_error": "compile_error"}
-    assert [r.status.value for r in reference] == [statuses[s.kind] for s in FLAT]
+    assert [r.status.value for r in reference] == [
+        "refused" if (s.problem_id, s.kind) in FORCING_CASES else statuses[s.kind] for s in FLAT
+    ]
     assert_aligned([r.reward for r in reference], FLAT)
     assert FAILURE == 0.0
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 from compose_fixtures import Stack, busy_worker, compose_stack, essence, kill_mid_job
-from conftest import STIMULUS
+from conftest import ALLOW_DUT_WRITES, STIMULUS
 from samples import ARBITER, problems
 
 from reward_service.client import RewardClient
@@ -47,6 +47,8 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("comp
 
 
 def _cvdp(pid: str, tb_text: str, seed: int, **overrides) -> ScoreRequest:
+    # fault tolerance is the subject: ring_token's forcing cases (FORCING_CASES) are scored too
+    overrides.setdefault("stimulus_policy", ALLOW_DUT_WRITES)
     return problems()[pid].request(
         SvTestbench(files={"tb.sv": tb_text}), simulator="icarus", engine="fast", seed=seed, **overrides
     )

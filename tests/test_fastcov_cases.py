@@ -18,7 +18,7 @@ import json
 import re
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
 
 from reward_service.fastcov.compare import diff_points, ratio_gap
 
@@ -62,6 +62,7 @@ def _request(problem_id: str, tb_text: str, tb_file: str, engine: str) -> dict:
         "stimulus": {"kind": "sv_testbench", "files": {tb_file: tb_text}},
         "coverage": {"scope": expected["dut_instance"], "metrics": METRICS},
         "engine": engine,
+        "stimulus_policy": ALLOW_DUT_WRITES,  # the engines' agreement, DUT writes included
     }
 
 

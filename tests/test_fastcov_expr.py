@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
 
 from reward_service.fastcov.expr_ir import emit_const
 from reward_service.fastcov.instrument import instrument
@@ -198,6 +198,7 @@ def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: s
         "design": {"files": files},
         "stimulus": {"kind": "sv_testbench", "files": stimulus},
         "coverage": {"scope": scope, "metrics": ["expr"]},
+        "stimulus_policy": ALLOW_DUT_WRITES,  # the engines' agreement, DUT writes included
     }
     fast_run = engine.scored({**request, "simulator": "icarus", "engine": "fast"})
     reference_run = engine.scored({**request, "simulator": "verilator", "engine": "verilator"})

@@ -7,6 +7,7 @@ scored expr 13/13 on the DUT's own point set where Verilator reports 33/34."""
 from __future__ import annotations
 
 import pytest
+from conftest import ALLOW_DUT_WRITES
 
 from reward_service.fastcov.params import overridden_parameters
 
@@ -145,6 +146,7 @@ def _both(engine, design: dict[str, str], testbench: dict[str, str], scope: str 
         "design": {"files": design},
         "coverage": {"scope": scope, "metrics": METRICS},
         "stimulus": {"kind": "sv_testbench", "files": testbench},
+        "stimulus_policy": ALLOW_DUT_WRITES,  # the engines' agreement, defparam included
     }
     fast = engine.scored({**request, "engine": "fast"})
     reference = engine.scored({**request, "engine": "verilator"})

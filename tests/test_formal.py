@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
 
 from reward_service.formal.exclude import key_of, reachable_report
 from reward_service.formal.model import build_model
@@ -34,6 +34,7 @@ def _score(engine, pid: str, tb: str, engine_name: str = "fast"):
             "simulator": "verilator",
             "engine": engine_name,  # fast: Verilator's points on Icarus
             "coverage": {"scope": expected["dut_instance"]},
+            "stimulus_policy": ALLOW_DUT_WRITES,  # what the engine measures (FORCING_CASES)
         }
     )
     assert scored.result.status == "ok", scored.result.message

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CID012, REPO, STIMULUS, free_port, live_server
+from conftest import CID012, FORCING_CASES, REPO, STIMULUS, free_port, live_server
 
 from reward_service.problems import load_problems
 from reward_service.rescore.report import summarise
@@ -78,13 +78,16 @@ def _metric_ratios(coverage: dict) -> dict[str, float]:
 
 def hand_expected(ks=KS) -> dict:
     """pass@k and mean coverage from expected.json alone: the binomial formula with math.comb,
-    two broken Attenuator samples that fail with no coverage (0)."""
+    two broken Attenuator samples that fail with no coverage (0), and the testbenches that
+    force DUT registers (FORCING_CASES) refused: not passed, coverage 0, no metric ratios."""
     per = {}
     for d in PROBLEM_DIRS:
         exp = json.loads((d / "expected.json").read_text())["testbenches"]
-        passed = [exp[tb]["meets_target"] for tb in TBS]
-        ratios = [_metric_ratios(exp[tb]["coverage"]) for tb in TBS]
-        cov = [sum(r.values()) / len(r) for r in ratios]
+        kept = [tb for tb in TBS if (d.name, tb) not in FORCING_CASES]
+        refused = len(TBS) - len(kept)
+        passed = [exp[tb]["meets_target"] for tb in kept] + [False] * refused
+        ratios = [_metric_ratios(exp[tb]["coverage"]) for tb in kept]
+        cov = [sum(r.values()) / len(r) for r in ratios] + [0.0] * refused
         if d.name == ATTN:
             passed += [False, False]
             cov += [0.0, 0.0]
@@ -194,16 +197,17 @@ def test_rescoring_matches_hand_computed_expectation(full_run):
     assert report["pass@1_raw"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 0) / 8)
     assert report["pass@2_raw"] == pytest.approx((0.9 + 6 * 1.0 + 0) / 8)
     # judged without proved-unreachable points (CVDP problems' default, docs/formal.md): ring_token's
-    # best.sv (95.83 %, its one uncovered point the `default:` arm proved dead) meets TARGET 100
-    assert report["pass@1"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 1 / 3) / 8)
-    assert report["passed"] == report["passed_raw"] + 1
+    # best.sv would meet TARGET 100 (95.83 %, its one uncovered point the `default:` arm proved
+    # dead), but it forces DUT registers and is refused (docs/integrity.md)
+    assert report["pass@1"] == pytest.approx((3 / 5 + 6 * 2 / 3 + 0) / 8)
+    assert report["passed"] == report["passed_raw"]
     # only the Attenuator has 5 samples: pass@5 is undefined for the other problems
     assert report["pass@5"] == 1.0 and report["pass@k_problems"]["pass@5"] == 1
     assert report["by_problem"]["cvdp_copilot_ring_token_0004"]["pass@5"] is None
     assert report["mean_coverage"] == pytest.approx(want["mean_coverage"], abs=1e-12)
     assert report["coverage_per_metric"] == pytest.approx(want["coverage_per_metric"], abs=1e-12)
     assert {pid: (p["n"], p["passed_raw"]) for pid, p in report["by_problem"].items()} == want["per_problem"]
-    assert report["status_counts"] == {"compile_error": 1, "invalid_input": 1, "ok": 24}
+    assert report["status_counts"] == {"compile_error": 1, "invalid_input": 1, "ok": 22, "refused": 2}
     assert (report["samples_given"], report["scored"], report["sandbox_errors"], report["pending"]) == (26, 26, 0, 0)
     assert report["duplicates"] == 1 and "repeats line 1" in proc.stderr
     assert report["complete"] is True
@@ -213,8 +217,9 @@ def test_rescoring_matches_hand_computed_expectation(full_run):
     keys = result_keys(full_run["out"])
     assert sorted(keys) == sorted((r["problem_id"], str(r["sample_id"])) for r in full_run["rows"])
     assert sorted(scored_log(proc.stderr)) == sorted(keys)
-    # the table judges targets without proved-unreachable points (ring_token best passes: 16 of 26)
-    assert "| all | 8 | 26 | 16 | 61.67 | 94.58 | 100.00 | 100.00 (1/8) |" in proc.stdout
+    # the table judges targets without proved-unreachable points (ring_token good and best refused:
+    # 15 of 26; pass@2 (0.9 + 6) / 8, pass@3 7 / 8)
+    assert "| all | 8 | 26 | 15 | 57.50 | 86.25 | 87.50 | 100.00 (1/8) |" in proc.stdout
 
 
 @pytest.mark.slow

@@ -67,12 +67,20 @@ class Metrics:
             "points that differed between the fast path and Verilator in shadow checks",
             registry=self.registry,
         )
+        self.refusals = Counter(
+            "reward_service_integrity_refusals",
+            "samples refused by their stimulus policy (docs/integrity.md), by kind of write; a "
+            "sample with several kinds counts once under each",
+            ["kind"],
+            registry=self.registry,
+        )
         self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._keep = keep_seen
         self._lock = threading.Lock()
 
     def observe_result(self, job_id: str, result: ScoreResult) -> None:
-        """Count a finished job's outcome, stage timings and cache hits (once per job id)."""
+        """Count a finished job's outcome, stage timings, cache hits and integrity refusals
+        (once per job id)."""
         with self._lock:
             if job_id in self._seen:
                 return
@@ -88,6 +96,8 @@ class Metrics:
             self.cache_hits.labels(cache="build").inc()
         if result.engine:
             self.engines.labels(engine=result.engine, fallback=str(result.fallback is not None).lower()).inc()
+        for kind in sorted({v.kind for v in result.violations}):
+            self.refusals.labels(kind=kind).inc()
         if result.shadow is not None:
             self.shadow_checks.labels(agreed=str(result.shadow.agreed).lower()).inc()
             self.shadow_points.inc(result.shadow.differences)

@@ -5,4 +5,10 @@ The scoring pipeline calls these checks for every engine and stimulus kind
 cocotb writes to non-port handles are refused at the simulator-interface write path of the run.
 A refusal is a :class:`~reward_service.models.ScoreResult` with status ``refused`` and the
 :class:`~reward_service.models.IntegrityViolation` s that caused it.
+
+- :mod:`.policy`: the request's policy (:func:`~.policy.refuses_dut_writes`), the check the
+  engine runs before simulating (:func:`~.policy.check_stimulus`) and the refused result
+  (:func:`~.policy.refusal`);
+- :mod:`.sv`: SystemVerilog stimulus on the pyslang-elaborated design (writes into the DUT,
+  DUT parameter overrides), imported on first use (pyslang).
 """

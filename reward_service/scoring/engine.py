@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from reward_service.cache import ResultCache, request_key
 from reward_service.completion import ExtractionError
 from reward_service.engine_choice import choose_engine
+from reward_service.integrity.policy import check_stimulus, refusal
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.sandbox import Sandbox, SandboxError, get_sandbox
 from reward_service.sandbox.toolchain import ToolMissing, versions
@@ -97,7 +98,7 @@ class Engine:
                 cached.cache.result = True
                 cached.timings = {**timings, "total": (time.perf_counter() - start) * 1000}
                 return Scored(name_block(cached, prepared.extraction))
-            scored = self._score_with_engine(prepared, timings)
+            scored = self._score_checked(prepared, timings)
             result = scored.result
             if prepared.request.report.points:  # asked for: lcov/HTML reports (reward_service.reports)
                 from reward_service.reports.detail import coverage_detail
@@ -139,6 +140,22 @@ class Engine:
         return run.simulate(prepared, timings, simulator, self.sandbox, self.settings)
 
     # -- internals ----------------------------------------------------------------------------
+    def _score_checked(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
+        """Score ``prepared`` unless its stimulus breaks its policy (:mod:`reward_service.integrity`,
+        checked once here for every engine, before any simulator): then its ``refused`` result.
+        The DUT parameter overrides of SV stimulus go on the result either way."""
+        t0 = time.perf_counter()
+        check = check_stimulus(prepared.request, prepared.design, prepared.stimulus)
+        timings["integrity"] = (time.perf_counter() - t0) * 1000
+        if check.violations:
+            result = refusal(check.violations)
+            result.timings = timings
+            scored = Scored(result)
+        else:
+            scored = self._score_with_engine(prepared, timings)
+        scored.result.parameter_overrides = check.parameter_overrides
+        return scored
+
     def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
         """The request's engine choice (:func:`~reward_service.engine_choice.choose_engine`):
         the fast path with its fallback (docs/fastcov.md), else the chosen simulator."""
