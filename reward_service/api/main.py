@@ -24,6 +24,7 @@ from reward_service.api.middleware import (
     InternalErrorMiddleware,
     MetricsMiddleware,
 )
+from reward_service.api.openenv import LazyOpenEnv, build_openenv_app
 from reward_service.api.routes import (
     batches,
     episodes,
@@ -95,6 +96,12 @@ def create_app(
     app.state.episodes = EpisodeService(episodes_store, problems, dispatcher, settings, app.state.metrics)
 
     errors.install(app)
+    episodes_service = app.state.episodes
+    app.mount(
+        "/openenv",
+        LazyOpenEnv(lambda: build_openenv_app(episodes_service, settings.max_waiting, settings.max_wait_s)),
+        name="openenv",
+    )
     for module in (score, jobs, batches, episodes, limits, problem_routes, openrlhf, health):
         app.include_router(module.router)
 
