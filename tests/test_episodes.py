@@ -293,3 +293,70 @@ def test_dut_interface_reads_ports_and_parameters():
     assert [(p.name, p.value) for p in nested.parameters] == [("W", "8")]
     broken = dut_interface({"a.v": "module x("}, None)
     assert broken.ports == [] and broken.error == "a.v does not parse"
+
+
+def test_a_step_not_done_within_wait_is_answered_202_and_its_retry_waits_for_the_same_job(api):
+    episode_id = reset(api, rounds=2)["observation"]["episode_id"]
+    body = {"step_id": "slow", "action": {"kind": "submit", "stimulus": sv(WEAK_TB.replace("#400", "#401"))}}
+    before = jobs_submitted(api)
+    pending = api.post(f"/v1/episodes/{episode_id}/step?wait=0", json=body)
+    assert pending.status_code == 202, pending.text
+    assert pending.json() == {"episode_id": episode_id, "step_id": "slow", "state": pending.json()["state"]}
+    assert api.get(f"/v1/episodes/{episode_id}").json()["pending_step"] == "slow"
+    other = api.post(
+        f"/v1/episodes/{episode_id}/step",
+        json={"step_id": "next", "action": {"kind": "submit", "stimulus": sv(GOOD_TB)}},
+    )
+    assert other.status_code == 409 and "'slow' is still scoring" in other.json()["detail"]
+    done = step(api, episode_id, "slow", body["action"])
+    assert done["observation"]["round"] == 1 and done["observation"]["status"] == "ok"
+    assert jobs_submitted(api) == before + 1  # the retry waited for the first job
+
+
+class FailsFirstDispatcher:
+    """Red team: the real embedded dispatcher, except that the first job's result is a
+    sandbox_error (a worker lost mid-sample), as a fault would leave it."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.failed: str | None = None
+        self.max_queue = real.max_queue
+
+    def submit(self, request):
+        job_id = self.real.submit(request)
+        if self.failed is None:
+            self.failed = job_id
+        return job_id
+
+    def wait(self, job_id, timeout):
+        from reward_service.dispatch.base import JobState, JobView
+        from reward_service.models import ScoreResult
+
+        view = self.real.wait(job_id, timeout)
+        if job_id == self.failed and view is not None and view.state == JobState.done:
+            return JobView(job_id, JobState.done, ScoreResult.infrastructure_failure("worker lost"))
+        return view
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_a_sandbox_error_is_not_a_round_and_the_step_can_be_sent_again(shared_cache_dir):
+    from reward_service.api.backends import build_dispatcher
+
+    settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=1, warm_on_register=False)
+    real = build_dispatcher(settings)
+    flaky = FailsFirstDispatcher(real)
+    try:
+        with serving(create_app(flaky, settings=settings)) as client:
+            client.post("/v1/problems:load", content=(EXAMPLES / "attenuator.jsonl").read_bytes())
+            episode_id = reset(client, rounds=2)["observation"]["episode_id"]
+            action = {"kind": "submit", "stimulus": sv(WEAK_TB)}
+            failed = client.post(f"/v1/episodes/{episode_id}/step?wait=600", json={"step_id": "s", "action": action})
+            assert failed.status_code == 503 and "not counted: send the step again" in failed.json()["detail"]
+            state = client.get(f"/v1/episodes/{episode_id}").json()
+            assert state["round"] == 0 and state["step_ids"] == [] and state["history"] == []
+            again = step(client, episode_id, "s", action)
+            assert again["observation"]["round"] == 1 and again["reward"] == again["observation"]["result_reward"] > 1
+    finally:
+        real.close()
