@@ -644,18 +644,12 @@ def mcp(
 
     reward-service mcp --url http://127.0.0.1:8000
     """
-    import httpx
-
-    from reward_service.mcp_server import TIMEOUT_S, EpisodeClient, build_mcp, embedded_client
+    from reward_service.mcp_server import EpisodeClient, build_mcp, service_client
 
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("--transport is stdio or http", param_hint="--transport")
-    if url:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        http = httpx.AsyncClient(base_url=url, headers=headers, timeout=TIMEOUT_S)
-    else:
-        http = embedded_client()
-    client = EpisodeClient(http, problems_jsonl=_read(problems).encode() if problems is not None else None)
+    jsonl = _read(problems).encode() if problems is not None else None
+    client = EpisodeClient(service_client(url, api_key), problems_jsonl=jsonl)
     server = build_mcp(client)
     if transport == "http":
         server.run(transport="http", port=port, show_banner=False)

@@ -10,16 +10,23 @@ Each tool takes an optional ``episode_id``; without it, the episode of this serv
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from collections.abc import Awaitable
+from typing import Any, Literal, TypeVar
 
 import httpx
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 
-__all__ = ["EpisodeClient", "build_mcp", "embedded_client"]
+from reward_service.client import AsyncRewardClient
+from reward_service.client.errors import RequestFailed
+from reward_service.client.errors import RewardServiceError as ClientError
 
-#: Seconds a tool waits for one HTTP answer (a scored step waits for its simulation).
-TIMEOUT_S = 660.0
+__all__ = ["EpisodeClient", "build_mcp", "service_client"]
+
+T = TypeVar("T")
+
+#: Seconds to connect and read an answer, on top of a step's long-poll.
+TIMEOUT_S = 60.0
 INSTRUCTIONS = (
     "Coverage closure: write a testbench that drives a hardware DUT so that its code coverage "
     "reaches the target. Call `reset` with a problem id first; its observation gives the task, "
@@ -31,55 +38,46 @@ INSTRUCTIONS = (
 
 
 class EpisodeClient:
-    """The episodes API over ``http`` (an ``httpx.AsyncClient`` whose base URL is the service).
-    Errors of the API raise :class:`ToolError` naming its status and detail; a step still
-    scoring (202) is sent again with the same step id until it is answered.
-    ``problems_jsonl`` (a CVDP cid012 JSONL body) is registered before the first reset."""
+    """The episodes API through ``client`` (:class:`AsyncRewardClient`: retries, 202s and
+    503s handled as for every client call); its errors raise :class:`ToolError` naming the
+    status and detail. ``problems_jsonl`` (a CVDP cid012 JSONL body) is registered before the
+    first reset."""
 
-    def __init__(self, http: httpx.AsyncClient, problems_jsonl: bytes | None = None) -> None:
-        self.http = http
+    def __init__(self, client: AsyncRewardClient, problems_jsonl: bytes | None = None) -> None:
+        self.client = client
         self._pending_problems = problems_jsonl
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        response = await self.http.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            raise ToolError(f"{response.status_code}: {detail}")
-        return response
-
-    async def load_problems(self, jsonl: bytes) -> list[str]:
-        """Register the problems of a CVDP cid012 JSONL body; their ids."""
-        response = await self._call("POST", "/v1/problems:load", content=jsonl)
-        return list(response.json()["ids"])
+    async def _call(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except RequestFailed as exc:
+            raise ToolError(f"{exc.status_code}: {exc.detail}") from exc
+        except ClientError as exc:
+            raise ToolError(str(exc)) from exc
 
     async def reset(self, body: dict[str, Any]) -> dict[str, Any]:
         if self._pending_problems is not None:
-            await self.load_problems(self._pending_problems)
+            await self._call(self.client.load_problems_jsonl(self._pending_problems))
             self._pending_problems = None
-        return dict((await self._call("POST", "/v1/episodes", json=body)).json())
+        return (await self._call(self.client.create_episode(body))).model_dump(mode="json")
 
     async def step(self, episode_id: str, step_id: str, action: dict[str, Any]) -> dict[str, Any]:
-        body = {"step_id": step_id, "action": action}
-        while True:
-            response = await self._call("POST", f"/v1/episodes/{episode_id}/step", params={"wait": 60}, json=body)
-            if response.status_code == 200:
-                return dict(response.json())
+        answer = await self._call(self.client.episode_step(episode_id, {"step_id": step_id, "action": action}))
+        return answer.model_dump(mode="json")
 
     async def state(self, episode_id: str) -> dict[str, Any]:
-        return dict((await self._call("GET", f"/v1/episodes/{episode_id}")).json())
+        return (await self._call(self.client.get_episode(episode_id))).model_dump(mode="json")
 
 
-def embedded_client() -> httpx.AsyncClient:
-    """An HTTP client of an embedded service built in this process (settings from the
-    environment, as ``reward-service serve``)."""
+def service_client(url: str | None, api_key: str | None = None) -> AsyncRewardClient:
+    """A client of the service at ``url``, or (None) of an embedded service built in this
+    process (settings from the environment, as ``reward-service serve``; the same app, through
+    httpx's ASGI transport)."""
+    if url:
+        return AsyncRewardClient(url, api_key=api_key, timeout=TIMEOUT_S)
     from reward_service.api import create_app
 
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app()), base_url="http://embedded", timeout=TIMEOUT_S
-    )
+    return AsyncRewardClient("http://embedded", timeout=TIMEOUT_S, transport=httpx.ASGITransport(app=create_app()))
 
 
 def _compact(answer: dict[str, Any]) -> dict[str, Any]:

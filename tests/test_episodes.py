@@ -360,3 +360,19 @@ def test_a_sandbox_error_is_not_a_round_and_the_step_can_be_sent_again(shared_ca
             assert again["observation"]["round"] == 1 and again["reward"] == again["observation"]["result_reward"] > 1
     finally:
         real.close()
+
+
+def test_the_python_client_runs_an_episode(api):
+    from reward_service.client import RewardClient
+
+    with RewardClient(str(api.base_url), timeout=600) as client:
+        first = client.create_episode({"problem_id": ATTN, "options": {"rounds": 1}})
+        episode_id = first.observation.episode_id
+        assert first.observation.instance == "uut" and first.observation.interface.ports[2].width == 5
+        # wait=0: the service answers 202 until it is done; the client sends the same step again
+        answer = client.episode_step(
+            episode_id, {"step_id": "only", "action": {"kind": "submit", "stimulus": sv(GOOD_TB)}}, wait=0
+        )
+        assert answer.done is True and answer.observation.passed is True and answer.reward >= 1.9
+        state = client.get_episode(episode_id)
+        assert state.step_ids == ["only"] and state.history[0].reward == answer.reward

@@ -14,6 +14,7 @@ from conftest import REPO
 from test_episodes import ATTN, EXAMPLES, GOOD_TB, WEAK_TB
 
 from reward_service.api import create_app
+from reward_service.client import AsyncRewardClient
 from reward_service.settings import Settings
 
 fastmcp = pytest.importorskip("fastmcp")
@@ -26,10 +27,8 @@ from reward_service.mcp_server import EpisodeClient, build_mcp  # noqa: E402
 
 def test_mcp_tools_run_a_two_round_episode(shared_cache_dir):
     settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(settings=settings)), base_url="http://embedded", timeout=600
-    )
-    server = build_mcp(EpisodeClient(http, problems_jsonl=(EXAMPLES / "attenuator.jsonl").read_bytes()))
+    client = AsyncRewardClient("http://embedded", transport=httpx.ASGITransport(app=create_app(settings=settings)))
+    server = build_mcp(EpisodeClient(client, problems_jsonl=(EXAMPLES / "attenuator.jsonl").read_bytes()))
 
     async def run() -> None:
         async with Client(server) as client:
