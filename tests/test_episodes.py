@@ -376,3 +376,32 @@ def test_the_python_client_runs_an_episode(api):
         assert answer.done is True and answer.observation.passed is True and answer.reward >= 1.9
         state = client.get_episode(episode_id)
         assert state.step_ids == ["only"] and state.history[0].reward == answer.reward
+
+
+def test_trl_environment_runs_an_episode_through_its_tools(api):
+    import inspect
+
+    from reward_service.adapters.trl import CoverageEnvironment
+    from reward_service.client import RewardClient
+
+    with RewardClient(str(api.base_url), timeout=600) as client:
+        env = CoverageEnvironment(client=client, rounds=2)
+        # what TRL's GRPOTrainer takes from the class: reset, get_reward, and the public tools
+        public = {n for n, _ in inspect.getmembers(CoverageEnvironment, inspect.isfunction) if not n.startswith("_")}
+        assert public == {"reset", "get_reward", "read_file", "simulate", "submit"}
+        assert env.get_reward() == 0.0 and env.submit("x").startswith("error: no episode")
+        intro = env.reset(prompt="Write a testbench.", problem_id=ATTN)
+        assert "instantiate it as `uut`" in intro and "input data [5 bit]" in intro and "2 submissions" in intro
+        assert "module Attenuator" in env.read_file("Attenuator.sv")
+        assert env.read_file("nope.v").startswith("error 404: no file 'nope.v'")
+        weak = env.submit(f"```verilog\n{WEAK_TB}```")
+        assert "Target 90%: not met" in weak and "`data` bits 1-4 never toggled" in weak
+        good = env.submit(GOOD_TB)
+        assert "Target 90%: met" in good and good.endswith("The episode is over.")
+        assert env.submit(GOOD_TB).startswith("error 409:")
+        scored = client.score({"problem_id": ATTN, "stimulus": sv(GOOD_TB)}, wait=600)
+        assert env.get_reward() == scored.reward and len(env.rewards) == 2
+    transformers = pytest.importorskip("transformers")
+    for tool in (env.read_file, env.simulate, env.submit):  # the schemas TRL renders the tools from
+        schema = transformers.utils.get_json_schema(tool)
+        assert schema["function"]["name"] == tool.__name__ and schema["function"]["parameters"]["required"]
