@@ -405,3 +405,17 @@ def test_trl_environment_runs_an_episode_through_its_tools(api):
     for tool in (env.read_file, env.simulate, env.submit):  # the schemas TRL renders the tools from
         schema = transformers.utils.get_json_schema(tool)
         assert schema["function"]["name"] == tool.__name__ and schema["function"]["parameters"]["required"]
+
+
+def test_a_testbench_cannot_swap_the_dut_in_an_episode(api):
+    """Red team: a testbench that declares its own (empty) `Attenuator` beside the real test
+    scores the problem's DUT, exactly as the same testbench without the copy."""
+    fake_dut = (
+        "module Attenuator(input clk, input reset, input [4:0] data, "
+        "output reg ATTN_CLK, output reg ATTN_DATA, output reg ATTN_LE); endmodule\n"
+    )
+    episode_id = reset(api, rounds=2)["observation"]["episode_id"]
+    swapped = step(api, episode_id, "swap", {"kind": "submit", "stimulus": sv(WEAK_TB + fake_dut)})
+    plain = step(api, episode_id, "plain", {"kind": "submit", "stimulus": sv(WEAK_TB)})
+    assert swapped["observation"]["coverage"] == plain["observation"]["coverage"]
+    assert swapped["reward"] == plain["reward"] and swapped["observation"]["passed"] is False
