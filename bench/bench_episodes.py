@@ -14,7 +14,7 @@ Prints the medians (ms) and the added latency of a step over a score call, and t
 throughput of ``--episodes`` one-round episodes run by ``--clients`` threads (a new testbench
 per episode, so each really simulates). Not part of the test suite.
 
-    python bench/bench_episodes.py --calls 20 --episodes 8 --clients 2
+    python bench/bench_episodes.py --calls 20 --episodes 8 --clients 2 [--openenv]
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=8, help="one-round episodes for the throughput (0: skip)")
     parser.add_argument("--clients", type=int, default=2, help="threads running those episodes")
     parser.add_argument("--workers", type=int, default=2, help="embedded simulation workers")
+    parser.add_argument("--openenv", action="store_true", help="also time simulate steps over OpenEnv's WebSocket")
     parser.add_argument("--json", type=Path, help="write the numbers here")
     args = parser.parse_args()
 
@@ -101,6 +102,20 @@ def main() -> None:
         }
         out["added_step_ms"] = out["simulate_step_ms"] - out["score_ms"]
         out["added_submit_ms"] = out["submit_step_ms"] - out["score_ms"]
+
+        if args.openenv:
+            from openenv.core.generic_client import GenericEnvClient
+
+            assert c.get("/openenv/health").status_code == 200  # builds the front end (imports openenv-core)
+            ws_ms = []
+            with GenericEnvClient(base_url=f"{url}/openenv", message_timeout_s=600).sync() as env:
+                env.reset(problem_id=ATTN, options={"rounds": 1, "max_simulations": 1000})
+                for n in range(args.calls):
+                    t0 = time.perf_counter()
+                    result = env.step({"kind": "simulate", "stimulus": stimulus, "step_id": f"w{n}"})
+                    ws_ms.append(ms(t0))
+                    assert result.observation["result_reward"] == first["reward"]
+            out["openenv_ws_simulate_step_ms"] = statistics.median(ws_ms)
 
         if args.episodes:
 
