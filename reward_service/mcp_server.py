@@ -109,6 +109,12 @@ def build_mcp(client: EpisodeClient) -> FastMCP:
             raise ToolError("no episode yet: call `reset` first (or pass episode_id)")
         return chosen
 
+    async def scored(
+        action: str, code: str, kind: str, file_name: str | None, episode_id: str | None, step_id: str | None
+    ) -> dict[str, Any]:
+        body = {"kind": action, "stimulus": _stimulus(code, kind, file_name)}
+        return _compact(await client.step(episode(episode_id), step_id or uuid.uuid4().hex, body))
+
     @mcp.tool
     async def reset(
         problem_id: str | None = None,
@@ -154,8 +160,7 @@ def build_mcp(client: EpisodeClient) -> FastMCP:
         """Simulate a draft testbench (SystemVerilog source, a cocotb test module, or a raw
         answer with a code block: `kind`) and get its coverage and uncovered points, without
         ending the round. Limited per episode (simulations_left)."""
-        action = {"kind": "simulate", "stimulus": _stimulus(code, kind, file_name)}
-        return _compact(await client.step(episode(episode_id), step_id or uuid.uuid4().hex, action))
+        return await scored("simulate", code, kind, file_name, episode_id, step_id)
 
     @mcp.tool
     async def submit(
@@ -168,8 +173,7 @@ def build_mcp(client: EpisodeClient) -> FastMCP:
         """Submit a testbench for this round: it is scored (the reward) and the observation
         lists what it left uncovered, by kind, with feedback text. `done` says whether the
         target is met or the rounds are spent. Send the same step_id again to retry safely."""
-        action = {"kind": "submit", "stimulus": _stimulus(code, kind, file_name)}
-        return _compact(await client.step(episode(episode_id), step_id or uuid.uuid4().hex, action))
+        return await scored("submit", code, kind, file_name, episode_id, step_id)
 
     @mcp.tool
     async def state(episode_id: str | None = None) -> dict[str, Any]:
