@@ -704,6 +704,42 @@ def serve(
     uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)
 
 
+@app.command(cls=_Command)
+def mcp(
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="a running service (http://HOST:PORT); default: an embedded one in this process"),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="REWARD_SERVICE_API_KEY", help="bearer key of --url")
+    ] = None,
+    problems: Annotated[
+        Path | None, typer.Option("--problems", help="register this CVDP cid012 JSONL's problems first")
+    ] = None,
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio (default; for assistants) or http (streamable HTTP)")
+    ] = "stdio",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port of --transport http")] = 8765,
+) -> None:
+    """Serve the episode tools (reset, read_file, simulate, submit, state) over MCP (docs/episodes.md).
+
+    reward-service mcp --problems examples/cvdp/attenuator.jsonl
+
+    reward-service mcp --url http://127.0.0.1:8000
+    """
+    from reward_service.mcp_server import EpisodeClient, build_mcp, service_client
+
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("--transport is stdio or http", param_hint="--transport")
+    jsonl = _read(problems).encode() if problems is not None else None
+    client = EpisodeClient(service_client(url, api_key), problems_jsonl=jsonl)
+    server = build_mcp(client)
+    if transport == "http":
+        server.run(transport="http", port=port, show_banner=False)
+    else:
+        server.run(show_banner=False)
+
+
 # Batch rescoring and the CVDP-ECov evaluation live in reward_service/rescore/commands.py.
 from reward_service.rescore.commands import eval_cvdp_cmd, rescore_cmd  # noqa: E402
 

@@ -70,6 +70,7 @@ __all__ = [
     "Extraction",
     "extract",
     "extract_stimulus",
+    "strip_think",
     "SV_FILE_NAME",
     "COCOTB_FILE_NAME",
     "COCOTB_TEST_MODULE",
@@ -160,7 +161,9 @@ class _Block:
     index: int = 0  # 1-based among all fenced blocks of the answer
 
 
-def _strip_think(text: str) -> str:
+def strip_think(text: str) -> str:
+    """``text`` without its ``<think>`` reasoning (rule 1 above): closed sections removed, the
+    text before a lone ``</think>`` dropped, the text after an unclosed ``<think>`` dropped."""
     text = _THINK_BLOCK.sub("", text)
     close = list(_THINK_CLOSE.finditer(text))
     if close:  # "</think>" whose "<think>" was part of the prompt template
@@ -386,7 +389,7 @@ def extract(text: str, *, toplevel: str | None = None, design_modules: Iterable[
     if not text.strip():
         raise ExtractionError("completion is empty: there is no code to extract a stimulus from")
     had_think = bool(_THINK_OPEN.search(text) or _THINK_CLOSE.search(text))
-    body = _strip_think(text)
+    body = strip_think(text)
     if not body.strip():
         raise ExtractionError("completion holds only a <think> reasoning section and no answer after it")
     known = frozenset(design_modules) if design_modules is not None else None

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from reward_service.models import ScoreResult, Status, UncoveredPoint
 
-__all__ = ["feedback_text", "annotated_source", "compress_bits"]
+__all__ = ["feedback_text", "annotated_source", "compress_bits", "uncovered_by_kind"]
 
 #: Rank of a metric in the feedback (lower first).
 _RANK = {"line": 0, "branch": 0, "expr": 1, "user": 1, "fsm_state": 1, "fsm_arc": 1, "functional": 2, "toggle": 3}
@@ -203,6 +203,65 @@ def feedback_text(
     if notes:
         out.append(f"({'; '.join(notes)}.)")
     return "\n".join(out)[:max_chars]
+
+
+#: The kinds of the EDA-result turn (LLM4Cov): metric -> the list its points go in.
+EDA_KINDS = {
+    "line": "blocks",
+    "branch": "branches",
+    "expr": "expressions",
+    "fsm_state": "fsm_states",
+    "fsm_arc": "fsm_arcs",
+    "user": "cover_points",
+    "functional": "functional_bins",
+    "toggle": "toggles",
+}
+
+
+def uncovered_by_kind(
+    uncovered: Sequence[UncoveredPoint], *, sources: Mapping[str, str] | None = None, max_items: int = 50
+) -> dict[str, list[dict[str, object]]]:
+    """The uncovered points grouped by kind, as LLM4Cov's "EDA result" lists them: ``blocks``
+    (lines never executed), ``branches``, ``expressions``, ``fsm_states``, ``fsm_arcs``,
+    ``cover_points``, ``functional_bins`` — each item ``{"file", "line", "code", "detail"}``
+    (``code``: the source line's text when ``sources`` holds the file, else None) — and
+    ``toggles``, one item per signal and direction with its bits compressed into ranges:
+    ``{"file", "line", "signal", "bits": "0-2,5" or None for a 1-bit signal, "never":
+    "toggled" | "rose" | "fell"}``. Kinds without points are left out; each list holds at
+    most ``max_items`` items, in :func:`feedback_text`'s order (most useful first)."""
+    out: dict[str, list[dict[str, object]]] = {}
+
+    def add(kind: str, item: dict[str, object]) -> None:
+        items = out.setdefault(kind, [])
+        if len(items) < max_items:
+            items.append(item)
+
+    for group in _group(uncovered):
+        code = _source_line(sources, group.file, group.line)
+        for metric, details in group.code.items():
+            for detail in details:
+                add(
+                    EDA_KINDS.get(metric, metric),
+                    {"file": group.file, "line": group.line, "code": code, "detail": detail},
+                )
+        for signal, dirs in group.toggles.items():
+            rise, fall = dirs.get("0->1", set()), dirs.get("1->0", set())
+            for never, bits in (("toggled", rise & fall), ("rose", rise - fall), ("fell", fall - rise)):
+                if bits:
+                    numbered = [b for b in bits if b is not None]
+                    add(
+                        "toggles",
+                        {
+                            "file": group.file,
+                            "line": group.line,
+                            "signal": signal,
+                            "bits": compress_bits(numbered) if numbered else None,
+                            "never": never,
+                        },
+                    )
+        for detail in group.other_toggles:
+            add("toggles", {"file": group.file, "line": group.line, "signal": detail, "bits": None, "never": "toggled"})
+    return out
 
 
 def annotated_source(

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     max_file_kb: int = Field(1024, ge=1, description="largest file (or completion text) of a request (422 beyond)")
     max_batch: int = Field(4096, ge=1, description="requests of one batch (422 beyond)")
     batch_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="how long the Redis batch store keeps a batch")
+    episode_ttl_s: int = Field(
+        24 * 3600, ge=60, description="how long an episode is kept after its last step (docs/episodes.md)"
+    )
     max_waiting: int = Field(1024, ge=1, description="requests waiting for results at once (threads)")
 
     # -- workers (workers/, reward_service.dispatch.celery; docs/workers.md) ---------------------

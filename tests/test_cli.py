@@ -398,7 +398,7 @@ def test_verdict_lines_are_bounded_and_deduplicated():
 
 # -- piped output: lines kept whole, flags shown as flags ------------------------------------------
 
-HELP_COMMANDS = [[], ["score"], ["problems"], ["serve"], ["rescore"], ["eval-cvdp"]]
+HELP_COMMANDS = [[], ["score"], ["problems"], ["serve"], ["mcp"], ["rescore"], ["eval-cvdp"]]
 
 
 @pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda c: " ".join(c) or "reward-service")

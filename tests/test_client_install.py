@@ -62,9 +62,13 @@ SERVER_IMPORTS = [
     "rich",
 ]
 #: the reward_service modules a trainer node may load: the client, the adapters, the pure models
-#: they share with the server, and the engine-choice rule a problem's ``request()`` applies
-#: (nothing of the scoring layer)
-CLIENT_SIDE = re.compile(r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.engine_choice)?$")
+#: they share with the server, the engine-choice rule a problem's ``request()`` applies, and the
+#: pure text modules of episodes and LLM4Cov rounds (episode models, feedback text, completion
+#: extraction, the DUT interface model; pydantic and ``re`` only) — nothing of the scoring layer
+CLIENT_SIDE = re.compile(
+    r"^reward_service(\.(client|adapters)(\..+)?|\.models|\.diversity|\.engine_choice"
+    r"|\.episodes|\.feedback|\.completion|\.interface|\.hdl|\.errors)?$"
+)
 
 #: run inside the venv: import the client, the diversity term and every adapter module, report
 #: what that loaded

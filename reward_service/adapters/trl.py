@@ -43,10 +43,12 @@ from reward_service.adapters.common import (
     shared_client,
 )
 from reward_service.client import RewardClient, ServiceUnavailable
+from reward_service.client.errors import RequestFailed
+from reward_service.episodes import StepAnswer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CoverageReward"]
+__all__ = ["CoverageReward", "CoverageEnvironment"]
 
 
 class CoverageReward:
@@ -140,3 +142,119 @@ class CoverageReward:
             )
         rewards, _ = rewards_of(results, groups, self.diversity_weight)
         return rewards
+
+
+class CoverageEnvironment:
+    """One coverage-closure episode per rollout, for ``GRPOTrainer(environment_factory=...)``
+    (TRL: one instance per rollout; ``reset`` gets the dataset row and its answer is appended to
+    the prompt; the public methods are the model's tools; ``get_reward`` scores the rollout).
+
+    ```python
+    trainer = GRPOTrainer(model=..., train_dataset=dataset,  # columns: "prompt", "problem_id"
+                          environment_factory=lambda: CoverageEnvironment("http://127.0.0.1:8000", rounds=2))
+    ```
+
+    The tools ``read_file``, ``simulate`` and ``submit`` are the episode's actions
+    (docs/episodes.md): ``submit`` scores the testbench as ``/v1/score`` would and answers with its
+    coverage report. ``get_reward``: the reward of the last (``reward_of="last"``) or best
+    (``"best"``) submitted round, ``failure_value`` when the model submitted nothing. Errors of
+    the service (episode over, unknown file) come back to the model as the tool's text.
+    """
+
+    def __init__(
+        self,
+        service_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        problem_id_column: str = "problem_id",
+        rounds: int = 3,
+        max_simulations: int = 10,
+        feedback: Literal["text", "annotated"] = "text",
+        reward_of: Literal["last", "best"] = "last",
+        failure_value: float = 0.0,
+        client: RewardClient | None = None,
+    ) -> None:
+        self.service_url, self.api_key = service_url, api_key
+        self.problem_id_column = problem_id_column
+        self.options = {"rounds": rounds, "max_simulations": max_simulations, "feedback": feedback}
+        self.reward_of = reward_of
+        self.failure_value = failure_value
+        self._client = client
+        self.episode_id: str | None = None
+        self.rewards: list[float] = []
+        self._steps = 0
+
+    @property
+    def _service(self) -> RewardClient:
+        return self._client or shared_client(self.service_url, self.api_key)
+
+    def reset(self, **row: Any) -> str:
+        problem_id = find_problem_id(row.get(self.problem_id_column), where=f"column {self.problem_id_column!r}")
+        answer = self._service.create_episode({"problem_id": problem_id, "options": self.options})
+        obs = answer.observation
+        self.episode_id, self.rewards, self._steps = obs.episode_id, [], 0
+        ports = ", ".join(
+            f"{p.direction} {p.name} [{p.width} bit]" for p in (obs.interface.ports if obs.interface else [])
+        )
+        module = obs.interface.module if obs.interface else None
+        return (
+            f"\nThe DUT is module `{module}`; instantiate it as `{obs.instance}`. Its ports: {ports}. "
+            f"Coverage target: {obs.target_percent}%. Files you can read: {', '.join(obs.files or [])}. "
+            f"You have {obs.rounds} submissions and {obs.simulations_left} simulations."
+        )
+
+    def _step(self, action: dict[str, Any]) -> StepAnswer | str:
+        if self.episode_id is None:
+            return "error: no episode (reset was not called)"
+        self._steps += 1
+        try:
+            return self._service.episode_step(self.episode_id, {"step_id": f"t{self._steps}", "action": action})
+        except RequestFailed as exc:
+            return f"error {exc.status_code}: {exc.detail}"
+
+    def read_file(self, path: str) -> str:
+        """Read one of the problem's files (the DUT's RTL or a specification).
+
+        Args:
+            path: The file name, as the task lists it.
+
+        Returns:
+            The file's text.
+        """
+        answer = self._step({"kind": "read_file", "path": path})
+        return answer if isinstance(answer, str) else answer.observation.content or ""
+
+    def simulate(self, testbench: str) -> str:
+        """Simulate a draft testbench and report its coverage, without using a submission.
+
+        Args:
+            testbench: The complete SystemVerilog testbench (or a cocotb test) to simulate.
+
+        Returns:
+            The coverage report: overall and per-metric coverage and the uncovered points.
+        """
+        answer = self._step({"kind": "simulate", "stimulus": {"kind": "completion", "text": testbench}})
+        return answer if isinstance(answer, str) else answer.observation.feedback or ""
+
+    def submit(self, testbench: str) -> str:
+        """Submit a testbench: it is scored on the DUT's code coverage and uses one submission.
+
+        Args:
+            testbench: The complete SystemVerilog testbench (or a cocotb test) to submit.
+
+        Returns:
+            The coverage report of the testbench, and whether the episode is over.
+        """
+        answer = self._step({"kind": "submit", "stimulus": {"kind": "completion", "text": testbench}})
+        if isinstance(answer, str):
+            return answer
+        if answer.reward is not None:
+            self.rewards.append(answer.reward)
+        report = answer.observation.feedback or ""
+        return report + ("\nThe episode is over." if answer.done else "")
+
+    def get_reward(self) -> float:
+        """The rollout's reward (see the class docstring)."""
+        if not self.rewards:
+            return self.failure_value
+        return self.rewards[-1] if self.reward_of == "last" else max(self.rewards)

@@ -7,6 +7,7 @@ Embedded mode (no ``broker_url``): a :class:`LocalDispatcher` around an :class:`
 from __future__ import annotations
 
 from reward_service.api.batch_store import BatchStore, InMemoryBatchStore, RedisBatchStore
+from reward_service.api.episode_store import EpisodeStore, InMemoryEpisodeStore, RedisEpisodeStore
 from reward_service.dispatch.base import Dispatcher
 from reward_service.errors import RewardServiceError
 from reward_service.problems.store import InMemoryProblemStore, ProblemStore, RedisProblemStore
@@ -48,3 +49,10 @@ def build_batch_store(settings: Settings) -> BatchStore:
     return (
         RedisBatchStore(url, prefix=settings.redis_prefix, ttl_s=settings.batch_ttl_s) if url else InMemoryBatchStore()
     )
+
+
+def build_episode_store(settings: Settings) -> EpisodeStore:
+    url = settings.store_url
+    if url:
+        return RedisEpisodeStore(url, prefix=settings.redis_prefix, ttl_s=settings.episode_ttl_s)
+    return InMemoryEpisodeStore(ttl_s=settings.episode_ttl_s)

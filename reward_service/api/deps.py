@@ -13,6 +13,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from reward_service.api.batch_store import BatchStore
+from reward_service.api.episode_service import EpisodeService
 from reward_service.api.errors import UNAUTHORIZED
 from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher
@@ -38,6 +39,10 @@ def _batches(request: Request) -> BatchStore:
     return request.app.state.batches
 
 
+def _episodes(request: Request) -> EpisodeService:
+    return request.app.state.episodes
+
+
 def _metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
@@ -46,6 +51,7 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 DispatcherDep = Annotated[Dispatcher, Depends(_dispatcher)]
 ProblemStoreDep = Annotated[ProblemStore, Depends(_problems)]
 BatchStoreDep = Annotated[BatchStore, Depends(_batches)]
+EpisodeServiceDep = Annotated[EpisodeService, Depends(_episodes)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 
 _bearer = HTTPBearer(auto_error=False, description="API key (only when the service is configured with keys)")

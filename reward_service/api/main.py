@@ -9,16 +9,25 @@ import anyio
 from fastapi import FastAPI
 
 from reward_service.api import errors
-from reward_service.api.backends import build_batch_store, build_dispatcher, build_problem_store
+from reward_service.api.backends import (
+    build_batch_store,
+    build_dispatcher,
+    build_episode_store,
+    build_problem_store,
+)
 from reward_service.api.batch_store import BatchStore
+from reward_service.api.episode_service import EpisodeService
+from reward_service.api.episode_store import EpisodeStore
 from reward_service.api.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
     InternalErrorMiddleware,
     MetricsMiddleware,
 )
+from reward_service.api.openenv import LazyOpenEnv, build_openenv_app
 from reward_service.api.routes import (
     batches,
+    episodes,
     health,
     jobs,
     limits,
@@ -44,6 +53,7 @@ def create_app(
     *,
     settings: Settings | None = None,
     batches_store: BatchStore | None = None,
+    episodes_store: EpisodeStore | None = None,
 ) -> FastAPI:
     """The API. Whatever is not given is built from ``settings`` (default: :func:`get_settings`):
     embedded mode (in-process pool, bubblewrap, in-memory stores) without a broker URL, Celery
@@ -59,6 +69,9 @@ def create_app(
     if batches_store is None:
         batches_store = build_batch_store(settings)
         owned.append(batches_store)
+    if episodes_store is None:
+        episodes_store = build_episode_store(settings)
+        owned.append(episodes_store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -80,9 +93,16 @@ def create_app(
     app.state.problems = problems
     app.state.batches = batches_store
     app.state.metrics = Metrics(dispatcher.queue_depth)
+    app.state.episodes = EpisodeService(episodes_store, problems, dispatcher, settings, app.state.metrics)
 
     errors.install(app)
-    for module in (score, jobs, batches, limits, problem_routes, openrlhf, health):
+    episodes_service = app.state.episodes
+    app.mount(
+        "/openenv",
+        LazyOpenEnv(lambda: build_openenv_app(episodes_service, settings.max_waiting, settings.max_wait_s)),
+        name="openenv",
+    )
+    for module in (score, jobs, batches, episodes, limits, problem_routes, openrlhf, health):
         app.include_router(module.router)
 
     body_max = int(settings.max_body_mb * (1 << 20))

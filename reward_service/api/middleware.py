@@ -69,16 +69,21 @@ class InternalErrorMiddleware:
             await response(scope, receive, send_wrapper)
 
 
+#: Paths behind the API keys: the API and its OpenEnv front end (HTTP and WebSocket).
+PROTECTED = ("/v1/", "/openenv/")
+
+
 class AuthMiddleware:
-    """401 for ``/v1/...`` without ``Authorization: Bearer <key>`` naming one of ``keys``,
-    before the body is read or validated (the routes also declare the scheme for OpenAPI)."""
+    """401 for ``/v1/...`` and ``/openenv/...`` without ``Authorization: Bearer <key>`` naming
+    one of ``keys``, before the body is read or validated (the routes also declare the scheme
+    for OpenAPI); a WebSocket handshake without it is closed with code 1008 (policy)."""
 
     def __init__(self, app: ASGIApp, keys: list[str]) -> None:
         self.app = app
         self.keys = [k.encode() for k in keys]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and self.keys:
+        if scope["type"] in ("http", "websocket") and scope["path"].startswith(PROTECTED) and self.keys:
             given = b""
             for name, value in scope.get("headers", ()):
                 if name == b"authorization":
@@ -86,6 +91,9 @@ class AuthMiddleware:
                     if scheme.lower() == b"bearer":
                         given = token.strip()
             if not any(hmac.compare_digest(given, key) for key in self.keys):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008, "reason": "missing or invalid API key"})
+                    return
                 response = error(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return

@@ -36,6 +36,15 @@ class JobStatus(BaseModel):
     result: ScoreResult | None = None
 
 
+class StepAccepted(BaseModel):
+    """202 of ``POST /v1/episodes/{id}/step``: the step's simulation is queued or running;
+    send the same step (same ``step_id``) again to wait for its answer."""
+
+    episode_id: str
+    step_id: str
+    state: JobState
+
+
 class BatchItem(ScoreRequest):
     """One request of a batch: a :class:`ScoreRequest` plus an optional ``group`` label (the
     GRPO group: the samples of one prompt)."""

@@ -86,6 +86,12 @@ def resolve(request: ScoreRequest, problems: ProblemStore, where: str = "") -> S
             f"{where}unknown problem_id {request.problem_id!r}: register it with "
             "POST /v1/problems or POST /v1/problems:load (GET /v1/problems lists them)",
         )
+    return resolve_with(request, problem, where)
+
+
+def resolve_with(request: ScoreRequest, problem: ProblemSpec, where: str = "") -> ScoreRequest:
+    """``request`` resolved against ``problem`` (:func:`resolve_request`); 422 when the
+    request's fields do not combine with it."""
     try:
         return resolve_request(request, problem)
     except ValidationError as exc:

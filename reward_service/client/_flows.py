@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from reward_service.client._transport import Call, parse_json
 from reward_service.client.errors import InfrastructureFailure, InvalidRequest, RewardServiceError, ScoreTimeout
+from reward_service.episodes import EpisodeCreate, EpisodeState, StepAnswer, StepRequest
 from reward_service.models import ProblemSpec, ScoreRequest, ScoreResult, Status
 
 T = TypeVar("T")
@@ -363,3 +364,28 @@ def load_problems_jsonl(source: str | Path | bytes) -> Flow[dict[str, Any]]:
         "POST", "/v1/problems:load", content=content, headers={"Content-Type": "application/x-ndjson"}, ok=(201,)
     )
     return parse_json(Call("POST", "/v1/problems:load"), response)
+
+
+# -- episodes (docs/episodes.md) -----------------------------------------------------------------
+def create_episode(body: EpisodeCreate | Mapping[str, Any]) -> Flow[StepAnswer]:
+    data = _validated(EpisodeCreate, body, "episode").model_dump(mode="json", exclude_unset=True)
+    response = yield Call("POST", "/v1/episodes", json=data, ok=(201,))
+    return _answer(StepAnswer, parse_json(Call("POST", "/v1/episodes"), response), "POST /v1/episodes")
+
+
+def episode_step(episode_id: str, step: StepRequest | Mapping[str, Any], *, wait: float) -> Flow[StepAnswer]:
+    """One step, sent again with the same ``step_id`` while the service answers 202 (still
+    scoring) or 503 (the transport's retries: a step that hit an infrastructure failure was
+    dropped by the service and is scored again)."""
+    data = _validated(StepRequest, step, "step").model_dump(mode="json")
+    path = f"/v1/episodes/{quote(episode_id, safe='')}/step"
+    hold = max(wait, MIN_POLL_S)
+    while True:
+        response = yield Call("POST", path, params={"wait": hold}, json=data, hold=hold, ok=(200, 202))
+        if response.status_code == 200:
+            return _answer(StepAnswer, parse_json(Call("POST", path), response), f"POST {path}")
+
+
+def get_episode(episode_id: str) -> Flow[EpisodeState]:
+    path = f"/v1/episodes/{quote(episode_id, safe='')}"
+    return _answer(EpisodeState, parse_json(Call("GET", path), (yield Call("GET", path))), f"GET {path}")

@@ -20,6 +20,7 @@ from reward_service.client._transport import (
     transport_failure,
 )
 from reward_service.client.errors import RewardServiceError
+from reward_service.episodes import EpisodeCreate, EpisodeState, StepAnswer, StepRequest
 from reward_service.models import ProblemSpec, ScoreRequest, ScoreResult
 
 T = TypeVar("T")
@@ -141,3 +142,16 @@ class AsyncRewardClient(ClientBase):
 
     async def load_problems_jsonl(self, source: str | Path | bytes) -> dict[str, Any]:
         return await self._drive(_flows.load_problems_jsonl(source))
+
+    async def create_episode(self, body: EpisodeCreate | Mapping[str, Any]) -> StepAnswer:
+        """See :meth:`RewardClient.create_episode`."""
+        return await self._drive(_flows.create_episode(body))
+
+    async def episode_step(
+        self, episode_id: str, step: StepRequest | Mapping[str, Any], *, wait: float = 60.0
+    ) -> StepAnswer:
+        """See :meth:`RewardClient.episode_step`."""
+        return await self._drive(_flows.episode_step(episode_id, step, wait=wait))
+
+    async def get_episode(self, episode_id: str) -> EpisodeState:
+        return await self._drive(_flows.get_episode(episode_id))

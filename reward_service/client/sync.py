@@ -19,6 +19,7 @@ from reward_service.client._transport import (
     transport_failure,
 )
 from reward_service.client.errors import RewardServiceError
+from reward_service.episodes import EpisodeCreate, EpisodeState, StepAnswer, StepRequest
 from reward_service.models import ProblemSpec, ScoreRequest, ScoreResult
 
 T = TypeVar("T")
@@ -179,3 +180,18 @@ class RewardClient(ClientBase):
         """``POST /v1/problems:load``: register every row of a CVDP cid012 JSONL file (a path,
         or its bytes); returns ``{"loaded", "new", "ids"}``."""
         return self._drive(_flows.load_problems_jsonl(source))
+
+    # -- episodes (docs/episodes.md) --------------------------------------------------------------
+    def create_episode(self, body: EpisodeCreate | Mapping[str, Any]) -> StepAnswer:
+        """``POST /v1/episodes``: a new episode (``{"problem_id" or "problem", "options"}``);
+        its first answer (``observation.episode_id`` names it)."""
+        return self._drive(_flows.create_episode(body))
+
+    def episode_step(self, episode_id: str, step: StepRequest | Mapping[str, Any], *, wait: float = 60.0) -> StepAnswer:
+        """``POST /v1/episodes/{id}/step`` (``{"step_id", "action"}``), sent again with the same
+        step id until it is answered (202 while scoring; retried 503s): scored at most once."""
+        return self._drive(_flows.episode_step(episode_id, step, wait=wait))
+
+    def get_episode(self, episode_id: str) -> EpisodeState:
+        """``GET /v1/episodes/{id}``: the episode's progress."""
+        return self._drive(_flows.get_episode(episode_id))
