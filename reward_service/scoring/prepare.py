@@ -134,7 +134,8 @@ def _check_sources(files: Mapping[str, str], what: str) -> None:
             raise InvalidInput(
                 f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported"
             )
-        if not text.strip():
+        if not text.strip() and PurePosixPath(name).name != "__init__.py":
+            # an empty package marker is ordinary Python (a cocotb helper package)
             raise InvalidInput(f"{what} file {name!r} is empty")
         if not name.lower().endswith(hdl.HDL_SUFFIXES + (".py",)):
             raise InvalidInput(

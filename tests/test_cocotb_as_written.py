@@ -1,0 +1,210 @@
+"""cocotb tests and completions as people write them (issue 24): helper packages keep their
+folders, COCOTB_SIM is defined as cocotb defines it, a cocotb 1.x test runs on the runtime it
+was written for whatever the engine, multi-block completions, DUTs below a wrapper.
+
+Every reproducer here is our own code. Expected values are worked out independently: the
+package layout scores as the same test with its helper inlined (one file), the DUT built
+with ``COCOTB_SIM`` scores as the same DUT with the branch written in, a DUT two levels down
+scores as the same DUT at the top."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import REPO, live_server
+
+ALU = """module pk_alu(input clk, input rst, input [1:0] op, input [7:0] a, input [7:0] b,
+              output reg [7:0] y, output reg z);
+  always @(posedge clk)
+    if (rst) begin
+      y <= 8'd0;
+      z <= 1'b1;
+    end else begin
+      case (op)
+        2'd0: y <= a + b;
+        2'd1: y <= a - b;
+        2'd2: y <= a & b;
+        default: y <= a ^ b;
+      endcase
+      z <= (op == 2'd0) ? ((a + b) & 8'hff) == 0 : 1'b0;
+    end
+endmodule
+"""
+
+#: The reference model, as a helper module of a package (``helpers/model.py``).
+MODEL = """def expected(op, a, b):
+    return [(a + b) & 0xFF, (a - b) & 0xFF, a & b, a ^ b][op]
+"""
+
+TEST = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge, ReadOnly
+{imports}
+
+@cocotb.test()
+async def alu_ops(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+    dut.rst.value = 1
+    dut.op.value = 0
+    dut.a.value = 0
+    dut.b.value = 0
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    for op, a, b in [(0, 3, 4), (1, 9, 2), (2, 0xF0, 0x3C), (3, 0xAA, 0x0F), (0, 0xFF, 0x01), (1, 0, 1)]:
+        dut.op.value = op
+        dut.a.value = a
+        dut.b.value = b
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        assert int(dut.y.value) == expected(op, a, b), (op, a, b, int(dut.y.value))
+        await RisingEdge(dut.clk)
+"""
+
+#: The test importing its model from a package whose ``__init__.py`` is empty.
+PACKAGED = {
+    "test_alu.py": TEST.format(imports="from helpers.model import expected"),
+    "helpers/__init__.py": "",
+    "helpers/model.py": MODEL,
+}
+#: The same test with the model inlined: the independent twin of the package layout.
+FLAT = {"test_alu.py": TEST.format(imports=MODEL)}
+
+
+def alu_request(files: dict[str, str], engine: str, **extra) -> dict:
+    return {
+        "design": {"files": {"pk_alu.v": ALU}, "toplevel": "pk_alu"},
+        "stimulus": {"kind": "cocotb", "files": files, "test_module": "test_alu"},
+        "simulator": "verilator",
+        "engine": engine,
+        "coverage": {"metrics": ["line", "toggle"]},
+        **extra,
+    }
+
+
+def figures(result: dict) -> dict[str, tuple[int, int]]:
+    return {m: (v["covered"], v["total"]) for m, v in result["coverage"]["metrics"].items()}
+
+
+def assert_packaged_like_flat(packaged: dict, flat: dict) -> None:
+    assert packaged["status"] == "ok", (packaged["status"], packaged["message"])
+    assert [(t["name"], t["passed"]) for t in packaged["tests"]] == [("alu_ops", True)], packaged["tests"]
+    assert figures(packaged) == figures(flat)
+    assert packaged["reward"] == flat["reward"] and packaged["reward"] > 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. files keep their folders
+
+
+@pytest.mark.parametrize("engine_name", ["fast", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_helper_package_with_empty_init_scores_like_the_inlined_helper(engine, engine_name):
+    packaged = engine.score(alu_request(PACKAGED, engine_name)).model_dump(mode="json")
+    flat = engine.score(alu_request(FLAT, engine_name)).model_dump(mode="json")
+    assert flat["status"] == "ok" and flat["engine"] == ("fast" if engine_name == "fast" else "verilator")
+    assert_packaged_like_flat(packaged, flat)
+
+
+def test_an_empty_hdl_or_test_file_is_still_refused(engine):
+    result = engine.score(alu_request({**PACKAGED, "helpers/model.py": " \n"}, "fast"))
+    assert result.status == "invalid_input" and result.message == "stimulus file 'helpers/model.py' is empty"
+    result = engine.score(alu_request(PACKAGED, "fast", design={"files": {"pk_alu.v": ALU, "e.v": ""}}))
+    assert result.status == "invalid_input" and result.message == "design file 'e.v' is empty"
+
+
+def _cli(*args: str, cache: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {"REWARD_SERVICE_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "HOME": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-m", "reward_service", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        timeout=600,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _write(root: Path, files: dict[str, str]) -> list[Path]:
+    paths = []
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("engine_name", ["fast", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_cli_keeps_cocotb_folders_relative_to_the_test_module(engine, tmp_path, shared_cache_dir, engine_name):
+    """The checkout: ``tb/test_alu.py``, ``tb/helpers/{__init__,model}.py``, run from its parent
+    with relative paths; the helpers take their paths relative to the test module's folder."""
+    (tmp_path / "pk_alu.v").write_text(ALU)
+    _write(tmp_path / "tb", PACKAGED)
+    cocotb = [a for n in PACKAGED for a in ("--cocotb", f"tb/{n}")]
+    out = _cli(
+        "score",
+        "--design",
+        "pk_alu.v",
+        *cocotb,
+        "--toplevel",
+        "pk_alu",
+        "--engine",
+        engine_name,
+        "--metric",
+        "line",
+        "--metric",
+        "toggle",
+        "--json",
+        cache=shared_cache_dir,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    flat = engine.score(alu_request(FLAT, engine_name)).model_dump(mode="json")
+    assert_packaged_like_flat(json.loads(out.stdout), flat)
+
+
+def test_cli_refuses_a_cocotb_file_outside_the_test_module_folder(tmp_path, shared_cache_dir):
+    (tmp_path / "pk_alu.v").write_text(ALU)
+    _write(tmp_path / "tb", {"test_alu.py": PACKAGED["test_alu.py"]})
+    _write(tmp_path, {"model.py": MODEL})
+    out = _cli(
+        "score",
+        "--design",
+        "pk_alu.v",
+        "--cocotb",
+        "tb/test_alu.py",
+        "--cocotb",
+        "model.py",
+        "--toplevel",
+        "pk_alu",
+        cache=shared_cache_dir,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2 and "outside it" in out.stderr, out.stderr
+
+
+@pytest.fixture(scope="module")
+def api(shared_cache_dir) -> Iterator[httpx.Client]:
+    """The embedded service (LocalDispatcher, bubblewrap), no result cache."""
+    from reward_service.api import create_app
+    from reward_service.settings import Settings
+
+    settings = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
+    with live_server(create_app(settings=settings)) as url, httpx.Client(base_url=url, timeout=600) as client:
+        yield client
+
+
+@pytest.mark.parametrize("engine_name", ["fast", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_http_helper_package_scores_like_the_inlined_helper(api, engine, engine_name):
+    response = api.post("/v1/score", params={"wait": 600}, json=alu_request(PACKAGED, engine_name))
+    assert response.status_code == 200, response.text
+    flat = engine.score(alu_request(FLAT, engine_name)).model_dump(mode="json")
+    assert_packaged_like_flat(response.json(), flat)
