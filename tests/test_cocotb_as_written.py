@@ -208,3 +208,105 @@ def test_http_helper_package_scores_like_the_inlined_helper(api, engine, engine_
     assert response.status_code == 200, response.text
     flat = engine.score(alu_request(FLAT, engine_name)).model_dump(mode="json")
     assert_packaged_like_flat(response.json(), flat)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. COCOTB_SIM is defined as cocotb defines it
+
+#: A timer whose cocotb build counts to 5 and keeps a tick counter (the `ifdef COCOTB_SIM
+#: branch), where the plain build counts to 200.
+TIMER = """module cs_timer(input clk, input rst, output reg tick, output reg [7:0] cnt);
+`ifdef COCOTB_SIM
+  localparam [7:0] LIMIT = 8'd5;
+`else
+  localparam [7:0] LIMIT = 8'd200;
+`endif
+  always @(posedge clk)
+    if (rst) begin
+      cnt <= 8'd0;
+      tick <= 1'b0;
+    end else if (cnt == LIMIT) begin
+      cnt <= 8'd0;
+      tick <= 1'b1;
+    end else begin
+      cnt <= cnt + 8'd1;
+      tick <= 1'b0;
+    end
+{extra}endmodule
+"""
+TICKS = """`ifdef COCOTB_SIM
+  reg [3:0] ticks;
+  always @(posedge clk)
+    if (rst) ticks <= 4'd0;
+    else if (tick) ticks <= ticks + 4'd1;
+`endif
+"""
+
+
+def timer_as_built(cocotb_sim: bool) -> str:
+    """The timer with the preprocessor's choice written in (no `ifdef left): the design cocotb
+    builds (``cocotb_sim``) or the plain one."""
+    lines, keep, out = TIMER.format(extra=TICKS).splitlines(keepends=True), [True], []
+    for line in lines:
+        word = line.strip()
+        if word == "`ifdef COCOTB_SIM":
+            keep.append(cocotb_sim)
+        elif word == "`else":
+            keep[-1] = not keep[-1]
+        elif word == "`endif":
+            keep.pop()
+        elif all(keep):
+            out.append(line)
+    return "".join(out)
+
+
+TIMER_TEST = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+
+@cocotb.test()
+async def ticks(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 40)
+    await RisingEdge(dut.clk)
+"""
+
+
+def timer_request(design: str, engine: str, test: str = TIMER_TEST) -> dict:
+    return {
+        "design": {"files": {"cs_timer.v": design}, "toplevel": "cs_timer"},
+        "stimulus": {"kind": "cocotb", "files": {"test_timer.py": test}, "test_module": "test_timer"},
+        "simulator": "verilator",
+        "engine": engine,
+        "coverage": {"metrics": ["line", "branch", "toggle"]},
+    }
+
+
+@pytest.mark.slow
+def test_cocotb_sim_branch_is_the_design_cocotb_builds_on_every_engine(engine):
+    """fast, verilator and auto score the `ifdef COCOTB_SIM design as the design with that
+    branch written in; the plain branch would score otherwise (the check can fail)."""
+    design = TIMER.format(extra=TICKS)
+    got = {}
+    for name in ("fast", "verilator", "auto"):
+        result = engine.score(timer_request(design, name)).model_dump(mode="json")
+        assert result["status"] == "ok" and result["fallback"] is None, (name, result["message"], result["fallback"])
+        assert result["engine"] == ("verilator" if name == "verilator" else "fast")
+        got[name] = (figures(result), result["reward"])
+        built = engine.score(timer_request(timer_as_built(True), name)).model_dump(mode="json")
+        assert got[name] == (figures(built), built["reward"]), name
+        plain = engine.score(timer_request(timer_as_built(False), name)).model_dump(mode="json")
+        assert figures(plain) != got[name][0], name
+    assert got["fast"] == got["verilator"] == got["auto"]
+
+
+def test_cocotb_sim_given_by_hand_stays_on_the_fast_path(engine):
+    request = timer_request(TIMER.format(extra=TICKS), "fast")
+    by_hand = engine.score({**request, "build": {"defines": {"COCOTB_SIM": "1"}}})
+    implied = engine.score(request)
+    assert by_hand.status == "ok" and by_hand.engine == "fast" and by_hand.fallback is None, by_hand.fallback
+    assert by_hand.coverage.model_dump() == implied.coverage.model_dump()

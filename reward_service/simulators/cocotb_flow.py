@@ -115,6 +115,21 @@ PYGPI_ENTRY_19 = "rs_fcov_export:entry_cocotb19"
 #: messages of a failing ``assert``) is pytest's core, not a plugin, and stays.
 TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
+#: The macros cocotb's own builds define for the design on every simulator (cocotb 1.9's
+#: runner and makefiles, ``-D COCOTB_SIM=1`` for Icarus and Verilator; cocotb-test likewise):
+#: designs read it (`ifdef COCOTB_SIM: shorter counters, dump files). cocotb 2.x's runner no
+#: longer sets it, but the tests people send were written with it defined; ours set it for
+#: both runtimes (one build serves both). A request's ``build.defines`` may override it.
+COCOTB_DEFINES: dict[str, str | None] = {"COCOTB_SIM": "1"}
+
+
+def build_defines(stimulus_kind: str, defines: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The macros the design is built with for a stimulus of ``stimulus_kind`` (``cocotb``,
+    ``sv_testbench``) and the request's ``build.defines``: :data:`COCOTB_DEFINES` under the
+    request's own for cocotb stimulus, the request's alone otherwise."""
+    return {**COCOTB_DEFINES, **defines} if stimulus_kind == "cocotb" else dict(defines)
+
+
 TOOLS = "/rs"  # driver + exporter, read-only
 MODEL = "/model"  # build dir: writable while building, read-only in the run step
 SRC = "/work/src"
