@@ -310,3 +310,180 @@ def test_cocotb_sim_given_by_hand_stays_on_the_fast_path(engine):
     implied = engine.score(request)
     assert by_hand.status == "ok" and by_hand.engine == "fast" and by_hand.fallback is None, by_hand.fallback
     assert by_hand.coverage.model_dump() == implied.coverage.model_dump()
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. a cocotb 1.x test runs on the runtime it was written for, whatever the engine
+
+#: Our cocotb 1.x test: ``cocotb.fork``, ``handle <= value``, ``units=``, ``.integer``. On
+#: cocotb 2.1 it dies at t=0 (``module 'cocotb' has no attribute 'fork'``).
+TIMER_TEST_1X = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge, Timer
+
+
+@cocotb.test()
+async def ticks(dut):
+    cocotb.fork(Clock(dut.clk, 10, units="ns").start())
+    dut.rst <= 1
+    await Timer(20, units="ns")
+    dut.rst <= 0
+    for _ in range(40):
+        await RisingEdge(dut.clk)
+    assert dut.cnt.value.integer <= 5
+"""
+
+
+@pytest.mark.slow
+def test_cocotb_1x_test_scores_alike_on_every_engine(engine):
+    """The issue's done-when: a 1.x test on an `ifdef COCOTB_SIM design gets the same status
+    and coverage on fast, verilator and auto, of the design as cocotb builds it (the test's
+    own assertion holds only with COCOTB_SIM's 5-count), run on cocotb 1.9."""
+    design = TIMER.format(extra=TICKS)
+    got = {}
+    for name in ("fast", "verilator", "auto"):
+        result = engine.score(timer_request(design, name, test=TIMER_TEST_1X)).model_dump(mode="json")
+        assert result["status"] == "ok", (name, result["message"])
+        assert [(t["name"], t["passed"]) for t in result["tests"]] == [("ticks", True)], (name, result["tests"])
+        assert result["engine"] == "fast" and "ran on cocotb 1.9" in result["message"], (name, result["message"])
+        if name != "fast":
+            assert f"engine {name} asked: moved to the fast path" in result["message"], result["message"]
+        got[name] = (figures(result), result["reward"])
+    assert got["fast"] == got["verilator"] == got["auto"]
+    built = engine.score(timer_request(timer_as_built(True), "fast", test=TIMER_TEST_1X)).model_dump(mode="json")
+    assert got["fast"] == (figures(built), built["reward"])
+
+
+@pytest.mark.slow
+def test_cocotb_1x_test_on_cocotb_2_is_never_ok(engine):
+    """A metric only Verilator measures keeps the sample there (the fast path falls back), where
+    cocotb 2.1 runs the 1.x test and it dies at t=0: our choice's failure, a sandbox_error
+    (reward None), not ``ok`` with reward 1.0 as before."""
+    request = timer_request(TIMER.format(extra=TICKS), "verilator", test=TIMER_TEST_1X)
+    request["coverage"]["metrics"] = ["line", "user"]
+    result = engine.score(request)
+    assert result.engine == "verilator" and result.fallback == "the fast path does not measure user"
+    assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
+    assert (
+        "the cocotb test died on the API of cocotb-2.1, the runtime we picked: module 'cocotb' has no attribute 'fork'"
+        in result.message
+    )
+    assert "it was written for cocotb-1.9" in result.message
+
+
+def test_undetected_version_that_dies_on_cocotb_2_is_ours_and_a_named_one_is_the_tests(engine):
+    """No 1.x idiom auto knows (a getattr'd ``fork``): cocotb 2.1 was a guess, its death ours.
+    The same test with ``runtime: cocotb-2.1`` named by the request: the test's own failure."""
+    test = TIMER_TEST.replace(
+        'cocotb.start_soon(Clock(dut.clk, 10, "ns").start())',
+        'getattr(cocotb, "fo" + "rk")(Clock(dut.clk, 10, "ns").start())',
+    )
+    result = engine.score(timer_request(TIMER.format(extra=TICKS), "fast", test=test))
+    assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
+    assert "auto found no idiom of either cocotb version in it and guessed" in result.message
+    named = timer_request(TIMER.format(extra=TICKS), "fast", test=test)
+    named["stimulus"]["runtime"] = "cocotb-2.1"
+    result = engine.score(named)
+    assert result.status == "ok" and [(t.name, t.passed) for t in result.tests] == [("ticks", False)]
+    assert result.tests[0].message == "module 'cocotb' has no attribute 'fork'"
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. multi-block completions
+
+PKG = """package pk_ops;
+  typedef enum logic [1:0] {OP_ADD, OP_SUB, OP_AND, OP_XOR} op_t;
+  function automatic logic [7:0] model(op_t op, logic [7:0] a, logic [7:0] b);
+    case (op)
+      OP_ADD: return a + b;
+      OP_SUB: return a - b;
+      OP_AND: return a & b;
+      default: return a ^ b;
+    endcase
+  endfunction
+endpackage
+"""
+PKG_TB = """module tb;
+  import pk_ops::*;
+  logic clk = 0, rst = 1;
+  logic [1:0] op;
+  logic [7:0] a, b, y;
+  logic z;
+  int errors = 0;
+  pk_alu dut(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));
+  always #5 clk = ~clk;
+  initial begin
+    op = 0; a = 0; b = 0;
+    repeat (2) @(posedge clk);
+    rst = 0;
+    for (int i = 0; i < 24; i++) begin
+      op = op_t'(i % 4);
+      a = 8'(i * 37);
+      b = 8'(i * 11 + 3);
+      @(posedge clk);
+      #1 if (y !== model(op_t'(op), a, b)) errors++;
+    end
+    $display("errors=%0d", errors);
+    $finish;
+  end
+endmodule
+"""
+
+
+def completion_request(text: str, engine: str) -> dict:
+    return {
+        "design": {"files": {"pk_alu.v": ALU}, "toplevel": "pk_alu"},
+        "stimulus": {"kind": "completion", "text": text},
+        "simulator": "verilator",
+        "engine": engine,
+        "coverage": {"metrics": ["line", "toggle"], "scope": "dut"},
+    }
+
+
+@pytest.mark.parametrize("engine_name", ["fast", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_two_block_completion_scores_as_the_two_files(engine, engine_name):
+    text = (
+        "First the package with the reference model:\n\n```systemverilog\n" + PKG + "```\n\n"
+        "Then the testbench:\n\n```systemverilog\n" + PKG_TB + "```\n"
+    )
+    result = engine.score(completion_request(text, engine_name)).model_dump(mode="json")
+    files = {"pk_ops.sv": PKG, "tb.sv": PKG_TB}
+    separate = engine.score(
+        {**completion_request("", engine_name), "stimulus": {"kind": "sv_testbench", "files": files}}
+    ).model_dump(mode="json")
+    assert separate["status"] == "ok" and "errors=0" in separate["log"], separate["message"]
+    assert result["status"] == "ok", (result["message"], result["stimulus_block"])
+    assert (figures(result), result["reward"], result["engine"]) == (
+        figures(separate),
+        separate["reward"],
+        separate["engine"],
+    )
+    assert result["stimulus_block"] == (
+        "code block 2 of 2 (```systemverilog, 24 lines): the testbench (module tb; instantiates pk_alu), "
+        "scored together with block 1 (package pk_ops, as tb_block1.sv) that it uses"
+    )
+
+
+def test_cocotb_completion_with_its_helper_module_scores_as_the_files(engine):
+    test = TEST.format(imports="from alu_model import expected")
+    text = (
+        "The reference model, `alu_model.py`:\n\n```python\n" + MODEL + "```\n\n"
+        "The test:\n\n```python\n" + test + "```\n\nRun it with:\n\n```python\nprint('make')\n```\n"
+    )
+    request = alu_request({}, "fast")
+    result = engine.score({**request, "stimulus": {"kind": "completion", "text": text}}).model_dump(mode="json")
+    flat = engine.score(alu_request(FLAT, "fast")).model_dump(mode="json")
+    assert_packaged_like_flat(result, flat)
+    assert result["stimulus_block"] == (
+        f"code block 2 of 3 (```python, {len(test.strip().splitlines())} lines): a cocotb test, scored together with block 1 "
+        "(module alu_model, as alu_model.py) that it imports; not used: block 3 (Python the test does not import)"
+    )
+
+
+def test_a_draft_testbench_is_not_taken_as_a_companion():
+    from reward_service.completion import extract
+
+    text = "```systemverilog\n" + PKG_TB + "```\n\nFixed:\n\n```systemverilog\n" + PKG + PKG_TB + "```\n"
+    got = extract(text, design_modules={"pk_alu"})
+    assert list(got.stimulus.files) == ["tb.sv"]
+    assert got.description.endswith("not used: block 1 (the testbench (module tb; instantiates pk_alu))")

@@ -82,6 +82,7 @@ def simulate(
             run = simulator.run_sv(job)
         else:
             run = simulator.run_cocotb(job)
+        run.notes[:0] = prepared.notes
         if run.run is not None:
             run.notes.extend(_missing_data_notes(files, run.run.output))
         if run.build is not None:

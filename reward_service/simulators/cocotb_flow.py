@@ -610,9 +610,35 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module, toolchain.versions)
     if out.not_run is not None:
         out.ended_by = "no_tests"
-    elif status.get("error") and not out.run.limit_hit:
+    died = _died_on_our_runtime(out, runtime, simulator.name)
+    if died is not None:
+        out.not_run = (Status.sandbox_error, died)
+    elif out.not_run is None and status.get("error") and not out.run.limit_hit:
         out.notes.append(f"cocotb run: {status['error']}")
     return out
+
+
+def _died_on_our_runtime(out: SimRun, runtime: Runtime, simulator: str) -> str | None:
+    """The message of a run that died on the cocotb API of the runtime ``auto`` picked
+    (:func:`cocotb_runtime.api_death` of the failed tests or the import failure) when that
+    pick was ours (:meth:`Runtime.ours`: the test wanted the other runtime, or showed no
+    version's idiom): a ``sandbox_error`` (reward None), never ``ok`` with the test's coverage
+    up to its death. None otherwise (a runtime the request named, or a test written with this
+    runtime's idioms: its own mistake, scored as it is)."""
+    if not runtime.ours() or runtime.detection is None:
+        return None
+    messages = [t.message or "" for t in out.tests if not t.passed]
+    if out.not_run is not None and out.not_run[0] != Status.sandbox_error:
+        messages.append(out.not_run[1])
+    death = cocotb_runtime.api_death(messages)
+    if death is None:
+        return None
+    detection = runtime.detection
+    if detection.runtime != runtime.name:
+        why = f"it was written for {detection.runtime} ({detection.reason()}), which does not run on {simulator}"
+    else:
+        why = "auto found no idiom of either cocotb version in it and guessed"
+    return f"the cocotb test died on the API of {runtime.name}, the runtime we picked: {death}; {why}: not scored"
 
 
 #: The driver's exit statuses (cocotb_driver.EXIT_*) that mean the runner failed before or
