@@ -226,7 +226,11 @@ def score(
     problems: Annotated[Path | None, typer.Option("--problems", help="CVDP cid012 JSONL holding the problem")] = None,
     problem_id: Annotated[str | None, typer.Option("--problem-id", help="problem id in --problems")] = None,
     dut_instance: Annotated[
-        str | None, typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")
+        str | None,
+        typer.Option(
+            "--dut-instance",
+            help="DUT instance name the testbench must use, or its path below the top: u_wrap.dut (coverage.scope)",
+        ),
     ] = None,
     toplevel: Annotated[str | None, typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
     top: Annotated[

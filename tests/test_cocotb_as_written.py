@@ -393,7 +393,7 @@ def test_undetected_version_that_dies_on_cocotb_2_is_ours_and_a_named_one_is_the
 
 PKG = """package pk_ops;
   typedef enum logic [1:0] {OP_ADD, OP_SUB, OP_AND, OP_XOR} op_t;
-  function automatic logic [7:0] model(op_t op, logic [7:0] a, logic [7:0] b);
+  function automatic logic [7:0] model(logic [1:0] op, logic [7:0] a, logic [7:0] b);
     case (op)
       OP_ADD: return a + b;
       OP_SUB: return a - b;
@@ -407,7 +407,7 @@ PKG_TB = """module tb;
   import pk_ops::*;
   logic clk = 0, rst = 1;
   logic [1:0] op;
-  logic [7:0] a, b, y;
+  logic [7:0] a, b, y, want;
   logic z;
   int errors = 0;
   pk_alu dut(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));
@@ -417,11 +417,12 @@ PKG_TB = """module tb;
     repeat (2) @(posedge clk);
     rst = 0;
     for (int i = 0; i < 24; i++) begin
-      op = op_t'(i % 4);
-      a = 8'(i * 37);
-      b = 8'(i * 11 + 3);
+      op = i % 4;
+      a = i * 37;
+      b = i * 11 + 3;
       @(posedge clk);
-      #1 if (y !== model(op_t'(op), a, b)) errors++;
+      #1 want = model(op, a, b);
+      if (y !== want) errors++;
     end
     $display("errors=%0d", errors);
     $finish;
@@ -459,7 +460,8 @@ def test_two_block_completion_scores_as_the_two_files(engine, engine_name):
         separate["engine"],
     )
     assert result["stimulus_block"] == (
-        "code block 2 of 2 (```systemverilog, 24 lines): the testbench (module tb; instantiates pk_alu), "
+        f"code block 2 of 2 (```systemverilog, {len(PKG_TB.splitlines())} lines): the testbench (module tb; "
+        "instantiates pk_alu), "
         "scored together with block 1 (package pk_ops, as tb_block1.sv) that it uses"
     )
 
@@ -487,3 +489,63 @@ def test_a_draft_testbench_is_not_taken_as_a_companion():
     got = extract(text, design_modules={"pk_alu"})
     assert list(got.stimulus.files) == ["tb.sv"]
     assert got.description.endswith("not used: block 1 (the testbench (module tb; instantiates pk_alu))")
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. scoping by path
+
+#: The package testbench driving the ALU directly (``dut`` under the top) ...
+DIRECT_TB = PKG_TB
+#: ... and through a wrapper (``u_wrap.dut``: two levels below the top) ...
+WRAPPED_TB = PKG_TB.replace(
+    "  pk_alu dut(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));",
+    "  pk_wrap u_wrap(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));",
+) + (
+    "module pk_wrap(input clk, input rst, input [1:0] op, input [7:0] a, input [7:0] b,\n"
+    "               output [7:0] y, output z);\n"
+    "  pk_alu dut(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));\n"
+    "endmodule\n"
+)
+#: ... and in a generate block (``l_functional.DUT``).
+GENERATE_TB = PKG_TB.replace(
+    "  pk_alu dut(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));",
+    "  if (1) begin : l_functional\n    pk_alu DUT(.clk(clk), .rst(rst), .op(op), .a(a), .b(b), .y(y), .z(z));\n  end",
+)
+
+
+def scoped_request(tb: str, scope: str, engine: str) -> dict:
+    return {
+        "design": {"files": {"pk_alu.v": ALU}, "toplevel": "pk_alu"},
+        "stimulus": {"kind": "sv_testbench", "files": {"pk_ops.sv": PKG, "tb.sv": tb}},
+        "simulator": "verilator",
+        "engine": engine,
+        "coverage": {"metrics": ["line", "branch", "toggle"], "scope": scope},
+    }
+
+
+@pytest.mark.parametrize("engine_name", ["fast", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_dut_below_the_top_scores_like_the_dut_at_the_top(engine, engine_name):
+    direct = engine.score(scoped_request(DIRECT_TB, "dut", engine_name)).model_dump(mode="json")
+    assert direct["status"] == "ok" and direct["engine"] == engine_name, (direct["message"], direct["fallback"])
+    for tb, scope in [(WRAPPED_TB, "u_wrap.dut"), (WRAPPED_TB, "tb.u_wrap.dut"), (GENERATE_TB, "l_functional.DUT")]:
+        got = engine.score(scoped_request(tb, scope, engine_name)).model_dump(mode="json")
+        assert got["status"] == "ok" and got["engine"] == engine_name, (scope, got["message"], got["fallback"])
+        assert (figures(got), got["reward"]) == (figures(direct), direct["reward"]), scope
+        assert got["coverage"]["scope_found"] is True
+
+
+def test_a_wrong_path_names_the_instances_that_exist(engine):
+    result = engine.score(scoped_request(WRAPPED_TB, "u_wrapper.dut", "fast"))
+    assert result.status == "invalid_input"
+    assert result.message == (
+        "the testbench must instantiate the DUT as `u_wrapper.dut` (found instance(s): dut): no instance or "
+        "generate block `u_wrapper`; a DUT below the top `tb` is named by its path of instances and "
+        "generate blocks, e.g. u_wrap.dut"
+    )
+    # each part exists, but not as a path: the elaborated hierarchy says so, naming the path
+    result = engine.score(scoped_request(WRAPPED_TB, "dut", "fast"))
+    assert result.status == "invalid_input"
+    assert result.message == (
+        "the DUT is not instantiated as `dut` under `tb` (found: u_wrap, u_wrap.dut); "
+        "a DUT below the top is named by its path: `u_wrap.dut`"
+    )

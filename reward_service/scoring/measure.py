@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reward_service import hdl
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
-from reward_service.coverage.instances import in_scope, instance_names, merge_instances
+from reward_service.coverage.instances import in_scope, instance_paths, merge_instances
 from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
 from reward_service.models import (
@@ -98,13 +98,23 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
         if dut_hiers and not scope_found:
             report, _ = summarise(merge_instances(points), list(spec.metrics), unavailable, spec.weights)
             report.scope, report.scope_found = spec.scope, False
-            found = instance_names(dut_hiers, top)
+            found = instance_paths(dut_hiers, top)
+            # the testbench's instances of design modules and the paths to them (not their insides)
+            design_modules = {m for t in prepared.design.files.values() for m in hdl.module_names(t)}
+            named = {
+                n for t in prepared.stimulus.files.values() for m in design_modules for n in hdl.instance_names(t, m)
+            }
+            ends = [f for f in found if f.split(".")[-1] in named]
+            found = [f for f in found if any(e == f or e.startswith(f + ".") for e in ends)] or found
+            paths = [f for f in found if f.split(".")[-1] == spec.scope.split(".")[-1]]
+            path_hint = f"; a DUT below the top is named by its path: `{paths[0]}`" if paths else ""
             return Scored(
                 ScoreResult(
                     status=Status.invalid_input,
                     coverage=report,
                     log=runres.output,
-                    message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` (found: {', '.join(found)})",
+                    message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` "
+                    f"(found: {', '.join(found[:20])}{' ...' if len(found) > 20 else ''}){path_hint}",
                 )
             )
     points = merge_instances(points, dut_scope)

@@ -77,10 +77,10 @@ def check(
             raise InvalidInput(f"testbench top module {top!r} is not declared in the stimulus files")
         stimulus = stimulus.model_copy(update={"top": top})
         scope = request.coverage.scope
-        if scope and not any(hdl.instantiates(t, None, scope) for t in stim_texts):
-            found = sorted({i for t in stim_texts for m in design_modules for i in hdl.instance_names(t, m)})
-            hint = f" (found instance(s): {', '.join(found)})" if found else " (no DUT instance found)"
-            raise InvalidInput(f"the testbench must instantiate the DUT as `{scope}`{hint}")
+        if scope:
+            scope = _check_scope(scope, top, stim_texts, list(design.files.values()), design_modules)
+            if scope != request.coverage.scope:
+                request = request.model_copy(update={"coverage": request.coverage.model_copy(update={"scope": scope})})
     else:
         toplevel = stimulus.toplevel or design.toplevel
         if not toplevel:
@@ -122,6 +122,35 @@ def _keep_cocotb19_on_icarus(request: ScoreRequest, stimulus: CocotbStimulus) ->
         f"the test uses cocotb 1.x ({detection.reason()}) and the cocotb 1.9 runtime runs on Icarus only"
     )
     return request.model_copy(update={"engine": "fast"}), note
+
+
+_GENERATE_LABEL = r"\bbegin\s*:\s*{}\b"
+
+
+def _check_scope(scope: str, top: str, stim_texts: list[str], design_texts: list[str], design_modules: set[str]) -> str:
+    """The DUT scope ``scope`` (an instance name, or a path below the testbench top through
+    instances and generate blocks: ``u_wrap.dut``, ``l_functional.DUT``; a leading
+    ``<top>.`` is dropped) after checking that each part is an instance or generate block of
+    the testbench or the design; the elaborated hierarchy decides in the end (measure). Raises
+    :class:`InvalidInput` naming the part not found and the DUT instances that exist."""
+    parts = scope.split(".")
+    if len(parts) > 1 and parts[0] == top:
+        parts = parts[1:]
+    texts = [hdl.strip_comments(t) for t in [*stim_texts, *design_texts]]
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if any(hdl.instantiates(t, None, part) for t in texts):
+            continue
+        if not last and any(re.search(_GENERATE_LABEL.format(re.escape(part)), t) for t in texts):
+            continue
+        found = sorted({n for t in stim_texts for m in design_modules for n in hdl.instance_names(t, m)})
+        hint = f" (found instance(s): {', '.join(found)})" if found else " (no DUT instance found)"
+        where = "" if len(parts) == 1 else f": no instance or generate block `{part}`"
+        raise InvalidInput(
+            f"the testbench must instantiate the DUT as `{scope}`{hint}{where}; a DUT below the top "
+            f"`{top}` is named by its path of instances and generate blocks, e.g. u_wrap.dut"
+        )
+    return ".".join(parts)
 
 
 def _check_layout(names: list[str]) -> None:
