@@ -549,3 +549,88 @@ def test_a_wrong_path_names_the_instances_that_exist(engine):
         "the DUT is not instantiated as `dut` under `tb` (found: u_wrap, u_wrap.dut); "
         "a DUT below the top is named by its path: `u_wrap.dut`"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. clear words
+
+
+def sv_request(tb: str, engine: str | None, simulator: str = "verilator") -> dict:
+    request = {
+        "design": {"files": {"pk_alu.v": ALU}, "toplevel": "pk_alu"},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "simulator": simulator,
+        "coverage": {"metrics": ["line", "toggle"]},
+    }
+    return {**request, "engine": engine} if engine else request
+
+
+UVM_TB = """`include "uvm_macros.svh"
+module tb;
+  import uvm_pkg::*;
+  logic clk = 0;
+  pk_alu dut(.clk(clk), .rst(1'b1), .op(2'd0), .a(8'd0), .b(8'd0), .y(), .z());
+  initial run_test();
+endmodule
+"""
+
+
+def test_uvm_testbench_is_named_unsupported(engine):
+    result = engine.score(sv_request(UVM_TB, "verilator"))
+    assert result.status == "compile_error"
+    assert result.message.endswith(
+        "(UVM testbenches are not supported: no UVM library (uvm_pkg) is compiled in; write a plain "
+        "SystemVerilog testbench or a cocotb test)"
+    ), result.message
+
+
+def test_a_legal_construct_the_simulator_rejects_is_named_unsupported(engine):
+    """An untyped mailbox is legal SystemVerilog; Verilator rejects it with an error about class
+    parameters that does not say so."""
+    tb = UVM_TB.replace('`include "uvm_macros.svh"\n', "").replace("  import uvm_pkg::*;\n", "  mailbox mb = new();\n")
+    tb = tb.replace("  initial run_test();", "  initial begin\n    mb.put(3);\n    $finish;\n  end")
+    result = engine.score(sv_request(tb, "verilator"))
+    assert result.status == "compile_error", result.message
+    assert result.message.endswith(
+        "(Verilator does not support an untyped mailbox (`mailbox mb`), which SystemVerilog allows: "
+        "give it a type (`mailbox #(int) mb`))"
+    ), result.message
+
+
+STAMPED_TB = """module tb;
+  logic clk = 0;
+  pk_alu dut(.clk(clk), .rst(1'b0), .op(2'd0), .a(8'd1), .b(8'd2), .y(), .z());
+  always #5 clk = ~clk;
+  initial begin
+    repeat (30) begin
+      @(posedge clk);
+      $display("[%0t ns] %%Error: tb.sv: check %0d failed", $time, 7);
+    end
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_time_stamped_error_lines_are_counted_beyond_the_cap(engine):
+    result = engine.score(sv_request(STAMPED_TB, None, "icarus"))
+    assert result.status == "ok", result.message
+    assert "the log reports 30 error line(s), first: [5 ns] %Error: tb.sv: check 7 failed" in result.message
+
+
+def test_fallback_reasons_read_as_words():
+    from reward_service.fastcov.unit import kind_phrase
+
+    assert kind_phrase("Invalid", "statement") == "a statement that does not elaborate (pyslang could not resolve it)"
+    assert kind_phrase("ProceduralAssign", "statement") == "a procedural assign statement"
+    assert kind_phrase("Inside", "expression") == "an inside expression"
+
+
+def test_the_chosen_top_is_named_when_there_were_several(engine):
+    tb = STAMPED_TB.replace("repeat (30)", "repeat (2)") + "module spare_checker;\nendmodule\n"
+    result = engine.score(sv_request(tb, None, "icarus"))
+    assert result.status == "ok", result.message
+    assert (
+        "the testbench has 2 top module candidates (modules nothing instantiates: tb, spare_checker): "
+        "simulated `tb` (set stimulus.top / --top to choose)"
+    ) in result.message, result.message

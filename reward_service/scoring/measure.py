@@ -21,7 +21,7 @@ from reward_service.models import (
 from reward_service.reward import targets_met
 from reward_service.safe_io import UnsafeOutput
 from reward_service.sandbox import Sandbox
-from reward_service.scoring.classify import classify, first_error
+from reward_service.scoring.classify import classify, first_error, unsupported_note
 from reward_service.scoring.types import Prepared, Scored
 from reward_service.simulators.base import SimRun, SimulatorBackend
 
@@ -62,6 +62,9 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
                 f"support covergroups, and the testbench declares {groups} (use {use}=verilator, "
                 f"where they compile but are not measured); first error: {first_error(build.output)}"
             )
+        note = unsupported_note(list(prepared.stimulus.files.values()), build.output)
+        if note:
+            message = f"{message} ({note})"
         return Scored(ScoreResult(status=Status.compile_error, log=build.output, message=message))
     runres = run.run
     assert runres is not None

@@ -55,6 +55,7 @@ def check(
 ) -> Prepared:
     """Check a resolved request's files and find the testbench top (:func:`prepare`'s second
     half). Raises :class:`InvalidInput`."""
+    notes: list[str] = []
     _check_sources(design.files, "design")
     _check_sources(stimulus.files, "stimulus")
     _check_layout(list(design.files) + list(stimulus.files))
@@ -73,6 +74,13 @@ def check(
         top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
         if top is None:
             raise InvalidInput("the testbench declares no top module (a module that nothing instantiates)")
+        if not stimulus.top:
+            candidates = [t for t in hdl.top_modules(stim_texts) if t not in design_modules]
+            if len(candidates) > 1:
+                notes.append(
+                    f"the testbench has {len(candidates)} top module candidates (modules nothing instantiates: "
+                    f"{', '.join(candidates)}): simulated `{top}` (set stimulus.top / --top to choose)"
+                )
         if not any(top in hdl.module_names(t) for t in stim_texts):
             raise InvalidInput(f"testbench top module {top!r} is not declared in the stimulus files")
         stimulus = stimulus.model_copy(update={"top": top})
@@ -100,8 +108,8 @@ def check(
         if stimulus.runtime == "auto" and not on_icarus:
             request, note = _keep_cocotb19_on_icarus(request, stimulus)
             if note:
-                return Prepared(request=request, design=design, stimulus=stimulus, notes=[note])
-    return Prepared(request=request, design=design, stimulus=stimulus)
+                notes.append(note)
+    return Prepared(request=request, design=design, stimulus=stimulus, notes=notes)
 
 
 def _keep_cocotb19_on_icarus(request: ScoreRequest, stimulus: CocotbStimulus) -> tuple[ScoreRequest, str | None]:
