@@ -634,3 +634,14 @@ def test_the_chosen_top_is_named_when_there_were_several(engine):
         "the testbench has 2 top module candidates (modules nothing instantiates: tb, spare_checker): "
         "simulated `tb` (set stimulus.top / --top to choose)"
     ) in result.message, result.message
+
+
+def test_cocotb_1_9_named_on_verilator_moves_to_the_fast_path(engine):
+    request = timer_request(TIMER.format(extra=TICKS), "verilator", test=TIMER_TEST_1X)
+    request["stimulus"]["runtime"] = "cocotb-1.9"
+    result = engine.score(request)
+    assert result.status == "ok" and result.engine == "fast", result.message
+    assert result.message.startswith(
+        "engine verilator asked: moved to the fast path (Icarus, Verilator's coverage points) since the "
+        "request names the cocotb 1.9 runtime and the cocotb 1.9 runtime runs on Icarus only; ran on cocotb 1.9"
+    ), result.message

@@ -96,16 +96,10 @@ def check(
         if toplevel not in design_modules:
             raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
         on_icarus = choose_engine(request.simulator.value, request.engine).on_icarus
-        if stimulus.runtime == "cocotb-1.9" and not on_icarus:
-            raise InvalidInput(
-                "the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
-                "(CLI --simulator icarus) or engine=fast (--engine fast), or "
-                "stimulus.runtime cocotb-2.1"
-            )
         if f"{stimulus.test_module}.py" not in stimulus.files:
             raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
         stimulus = stimulus.model_copy(update={"toplevel": toplevel})
-        if stimulus.runtime == "auto" and not on_icarus:
+        if stimulus.runtime != "cocotb-2.1" and not on_icarus:
             request, note = _keep_cocotb19_on_icarus(request, stimulus)
             if note:
                 notes.append(note)
@@ -113,21 +107,25 @@ def check(
 
 
 def _keep_cocotb19_on_icarus(request: ScoreRequest, stimulus: CocotbStimulus) -> tuple[ScoreRequest, str | None]:
-    """A cocotb test that ``auto`` runs on cocotb 1.9 (1.x idioms, ``cocotb_runtime.detect``)
-    requested on Verilator (``engine`` verilator, unset on the Verilator simulator, or auto):
-    the request moved to the fast path (Icarus, Verilator's points), where the 1.9 runtime
-    runs, and the note saying so; the runtime choice is then the same on every engine (on
-    Verilator cocotb 2.1 would run it, and a 1.x test dies there: ``cocotb.fork``). Other
-    requests are returned as they are, without a note."""
+    """A cocotb test that runs on cocotb 1.9 (``runtime`` cocotb-1.9, or ``auto`` finding 1.x
+    idioms, ``cocotb_runtime.detect``) requested on Verilator (``engine`` verilator, unset on
+    the Verilator simulator, or auto): the request moved to the fast path (Icarus, Verilator's
+    points), where the 1.9 runtime runs, and the note saying so; the runtime choice is then the
+    same on every engine (on Verilator cocotb 2.1 would run it, and a 1.x test dies there:
+    ``cocotb.fork``). Other requests are returned as they are, without a note."""
     from reward_service.simulators import cocotb_runtime
 
-    detection = cocotb_runtime.detect({n: t for n, t in stimulus.files.items() if n.endswith(".py")})
-    if detection.runtime != cocotb_runtime.COCOTB_19:
-        return request, None
+    if stimulus.runtime == cocotb_runtime.COCOTB_19:
+        why = "the request names the cocotb 1.9 runtime"
+    else:
+        detection = cocotb_runtime.detect({n: t for n, t in stimulus.files.items() if n.endswith(".py")})
+        if detection.runtime != cocotb_runtime.COCOTB_19:
+            return request, None
+        why = f"the test uses cocotb 1.x ({detection.reason()})"
     asked = request.engine or "verilator"
     note = (
         f"engine {asked} asked: moved to the fast path (Icarus, Verilator's coverage points) since "
-        f"the test uses cocotb 1.x ({detection.reason()}) and the cocotb 1.9 runtime runs on Icarus only"
+        f"{why} and the cocotb 1.9 runtime runs on Icarus only"
     )
     return request.model_copy(update={"engine": "fast"}), note
 
