@@ -378,6 +378,12 @@ _PY_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import\b|import[ \t]
 _PY_TOP_NAME = re.compile(r"^(?:def|class|async[ \t]+def)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=", re.M)
 
 
+def _names(code: str, name: str) -> bool:
+    """Whether ``code`` uses the identifier ``name`` (a package, class, interface: ``pk::``,
+    ``import pk::*``, ``item t;``)."""
+    return re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", code) is not None
+
+
 def _sv_declared(code: str) -> dict[str, str]:
     """Name -> kind (``package``, ``class`` ...) of what a Verilog block declares."""
     clean = hdl.strip_comments(code)
@@ -418,7 +424,11 @@ def _companions(
                 if b.index in used:
                     continue
                 declared = _sv_declared(b.code)
-                named = [n for n in declared if re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", wanted)]
+                named = [
+                    n
+                    for n, k in declared.items()
+                    if (hdl.instance_names(wanted, n) if k == "module" else _names(wanted, n))
+                ]
                 if not named:
                     continue
                 if (design_modules and set(declared) <= design_modules) or (

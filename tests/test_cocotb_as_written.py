@@ -645,3 +645,23 @@ def test_cocotb_1_9_named_on_verilator_moves_to_the_fast_path(engine):
         "engine verilator asked: moved to the fast path (Icarus, Verilator's coverage points) since the "
         "request names the cocotb 1.9 runtime and the cocotb 1.9 runtime runs on Icarus only; ran on cocotb 1.9"
     ), result.message
+
+
+def test_a_helper_module_and_interface_block_join_the_testbench_and_a_namesake_signal_does_not():
+    from reward_service.completion import extract
+
+    helper = "module stim_gen(output logic [7:0] v);\n  initial v = 8'd5;\nendmodule\n"
+    bus = "interface alu_if;\n  logic [7:0] a;\nendinterface\n"
+    other = "module counter(input clk);\nendmodule\n"
+    tb = (
+        "module tb;\n  logic [7:0] v;\n  logic counter;\n  alu_if bus();\n  stim_gen g(.v(v));\n"
+        "  pk_alu dut(.clk(1'b0), .rst(1'b1), .op(2'd0), .a(v), .b(v), .y(), .z());\nendmodule\n"
+    )
+    text = "".join(f"```systemverilog\n{b}```\n\n" for b in (helper, bus, other, tb))
+    got = extract(text, design_modules={"pk_alu"})
+    assert list(got.stimulus.files) == ["tb_block1.sv", "tb_block2.sv", "tb.sv"]
+    assert got.description == (
+        "code block 4 of 4 (```systemverilog, 7 lines): the testbench (module tb; instantiates pk_alu), "
+        "scored together with block 1 (module stim_gen, as tb_block1.sv), block 2 (interface alu_if, as "
+        "tb_block2.sv) that it uses; not used: block 3 an empty module stub (module counter)"
+    )
