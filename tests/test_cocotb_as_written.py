@@ -665,3 +665,15 @@ def test_a_helper_module_and_interface_block_join_the_testbench_and_a_namesake_s
         "scored together with block 1 (module stim_gen, as tb_block1.sv), block 2 (interface alu_if, as "
         "tb_block2.sv) that it uses; not used: block 3 an empty module stub (module counter)"
     )
+
+
+def test_unreachability_is_not_proved_on_a_design_other_than_the_one_built(engine):
+    """The proof models the design as written; with COCOTB_SIM read by it, it would be the
+    other branch's points: none is excluded, and the message says why."""
+    request = timer_request(TIMER.format(extra=TICKS), "fast")
+    request["coverage"]["exclude_unreachable"] = True
+    result = engine.score(request)
+    assert result.status == "ok"
+    assert "no point excluded as unreachable (the design reads COCOTB_SIM)" in result.message, result.message
+    plain = engine.score({**request, "coverage": {**request["coverage"], "exclude_unreachable": None}})
+    assert result.coverage.metrics == plain.coverage.metrics

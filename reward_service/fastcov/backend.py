@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import secrets
 import shutil
 import threading
@@ -167,16 +166,10 @@ def build_unsupported(build: Any, design_files: dict[str, str]) -> str | None:
         )
     from reward_service.simulators.cocotb_flow import COCOTB_DEFINES
 
-    used = [
-        name
-        for name, value in build.defines.items()
-        # cocotb's own (COCOTB_SIM=1) is one every cocotb build sets: the fast path parses the
-        # design with the build's macros (routing.design_defines), this one included
-        if COCOTB_DEFINES.get(name, ...) != value
-        and any(
-            re.search(rf"`(?:ifn?def|elsif)\s+{name}\b|`{name}\b", hdl.strip_comments(t)) for t in design_files.values()
-        )
-    ]
+    # cocotb's own (COCOTB_SIM=1) is one every cocotb build sets: the fast path parses the
+    # design with the build's macros (routing.design_defines), this one included
+    others = [n for n, v in build.defines.items() if COCOTB_DEFINES.get(n, ...) != v]
+    used = hdl.macros_read(design_files.values(), others)
     if used:
         return f"the design reads the build's define(s) {', '.join(used)} (the fast path instruments it as written)"
     return None

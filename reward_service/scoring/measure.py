@@ -23,6 +23,7 @@ from reward_service.safe_io import UnsafeOutput
 from reward_service.sandbox import Sandbox
 from reward_service.scoring.classify import classify, first_error, unsupported_note
 from reward_service.scoring.types import Prepared, Scored
+from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import SimRun, SimulatorBackend
 
 
@@ -176,6 +177,10 @@ def _reachable(
     from reward_service.formal.verdicts import applicable
 
     request, spec = prepared.request, prepared.request.coverage
+    defines = cocotb_flow.build_defines(prepared.stimulus.kind, request.build.defines)
+    read = hdl.macros_read(prepared.design.files.values(), defines)
+    if read:  # the proof models the design as written, not the branch these macros build
+        return report, uncovered, f"no point excluded as unreachable (the design reads {', '.join(read)})", True
     dead, proof, why = applicable(
         prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, cache_dir / "formal"
     )
