@@ -142,15 +142,29 @@ def _request_name(path: Path) -> str:
     return name
 
 
-def _files(paths: list[Path], base_names: bool = False) -> dict[str, str]:
-    """Request files (name -> text) of ``paths``, named by :func:`_request_name` (by base name
-    with ``base_names``: cocotb test modules are imported by name from one dir); data files
-    (.hex, .mem, ...) must be UTF-8 text."""
+def _cocotb_name(path: Path, test_dir: Path) -> str:
+    """The name a ``--cocotb`` file takes in the request: its path relative to ``test_dir``, the
+    folder of the test module (the first ``--cocotb`` file), which is where cocotb imports the
+    test from, so that ``helpers/model.py`` imports as ``helpers.model`` as in the author's
+    checkout. A file outside that folder is a usage error (the test could not import it there)."""
+    try:
+        return path.resolve().relative_to(test_dir).as_posix()
+    except ValueError:
+        raise typer.BadParameter(
+            f"{path}: --cocotb files keep their paths relative to the test module's folder "
+            f"({test_dir}), where cocotb imports them from; this file is outside it"
+        ) from None
+
+
+def _files(paths: list[Path], test_dir: Path | None = None) -> dict[str, str]:
+    """Request files (name -> text) of ``paths``, named by :func:`_request_name` (relative to
+    ``test_dir`` when given: cocotb files, :func:`_cocotb_name`); data files (.hex, .mem, ...)
+    must be UTF-8 text."""
     from reward_service import hdl
 
     out: dict[str, str] = {}
     for p in paths:
-        name = p.name if base_names else _request_name(p)
+        name = _cocotb_name(p, test_dir) if test_dir is not None else _request_name(p)
         if name in out:
             raise typer.BadParameter(f"two files named {name!r}: file names must be unique")
         if hdl.is_data_file(name):
@@ -206,7 +220,10 @@ def score(
     ] = None,
     cocotb: Annotated[
         list[Path] | None,
-        typer.Option("--cocotb", help="cocotb test module .py (the first is the test module; repeat for helpers)"),
+        typer.Option(
+            "--cocotb",
+            help="cocotb test module .py (the first is the test module; repeat for helpers, which keep their paths relative to its folder)",
+        ),
     ] = None,
     completion: Annotated[
         Path | None,
@@ -215,7 +232,11 @@ def score(
     problems: Annotated[Path | None, typer.Option("--problems", help="CVDP cid012 JSONL holding the problem")] = None,
     problem_id: Annotated[str | None, typer.Option("--problem-id", help="problem id in --problems")] = None,
     dut_instance: Annotated[
-        str | None, typer.Option("--dut-instance", help="DUT instance name the testbench must use (coverage.scope)")
+        str | None,
+        typer.Option(
+            "--dut-instance",
+            help="DUT instance name the testbench must use, or its path below the top: u_wrap.dut (coverage.scope)",
+        ),
     ] = None,
     toplevel: Annotated[str | None, typer.Option("--toplevel", help="DUT module name (cocotb HDL toplevel)")] = None,
     dut_writes: Annotated[
@@ -353,7 +374,7 @@ def score(
             raise typer.BadParameter("--cocotb needs --toplevel (the DUT module the test drives)")
         stimulus = {
             "kind": "cocotb",
-            "files": _files(cocotb, base_names=True),
+            "files": _files(cocotb, test_dir=cocotb[0].resolve().parent),
             "test_module": cocotb[0].stem,
             "toplevel": toplevel,
         }

@@ -36,6 +36,13 @@ Rules, in order:
    (the DUT pasted beside it) has that copy left out: the design's own module is simulated
    (Icarus rejects a second declaration; Verilator would keep one of them). A Verilog block is only searched for a module, a Python
    block only for a cocotb test, an untagged block for either.
+   Blocks that together form the stimulus are scored together (:func:`_companions`): with a
+   Verilog testbench, the other complete blocks declaring a package, interface, class, program
+   or non-design module it names (transitively), as files ``tb_block<N>.sv`` before
+   ``tb.sv``; with a cocotb test, the Python blocks it imports, as ``<module>.py`` (the name
+   from a ``# helpers.py`` first-line comment or the file named on the line above the fence,
+   or the one block defining every name of a ``from M import ...``). A block that declares a
+   name of the testbench again (an earlier draft) or a design module is not used.
 3. Without any fence, bare code is accepted: Verilog from the first ``module`` line (together
    with directly preceding `` `timescale``/`` `include``/`` `define`` lines) to the end of the
    line of the last ``endmodule`` (with the design's module names: of the first and last module
@@ -159,6 +166,7 @@ class _Block:
     code: str
     closed: bool
     index: int = 0  # 1-based among all fenced blocks of the answer
+    before: str = ""  # the last non-blank line of text above the fence (it often names the file)
 
 
 def strip_think(text: str) -> str:
@@ -185,6 +193,7 @@ def _fenced_blocks(text: str) -> list[_Block]:
             i += 1
             continue
         fence, indent = m.group("fence"), len(m.group("indent"))
+        before = next((line.strip() for line in reversed(lines[:i]) if line.strip()), "")
         info = m.group("info").strip()
         lang = info.split()[0].lower().lstrip("{.").rstrip("}") if info else ""
         closing = re.compile(rf"^[ ]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
@@ -200,7 +209,7 @@ def _fenced_blocks(text: str) -> list[_Block]:
             strip = min(indent, len(line) - len(line.lstrip(" ")))
             body.append(line[strip:])
             i += 1
-        blocks.append(_Block(lang=lang, code="\n".join(body), closed=closed, index=len(blocks) + 1))
+        blocks.append(_Block(lang=lang, code="\n".join(body), closed=closed, index=len(blocks) + 1, before=before))
     return blocks
 
 
@@ -360,6 +369,120 @@ def _bare_verilog(text: str, design_modules: frozenset[str] | None = None) -> st
     return "".join(lines[start : last + 1])
 
 
+#: SystemVerilog declarations a testbench may take from a block of its own: ``package X``,
+#: ``interface X``, ``class X`` (``virtual``), ``program X`` and modules.
+_SV_DECLARATION = re.compile(
+    r"^[ \t]*(?:(?:virtual|interface)\s+)?(package|interface|class|program|(?:macro)?module)\s+"
+    r"(?:(?:automatic|static)\s+)?([A-Za-z_][\w$]*)",
+    re.M,
+)
+_PY_FILE_NAME = re.compile(r"\b([A-Za-z_]\w*(?:/[A-Za-z_]\w*)*)\.py\b")
+_PY_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import\b|import[ \t]+([\w.]+))", re.M)
+_PY_TOP_NAME = re.compile(r"^(?:def|class|async[ \t]+def)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=", re.M)
+
+
+def _names(code: str, name: str) -> bool:
+    """Whether ``code`` uses the identifier ``name`` (a package, class, interface: ``pk::``,
+    ``import pk::*``, ``item t;``)."""
+    return re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", code) is not None
+
+
+def _sv_declared(code: str) -> dict[str, str]:
+    """Name -> kind (``package``, ``class`` ...) of what a Verilog block declares."""
+    clean = hdl.strip_comments(code)
+    return {m.group(2): m.group(1).removeprefix("macro") for m in _SV_DECLARATION.finditer(clean)}
+
+
+def _py_module_name(block: _Block) -> str | None:
+    """The module name a Python block was written as: a ``# helpers.py`` / ``# File:
+    tb/helpers.py`` comment on its first line, or the file named in the text right above it."""
+    first = next((line for line in block.code.splitlines() if line.strip()), "")
+    for where in (first if first.lstrip().startswith("#") else "", block.before):
+        m = _PY_FILE_NAME.search(where)
+        if m:
+            return m.group(1).replace("/", ".")
+    return None
+
+
+def _companions(
+    chosen: _Block, kind: str, blocks: list[_Block], design_modules: frozenset[str] | None
+) -> tuple[list[tuple[_Block, tuple[str, str]]], tuple[str, ...]]:
+    """The other complete blocks the chosen one needs: for a Verilog testbench, blocks
+    declaring a package, interface, class, program or (non-design) module that it (or another
+    needed block) names; for a cocotb test, Python blocks written as a module it imports (their
+    file name from a comment or the line above the fence; or, without a name, the one block
+    defining every name of a ``from M import ...`` of the test). Returns the needed blocks in
+    answer order with ``(name, what)`` each, and why other candidate companions were left out."""
+    others = [b for b in blocks if b.closed and b is not chosen]
+    used: dict[int, tuple[_Block, tuple[str, str]]] = {}
+    left_out: list[str] = []
+    if kind == "verilog":
+        pool = [b for b in others if b.lang in _VERILOG_LANGS or (b.lang == "" and _SV_DECLARATION.search(b.code))]
+        own = _sv_declared(chosen.code)
+        wanted = hdl.strip_comments(chosen.code)
+        grew = True
+        while grew:
+            grew = False
+            for b in pool:
+                if b.index in used:
+                    continue
+                declared = _sv_declared(b.code)
+                named = [
+                    n
+                    for n, k in declared.items()
+                    if (hdl.instance_names(wanted, n) if k == "module" else _names(wanted, n))
+                ]
+                if not named:
+                    continue
+                if (design_modules and set(declared) <= design_modules) or (
+                    _has_module(b.code) and _verilog_role(b.code, design_modules)[0] == _RESTATES_DUT
+                ):
+                    continue  # the DUT restated or stubbed: named among the skipped candidates already
+                clash = sorted((set(declared) & set(own)) | (set(declared) & (design_modules or frozenset())))
+                if clash:
+                    note = f"block {b.index} declares {', '.join(clash)} again (not used)"
+                    if note not in left_out:
+                        left_out.append(note)
+                    continue
+                what = ", ".join(f"{declared[n]} {n}" for n in declared)
+                used[b.index] = (b, (f"tb_block{b.index}.sv", what))
+                own.update(declared)
+                wanted += "\n" + hdl.strip_comments(b.code)
+                grew = True
+    else:
+        imports = {a or c for a, c in _PY_IMPORT.findall(chosen.code)}
+        from_names = {
+            m.group(1): {n.strip().split(" as ")[0] for n in m.group(2).strip("()").split(",") if n.strip()}
+            for m in re.finditer(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]+)", chosen.code, re.M)
+        }
+        for b in others:
+            if b.lang not in _PYTHON_LANGS and not (b.lang == "" and not _has_module(b.code)):
+                continue
+            if _has_cocotb_test(b.code):
+                continue  # another test (a draft): the chosen one is the answer
+            name = _py_module_name(b)
+            if name is None:
+                defined = {x or y for x, y in _PY_TOP_NAME.findall(b.code)}
+                fits = [m for m, names in from_names.items() if names and names <= defined]
+                name = fits[0] if len(fits) == 1 else None
+            if name is None or name not in imports or name == COCOTB_TEST_MODULE:
+                if name is not None or b.lang in _PYTHON_LANGS:
+                    left_out.append(f"block {b.index} (Python the test does not import)")
+                continue
+            used[b.index] = (b, (name.replace(".", "/") + ".py", f"module {name}"))
+    return [used[i] for i in sorted(used)], tuple(left_out)
+
+
+def _with_companions(
+    stimulus: SvTestbench | CocotbStimulus, used: list[tuple[_Block, tuple[str, str]]]
+) -> SvTestbench | CocotbStimulus:
+    """``stimulus`` with the companion blocks as files of their own, before its own file (a
+    package is compiled before the testbench that imports it), in answer order."""
+    files = {name: _normalize(b.code) for b, (name, _) in used}
+    files.update(stimulus.files)
+    return stimulus.model_copy(update={"files": files})
+
+
 def _result(kind: str, code: str, toplevel: str | None) -> SvTestbench | CocotbStimulus:
     if kind == "vhdl":
         raise ExtractionError(_VHDL_MESSAGE)
@@ -418,7 +541,17 @@ def extract(text: str, *, toplevel: str | None = None, design_modules: Iterable[
                 if b is not chosen
             )
             code, dropped = _drop_design_copies(chosen.code, known) if kind == "verilog" else (chosen.code, ())
-            return Extraction(_result(kind, code, toplevel), label, why, skipped[:5], dropped)
+            used, left_out = _companions(chosen, kind, blocks, known)
+            if not used:
+                return Extraction(_result(kind, code, toplevel), label, why, skipped[:5], dropped)
+            skipped = tuple(w for w in skipped if int(w.split()[1]) not in {b.index for b, _ in used}) + left_out
+            stimulus = _with_companions(_result(kind, code, toplevel), used)
+            why += (
+                ", scored together with "
+                + ", ".join(f"block {b.index} ({what}, as {name})" for b, (name, what) in used)
+                + (" that it imports" if kind == "cocotb" else " that it uses")
+            )
+            return Extraction(stimulus, label, why, skipped[:5], dropped)
         if any(b.lang in _VHDL_LANGS or _VHDL_TEXT.search(b.code) for b in blocks if b.closed):
             raise ExtractionError(_VHDL_MESSAGE)
         if any(not b.closed and b.lang not in _VHDL_LANGS for b in blocks):

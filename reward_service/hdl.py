@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 #: A Verilog string literal (backslash escapes included).
@@ -46,6 +46,17 @@ def top_modules(texts: list[str]) -> list[str]:
     """Modules declared in ``texts`` that none of them instantiates (candidate tops), in order."""
     declared = [name for text in texts for name in module_names(text)]
     return [name for name in declared if not any(instance_names(text, name) for text in texts)]
+
+
+def macros_read(texts: Iterable[str], names: Iterable[str]) -> list[str]:
+    """The macro ``names`` that the HDL ``texts`` read (`` `ifdef``/`` `ifndef``/`` `elsif``
+    or a use), in ``names`` order (comments ignored)."""
+    clean = [strip_comments(t) for t in texts]
+    return [
+        n
+        for n in names
+        if any(re.search(rf"`(?:ifn?def|elsif)\s+{re.escape(n)}\b|`{re.escape(n)}\b", t) for t in clean)
+    ]
 
 
 def choose_top(stimulus_texts: list[str], design_modules: set[str]) -> str | None:

@@ -192,9 +192,12 @@ class Target(_Strict):
 
 class CoverageSpec(_Strict):
     """What to measure. ``scope`` is the DUT instance name that the testbench must use
-    (e.g. ``uut``); only points of the DUT's own files count."""
+    (e.g. ``uut``), or its path below the top through instances and generate blocks
+    (``u_wrap.dut``); only points of the DUT's own files count."""
 
-    scope: str | None = Field(None, description="DUT instance name in the testbench")
+    scope: str | None = Field(
+        None, description="DUT instance name in the testbench, or its path below the top (u_wrap.dut, l_gen.dut)"
+    )
     metrics: list[Metric] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     targets: list[Target] = Field(default_factory=list)
     weights: dict[str, float] | None = Field(

@@ -366,7 +366,7 @@ def test_a_race_at_a_clock_edge_goes_to_verilator(engine, monkeypatch):
     # Why: with the race check off, the fast path runs it and misses that point.
     import reward_service.fastcov.screen as screen
 
-    monkeypatch.setattr(screen, "design_race", lambda files: None)
+    monkeypatch.setattr(screen, "design_race", lambda files, defines=None: None)
     fast = engine.score(
         {
             "design": {"files": {"bl.sv": RACE_DUT}},

@@ -124,9 +124,10 @@ def test_wrong_instance_name_lists_the_instances_found(engine, engine_name):
     )
     result = engine.score(req)
     assert result.status == "invalid_input", result.message + result.log
-    assert result.message.endswith("the DUT is not instantiated as `dut` under `tb` (found: g, ref_model)"), (
-        result.message
-    )
+    assert result.message.endswith(
+        "the DUT is not instantiated as `dut` under `tb` (found: g, g.dut, ref_model); "
+        "a DUT below the top is named by its path: `g.dut`"
+    ), result.message
 
 
 def test_combine_hier_is_verilators():

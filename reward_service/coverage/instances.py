@@ -56,6 +56,18 @@ def instance_names(hiers: Iterable[str], top: str) -> list[str]:
     return sorted({h[len(top) + 1 :].split(".")[0] for h in hiers if h.startswith(top + ".")})
 
 
+def instance_paths(hiers: Iterable[str], top: str) -> list[str]:
+    """Every instance path below ``top`` among the instance paths ``hiers``, relative to it
+    (``tb.u_wrap.dut.u_fifo`` -> ``u_wrap``, ``u_wrap.dut``, ``u_wrap.dut.u_fifo``), sorted;
+    paths not under ``top`` are skipped."""
+    found: set[str] = set()
+    for h in hiers:
+        if h.startswith(top + "."):
+            parts = h[len(top) + 1 :].split(".")
+            found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    return sorted(found, key=natural_key)
+
+
 def merge_instances(points: Iterable[CoveragePoint], scope: str | None = None) -> list[CoveragePoint]:
     """The code coverage points of the instance ``scope`` (a full instance path such as
     ``tb.dut``; ``None``: every instance) with the instances of one module copy merged.

@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import secrets
 import shutil
 import threading
@@ -86,10 +85,10 @@ def design_key(files: dict[str, str]) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _instrument_cached(
-    key: str, files_json: str, metrics: tuple[str, ...], emulation: str, toplevel: str | None
+    key: str, files_json: str, metrics: tuple[str, ...], emulation: str, toplevel: str | None, defines_json: str
 ) -> Instrumented | Unsupported:
     try:
-        return instrument(json.loads(files_json), metrics, emulation, toplevel)
+        return instrument(json.loads(files_json), metrics, emulation, toplevel, defines=json.loads(defines_json))
     except Unsupported as exc:
         return exc
 
@@ -115,23 +114,28 @@ def instrumented(
     emulation: str = "two_state",
     toplevel: str | None = None,
     context: ParameterContext | None = None,
+    defines: Mapping[str, str | None] | None = None,
 ) -> Instrumented:
     """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
-    all the fast path measures), cached per design content (and, with ``context``, per the
-    testbench's parameter values). Raises :class:`Unsupported` (cached too)."""
+    all the fast path measures) with the build's ``defines`` (name -> value or None), cached
+    per design content and defines (and, with ``context``, per the testbench's parameter
+    values). Raises :class:`Unsupported` (cached too)."""
     wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
+    defines_json = json.dumps(dict(defines or {}), sort_keys=True)
     result: Instrumented | Unsupported | None
     if context is None:
-        result = _instrument_cached(design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel)
+        result = _instrument_cached(
+            design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel, defines_json
+        )
     else:
-        key = (design_key(files), context.signature, wanted, emulation, toplevel)
+        key = (design_key(files), context.signature, wanted, emulation, toplevel, defines_json)
         with _CONTEXT_LOCK:
             result = _CONTEXT_CACHE.get(key)
             if result is not None:
                 _CONTEXT_CACHE.move_to_end(key)
         if result is None:
             try:
-                result = instrument(files, wanted, emulation, toplevel, context=context.testbench)
+                result = instrument(files, wanted, emulation, toplevel, context=context.testbench, defines=defines)
             except Unsupported as exc:
                 result = exc
             with _CONTEXT_LOCK:
@@ -160,13 +164,12 @@ def build_unsupported(build: Any, design_files: dict[str, str]) -> str | None:
             f"build parameter overrides ({', '.join(build.parameters)}) are not applied on the "
             "fast path (its points are enumerated from the DUT as written)"
         )
-    used = [
-        name
-        for name in build.defines
-        if any(
-            re.search(rf"`(?:ifn?def|elsif)\s+{name}\b|`{name}\b", hdl.strip_comments(t)) for t in design_files.values()
-        )
-    ]
+    from reward_service.simulators.cocotb_flow import COCOTB_DEFINES
+
+    # cocotb's own (COCOTB_SIM=1) is one every cocotb build sets: the fast path parses the
+    # design with the build's macros (routing.design_defines), this one included
+    others = [n for n, v in build.defines.items() if COCOTB_DEFINES.get(n, ...) != v]
+    used = hdl.macros_read(design_files.values(), others)
     if used:
         return f"the design reads the build's define(s) {', '.join(used)} (the fast path instruments it as written)"
     return None
@@ -206,6 +209,7 @@ class FastSimulator(SimulatorBackend):
             emulation,
             job.toplevel if emulation == "zero_init" else None,
             self.context if emulation == "two_state" else None,
+            job.defines,
         )
         token = secrets.token_hex(16)
         ours = token if stamp else build_placeholder(inst)

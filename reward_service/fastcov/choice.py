@@ -18,6 +18,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -60,20 +61,27 @@ class Decision:
         return self.engine == "fast"
 
 
-def decision_key(design_files: dict[str, str], toplevel: str | None) -> str:
-    """Content key of a decision: design texts, toplevel, the metrics the fast path measures
-    and its version."""
-    meta = [toplevel, list(all_metrics()), FASTCOV_VERSION]
+def decision_key(
+    design_files: dict[str, str], toplevel: str | None, defines: Mapping[str, str | None] | None = None
+) -> str:
+    """Content key of a decision: design texts, toplevel, the build's macros (when any), the
+    metrics the fast path measures and its version."""
+    meta: list = [toplevel, list(all_metrics()), FASTCOV_VERSION]
+    if defines:
+        meta.append(sorted(defines.items()))
     return design_key({**design_files, "\0meta": json.dumps(meta)})
 
 
-def decide(design: Design, run: Simulate, settings: Settings) -> Decision:
-    """The cached decision for ``design``, making it (instrumentation and a self-check of every
+def decide(
+    design: Design, run: Simulate, settings: Settings, defines: Mapping[str, str | None] | None = None
+) -> Decision:
+    """The cached decision for ``design`` built with ``defines`` (the macros the sample's build
+    sets, e.g. cocotb's ``COCOTB_SIM``), making it (instrumentation and a self-check of every
     metric the fast path measures, simulated by ``run``) when none is cached; decisions live
     under ``settings.cache_dir`` and ``settings.fastcov_self_check`` can skip the self-check.
     Thread and process safe."""
     metrics = all_metrics()
-    key = decision_key(design.files, design.toplevel)
+    key = decision_key(design.files, design.toplevel, defines)
     folder = Path(settings.cache_dir) / "fastcov" / "decisions"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{key}.json"
@@ -84,7 +92,7 @@ def decide(design: Design, run: Simulate, settings: Settings) -> Decision:
         cached = _load(path)
         if cached is not None:
             return cached
-        decision = _decide(design, metrics, key, run, settings)
+        decision = _decide(design, metrics, key, run, settings, dict(defines or {}))
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".decision-")
         with os.fdopen(fd, "w") as fh:
             json.dump(asdict(decision), fh)
@@ -100,10 +108,17 @@ def _load(path: Path) -> Decision | None:
         return None
 
 
-def _decide(design: Design, metrics: tuple[str, ...], key: str, run: Simulate, settings: Settings) -> Decision:
+def _decide(
+    design: Design,
+    metrics: tuple[str, ...],
+    key: str,
+    run: Simulate,
+    settings: Settings,
+    defines: dict[str, str | None],
+) -> Decision:
     now = time.time()
     try:
-        instrumented(dict(design.files), metrics)
+        instrumented(dict(design.files), metrics, defines=defines)
         tb = self_check_testbench(dict(design.files), design.toplevel)
     except Unsupported as exc:
         return Decision("verilator", f"not instrumentable: {exc}", key, now)
@@ -116,6 +131,7 @@ def _decide(design: Design, metrics: tuple[str, ...], key: str, run: Simulate, s
             "engine": "verilator",
             "stimulus": stimulus.model_dump(),
             "coverage": {"scope": SELF_CHECK_INSTANCE, "metrics": list(metrics)},
+            "build": {"defines": defines},
             "limits": {"run_s": 60, "compile_s": 600},
         }
     )

@@ -38,7 +38,7 @@ from pyslang.parsing import Token
 from reward_service.fastcov.blocks import STOP_TASKS, _off_regions, _pragma_before
 from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
-from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported, other_bodies
+from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported, kind_phrase, other_bodies
 
 _S = ast.SymbolKind
 _T = ast.StatementKind
@@ -328,7 +328,7 @@ class _Walker:
         elif k in (_T.Empty, _T.Break, _T.Continue, _T.Disable, _T.EventTrigger):
             pass
         else:
-            raise Unsupported(f"{self.u.file}: expression coverage of a {k.name} statement")
+            raise Unsupported(f"{self.u.file}: expression coverage of {kind_phrase(k.name, 'statement')}")
 
     def expression_stmt(self, s: Any, state: _State, target: _Target, guard: tuple) -> None:
         expr = s.expr

@@ -21,7 +21,7 @@ from typing import Any
 
 from pyslang import LiteralBase, ast
 
-from reward_service.fastcov.unit import Unsupported
+from reward_service.fastcov.unit import Unsupported, kind_phrase
 
 _E = ast.ExpressionKind
 _S = ast.SymbolKind
@@ -222,7 +222,7 @@ class Lowering:
         k = e.kind
         handler = getattr(self, "_" + k.name, None)
         if handler is None:
-            raise Unsupported(f"{self._where(e)}: expression coverage of a {k.name} expression")
+            raise Unsupported(f"{self._where(e)}: expression coverage of {kind_phrase(k.name, 'expression')}")
         return handler(e)
 
     def boolean(self, e: Any) -> VNode:
@@ -275,7 +275,7 @@ class Lowering:
     def _type(e: Any) -> tuple[int, bool]:
         t = e.type
         if not t.isIntegral:
-            raise Unsupported(f"expression coverage of a {t} operand")
+            raise Unsupported(f"expression coverage of {kind_phrase(str(t), 'operand')}")
         return t.bitWidth, bool(t.isSigned)
 
     # leaves -------------------------------------------------------------------------------------

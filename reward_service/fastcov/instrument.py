@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyslang import SourceManager, ast, syntax
-from pyslang.parsing import Token, TokenKind
+from pyslang import Bag, SourceManager, ast, syntax
+from pyslang.parsing import PreprocessorOptions, Token, TokenKind
 
 from reward_service import hdl
 from reward_service.fastcov import emulate
@@ -79,23 +80,38 @@ class Instrumented:
     metrics: tuple[str, ...]
 
 
-def parse(files: dict[str, str], context: dict[str, str] | None = None) -> tuple[list[SourceFile], Any]:
+Defines = Mapping[str, "str | None"]
+
+
+def parse(
+    files: dict[str, str], context: dict[str, str] | None = None, defines: Defines | None = None
+) -> tuple[list[SourceFile], Any]:
     """Parse HDL files into :class:`SourceFile` s sharing one source manager, plus a pyslang
     compilation of them and of the ``context`` files (name -> text: a testbench whose
     instances give the DUT its parameter values; parsed with the same source manager, not
-    returned as sources). Raises :class:`Unsupported` on a syntax error."""
+    returned as sources). ``defines`` (name -> value, None: defined without one) are
+    predefined as the build's ``-D`` options define them, so the code parsed (and
+    instrumented) is the one the simulators compile: the text of an inactive `` `ifdef``
+    branch stays as it is, never instrumented. Raises :class:`Unsupported` on a syntax error."""
     sm = SourceManager()
-    sources = [SourceFile(name, text, _tree(name, text, sm)) for name, text in files.items()]
+    options = _preprocessor_options(defines)
+    sources = [SourceFile(name, text, _tree(name, text, sm, options)) for name, text in files.items()]
     compilation = ast.Compilation()
     for s in sources:
         compilation.addSyntaxTree(s.tree)
     for name, text in (context or {}).items():
-        compilation.addSyntaxTree(_tree(name, text, sm))
+        compilation.addSyntaxTree(_tree(name, text, sm, options))
     return sources, compilation
 
 
-def _tree(name: str, text: str, sm: Any) -> Any:
-    tree = syntax.SyntaxTree.fromText(text, sm, name, name)
+def _preprocessor_options(defines: Defines | None) -> Any:
+    options = PreprocessorOptions()
+    options.predefines = [name if value is None else f"{name}={value}" for name, value in (defines or {}).items()]
+    return Bag([options])
+
+
+def _tree(name: str, text: str, sm: Any, options: Any) -> Any:
+    tree = syntax.SyntaxTree.fromText(text, sm, name, name, options)
     errors = [d for d in tree.diagnostics if d.isError()]
     if errors:
         raise Unsupported(f"{name}:{sm.getLineNumber(errors[0].location)}: pyslang cannot parse it ({errors[0].code})")
@@ -126,6 +142,7 @@ def instrument(
     emulation: str = "two_state",
     toplevel: str | None = None,
     context: dict[str, str] | None = None,
+    defines: Defines | None = None,
 ) -> Instrumented:
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
     point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
@@ -133,18 +150,19 @@ def instrument(
     :mod:`.emulate`). ``context``: testbench files (name -> text, headers left out) to
     elaborate the DUT under, when they give it other parameter values than its own
     (:mod:`.params`): the points are then enumerated from the instances the testbench makes (a
-    DUT module it does not instantiate keeps its own elaboration). Raises :class:`Unsupported`
-    when the design cannot be instrumented exactly."""
+    DUT module it does not instantiate keeps its own elaboration). ``defines``: the build's
+    macros (:func:`parse`). Raises :class:`Unsupported` when the design cannot be instrumented
+    exactly."""
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
     if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
         raise Unsupported("`include in the design is not instrumented")
-    sources, compilation = parse(hdl_files)
+    sources, compilation = parse(hdl_files, defines=defines)
     bodies = _instance_bodies(compilation)
     compilations = dict.fromkeys(bodies, compilation)
     if context:
-        sources, compilation = parse(hdl_files, context)
+        sources, compilation = parse(hdl_files, context, defines)
         own = ast.Compilation()  # the DUT alone, from the same syntax trees
         for s in sources:
             own.addSyntaxTree(s.tree)

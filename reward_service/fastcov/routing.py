@@ -42,7 +42,7 @@ from reward_service.fastcov.unit import Unsupported
 from reward_service.models import ScoreResult, ShadowCheck, Status
 from reward_service.scoring.types import Prepared, Scored, Simulate
 from reward_service.settings import Settings
-from reward_service.simulators import get_simulator
+from reward_service.simulators import cocotb_flow, get_simulator
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,13 @@ def unsupported(prepared: Prepared) -> str | None:
     return plan(prepared)[1]
 
 
+def design_defines(prepared: Prepared) -> dict[str, str | None]:
+    """The macros the design is built with (``cocotb_flow.build_defines``: the request's, and
+    cocotb's own ``COCOTB_SIM`` for cocotb stimulus): the fast path parses the design with
+    them, so it instruments and checks the code the simulators compile."""
+    return cocotb_flow.build_defines(prepared.stimulus.kind, prepared.request.build.defines)
+
+
 def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
     """``(context, None)`` when the fast path can score the request (``context``: the SV
     testbench's parameter values for the DUT, when not the DUT's own, to instrument under),
@@ -72,8 +79,9 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
     build_reason = build_unsupported(prepared.request.build, dict(prepared.design.files))
     if build_reason:
         return None, build_reason
+    defines = design_defines(prepared)
     try:
-        instrumented(dict(prepared.design.files), tuple(spec.metrics))
+        instrumented(dict(prepared.design.files), tuple(spec.metrics), defines=defines)
     except Unsupported as exc:
         return None, ours("the design", str(exc))
     # A blocking write in one clocked process read by another is a race at the edge: Icarus and
@@ -81,7 +89,7 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
     # Verilator does not (or miss ones it does). Verilator is the reference: it scores these.
     from reward_service.fastcov.screen import design_race
 
-    race = design_race(dict(prepared.design.files))
+    race = design_race(dict(prepared.design.files), defines)
     if race:
         return (
             None,
@@ -151,7 +159,7 @@ def attempt(
 
         t0 = time.perf_counter()
         try:
-            decision = decide(prepared.design, run, settings)
+            decision = decide(prepared.design, run, settings, design_defines(prepared))
         except Unsupported as exc:  # the self-check's fast run refused the design's build
             decision = None
             fallback = f"auto chose Verilator for this design: {exc}{SCORED_ON_VERILATOR}"
@@ -192,15 +200,17 @@ def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
         if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
     }
     toplevel = getattr(prepared.stimulus, "toplevel", None) if prepared.stimulus.kind == "cocotb" else None
-    return [p for p in _array_ports(json.dumps(files, sort_keys=True)) if p[0] != toplevel]
+    defines = json.dumps(design_defines(prepared), sort_keys=True)
+    return [p for p in _array_ports(json.dumps(files, sort_keys=True), defines) if p[0] != toplevel]
 
 
 @functools.lru_cache(maxsize=256)
-def _array_ports(files_json: str) -> tuple[tuple[str, str], ...]:
+def _array_ports(files_json: str, defines_json: str) -> tuple[tuple[str, str], ...]:
     from reward_service.fastcov.emulate import array_ports
     from reward_service.fastcov.instrument import parse
 
-    sources, _ = parse(json.loads(files_json))  # parses: instrumented() took the design
+    # parses: instrumented() took the design
+    sources, _ = parse(json.loads(files_json), defines=json.loads(defines_json))
     return tuple(p for source in sources for p in array_ports(source))
 
 

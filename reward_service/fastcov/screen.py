@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -485,15 +486,18 @@ def races(sources: list[Any], bodies: dict[str, Any]) -> str | None:
     return None
 
 
-def design_race(files: dict[str, str]) -> str | None:
-    """:func:`races` of the DUT files ``files`` (name -> text). Cached per design (the samples
-    of a problem share it)."""
-    return _design_race(json.dumps({n: t for n, t in files.items() if hdl.is_hdl_source(n)}, sort_keys=True))
+def design_race(files: dict[str, str], defines: Mapping[str, str | None] | None = None) -> str | None:
+    """:func:`races` of the DUT files ``files`` (name -> text) built with ``defines``. Cached
+    per design (the samples of a problem share it)."""
+    return _design_race(
+        json.dumps({n: t for n, t in files.items() if hdl.is_hdl_source(n)}, sort_keys=True),
+        json.dumps(dict(defines or {}), sort_keys=True),
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def _design_race(files_json: str) -> str | None:
+def _design_race(files_json: str, defines_json: str) -> str | None:
     from reward_service.fastcov.instrument import _instance_bodies, parse
 
-    sources, compilation = parse(json.loads(files_json))
+    sources, compilation = parse(json.loads(files_json), defines=json.loads(defines_json))
     return races(sources, _instance_bodies(compilation))

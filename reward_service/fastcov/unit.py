@@ -12,6 +12,7 @@ file keeps the original line numbers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +30,16 @@ PREFIX = "__rs_"
 FLAG_FILE = "rs_fastcov.txt"
 #: Stands for the per-run token in instrumented text (see :mod:`reward_service.fastcov.backend`).
 TOKEN_PLACEHOLDER = "__RS_FASTCOV_TOKEN__"
+
+
+def kind_phrase(kind: str, noun: str) -> str:
+    """A pyslang kind name as words for a message: ``("ProceduralAssign", "statement")`` ->
+    ``a procedural assign statement``; ``Invalid`` (what pyslang binds code it could not
+    resolve to) -> ``a statement that does not elaborate``."""
+    if kind == "Invalid":
+        return f"a {noun} that does not elaborate (pyslang could not resolve it)"
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", kind).lower()
+    return f"{'an' if words[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {words} {noun}"
 
 
 class Unsupported(RewardServiceError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from reward_service import hdl
 from reward_service.models import Status, TestOutcome
 from reward_service.sandbox import ExecResult
 from reward_service.simulators.base import SimRun
@@ -58,9 +59,9 @@ def classify(
     failed = [t for t in tests if not t.passed]
     if failed:
         notes.append(f"{len(failed)} of {len(tests)} cocotb tests failed")
-    errors = _error_lines(runres.output)
+    errors, total = _error_lines(runres.output)
     if errors:
-        notes.append(f"the log reports {len(errors)} error line(s), first: {errors[0]}")
+        notes.append(f"the log reports {total} error line(s), first: {errors[0]}")
     return Status.ok, "; ".join(n for n in notes if n)
 
 
@@ -95,17 +96,65 @@ def first_error(log_text: str) -> str:
     return lines[-1].strip()[:500] if lines else "(no output)"
 
 
-_ERROR_LINE = re.compile(r"^(?:\[\d+\] )?(?:%Error|%Fatal|ERROR:|FATAL:|VCD Error|Error:)", re.M)
+#: An error line of a simulation log, possibly after a time stamp a testbench prints before its
+#: own messages (``[205]``, ``[205 ns]``, ``[1.5us]``, ``@205:``).
+_ERROR_LINE = re.compile(
+    r"^(?:(?:\[[ \t]*[\d.]+[ \t]*(?:[fpnum]?s)?[ \t]*\]|@[ \t]*[\d.]+[ \t]*(?:[fpnum]?s)?:?)[ \t]*)?"
+    r"(?:%Error|%Fatal|ERROR:|FATAL:|VCD Error|Error:)",
+    re.M,
+)
 
 
-def _error_lines(log_text: str, limit: int = 20) -> list[str]:
-    """Error lines of a simulation log (Icarus ``ERROR:``/``VCD Error``, Verilator ``%Error``)."""
-    out = []
+def _error_lines(log_text: str, limit: int = 20) -> tuple[list[str], int]:
+    """The first ``limit`` error lines of a simulation log (Icarus ``ERROR:``/``VCD Error``,
+    Verilator ``%Error``, time-stamped or not) and how many there are in all."""
+    out: list[str] = []
+    total = 0
     for m in _ERROR_LINE.finditer(log_text):
         end = log_text.find("\n", m.start())
         line = log_text[m.start() : end if end >= 0 else None].strip()
-        if "Verilog $stop" not in line:  # Verilator's note on an ordinary $stop ending
+        if "Verilog $stop" in line:  # Verilator's note on an ordinary $stop ending
+            continue
+        total += 1
+        if len(out) < limit:
             out.append(line[:300])
-        if len(out) >= limit:
-            break
-    return out
+    return out, total
+
+
+_UVM = re.compile(r"\bimport\s+uvm_pkg\b|`include\s+\"uvm_macros\.svh\"|\bextends\s+uvm_(?:test|env|component)\b")
+#: A simulator's own word that it rejected a construct it does not implement (Verilator's
+#: ``%Error-UNSUPPORTED:`` and ``Unsupported:``, Icarus's ``sorry:``), not a syntax error.
+_UNSUPPORTED = re.compile(r"%Error-UNSUPPORTED|\bUnsupported:|\bsorry:", re.I)
+
+
+#: Legal SystemVerilog a simulator rejects with an error that does not say "unsupported":
+#: (construct in the stimulus, what the simulator says, the words for the message).
+_REJECTED_LEGAL = [
+    (
+        re.compile(r"\bmailbox\s+(?!#)[A-Za-z_]"),
+        re.compile(r"Class parameter type without default value is never given value"),
+        "Verilator does not support an untyped mailbox (`mailbox mb`), which SystemVerilog allows: "
+        "give it a type (`mailbox #(int) mb`)",
+    ),
+]
+
+
+def unsupported_note(stimulus_texts: list[str], build_log: str) -> str | None:
+    """Why a build that failed is something we cannot run rather than wrong code, or None:
+    a UVM testbench (no UVM library is compiled in), or a construct the simulator rejects as
+    unsupported although the language allows it (the first such line of ``build_log``)."""
+    if any(_UVM.search(hdl.strip_comments(t)) for t in stimulus_texts):
+        return (
+            "UVM testbenches are not supported: no UVM library (uvm_pkg) is compiled in; write a plain "
+            "SystemVerilog testbench or a cocotb test"
+        )
+    for construct, said, words in _REJECTED_LEGAL:
+        if said.search(build_log) and any(construct.search(hdl.strip_comments(t)) for t in stimulus_texts):
+            return words
+    for line in build_log.splitlines():
+        if _UNSUPPORTED.search(line):
+            return (
+                "the simulator does not support a construct the stimulus uses, though the language allows "
+                f"it (rewrite it with a supported one): {line.strip()[:300]}"
+            )
+    return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from reward_service import hdl
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
-from reward_service.coverage.instances import in_scope, instance_names, merge_instances
+from reward_service.coverage.instances import in_scope, instance_paths, merge_instances
 from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
 from reward_service.models import (
@@ -22,8 +22,9 @@ from reward_service.models import (
 from reward_service.reward import check_targets, targets_met
 from reward_service.safe_io import UnsafeOutput
 from reward_service.sandbox import Sandbox, SandboxError
-from reward_service.scoring.classify import classify, first_error, tool_internal_error
+from reward_service.scoring.classify import classify, first_error, tool_internal_error, unsupported_note
 from reward_service.scoring.types import Prepared, Scored
+from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import SimRun, SimulatorBackend
 
 if TYPE_CHECKING:  # the prover's modules load on first use (a request that asks for a proof)
@@ -71,6 +72,9 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
                 f"support covergroups, and the testbench declares {groups} (use {use}=verilator, "
                 f"where they compile but are not measured); first error: {first_error(build.output)}"
             )
+        note = unsupported_note(list(prepared.stimulus.files.values()), build.output)
+        if note:
+            message = f"{message} ({note})"
         return Scored(ScoreResult(status=Status.compile_error, log=build.output, message=message))
     runres = run.run
     assert runres is not None
@@ -107,13 +111,23 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
         if dut_hiers and not scope_found:
             report, _ = summarise(merge_instances(points), list(spec.metrics), unavailable, spec.weights)
             report.scope, report.scope_found = spec.scope, False
-            found = instance_names(dut_hiers, top)
+            found = instance_paths(dut_hiers, top)
+            # the testbench's instances of design modules and the paths to them (not their insides)
+            design_modules = {m for t in prepared.design.files.values() for m in hdl.module_names(t)}
+            named = {
+                n for t in prepared.stimulus.files.values() for m in design_modules for n in hdl.instance_names(t, m)
+            }
+            ends = [f for f in found if f.split(".")[-1] in named]
+            found = [f for f in found if any(e == f or e.startswith(f + ".") for e in ends)] or found
+            paths = [f for f in found if f.split(".")[-1] == spec.scope.split(".")[-1]]
+            path_hint = f"; a DUT below the top is named by its path: `{paths[0]}`" if paths else ""
             return Scored(
                 ScoreResult(
                     status=Status.invalid_input,
                     coverage=report,
                     log=runres.output,
-                    message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` (found: {', '.join(found)})",
+                    message=f"the DUT is not instantiated as `{spec.scope}` under `{top}` "
+                    f"(found: {', '.join(found[:20])}{' ...' if len(found) > 20 else ''}){path_hint}",
                 )
             )
     points = merge_instances(points, dut_scope)
@@ -177,6 +191,14 @@ def _reachable(
     from reward_service.formal.verdicts import applicable, explain
 
     request, spec = prepared.request, prepared.request.coverage
+    defines = cocotb_flow.build_defines(prepared.stimulus.kind, request.build.defines)
+    read = hdl.macros_read(prepared.design.files.values(), defines)
+    if read:  # the proof models the design as written, not the branch these macros build
+        report.unreachable_note = (
+            f"no point excluded as unreachable: the design reads {', '.join(read)}, which this build sets, "
+            "and the proof models the design as written"
+        )
+        return report, uncovered, {}, True
     dead, proof, why = applicable(
         prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, cache_dir / "formal"
     )

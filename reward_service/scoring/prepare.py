@@ -55,6 +55,7 @@ def check(
 ) -> Prepared:
     """Check a resolved request's files and find the testbench top (:func:`prepare`'s second
     half). Raises :class:`InvalidInput`."""
+    notes: list[str] = []
     _check_sources(design.files, "design")
     _check_sources(stimulus.files, "stimulus")
     _check_layout(list(design.files) + list(stimulus.files))
@@ -73,14 +74,21 @@ def check(
         top = stimulus.top or hdl.choose_top(stim_texts, design_modules)
         if top is None:
             raise InvalidInput("the testbench declares no top module (a module that nothing instantiates)")
+        if not stimulus.top:
+            candidates = [t for t in hdl.top_modules(stim_texts) if t not in design_modules]
+            if len(candidates) > 1:
+                notes.append(
+                    f"the testbench has {len(candidates)} top module candidates (modules nothing instantiates: "
+                    f"{', '.join(candidates)}): simulated `{top}` (set stimulus.top / --top to choose)"
+                )
         if not any(top in hdl.module_names(t) for t in stim_texts):
             raise InvalidInput(f"testbench top module {top!r} is not declared in the stimulus files")
         stimulus = stimulus.model_copy(update={"top": top})
         scope = request.coverage.scope
-        if scope and not any(hdl.instantiates(t, None, scope) for t in stim_texts):
-            found = sorted({i for t in stim_texts for m in design_modules for i in hdl.instance_names(t, m)})
-            hint = f" (found instance(s): {', '.join(found)})" if found else " (no DUT instance found)"
-            raise InvalidInput(f"the testbench must instantiate the DUT as `{scope}`{hint}")
+        if scope:
+            scope = _check_scope(scope, top, stim_texts, list(design.files.values()), design_modules)
+            if scope != request.coverage.scope:
+                request = request.model_copy(update={"coverage": request.coverage.model_copy(update={"scope": scope})})
     else:
         toplevel = stimulus.toplevel or design.toplevel
         if not toplevel:
@@ -88,16 +96,67 @@ def check(
         if toplevel not in design_modules:
             raise InvalidInput(f"HDL toplevel {toplevel!r} is not a module of the design")
         on_icarus = choose_engine(request.simulator.value, request.engine).on_icarus
-        if stimulus.runtime == "cocotb-1.9" and not on_icarus:
-            raise InvalidInput(
-                "the cocotb 1.9 runtime runs on Icarus only: use simulator=icarus "
-                "(CLI --simulator icarus) or engine=fast (--engine fast), or "
-                "stimulus.runtime cocotb-2.1"
-            )
         if f"{stimulus.test_module}.py" not in stimulus.files:
             raise InvalidInput(f"test_module {stimulus.test_module!r} has no file {stimulus.test_module}.py")
         stimulus = stimulus.model_copy(update={"toplevel": toplevel})
-    return Prepared(request=request, design=design, stimulus=stimulus)
+        if stimulus.runtime != "cocotb-2.1" and not on_icarus:
+            request, note = _keep_cocotb19_on_icarus(request, stimulus)
+            if note:
+                notes.append(note)
+    return Prepared(request=request, design=design, stimulus=stimulus, notes=notes)
+
+
+def _keep_cocotb19_on_icarus(request: ScoreRequest, stimulus: CocotbStimulus) -> tuple[ScoreRequest, str | None]:
+    """A cocotb test that runs on cocotb 1.9 (``runtime`` cocotb-1.9, or ``auto`` finding 1.x
+    idioms, ``cocotb_runtime.detect``) requested on Verilator (``engine`` verilator, unset on
+    the Verilator simulator, or auto): the request moved to the fast path (Icarus, Verilator's
+    points), where the 1.9 runtime runs, and the note saying so; the runtime choice is then the
+    same on every engine (on Verilator cocotb 2.1 would run it, and a 1.x test dies there:
+    ``cocotb.fork``). Other requests are returned as they are, without a note."""
+    from reward_service.simulators import cocotb_runtime
+
+    if stimulus.runtime == cocotb_runtime.COCOTB_19:
+        why = "the request names the cocotb 1.9 runtime"
+    else:
+        detection = cocotb_runtime.detect({n: t for n, t in stimulus.files.items() if n.endswith(".py")})
+        if detection.runtime != cocotb_runtime.COCOTB_19:
+            return request, None
+        why = f"the test uses cocotb 1.x ({detection.reason()})"
+    asked = request.engine or "verilator"
+    note = (
+        f"engine {asked} asked: moved to the fast path (Icarus, Verilator's coverage points) since "
+        f"{why} and the cocotb 1.9 runtime runs on Icarus only"
+    )
+    return request.model_copy(update={"engine": "fast"}), note
+
+
+_GENERATE_LABEL = r"\bbegin\s*:\s*{}\b"
+
+
+def _check_scope(scope: str, top: str, stim_texts: list[str], design_texts: list[str], design_modules: set[str]) -> str:
+    """The DUT scope ``scope`` (an instance name, or a path below the testbench top through
+    instances and generate blocks: ``u_wrap.dut``, ``l_functional.DUT``; a leading
+    ``<top>.`` is dropped) after checking that each part is an instance or generate block of
+    the testbench or the design; the elaborated hierarchy decides in the end (measure). Raises
+    :class:`InvalidInput` naming the part not found and the DUT instances that exist."""
+    parts = scope.split(".")
+    if len(parts) > 1 and parts[0] == top:
+        parts = parts[1:]
+    texts = [hdl.strip_comments(t) for t in [*stim_texts, *design_texts]]
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if any(hdl.instantiates(t, None, part) for t in texts):
+            continue
+        if not last and any(re.search(_GENERATE_LABEL.format(re.escape(part)), t) for t in texts):
+            continue
+        found = sorted({n for t in stim_texts for m in design_modules for n in hdl.instance_names(t, m)})
+        hint = f" (found instance(s): {', '.join(found)})" if found else " (no DUT instance found)"
+        where = "" if len(parts) == 1 else f": no instance or generate block `{part}`"
+        raise InvalidInput(
+            f"the testbench must instantiate the DUT as `{scope}`{hint}{where}; a DUT below the top "
+            f"`{top}` is named by its path of instances and generate blocks, e.g. u_wrap.dut"
+        )
+    return ".".join(parts)
 
 
 def _check_layout(names: list[str]) -> None:
@@ -134,7 +193,8 @@ def _check_sources(files: Mapping[str, str], what: str) -> None:
             raise InvalidInput(
                 f"{what} file {name!r} is VHDL: only Verilog/SystemVerilog (and cocotb Python) are supported"
             )
-        if not text.strip():
+        if not text.strip() and PurePosixPath(name).name != "__init__.py":
+            # an empty package marker is ordinary Python (a cocotb helper package)
             raise InvalidInput(f"{what} file {name!r} is empty")
         if not name.lower().endswith(hdl.HDL_SUFFIXES + (".py",)):
             raise InvalidInput(

@@ -17,7 +17,7 @@ from reward_service.sandbox import Sandbox
 from reward_service.scoring.measure import measure
 from reward_service.scoring.types import Prepared, Scored
 from reward_service.settings import Settings
-from reward_service.simulators import get_simulator
+from reward_service.simulators import cocotb_flow, get_simulator
 from reward_service.simulators.base import Job, SimulatorBackend
 
 
@@ -62,7 +62,7 @@ def simulate(
             ],
             data_files=data,
             include_dirs=dirs,
-            defines=dict(build.defines),
+            defines=cocotb_flow.build_defines(stimulus.kind, build.defines),
             parameters=dict(build.parameters),
             plusargs=list(build.plusargs),
             limits=request.limits,
@@ -83,6 +83,7 @@ def simulate(
             run = simulator.run_sv(job)
         else:
             run = simulator.run_cocotb(job)
+        run.notes[:0] = prepared.notes
         if run.run is not None:
             run.notes.extend(_missing_data_notes(files, run.run.output))
         if run.build is not None:

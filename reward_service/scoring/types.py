@@ -33,6 +33,9 @@ class Prepared:
     stimulus: SvTestbench | CocotbStimulus
     #: where a completion's stimulus came from (None for stimulus given as files)
     extraction: Extraction | None = None
+    #: what preparing decided that the result's message says (e.g. a cocotb 1.x test moved
+    #: to the fast path, where the cocotb 1.9 runtime runs)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

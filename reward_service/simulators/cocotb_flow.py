@@ -115,6 +115,21 @@ PYGPI_ENTRY_19 = "rs_fcov_export:entry_cocotb19"
 #: messages of a failing ``assert``) is pytest's core, not a plugin, and stays.
 TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
+#: The macros cocotb's own builds define for the design on every simulator (cocotb 1.9's
+#: runner and makefiles, ``-D COCOTB_SIM=1`` for Icarus and Verilator; cocotb-test likewise):
+#: designs read it (`ifdef COCOTB_SIM: shorter counters, dump files). cocotb 2.x's runner no
+#: longer sets it, but the tests people send were written with it defined; ours set it for
+#: both runtimes (one build serves both). A request's ``build.defines`` may override it.
+COCOTB_DEFINES: dict[str, str | None] = {"COCOTB_SIM": "1"}
+
+
+def build_defines(stimulus_kind: str, defines: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The macros the design is built with for a stimulus of ``stimulus_kind`` (``cocotb``,
+    ``sv_testbench``) and the request's ``build.defines``: :data:`COCOTB_DEFINES` under the
+    request's own for cocotb stimulus, the request's alone otherwise."""
+    return {**COCOTB_DEFINES, **defines} if stimulus_kind == "cocotb" else dict(defines)
+
+
 TOOLS = "/rs"  # driver + exporter, read-only
 MODEL = "/model"  # build dir: writable while building, read-only in the run step
 SRC = "/work/src"
@@ -595,9 +610,35 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module, toolchain.versions)
     if out.not_run is not None:
         out.ended_by = "no_tests"
-    elif status.get("error") and not out.run.limit_hit:
+    died = _died_on_our_runtime(out, runtime, simulator.name)
+    if died is not None:
+        out.not_run = (Status.sandbox_error, died)
+    elif out.not_run is None and status.get("error") and not out.run.limit_hit:
         out.notes.append(f"cocotb run: {status['error']}")
     return out
+
+
+def _died_on_our_runtime(out: SimRun, runtime: Runtime, simulator: str) -> str | None:
+    """The message of a run that died on the cocotb API of the runtime ``auto`` picked
+    (:func:`cocotb_runtime.api_death` of the failed tests or the import failure) when that
+    pick was ours (:meth:`Runtime.ours`: the test wanted the other runtime, or showed no
+    version's idiom): a ``sandbox_error`` (reward None), never ``ok`` with the test's coverage
+    up to its death. None otherwise (a runtime the request named, or a test written with this
+    runtime's idioms: its own mistake, scored as it is)."""
+    if not runtime.ours() or runtime.detection is None:
+        return None
+    messages = [t.message or "" for t in out.tests if not t.passed]
+    if out.not_run is not None and out.not_run[0] != Status.sandbox_error:
+        messages.append(out.not_run[1])
+    death = cocotb_runtime.api_death(messages)
+    if death is None:
+        return None
+    detection = runtime.detection
+    if detection.runtime != runtime.name:
+        why = f"it was written for {detection.runtime} ({detection.reason()}), which does not run on {simulator}"
+    else:
+        why = "auto found no idiom of either cocotb version in it and guessed"
+    return f"the cocotb test died on the API of {runtime.name}, the runtime we picked: {death}; {why}: not scored"
 
 
 #: The driver's exit statuses (cocotb_driver.EXIT_*) that mean the runner failed before or

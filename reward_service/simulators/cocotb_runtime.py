@@ -20,6 +20,7 @@ cocotb 1.x only (removed in 2.x, or changed meaning so that 1.x code silently mi
   accessors; deprecated on 2.x's ``LogicArray``)
 - ``units=`` as a keyword argument (``Timer``, ``Clock``, ``get_sim_time``; 2.x renamed it
   ``unit=``)
+- ``dut.sig <= value`` as a statement (1.x's deprecated HDL-like write; a ``TypeError`` on 2.x)
 
 cocotb 2.x only (these keep the stimulus on 2.1 even when a 1.x idiom above is present):
 
@@ -71,6 +72,7 @@ __all__ = [
     "VENV_ENV",
     "Detection",
     "Runtime",
+    "api_death",
     "detect",
     "resolve",
     "shipped",
@@ -171,6 +173,9 @@ IDIOMS_1X: dict[str, re.Pattern] = {
         "ModifiableObject": r"\b(?:ModifiableObject|NonHierarchyIndexableObject)\b",
         ".integer": r"\.(?:integer|signed_integer|binstr|buff)\b(?!\s*\()",
         "units=": r"[(,]\s*units\s*=(?!=)",
+        # a statement that is only a `<=` of a handle is 1.x's HDL-like write (a comparison
+        # whose result is dropped does nothing; 2.x handles have no `<=`: a TypeError)
+        "handle <= value": r"(?m)^[ \t]*(?:self\.)?\w+(?:\.\w+|\[[^\]\n]*\])+[ \t]*<=(?!=)[^\n]*$",
     }.items()
 }
 #: name -> pattern of cocotb 2.x-only idioms.
@@ -237,6 +242,16 @@ class Runtime:
     venv: str | None = None
     version: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: what ``auto`` found in the test (None when the request named the runtime)
+    detection: Detection | None = None
+
+    def ours(self) -> bool:
+        """Whether a death of the test on this runtime's API is our choice's fault: ``auto``
+        wanted the other runtime (not available here), or found no idiom of either version
+        (the test's version was guessed). A test that used this runtime's own idioms and still
+        died on its API mixes versions or calls what no cocotb has: its own mistake."""
+        d = self.detection
+        return d is not None and (d.runtime != self.name or not (d.idioms_1x or d.idioms_2x))
 
 
 def _missing_where(toolchain: Toolchain) -> str:
@@ -252,11 +267,9 @@ def resolve(requested: str, files: dict[str, str], simulator: str, toolchain: To
     (venv missing, or Verilator)."""
     if requested not in RUNTIMES:
         raise ValueError(f"unknown cocotb runtime {requested!r}")
-    default = Runtime(COCOTB_21, toolchain.python)
-    if requested == COCOTB_21:
-        return default
     detection = detect(files) if requested == AUTO else None
-    if detection is not None and detection.runtime == COCOTB_21:
+    default = Runtime(COCOTB_21, toolchain.python, detection=detection)
+    if requested == COCOTB_21 or (detection is not None and detection.runtime == COCOTB_21):
         return default
     why = f"auto picked cocotb 1.9 ({detection.reason()})" if detection else "cocotb 1.9 requested"
     if simulator != "icarus":
@@ -278,4 +291,37 @@ def resolve(requested: str, files: dict[str, str], simulator: str, toolchain: To
         return default
     version = toolchain.cocotb19_version
     note = f"ran on cocotb {version}: {why}" if detection else f"ran on cocotb {version} (requested)"
-    return Runtime(COCOTB_19, toolchain.cocotb19_python, venv=toolchain.cocotb19_venv, version=version, notes=[note])
+    return Runtime(
+        COCOTB_19,
+        toolchain.cocotb19_python,
+        venv=toolchain.cocotb19_venv,
+        version=version,
+        notes=[note],
+        detection=detection,
+    )
+
+
+#: A test or test module that failed on the cocotb API itself (not on the DUT or its own code):
+#: a name the runtime does not have (``cocotb.fork`` on 2.x, ``cocotb.start_soon`` on an old
+#: 1.x), a keyword it does not take (``units=``/``unit=``), ``handle <= value`` (removed in
+#: 2.x), a value-class method of the other major version.
+_API_DEATH = re.compile(
+    r"module 'cocotb[\w.]*' has no attribute '\w+'"
+    r"|cannot import name '\w+' from 'cocotb[\w.]*'"
+    r"|No module named 'cocotb\.[\w.]+'"
+    r"|unexpected keyword argument 'units?'"
+    r"|'<=' not supported between instances of '\w*Object'"
+    r"|'(?:Logic|LogicArray|BinaryValue|LogicObject|LogicArrayObject|ValueObjectBase|ModifiableObject"
+    r"|NonHierarchyObject|Clock|Timer|Task|RunningTask)' object has no attribute '\w+'"
+)
+
+
+def api_death(messages: list[str]) -> str | None:
+    """The first of ``messages`` (failed tests' messages, a discovery exception) that says the
+    test died on the cocotb runtime's own API (:data:`_API_DEATH`), as the matched text, or
+    None. On a runtime ``auto`` picked, that is our failure (docs/cocotb.md), not the test's."""
+    for message in messages:
+        m = _API_DEATH.search(message or "")
+        if m:
+            return m.group(0)
+    return None
