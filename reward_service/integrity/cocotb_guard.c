@@ -1,0 +1,340 @@
+/* The cocotb write guard: refuses writes to DUT handles that are not top-level ports of the
+ * toplevel, below the reach of the cocotb test (docs/integrity-cocotb.md).
+ *
+ * Loaded with LD_PRELOAD into the simulator process of a cocotb test step (vvp, or the
+ * Verilator model binary), for cocotb 2.1 and 1.9 alike. Every write cocotb makes (a `.value`
+ * assignment, `<=`, `setimmediatevalue`, Deposit/Force/Freeze/Release, the C++ Clock's
+ * toggles) goes from cocotb's Python extension to one of libgpi's four
+ * gpi_set_signal_value_* entry points. The extension and libgpi are shared libraries, so the
+ * extension's calls resolve through the global symbol scope, where a preloaded library comes
+ * before libgpi: these definitions run instead, and call libgpi's only for allowed writes.
+ * (vpi_put_value itself cannot be interposed: vvp and Verilator's model define it in the
+ * executable, which comes first in the lookup.)
+ *
+ * A refused write never reaches the simulator: its record (JSON, one line) goes to the record
+ * file and to stderr (the step's output, which the test cannot take back), then the process
+ * ends at once (_exit). The engine refuses the sample on either record; a run whose records
+ * were both suppressed still has no results.xml and fails.
+ *
+ * Environment (read once, before any Python runs): RS_GUARD_TOP (the toplevel's name),
+ * RS_GUARD_PORTS (its port names, comma-separated), RS_GUARD_FILE (the record file). Without
+ * RS_GUARD_TOP the library does nothing but pass calls on.
+ *
+ * Besides, it takes away what in-process code could use to go around libgpi: ctypes and cffi
+ * (their extension modules' init symbols are not found, so `import ctypes` fails), native
+ * code from writable places (dlopen of a file under /work, /tmp, /dev/shm is refused), the
+ * process's own memory through /proc/<pid>/mem (open refused), and other processes' access to
+ * it (PR_SET_DUMPABLE 0: a child cannot open the simulator's /proc/<pid>/mem either).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#define GUARD_EXIT 86
+#define VPI_FULL_NAME 3 /* vpiFullName */
+#define PROC_MAGIC 0x9fa0
+
+static int armed;
+static int record_fd = -1;
+static int log_fd = -1;
+static char top[512];
+static char ports[16384]; /* ",a,b,c," */
+
+typedef void (*set_int_t)(void *, int32_t, int);
+typedef void (*set_real_t)(void *, double, int);
+typedef void (*set_str_t)(void *, const char *, int);
+typedef char *(*vpi_get_str_t)(int, void *);
+typedef void *(*dlsym_t)(void *, const char *);
+typedef void *(*dlopen_t)(const char *, int);
+typedef int (*open_t)(const char *, int, ...);
+typedef int (*openat_t)(int, const char *, int, ...);
+
+static dlsym_t real_dlsym(void) {
+    static dlsym_t fn;
+    if (!fn) fn = (dlsym_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!fn) fn = (dlsym_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    return fn;
+}
+
+static void *next_fn(const char *name) {
+    dlsym_t fn = real_dlsym();
+    return fn ? fn(RTLD_NEXT, name) : NULL;
+}
+
+static void write_all(int fd, const char *buf, size_t len) {
+    while (fd >= 0 && len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Both records: the file and the saved stderr. */
+static void record(const char *line) {
+    size_t len = strlen(line);
+    write_all(record_fd, line, len);
+    write_all(log_fd, line, len);
+}
+
+static void json_str(char *out, size_t cap, const char *s) {
+    size_t o = 0;
+    for (; s && *s && o + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = 0;
+}
+
+__attribute__((constructor)) static void guard_init(void) {
+    const char *t = getenv("RS_GUARD_TOP");
+    const char *p = getenv("RS_GUARD_PORTS");
+    const char *f = getenv("RS_GUARD_FILE");
+    if (!t || !*t || strlen(t) >= sizeof top) return;
+    snprintf(top, sizeof top, "%s", t);
+    snprintf(ports, sizeof ports, ",%s,", p ? p : "");
+    /* A saved copy of stderr: the test may redirect fd 2 (it can still close this one). */
+    log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
+    if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    armed = 1;
+    char line[700], esc[600];
+    json_str(esc, sizeof esc, top);
+    snprintf(line, sizeof line, "RS_COCOTB_GUARD {\"event\": \"armed\", \"top\": \"%s\", \"pid\": %d}\n", esc,
+             (int)getpid());
+    record(line);
+}
+
+/* The VPI handle behind a GPI handle: GpiHdl is {vtable, GpiImplInterface *m_impl, void
+ * *m_obj_hdl} in cocotb 1.9 and 2.1 (gpi_priv.h); both our simulators' GPI layers are VPI. */
+static const char *full_name(void *gpi_hdl) {
+    static vpi_get_str_t get_str;
+    if (!get_str) get_str = (vpi_get_str_t)real_dlsym()(RTLD_DEFAULT, "vpi_get_str");
+    if (!get_str || !gpi_hdl) return NULL;
+    void *vpi_hdl = ((void **)gpi_hdl)[2];
+    return vpi_hdl ? get_str(VPI_FULL_NAME, vpi_hdl) : NULL;
+}
+
+/* A top-level port: "<top>.<port>" or "<top>.<port>[i]..." (an element of an unpacked array
+ * port), optionally under Verilator's "TOP." root; <port> one of RS_GUARD_PORTS. */
+static int is_port(const char *name) {
+    if (!name) return 0;
+    if (strncmp(name, "TOP.", 4) == 0 && strcmp(top, "TOP") != 0) name += 4;
+    size_t tl = strlen(top);
+    if (strncmp(name, top, tl) != 0 || name[tl] != '.') return 0;
+    const char *port = name + tl + 1;
+    size_t len = strcspn(port, "[");
+    if (len == 0 || memchr(port, '.', len) || len > 500) return 0;
+    for (const char *rest = port + len; *rest; rest++)
+        if (*rest == '.') return 0; /* a member of an element: not the port itself */
+    char key[504];
+    snprintf(key, sizeof key, ",%.*s,", (int)len, port);
+    return strstr(ports, key) != NULL;
+}
+
+/* Where the test asked for the write: rs_cocotb_guard.locate(target) in the simulator's Python
+ * (it keeps the test's frame of each write it saw scheduled). Best effort: the record is
+ * written before this runs, and a failure leaves only the location out. */
+static void locate(const char *target, char *where, size_t cap) {
+    where[0] = 0;
+    dlsym_t sym = real_dlsym();
+    int (*ensure)(void) = (int (*)(void))sym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void (*release)(int) = (void (*)(int))sym(RTLD_DEFAULT, "PyGILState_Release");
+    void *(*import)(const char *) = (void *(*)(const char *))sym(RTLD_DEFAULT, "PyImport_ImportModule");
+    void *(*call_method)(void *, const char *, const char *, ...) =
+        (void *(*)(void *, const char *, const char *, ...))sym(RTLD_DEFAULT, "PyObject_CallMethod");
+    const char *(*as_utf8)(void *) = (const char *(*)(void *))sym(RTLD_DEFAULT, "PyUnicode_AsUTF8");
+    void (*err_clear)(void) = (void (*)(void))sym(RTLD_DEFAULT, "PyErr_Clear");
+    void (*decref)(void *) = (void (*)(void *))sym(RTLD_DEFAULT, "Py_DecRef");
+    if (!ensure || !release || !import || !call_method || !as_utf8 || !err_clear || !decref) return;
+    int state = ensure();
+    void *module = import("rs_cocotb_guard");
+    if (module) {
+        void *res = call_method(module, "locate", "s", target);
+        if (res) {
+            const char *s = as_utf8(res);
+            if (s) snprintf(where, cap, "%s", s);
+            decref(res);
+        }
+        decref(module);
+    }
+    err_clear();
+    release(state);
+}
+
+static const char *action_name(int action) {
+    switch (action) {
+        case 0: return "deposit";
+        case 1: return "force";
+        case 2: return "release";
+        case 3: return "deposit_no_delay";
+        default: return "write";
+    }
+}
+
+static void refuse(void *hdl, int action) {
+    const char *name = full_name(hdl);
+    char target[1024], esc[2200], where[1200], wesc[2500], line[5200];
+    snprintf(target, sizeof target, "%s", name ? name : "?");
+    json_str(esc, sizeof esc, target);
+    snprintf(line, sizeof line,
+             "RS_COCOTB_GUARD {\"event\": \"refused\", \"target\": \"%s\", \"action\": \"%s\"}\n", esc,
+             action_name(action));
+    record(line);
+    locate(target, where, sizeof where);
+    if (where[0]) {
+        json_str(wesc, sizeof wesc, where);
+        snprintf(line, sizeof line,
+                 "RS_COCOTB_GUARD {\"event\": \"where\", \"target\": \"%s\", \"where\": \"%s\"}\n", esc, wesc);
+        record(line);
+    }
+    _exit(GUARD_EXIT);
+}
+
+static void check(void *hdl, int action) {
+    if (armed && !is_port(full_name(hdl))) refuse(hdl, action);
+}
+
+void gpi_set_signal_value_int(void *hdl, int32_t value, int action) {
+    static set_int_t real;
+    check(hdl, action);
+    if (!real) real = (set_int_t)next_fn("gpi_set_signal_value_int");
+    real(hdl, value, action);
+}
+
+void gpi_set_signal_value_real(void *hdl, double value, int action) {
+    static set_real_t real;
+    check(hdl, action);
+    if (!real) real = (set_real_t)next_fn("gpi_set_signal_value_real");
+    real(hdl, value, action);
+}
+
+void gpi_set_signal_value_binstr(void *hdl, const char *value, int action) {
+    static set_str_t real;
+    check(hdl, action);
+    if (!real) real = (set_str_t)next_fn("gpi_set_signal_value_binstr");
+    real(hdl, value, action);
+}
+
+void gpi_set_signal_value_str(void *hdl, const char *value, int action) {
+    static set_str_t real;
+    check(hdl, action);
+    if (!real) real = (set_str_t)next_fn("gpi_set_signal_value_str");
+    real(hdl, value, action);
+}
+
+/* --- what could go around libgpi ------------------------------------------------------- */
+
+void *dlsym(void *handle, const char *name) {
+    if (armed && name && (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0)) {
+        return NULL;
+    }
+    dlsym_t fn = real_dlsym();
+    return fn ? fn(handle, name) : NULL;
+}
+
+static int writable_place(const char *path) {
+    static const char *places[] = {"/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", NULL};
+    char resolved[4096];
+    const char *p = path;
+    if (path && strchr(path, '/') && realpath(path, resolved)) p = resolved;
+    if (!p || p[0] != '/') return 0; /* a bare name is searched in the library path */
+    for (int i = 0; places[i]; i++)
+        if (strncmp(p, places[i], strlen(places[i])) == 0) return 1;
+    return 0;
+}
+
+void *dlopen(const char *path, int flags) {
+    static dlopen_t real;
+    if (!real) real = (dlopen_t)next_fn("dlopen");
+    if (armed && path && writable_place(path)) return NULL;
+    return real(path, flags);
+}
+
+/* After an open succeeded: a /proc/<pid>/mem (under any name) is closed again. */
+static int checked_fd(int fd) {
+    struct statfs fs;
+    if (!armed || fd < 0 || fstatfs(fd, &fs) != 0 || fs.f_type != PROC_MAGIC) return fd;
+    char link[64], target[256];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) {
+        target[n] = 0;
+        size_t len = (size_t)n;
+        if (len >= 4 && strcmp(target + len - 4, "/mem") == 0) {
+            close(fd);
+            errno = EACCES;
+            return -1;
+        }
+    }
+    return fd;
+}
+
+#define OPEN_MODE(flags, mode)                                   \
+    mode_t mode = 0;                                             \
+    if ((flags) & (O_CREAT | O_TMPFILE)) {                       \
+        va_list ap;                                              \
+        va_start(ap, flags);                                     \
+        mode = (mode_t)va_arg(ap, int);                          \
+        va_end(ap);                                              \
+    }
+
+int open(const char *path, int flags, ...) {
+    static open_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (open_t)next_fn("open");
+    return checked_fd(real(path, flags, mode));
+}
+
+int open64(const char *path, int flags, ...) {
+    static open_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (open_t)next_fn("open64");
+    return checked_fd(real(path, flags, mode));
+}
+
+int openat(int dirfd, const char *path, int flags, ...) {
+    static openat_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (openat_t)next_fn("openat");
+    return checked_fd(real(dirfd, path, flags, mode));
+}
+
+int openat64(int dirfd, const char *path, int flags, ...) {
+    static openat_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (openat_t)next_fn("openat64");
+    return checked_fd(real(dirfd, path, flags, mode));
+}
+
+typedef int (*open2_t)(const char *, int);
+
+int __open_2(const char *path, int flags) {
+    static open2_t real;
+    if (!real) real = (open2_t)next_fn("__open_2");
+    return checked_fd(real(path, flags));
+}
+
+int __open64_2(const char *path, int flags) {
+    static open2_t real;
+    if (!real) real = (open2_t)next_fn("__open64_2");
+    return checked_fd(real(path, flags));
+}
