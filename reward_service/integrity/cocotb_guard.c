@@ -134,13 +134,19 @@ static const char *full_name(void *gpi_hdl) {
 }
 
 /* A top-level port: "<top>.<port>" or "<top>.<port>[i]..." (an element of an unpacked array
- * port), optionally under Verilator's "TOP." root; <port> one of RS_GUARD_PORTS. */
+ * port), <port> one of RS_GUARD_PORTS. Verilator names the ports "TOP.<port>" (its wrapper's
+ * scope, where cocotb finds them) and "TOP.<top>.<port>" (the module's own). */
 static int is_port(const char *name) {
     if (!name) return 0;
-    if (strncmp(name, "TOP.", 4) == 0 && strcmp(top, "TOP") != 0) name += 4;
     size_t tl = strlen(top);
-    if (strncmp(name, top, tl) != 0 || name[tl] != '.') return 0;
-    const char *port = name + tl + 1;
+    const char *port = NULL;
+    if (strncmp(name, top, tl) == 0 && name[tl] == '.') {
+        port = name + tl + 1;
+    } else if (strncmp(name, "TOP.", 4) == 0) {
+        const char *inner = name + 4;
+        port = strncmp(inner, top, tl) == 0 && inner[tl] == '.' ? inner + tl + 1 : inner;
+    }
+    if (!port) return 0;
     size_t len = strcspn(port, "[");
     if (len == 0 || memchr(port, '.', len) || len > 500) return 0;
     for (const char *rest = port + len; *rest; rest++)
@@ -243,6 +249,7 @@ void gpi_set_signal_value_str(void *hdl, const char *value, int action) {
 
 /* --- what could go around libgpi ------------------------------------------------------- */
 
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
 void *dlsym(void *handle, const char *name) {
     if (armed && name && (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0)) {
         return NULL;

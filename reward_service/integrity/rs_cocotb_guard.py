@@ -42,6 +42,35 @@ def _keep(handle) -> None:
         pass
 
 
+def stub_ctypes() -> None:
+    """cocotb 1.9 imports ``ctypes`` (``cocotb.handle``, ``cocotb.utils``) for an ``isinstance``
+    check and two deprecated helpers; in a guarded run ``_ctypes`` does not load (the guard
+    hides its init symbol), so 1.9 gets a stand-in holding only ``Structure`` (an empty class
+    nothing is an instance of). Does nothing when ``ctypes`` is imported already or loads (an
+    unguarded run). Call before cocotb 1.9 is imported."""
+    if "ctypes" in sys.modules:
+        return
+    try:
+        import _ctypes  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return
+    import types
+
+    module = types.ModuleType("ctypes", "stand-in: ctypes is not available in a guarded cocotb run")
+
+    class Structure:
+        pass
+
+    def missing(name: str):
+        raise AttributeError(f"ctypes.{name}: ctypes is not available in a guarded cocotb run")
+
+    module.Structure = Structure  # type: ignore[attr-defined]
+    module.__getattr__ = missing  # type: ignore[method-assign]
+    sys.modules["ctypes"] = module
+
+
 def install() -> None:
     """Wrap cocotb's write scheduling (2.1: ``cocotb.handle._schedule_write``; 1.9:
     ``Scheduler._schedule_write``) to keep the test's frame of each write. Never raises."""
