@@ -65,21 +65,27 @@ def top_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
     are made available to `` `include``), in declaration order, found by pyslang's elaboration
     (ANSI and non-ANSI headers alike). Raises ValueError when no module of that name is found
     (pyslang could not make sense of the design)."""
-    from pyslang import Bag, SourceManager, ast, syntax
+    from pyslang import Bag, SourceManager, ast, parsing, syntax
 
-    sm = SourceManager()
-    for name, text in files.items():
-        if name.lower().endswith(hdl.HEADER_SUFFIXES):
-            sm.assignText(name, text)
-    options = ast.CompilationOptions()
-    options.topModules = {toplevel}  # as the simulator's -s: the toplevel may be instantiated elsewhere too
-    compilation = ast.Compilation(Bag([options]))
-    for name, text in files.items():
-        if name.lower().endswith(hdl.HDL_SUFFIXES) and not name.lower().endswith(hdl.HEADER_SUFFIXES):
-            compilation.addSyntaxTree(syntax.SyntaxTree.fromText(text, sm, name, name))
-    for inst in compilation.getRoot().topInstances:
-        if inst.name == toplevel:
-            return [p.name for p in inst.body.portList if p.name]
+    hdl_files = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
+    dirs = hdl.search_dirs(list(hdl_files))
+    included = hdl.included_files(hdl_files, dirs)
+    try:
+        sm = SourceManager()
+        buffers = {name: sm.assignText(name, text) for name, text in hdl_files.items()}  # includes read these
+        preprocessor = parsing.PreprocessorOptions()
+        preprocessor.additionalIncludePaths = [d for d in dirs if d != "."]
+        options = ast.CompilationOptions()
+        options.topModules = {toplevel}  # as the simulator's -s: the toplevel may be instantiated elsewhere too
+        bag = Bag([options, preprocessor])
+        compilation = ast.Compilation(bag)
+        for name in hdl.compilation_units(list(hdl_files), included, included):
+            compilation.addSyntaxTree(syntax.SyntaxTree.fromBuffer(buffers[name], sm, bag))
+        for inst in compilation.getRoot().topInstances:
+            if inst.name == toplevel:
+                return [p.name for p in inst.body.portList if p.name]
+    except (RuntimeError, ValueError) as exc:  # pyslang's own failures
+        raise ValueError(f"pyslang could not read the design: {exc}") from exc
     raise ValueError(f"no module {toplevel!r} in the design")
 
 
@@ -131,6 +137,18 @@ def records(*texts: str) -> list[dict]:
 def armed(found: list[dict]) -> bool:
     """Whether the guard started in the run whose records are ``found``."""
     return any(r.get("event") == "armed" for r in found)
+
+
+def dropped_note(found: list[dict]) -> str | None:
+    """A note for the result when the guard dropped writes of zero into DUT internals at time 0
+    (cocotb 1.x harnesses' ``GPI_NET`` init loop; dropped, not refused: they never took effect)."""
+    targets = list(dict.fromkeys(str(r.get("target")) for r in found if r.get("event") == "dropped"))
+    if not targets:
+        return None
+    return (
+        f"{len(targets)} write(s) of 0 into DUT internals at time 0 were ignored ({', '.join(targets[:3])}"
+        f"{' ...' if len(targets) > 3 else ''}): a cocotb test drives only the DUT's ports"
+    )
 
 
 def violations(found: list[dict], toplevel: str) -> list[IntegrityViolation]:

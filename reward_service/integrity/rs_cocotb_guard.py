@@ -66,9 +66,14 @@ def stub_ctypes() -> None:
     def missing(name: str):
         raise AttributeError(f"ctypes.{name}: ctypes is not available in a guarded cocotb run")
 
+    util = types.ModuleType("ctypes.util", "stand-in: no shared library is found")
+    util.find_library = lambda name: None  # type: ignore[attr-defined]
     module.Structure = Structure  # type: ignore[attr-defined]
+    module.util = util  # type: ignore[attr-defined]
+    module.__path__ = []  # type: ignore[attr-defined]  # a package, so that `import ctypes.util` works
     module.__getattr__ = missing  # type: ignore[method-assign]
     sys.modules["ctypes"] = module
+    sys.modules["ctypes.util"] = util
 
 
 def install() -> None:

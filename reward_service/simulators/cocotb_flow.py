@@ -131,9 +131,7 @@ BUILD_STATUS = "rs_build_status.json"
 DISCOVERY = "rs_discovery.json"
 #: What a run step leaves for the engine (the Docker sandbox copies back only these and the
 #: caller's ``outputs``, e.g. the fast path's flag file).
-RUN_OUTPUTS = tuple(
-    f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat", cocotb_guard.RECORD)
-)
+RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat", cocotb_guard.RECORD))
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,6 +631,9 @@ def _check_guard(job: Job, out: SimRun, record: Path) -> None:
         text = ""
     found = cocotb_guard.records(text, out.run.output)
     out.violations = cocotb_guard.violations(found, hdl_toplevel(job))
+    note = cocotb_guard.dropped_note(found)
+    if note:
+        out.notes.append(note)
     if not out.violations and (out.tests or out.results_xml is not None) and not cocotb_guard.armed(found):
         raise SandboxError("the cocotb write guard did not start in the simulator: the run was not checked")
 
