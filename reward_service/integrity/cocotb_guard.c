@@ -41,7 +41,9 @@
 #include <unistd.h>
 
 #define GUARD_EXIT 86
-#define VPI_FULL_NAME 3 /* vpiFullName */
+#define VPI_TYPE 1       /* vpiType */
+#define VPI_FULL_NAME 3  /* vpiFullName */
+#define VPI_NET 36       /* vpiNet */
 #define PROC_MAGIC 0x9fa0
 
 static int armed;
@@ -54,6 +56,7 @@ typedef void (*set_int_t)(void *, int32_t, int);
 typedef void (*set_real_t)(void *, double, int);
 typedef void (*set_str_t)(void *, const char *, int);
 typedef char *(*vpi_get_str_t)(int, void *);
+typedef int (*vpi_get_t)(int, void *);
 typedef void *(*dlsym_t)(void *, const char *);
 typedef void *(*dlopen_t)(const char *, int);
 typedef int (*open_t)(const char *, int, ...);
@@ -215,14 +218,17 @@ static void refuse(void *hdl, int action) {
     _exit(GUARD_EXIT);
 }
 
-/* cocotb 1.x test harnesses zero "every input" at time 0 with `for s in dut: if s._type ==
- * "GPI_NET": s.value = 0`, which on 1.9 also writes the toplevel's internal nets (on 2.x the
- * loop does nothing). Such a write (a deposit of zero at time 0) is dropped rather than
- * refused: it never takes effect, so it cannot pay, and honest 1.x harnesses keep running as
- * they do on cocotb 2.1. */
-static int zero_at_time_zero(int action, int is_zero) {
+/* cocotb 1.x test harnesses zero "every input" with `for s in dut: if s._type == "GPI_NET":
+ * s.value = 0` (at the start, some after a reset too), which on 1.9 also writes the toplevel's
+ * internal nets (on 2.x the loop does nothing). Such a write (a deposit of zero to a net, or of
+ * zero to anything at time 0) is dropped rather than refused: it never takes effect, so it
+ * cannot pay, and honest 1.x harnesses run as they do on cocotb 2.1. */
+static int dropped_zero(void *hdl, int action, int is_zero) {
     static void (*sim_time)(uint32_t *, uint32_t *);
+    static vpi_get_t get;
     if (!is_zero || (action != 0 && action != 3)) return 0;
+    if (!get) get = (vpi_get_t)real_dlsym()(RTLD_DEFAULT, "vpi_get");
+    if (get && hdl && ((void **)hdl)[2] && get(VPI_TYPE, ((void **)hdl)[2]) == VPI_NET) return 1;
     if (!sim_time) sim_time = (void (*)(uint32_t *, uint32_t *))real_dlsym()(RTLD_DEFAULT, "gpi_get_sim_time");
     if (!sim_time) return 0;
     uint32_t high = 1, low = 1;
@@ -235,7 +241,7 @@ static int check(void *hdl, int action, int is_zero) {
     if (!armed) return 1;
     const char *name = full_name(hdl);
     if (is_port(name)) return 1;
-    if (zero_at_time_zero(action, is_zero)) {
+    if (dropped_zero(hdl, action, is_zero)) {
         static int dropped;
         if (dropped++ < 50) {
             char esc[2200], line[2400];

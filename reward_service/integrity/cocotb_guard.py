@@ -140,14 +140,15 @@ def armed(found: list[dict]) -> bool:
 
 
 def dropped_note(found: list[dict]) -> str | None:
-    """A note for the result when the guard dropped writes of zero into DUT internals at time 0
-    (cocotb 1.x harnesses' ``GPI_NET`` init loop; dropped, not refused: they never took effect)."""
+    """A note for the result when the guard dropped writes of zero into DUT internals (a net, or
+    anything at time 0: cocotb 1.x harnesses' ``GPI_NET`` init loop; dropped, not refused: they
+    never took effect)."""
     targets = list(dict.fromkeys(str(r.get("target")) for r in found if r.get("event") == "dropped"))
     if not targets:
         return None
     return (
-        f"{len(targets)} write(s) of 0 into DUT internals at time 0 were ignored ({', '.join(targets[:3])}"
-        f"{' ...' if len(targets) > 3 else ''}): a cocotb test drives only the DUT's ports"
+        f"{len(targets)} write(s) of 0 into DUT internals were ignored ({', '.join(targets[:3])}"
+        f"{' ...' if len(targets) > 3 else ''}; a cocotb 1.x GPI_NET init loop?): a cocotb test drives only the DUT's ports"
     )
 
 
