@@ -43,11 +43,14 @@ def _keep(handle) -> None:
 
 
 def stub_ctypes() -> None:
-    """cocotb 1.9 imports ``ctypes`` (``cocotb.handle``, ``cocotb.utils``) for an ``isinstance``
-    check and two deprecated helpers; in a guarded run ``_ctypes`` does not load (the guard
-    hides its init symbol), so 1.9 gets a stand-in holding only ``Structure`` (an empty class
-    nothing is an instance of). Does nothing when ``ctypes`` is imported already or loads (an
-    unguarded run). Call before cocotb 1.9 is imported."""
+    """In a guarded run ``_ctypes`` does not load (the guard hides its init symbol), but
+    packages import ``ctypes`` at import time for things a test does not need: cocotb 1.9
+    (``cocotb.handle``, ``cocotb.utils``: an ``isinstance`` check, two deprecated helpers),
+    cocotb-test and find_libpython (``ctypes.util.find_library``), numpy (optional). They get a
+    stand-in holding only ``Structure`` (an empty class nothing is an instance of) and
+    ``util.find_library`` (finds nothing); any other name raises AttributeError. Does nothing
+    when ``ctypes`` is imported already or loads (an unguarded run). Call before cocotb 1.9 is
+    imported, and before the test module."""
     if "ctypes" in sys.modules:
         return
     try:
@@ -78,7 +81,9 @@ def stub_ctypes() -> None:
 
 def install() -> None:
     """Wrap cocotb's write scheduling (2.1: ``cocotb.handle._schedule_write``; 1.9:
-    ``Scheduler._schedule_write``) to keep the test's frame of each write. Never raises."""
+    ``Scheduler._schedule_write``) to keep the test's frame of each write, after giving
+    ``ctypes`` its stand-in (:func:`stub_ctypes`). Never raises."""
+    stub_ctypes()
     try:
         import cocotb.handle as handle_module
 
