@@ -61,6 +61,24 @@ def refuses(policy: StimulusPolicy | None) -> bool:
 
 
 def top_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
+    """:func:`elaborated_ports`, remembered per design text and toplevel (rollouts of one problem
+    share the design: 0.2 ms for the Attenuator, ~19 ms for an 83 kB corpus design)."""
+    h = hashlib.sha256(toplevel.encode())
+    for name in sorted(files):
+        h.update(f"\0{name}\0{len(files[name])}\0".encode())
+        h.update(files[name].encode())
+    key = h.hexdigest()
+    if key not in _PORTS:
+        if len(_PORTS) >= 256:
+            _PORTS.clear()
+        _PORTS[key] = tuple(elaborated_ports(files, toplevel))  # ValueError: not remembered
+    return list(_PORTS[key])
+
+
+_PORTS: dict[str, tuple[str, ...]] = {}
+
+
+def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
     """The port names of module ``toplevel`` among the design ``files`` (name -> text; headers
     are made available to `` `include``), in declaration order, found by pyslang's elaboration
     (ANSI and non-ANSI headers alike). Raises ValueError when no module of that name is found
