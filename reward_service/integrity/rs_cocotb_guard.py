@@ -73,7 +73,7 @@ def stub_ctypes() -> None:
     util.find_library = lambda name: None  # type: ignore[attr-defined]
     module.Structure = Structure  # type: ignore[attr-defined]
     module.util = util  # type: ignore[attr-defined]
-    module.__path__ = []  # type: ignore[attr-defined]  # a package, so that `import ctypes.util` works
+    module.__path__ = []  # a package, so that `import ctypes.util` works
     module.__getattr__ = missing  # type: ignore[method-assign]
     sys.modules["ctypes"] = module
     sys.modules["ctypes.util"] = util
