@@ -344,3 +344,16 @@ def test_verilator_controls_and_allow(engine, plain):
     allowed = engine.score(request(text, "verilator", policy="allow"))
     assert allowed.status == "ok" and not allowed.violations, describe(allowed)
     assert (round(allowed.reward, 4), allowed.coverage.metrics["toggle"].covered) == (1.9554, 46)
+
+
+def test_a_guard_that_did_not_start_is_our_failure(engine, monkeypatch, tmp_path):
+    """The preload fails (here: not a shared library; ld.so says so and runs on unguarded): the
+    run is not checked, so the result is ``sandbox_error`` (reward None, never cached), never
+    an unguarded score."""
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(b"not an ELF file")
+    monkeypatch.setattr(cocotb_guard, "library", lambda cache_dir: broken)
+    text, _ = stimulus(WEAK_21, None)
+    result = engine.score(request(text, "fast"))
+    assert result.status == "sandbox_error" and result.reward is None, describe(result)
+    assert "write guard did not start" in result.message
