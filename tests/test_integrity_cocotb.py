@@ -357,3 +357,19 @@ def test_a_guard_that_did_not_start_is_our_failure(engine, monkeypatch, tmp_path
     result = engine.score(request(text, "fast"))
     assert result.status == "sandbox_error" and result.reward is None, describe(result)
     assert "write guard did not start" in result.message
+
+
+def test_programs_the_simulator_starts_stay_guarded(engine):
+    """A test that starts a program with a cleared environment (e.g. another simulator of the
+    model, unguarded) gets the guard back in that program's environment."""
+    probe = (
+        "import subprocess, sys\n"
+        "    code = \"import os; print(os.environ.get('LD_PRELOAD', 'none'), os.environ.get('RS_GUARD_TOP'))\"\n"
+        "    out = subprocess.run([sys.executable, '-c', code], env={}, capture_output=True, text=True).stdout\n"
+        "    assert False, 'child: ' + out.strip()"
+    )
+    text, _ = stimulus(WEAK_21, probe)
+    result = engine.score(request(text, "fast"))
+    [test] = result.tests
+    assert result.status == "ok" and not test.passed, describe(result)
+    assert f"/{cocotb_guard.LIBRARY} Attenuator" in (test.message or ""), test.message

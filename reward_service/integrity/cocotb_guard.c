@@ -51,6 +51,10 @@ static int record_fd = -1;
 static int log_fd = -1;
 static char top[512];
 static char ports[16384]; /* ",a,b,c," */
+/* The guard's own environment entries, as loaded: every program this process starts gets them
+ * back (a test that clears LD_PRELOAD and starts another simulator of the model stays guarded). */
+#define GUARD_ENV_MAX 6
+static char *guard_env[GUARD_ENV_MAX + 1];
 
 typedef void (*set_int_t)(void *, int32_t, int);
 typedef void (*set_real_t)(void *, double, int);
@@ -118,6 +122,19 @@ __attribute__((constructor)) static void guard_init(void) {
     log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
     if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    static const char *names[GUARD_ENV_MAX] = {"LD_PRELOAD", "RS_GUARD_TOP", "RS_GUARD_PORTS", "RS_GUARD_FILE",
+                                               "RS_GUARD_TEST_DIR", NULL};
+    int n = 0;
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (!v) continue;
+        size_t len = strlen(names[i]) + strlen(v) + 2;
+        char *entry = malloc(len);
+        if (!entry) continue;
+        snprintf(entry, len, "%s=%s", names[i], v);
+        guard_env[n++] = entry;
+    }
+    guard_env[n] = NULL;
     armed = 1;
     char line[700], esc[600];
     json_str(esc, sizeof esc, top);
@@ -373,6 +390,64 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     OPEN_MODE(flags, mode)
     if (!real) real = (openat_t)next_fn("openat64");
     return checked_fd(real(dirfd, path, flags, mode));
+}
+
+/* --- programs the simulator starts keep the guard ------------------------------------- */
+
+static int guard_name(const char *entry) {
+    for (int i = 0; guard_env[i]; i++) {
+        size_t len = strcspn(guard_env[i], "=") + 1;
+        if (strncmp(entry, guard_env[i], len) == 0) return 1;
+    }
+    return 0;
+}
+
+/* envp without the guard's names, then the guard's entries (malloc'd; leaked: exec follows). */
+static char **guarded_env(char *const envp[]) {
+    size_t count = 0;
+    while (envp && envp[count]) count++;
+    char **out = malloc((count + GUARD_ENV_MAX + 1) * sizeof *out);
+    if (!out) return (char **)envp;
+    size_t o = 0;
+    for (size_t i = 0; i < count; i++)
+        if (!guard_name(envp[i])) out[o++] = envp[i];
+    for (int i = 0; guard_env[i]; i++) out[o++] = guard_env[i];
+    out[o] = NULL;
+    return out;
+}
+
+typedef int (*execve_t)(const char *, char *const[], char *const[]);
+typedef int (*spawn_t)(void *, const char *, const void *, const void *, char *const[], char *const[]);
+extern char **environ;
+
+int execve(const char *path, char *const argv[], char *const envp[]) {
+    static execve_t real;
+    if (!real) real = (execve_t)next_fn("execve");
+    return real(path, argv, armed ? guarded_env(envp) : envp);
+}
+
+int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    static execve_t real;
+    if (!real) real = (execve_t)next_fn("execvpe");
+    return real(file, argv, armed ? guarded_env(envp) : envp);
+}
+
+int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+int posix_spawn(void *pid, const char *path, const void *actions, const void *attr, char *const argv[],
+                char *const envp[]) {
+    static spawn_t real;
+    if (!real) real = (spawn_t)next_fn("posix_spawn");
+    return real(pid, path, actions, attr, argv, armed ? guarded_env(envp) : envp);
+}
+
+int posix_spawnp(void *pid, const char *file, const void *actions, const void *attr, char *const argv[],
+                 char *const envp[]) {
+    static spawn_t real;
+    if (!real) real = (spawn_t)next_fn("posix_spawnp");
+    return real(pid, file, actions, attr, argv, armed ? guarded_env(envp) : envp);
 }
 
 typedef int (*open2_t)(const char *, int);
