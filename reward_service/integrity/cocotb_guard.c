@@ -120,7 +120,7 @@ __attribute__((constructor)) static void guard_init(void) {
     snprintf(ports, sizeof ports, ",%s,", p ? p : "");
     /* A saved copy of stderr: the test may redirect fd 2 (it can still close this one). */
     log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
-    if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     static const char *names[GUARD_ENV_MAX] = {"LD_PRELOAD", "RS_GUARD_TOP", "RS_GUARD_PORTS", "RS_GUARD_FILE",
                                                "RS_GUARD_TEST_DIR", NULL};
