@@ -153,9 +153,10 @@ static const char *full_name(void *gpi_hdl) {
     return vpi_hdl ? get_str(VPI_FULL_NAME, vpi_hdl) : NULL;
 }
 
-/* A top-level port: "<top>.<port>" or "<top>.<port>[i]..." (an element of an unpacked array
- * port), <port> one of RS_GUARD_PORTS. Verilator names the ports "TOP.<port>" (its wrapper's
- * scope, where cocotb finds them) and "TOP.<top>.<port>" (the module's own). */
+/* A top-level port, or a part of one: "<top>.<port>", "<top>.<port>[i]" (an element of an
+ * unpacked array port), "<top>.<port>.<member>" (of a struct or interface port); <port> one of
+ * RS_GUARD_PORTS. Nothing else can be named under a port's name. Verilator names the ports
+ * "TOP.<port>" (its wrapper's scope, where cocotb finds them) and "TOP.<top>.<port>". */
 static int is_port(const char *name) {
     if (!name) return 0;
     size_t tl = strlen(top);
@@ -167,10 +168,8 @@ static int is_port(const char *name) {
         port = strncmp(inner, top, tl) == 0 && inner[tl] == '.' ? inner + tl + 1 : inner;
     }
     if (!port) return 0;
-    size_t len = strcspn(port, "[");
-    if (len == 0 || memchr(port, '.', len) || len > 500) return 0;
-    for (const char *rest = port + len; *rest; rest++)
-        if (*rest == '.') return 0; /* a member of an element: not the port itself */
+    size_t len = strcspn(port, "[.");
+    if (len == 0 || len > 500) return 0;
     char key[504];
     snprintf(key, sizeof key, ",%.*s,", (int)len, port);
     return strstr(ports, key) != NULL;
