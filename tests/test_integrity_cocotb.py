@@ -373,3 +373,59 @@ def test_programs_the_simulator_starts_stay_guarded(engine):
     [test] = result.tests
     assert result.status == "ok" and not test.passed, describe(result)
     assert f"/{cocotb_guard.LIBRARY} Attenuator" in (test.message or ""), test.message
+
+
+#: A toplevel with an internal net (``inv``) and register (``r``), for the 1.x init loop.
+NET_DESIGN = """module NetTop (input clk, input [3:0] a, output [3:0] y);
+    wire [3:0] inv = ~a;
+    reg [3:0] r;
+    always @(posedge clk) r <= inv;
+    assign y = r;
+endmodule
+"""
+
+
+def net_test(after: str) -> str:
+    """A cocotb 1.x test on NetTop: the CVDP harnesses' GPI_NET init loop at time 0 (writes
+    ``a`` and the internal net ``inv``), then ``after`` a few cycles later."""
+    return f"""import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles
+
+
+@cocotb.test()
+async def loop(dut):
+    for signal in dut:
+        if signal._type == "GPI_NET":
+            signal.value = 0
+    cocotb.start_soon(Clock(dut.clk, 10, units="ns").start())
+    await ClockCycles(dut.clk, 3)
+    dut.a.value = 5
+    await ClockCycles(dut.clk, 3)
+    {after}
+    await ClockCycles(dut.clk, 2)
+    assert dut.y.value.integer == 10
+"""
+
+
+@pytest.mark.parametrize(
+    ("after", "refused"),
+    [
+        ("pass", None),  # the init loop alone: its zero into `inv` at time 0 is dropped
+        ("dut.inv.value = 0", None),  # zero into a net later: dropped (the loop after a reset)
+        ("dut.inv.value = 3", "inv"),  # anything else into a net: refused
+        ("dut.r.value = 0", "r"),  # zero into a register after time 0: refused
+    ],
+)
+def test_cocotb1x_init_loop_zeros_are_dropped_not_refused(engine, after, refused):
+    req = request(net_test(after), "fast", "cocotb-1.9")
+    req["design"] = {"files": {"NetTop.sv": NET_DESIGN}}
+    req["stimulus"]["toplevel"] = "NetTop"
+    result = engine.score(req)
+    if refused:
+        assert result.status == "refused", describe(result)
+        assert [v.target for v in result.violations] == [f"NetTop.{refused}"], describe(result)
+        return
+    assert result.status == "ok" and not result.violations, describe(result)
+    assert [t.passed for t in result.tests] == [True], describe(result)  # the drops never took effect
+    assert "NetTop.inv" in result.message and "were ignored" in result.message, result.message
