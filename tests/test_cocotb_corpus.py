@@ -52,11 +52,23 @@ FAILS_ON_21_SEED0 = {
 #: 1-bit value (a ``Logic`` on 2.x, which has no such method).
 NO_RUNTIME = {
     "cvdp_agentic_phase_rotation_0028__rtl_from__cvdp_agentic_phase_rotation_0031": "indexes conj_proc_seq the cocotb 2.x way and calls Logic.to_unsigned() (on 2.1: "
-    "AttributeError; on 1.9: list order differs, AssertionError)",
+    "AttributeError; on 1.9: list order differs, AssertionError); under the default stimulus policy its "
+    "test's write into a sub-instance (uu_adder_2d_layers.energy_i) is refused first",
 }
 
 
-def request(row: dict, runtime: str = "auto", simulator: str = "icarus") -> dict:
+#: Items whose tests write into the DUT on purpose (an engineer's directed test): refused under
+#: the default stimulus policy (docs/integrity-cocotb.md), scored as before under ``allow``.
+WRITES_DUT = {
+    "cvdp_agentic_dual_port_memory_0004__rtl_from__cvdp_agentic_dual_port_memory_0012": (
+        "dual_port_memory.ram_data[3]",  # an ECC error injected into a RAM word
+        "test_dual_port_memory.py",
+        81,
+    ),
+}
+
+
+def request(row: dict, runtime: str = "auto", simulator: str = "icarus", policy: str | None = None) -> dict:
     assert len(row["test_modules"]) == 1
     return {
         "design": {"files": {p: row["rtl"][p] for p in row["rtl_sources_order"]}, "toplevel": row["toplevel"]},
@@ -68,7 +80,19 @@ def request(row: dict, runtime: str = "auto", simulator: str = "icarus") -> dict
         },
         "simulator": simulator,
         "limits": {"run_s": 120, "compile_s": 300},
+        **({"stimulus_policy": {"dut_writes": policy}} if policy else {}),
     }
+
+
+def score(engine, item_id: str, row: dict, runtime: str):
+    """The item's result; for :data:`WRITES_DUT` items, after checking that the default policy
+    refuses the write, the result under ``allow``."""
+    if item_id not in WRITES_DUT:
+        return engine.score(request(row, runtime=runtime))
+    refused = engine.score(request(row, runtime=runtime))
+    assert refused.status == "refused", outcome(refused)
+    assert [(v.target, v.file, v.line) for v in refused.violations] == [WRITES_DUT[item_id]], outcome(refused)
+    return engine.score(request(row, runtime=runtime, policy="allow"))
 
 
 def outcome(result) -> str:
@@ -156,7 +180,7 @@ def test_cocotb21_item_passes_on_icarus(engine, item_id, runtime):
 )
 def test_cocotb1x_item_passes_on_cocotb19(engine, item_id, runtime):
     row = ROWS[item_id]
-    result = engine.score(request(row, runtime=runtime))
+    result = score(engine, item_id, row, runtime)
     assert_all_pass(result, row)
     assert "ran on cocotb 1.9" in result.message, result.message
     if runtime == "auto":

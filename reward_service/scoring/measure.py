@@ -78,6 +78,17 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
         return Scored(ScoreResult(status=Status.compile_error, log=build.output, message=message))
     runres = run.run
     assert runres is not None
+    if run.violations:  # the stimulus wrote into the DUT: nothing it made the DUT do is measured
+        return Scored(
+            ScoreResult(
+                status=Status.refused,
+                message="; ".join([v.message for v in run.violations[:5]] + run.notes),
+                violations=run.violations,
+                tests=run.tests,
+                log=runres.output,
+                ended_by=run.ended_by,
+            )
+        )
     points: list[CoveragePoint] = []
     notes: list[str] = list(run.notes)
     if run.coverage_dat is not None:

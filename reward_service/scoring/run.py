@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reward_service import hdl
+from reward_service.integrity import cocotb_guard
 from reward_service.models import SvTestbench
 from reward_service.sandbox import Sandbox
 from reward_service.scoring.measure import measure
@@ -78,6 +79,9 @@ def simulate(
             cocotb_env=dict(getattr(stimulus, "env", {})),
             stimulus_sources=[n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)],
         )
+        guard_note = None
+        if job.toplevel and not isinstance(stimulus, SvTestbench) and cocotb_guard.refuses(request.stimulus_policy):
+            job.cocotb_guard_ports, guard_note = _guard_ports(prepared.design.files, job.toplevel)
         t0 = time.perf_counter()
         if isinstance(stimulus, SvTestbench):
             run = simulator.run_sv(job)
@@ -86,6 +90,8 @@ def simulate(
         run.notes[:0] = prepared.notes
         if run.run is not None:
             run.notes.extend(_missing_data_notes(files, run.run.output))
+        if guard_note:
+            run.notes.append(guard_note)
         if run.build is not None:
             timings["build"] = run.build.duration_ms
         if run.run is not None:
@@ -101,6 +107,17 @@ def simulate(
         return scored
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _guard_ports(design: Mapping[str, str], toplevel: str) -> tuple[tuple[str, ...] | None, str | None]:
+    """The port names the cocotb write guard lets a test write (``toplevel``'s, from the
+    original design files), or None and a note for the result when pyslang cannot list them:
+    the run then goes unguarded (docs/integrity-cocotb.md, "Not covered"); a design the
+    simulator cannot build either fails before any write."""
+    try:
+        return tuple(cocotb_guard.top_ports(design, toplevel)), None
+    except ValueError as exc:
+        return None, f"DUT writes were not checked: the toplevel's ports could not be listed ({exc})"
 
 
 #: A data file the simulation did not find: Verilator's warning, Icarus's error.

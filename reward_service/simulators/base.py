@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reward_service.coverage.points import CoveragePoint
-from reward_service.models import Limits, Status, TestOutcome
+from reward_service.models import IntegrityViolation, Limits, Status, TestOutcome
 from reward_service.sandbox import ExecResult, Sandbox
 
 
@@ -48,6 +48,9 @@ class Job:
     #: Every HDL file of the stimulus (compilation units and included files): code that is not
     #: the DUT's, which Verilator builds without coverage instrumentation.
     stimulus_sources: list[str] = field(default_factory=list)
+    #: cocotb: the toplevel's port names when the stimulus policy refuses writes into the DUT
+    #: (the write guard lets a test write only these, docs/integrity-cocotb.md); None: no guard.
+    cocotb_guard_ports: tuple[str, ...] | None = None
 
     @property
     def src(self) -> Path:
@@ -101,6 +104,9 @@ class SimRun:
     #: Code-coverage points the backend read itself (the fast path's flags); None: the points
     #: are those of ``coverage_dat``, if any.
     points: list[CoveragePoint] | None = None
+    #: The writes into the DUT the stimulus policy refused (cocotb's write guard): the result
+    #: is ``refused`` with these, whatever else the run produced.
+    violations: list[IntegrityViolation] = field(default_factory=list)
 
 
 class SimulatorBackend(abc.ABC):

@@ -70,6 +70,8 @@ def _test(runner, spec: dict) -> None:
     # stimulus modules (in the test dir) importable there.
     if test_dir not in sys.path:
         sys.path.insert(0, test_dir)
+    if spec.get("preload"):  # the write guard, for the simulator only (not this process)
+        os.environ["LD_PRELOAD"] = " ".join(filter(None, [spec["preload"], os.environ.get("LD_PRELOAD")]))
     runner.test(
         test_module=spec["test_module"],
         hdl_toplevel=spec["hdl_toplevel"],

@@ -69,9 +69,10 @@ from typing import Protocol
 import filelock
 
 from reward_service import hdl
+from reward_service.integrity import cocotb_guard
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
-from reward_service.sandbox import Bind, ExecResult, ExecSpec
+from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
 from reward_service.sandbox.toolchain import Toolchain, versions
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
@@ -104,6 +105,11 @@ PYGPI_USERS = ",".join(
 )
 PREMATURE = "simulation ended prematurely"
 PREMATURE_19 = "before test run completion"  # cocotb 1.9's SimFailure text
+#: PYGPI_USERS of a guarded run (docs/integrity-cocotb.md): the guard's locator wraps cocotb's
+#: write scheduling once cocotb is initialised, before the test module is imported.
+PYGPI_USERS_GUARDED = PYGPI_USERS.replace(
+    "cocotb._init:init_package_from_simulation,", "cocotb._init:init_package_from_simulation,rs_cocotb_guard:install,"
+)
 #: cocotb 1.9 has no PyGPI users: our module is the entry point and starts cocotb itself.
 PYGPI_ENTRY_19 = "rs_fcov_export:entry_cocotb19"
 #: Environment of every test step (both runtimes), over the request's ``env``. cocotb's test
@@ -140,7 +146,7 @@ BUILD_STATUS = "rs_build_status.json"
 DISCOVERY = "rs_discovery.json"
 #: What a run step leaves for the engine (the Docker sandbox copies back only these and the
 #: caller's ``outputs``, e.g. the fast path's flag file).
-RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat"))
+RUN_OUTPUTS = tuple(f"/work/{n}" for n in (RESULTS, FCOV, STATUS, DISCOVERY, "coverage.dat", cocotb_guard.RECORD))
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,11 +189,14 @@ def common_env(toolchain: Toolchain) -> dict[str, str]:
 
 
 def _stage_tools(job: Job) -> Path:
-    """Copy the driver and the exporter into ``<root>/rs_tools`` (bound read-only at /rs)."""
+    """Copy the driver, the exporter and the write guard's locator into ``<root>/rs_tools``
+    (bound read-only at /rs), and the write guard's library when the job is guarded."""
     tools = job.root / "rs_tools"
     tools.mkdir(parents=True, exist_ok=True)
-    for src in (DRIVER, EXPORTER):
+    for src in (DRIVER, EXPORTER, cocotb_guard.LOCATOR):
         shutil.copyfile(src, tools / src.name)
+    if job.cocotb_guard_ports is not None:
+        shutil.copyfile(cocotb_guard.library(job.cache_dir), tools / cocotb_guard.LIBRARY)
     return tools
 
 
@@ -578,12 +587,21 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
         "RS_FCOV_FILE": f"/work/{FCOV}",
         "RS_DISCOVERY_FILE": f"/work/{DISCOVERY}",
     }
+    guarded = job.cocotb_guard_ports is not None
+    if guarded:  # the driver preloads the guard into the simulator only (docs/integrity-cocotb.md)
+        spec["preload"] = f"{TOOLS}/{cocotb_guard.LIBRARY}"
+        env.update(
+            RS_GUARD_TOP=hdl_toplevel(job),
+            RS_GUARD_PORTS=",".join(job.cocotb_guard_ports or ()),
+            RS_GUARD_FILE=f"/work/{cocotb_guard.RECORD}",
+            RS_GUARD_TEST_DIR="/work",
+        )
     binds = [Bind(tools, TOOLS), Bind(build_dir, MODEL)]
     if runtime.venv is not None:  # cocotb 1.9 (the venv is part of the sandbox's toolchain)
         env["PYGPI_ENTRY_POINT"] = PYGPI_ENTRY_19
         env["VIRTUAL_ENV"] = runtime.venv  # cocotb 1.9's embedding picks the venv from it
     else:
-        env["PYGPI_USERS"] = PYGPI_USERS
+        env["PYGPI_USERS"] = PYGPI_USERS_GUARDED if guarded else PYGPI_USERS
     out.run = job.sandbox.run(
         ExecSpec(
             argv=_driver_argv("test", spec, runtime.python),
@@ -607,6 +625,8 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)
     out.ended_by = _ended_by(out, out.run.output, out.tests, status)
+    if guarded:
+        _check_guard(job, out, run / cocotb_guard.RECORD)
     out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module, toolchain.versions)
     if out.not_run is not None:
         out.ended_by = "no_tests"
@@ -639,6 +659,24 @@ def _died_on_our_runtime(out: SimRun, runtime: Runtime, simulator: str) -> str |
     else:
         why = "auto found no idiom of either cocotb version in it and guessed"
     return f"the cocotb test died on the API of {runtime.name}, the runtime we picked: {death}; {why}: not scored"
+
+
+def _check_guard(job: Job, out: SimRun, record: Path) -> None:
+    """Read the write guard's records (the record file and the step's output) into
+    ``out.violations``. Raises :class:`~reward_service.sandbox.SandboxError` when a test ran
+    but the guard never started (our failure: the run was unguarded, its numbers mean nothing)."""
+    assert out.run is not None
+    try:
+        text = read_output_text(record, max_bytes=1 << 20)
+    except (OSError, UnsafeOutput):  # missing (deleted by the test, or no simulator started)
+        text = ""
+    found = cocotb_guard.records(text, out.run.output)
+    out.violations = cocotb_guard.violations(found, hdl_toplevel(job))
+    note = cocotb_guard.dropped_note(found)
+    if note:
+        out.notes.append(note)
+    if not out.violations and (out.tests or out.results_xml is not None) and not cocotb_guard.armed(found):
+        raise SandboxError("the cocotb write guard did not start in the simulator: the run was not checked")
 
 
 #: The driver's exit statuses (cocotb_driver.EXIT_*) that mean the runner failed before or

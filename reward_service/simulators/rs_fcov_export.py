@@ -129,6 +129,7 @@ _COCOTB19_ENTRY_ATTRS = ("_log_from_c", "_filter_from_c", "_sim_event")
 
 def __getattr__(name: str):
     if name in _COCOTB19_ENTRY_ATTRS:
+        _before_cocotb19()
         import cocotb
 
         return getattr(cocotb, name)
@@ -149,17 +150,31 @@ def _forward_compat_19() -> None:
             cls.to_signed = lambda self: self.signed_integer  # type: ignore[method-assign]
 
 
+def _before_cocotb19() -> None:
+    """A guarded run (the cocotb write guard, ``RS_GUARD_TOP`` set): cocotb 1.9 imports
+    ``ctypes``, which the guard keeps from loading; give it the guard's stand-in first."""
+    if os.environ.get("RS_GUARD_TOP"):
+        import rs_cocotb_guard
+
+        rs_cocotb_guard.stub_ctypes()
+
+
 def entry_cocotb19(*args):
     """cocotb 1.9 PyGPI entry point: install the export and better failure messages, then
     hand over to ``cocotb._initialise_testbench``."""
     import atexit
 
+    _before_cocotb19()
     import cocotb
     import cocotb.regression as regression
     import cocotb.xunit_reporter as xunit
 
     atexit.register(export)
     _forward_compat_19()
+    if os.environ.get("RS_GUARD_TOP"):  # a guarded run: keep the test's location of each write
+        import rs_cocotb_guard
+
+        rs_cocotb_guard.install()
     manager = regression.RegressionManager
     score_test, tear_down, add_failure = manager._score_test, manager._tear_down, xunit.XUnitReporter.add_failure
 

@@ -1,0 +1,464 @@
+/* The cocotb write guard: refuses writes to DUT handles that are not top-level ports of the
+ * toplevel, below the reach of the cocotb test (docs/integrity-cocotb.md).
+ *
+ * Loaded with LD_PRELOAD into the simulator process of a cocotb test step (vvp, or the
+ * Verilator model binary), for cocotb 2.1 and 1.9 alike. Every write cocotb makes (a `.value`
+ * assignment, `<=`, `setimmediatevalue`, Deposit/Force/Freeze/Release, the C++ Clock's
+ * toggles) goes from cocotb's Python extension to one of libgpi's four
+ * gpi_set_signal_value_* entry points. The extension and libgpi are shared libraries, so the
+ * extension's calls resolve through the global symbol scope, where a preloaded library comes
+ * before libgpi: these definitions run instead, and call libgpi's only for allowed writes.
+ * (vpi_put_value itself cannot be interposed: vvp and Verilator's model define it in the
+ * executable, which comes first in the lookup.)
+ *
+ * A refused write never reaches the simulator: its record (JSON, one line) goes to the record
+ * file and to stderr (the step's output, which the test cannot take back), then the process
+ * ends at once (_exit). The engine refuses the sample on either record; a run whose records
+ * were both suppressed still has no results.xml and fails.
+ *
+ * Environment (read once, before any Python runs): RS_GUARD_TOP (the toplevel's name),
+ * RS_GUARD_PORTS (its port names, comma-separated), RS_GUARD_FILE (the record file). Without
+ * RS_GUARD_TOP the library does nothing but pass calls on.
+ *
+ * Besides, it takes away what in-process code could use to go around libgpi: ctypes and cffi
+ * (their extension modules' init symbols are not found, so `import ctypes` fails), native
+ * code from writable places (dlopen of a file under /work, /tmp, /dev/shm is refused), the
+ * process's own memory through /proc/<pid>/mem (open refused), and other processes' access to
+ * it (PR_SET_DUMPABLE 0: a child cannot open the simulator's /proc/<pid>/mem either).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#define GUARD_EXIT 86
+#define VPI_TYPE 1       /* vpiType */
+#define VPI_FULL_NAME 3  /* vpiFullName */
+#define VPI_NET 36       /* vpiNet */
+#define PROC_MAGIC 0x9fa0
+
+static int armed;
+static int record_fd = -1;
+static int log_fd = -1;
+static char top[512];
+static char ports[16384]; /* ",a,b,c," */
+/* The guard's own environment entries, as loaded: every program this process starts gets them
+ * back (a test that clears LD_PRELOAD and starts another simulator of the model stays guarded). */
+#define GUARD_ENV_MAX 6
+static char *guard_env[GUARD_ENV_MAX + 1];
+
+typedef void (*set_int_t)(void *, int32_t, int);
+typedef void (*set_real_t)(void *, double, int);
+typedef void (*set_str_t)(void *, const char *, int);
+typedef char *(*vpi_get_str_t)(int, void *);
+typedef int (*vpi_get_t)(int, void *);
+typedef void *(*dlsym_t)(void *, const char *);
+typedef void *(*dlopen_t)(const char *, int);
+typedef int (*open_t)(const char *, int, ...);
+typedef int (*openat_t)(int, const char *, int, ...);
+
+static dlsym_t real_dlsym(void) {
+    static dlsym_t fn;
+    if (!fn) fn = (dlsym_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!fn) fn = (dlsym_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    return fn;
+}
+
+static void *next_fn(const char *name) {
+    dlsym_t fn = real_dlsym();
+    return fn ? fn(RTLD_NEXT, name) : NULL;
+}
+
+static void write_all(int fd, const char *buf, size_t len) {
+    while (fd >= 0 && len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Both records: the file and the saved stderr. */
+static void record(const char *line) {
+    size_t len = strlen(line);
+    write_all(record_fd, line, len);
+    write_all(log_fd, line, len);
+}
+
+static void json_str(char *out, size_t cap, const char *s) {
+    size_t o = 0;
+    for (; s && *s && o + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = 0;
+}
+
+__attribute__((constructor)) static void guard_init(void) {
+    const char *t = getenv("RS_GUARD_TOP");
+    const char *p = getenv("RS_GUARD_PORTS");
+    const char *f = getenv("RS_GUARD_FILE");
+    if (!t || !*t || strlen(t) >= sizeof top) return;
+    snprintf(top, sizeof top, "%s", t);
+    snprintf(ports, sizeof ports, ",%s,", p ? p : "");
+    /* A saved copy of stderr: the test may redirect fd 2 (it can still close this one). */
+    log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
+    if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    static const char *names[GUARD_ENV_MAX] = {"LD_PRELOAD", "RS_GUARD_TOP", "RS_GUARD_PORTS", "RS_GUARD_FILE",
+                                               "RS_GUARD_TEST_DIR", NULL};
+    int n = 0;
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (!v) continue;
+        size_t len = strlen(names[i]) + strlen(v) + 2;
+        char *entry = malloc(len);
+        if (!entry) continue;
+        snprintf(entry, len, "%s=%s", names[i], v);
+        guard_env[n++] = entry;
+    }
+    guard_env[n] = NULL;
+    armed = 1;
+    char line[700], esc[600];
+    json_str(esc, sizeof esc, top);
+    snprintf(line, sizeof line, "RS_COCOTB_GUARD {\"event\": \"armed\", \"top\": \"%s\", \"pid\": %d}\n", esc,
+             (int)getpid());
+    record(line);
+}
+
+/* The VPI handle behind a GPI handle: GpiHdl is {vtable, GpiImplInterface *m_impl, void
+ * *m_obj_hdl} in cocotb 1.9 and 2.1 (gpi_priv.h); both our simulators' GPI layers are VPI. */
+static const char *full_name(void *gpi_hdl) {
+    static vpi_get_str_t get_str;
+    if (!get_str) get_str = (vpi_get_str_t)real_dlsym()(RTLD_DEFAULT, "vpi_get_str");
+    if (!get_str || !gpi_hdl) return NULL;
+    void *vpi_hdl = ((void **)gpi_hdl)[2];
+    return vpi_hdl ? get_str(VPI_FULL_NAME, vpi_hdl) : NULL;
+}
+
+/* A top-level port, or a part of one: "<top>.<port>", "<top>.<port>[i]" (an element of an
+ * unpacked array port), "<top>.<port>.<member>" (of a struct or interface port); <port> one of
+ * RS_GUARD_PORTS. Nothing else can be named under a port's name. Verilator names the ports
+ * "TOP.<port>" (its wrapper's scope, where cocotb finds them) and "TOP.<top>.<port>". */
+static int is_port(const char *name) {
+    if (!name) return 0;
+    size_t tl = strlen(top);
+    const char *port = NULL;
+    if (strncmp(name, top, tl) == 0 && name[tl] == '.') {
+        port = name + tl + 1;
+    } else if (strncmp(name, "TOP.", 4) == 0) {
+        const char *inner = name + 4;
+        port = strncmp(inner, top, tl) == 0 && inner[tl] == '.' ? inner + tl + 1 : inner;
+    }
+    if (!port) return 0;
+    size_t len = strcspn(port, "[.");
+    if (len == 0 || len > 500) return 0;
+    char key[504];
+    snprintf(key, sizeof key, ",%.*s,", (int)len, port);
+    return strstr(ports, key) != NULL;
+}
+
+/* Where the test asked for the write: rs_cocotb_guard.locate(target) in the simulator's Python
+ * (it keeps the test's frame of each write it saw scheduled). Best effort: the record is
+ * written before this runs, and a failure leaves only the location out. */
+static void locate(const char *target, char *where, size_t cap) {
+    where[0] = 0;
+    dlsym_t sym = real_dlsym();
+    int (*ensure)(void) = (int (*)(void))sym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void (*release)(int) = (void (*)(int))sym(RTLD_DEFAULT, "PyGILState_Release");
+    void *(*import)(const char *) = (void *(*)(const char *))sym(RTLD_DEFAULT, "PyImport_ImportModule");
+    void *(*call_method)(void *, const char *, const char *, ...) =
+        (void *(*)(void *, const char *, const char *, ...))sym(RTLD_DEFAULT, "PyObject_CallMethod");
+    const char *(*as_utf8)(void *) = (const char *(*)(void *))sym(RTLD_DEFAULT, "PyUnicode_AsUTF8");
+    void (*err_clear)(void) = (void (*)(void))sym(RTLD_DEFAULT, "PyErr_Clear");
+    void (*decref)(void *) = (void (*)(void *))sym(RTLD_DEFAULT, "Py_DecRef");
+    if (!ensure || !release || !import || !call_method || !as_utf8 || !err_clear || !decref) return;
+    int state = ensure();
+    void *module = import("rs_cocotb_guard");
+    if (module) {
+        void *res = call_method(module, "locate", "s", target);
+        if (res) {
+            const char *s = as_utf8(res);
+            if (s) snprintf(where, cap, "%s", s);
+            decref(res);
+        }
+        decref(module);
+    }
+    err_clear();
+    release(state);
+}
+
+static const char *action_name(int action) {
+    switch (action) {
+        case 0: return "deposit";
+        case 1: return "force";
+        case 2: return "release";
+        case 3: return "deposit_no_delay";
+        default: return "write";
+    }
+}
+
+static void refuse(void *hdl, int action) {
+    const char *name = full_name(hdl);
+    char target[1024], esc[2200], where[1200], wesc[2500], line[5200];
+    snprintf(target, sizeof target, "%s", name ? name : "?");
+    json_str(esc, sizeof esc, target);
+    snprintf(line, sizeof line,
+             "RS_COCOTB_GUARD {\"event\": \"refused\", \"target\": \"%s\", \"action\": \"%s\"}\n", esc,
+             action_name(action));
+    record(line);
+    locate(target, where, sizeof where);
+    if (where[0]) {
+        json_str(wesc, sizeof wesc, where);
+        snprintf(line, sizeof line,
+                 "RS_COCOTB_GUARD {\"event\": \"where\", \"target\": \"%s\", \"where\": \"%s\"}\n", esc, wesc);
+        record(line);
+    }
+    _exit(GUARD_EXIT);
+}
+
+/* cocotb 1.x test harnesses zero "every input" with `for s in dut: if s._type == "GPI_NET":
+ * s.value = 0` (at the start, some after a reset too), which on 1.9 also writes the toplevel's
+ * internal nets (on 2.x the loop does nothing). Such a write (a deposit of zero to a net, or of
+ * zero to anything at time 0) is dropped rather than refused: it never takes effect, so it
+ * cannot pay, and honest 1.x harnesses run as they do on cocotb 2.1. */
+static int dropped_zero(void *hdl, int action, int is_zero) {
+    static void (*sim_time)(uint32_t *, uint32_t *);
+    static vpi_get_t get;
+    if (!is_zero || (action != 0 && action != 3)) return 0;
+    if (!get) get = (vpi_get_t)real_dlsym()(RTLD_DEFAULT, "vpi_get");
+    if (get && hdl && ((void **)hdl)[2] && get(VPI_TYPE, ((void **)hdl)[2]) == VPI_NET) return 1;
+    if (!sim_time) sim_time = (void (*)(uint32_t *, uint32_t *))real_dlsym()(RTLD_DEFAULT, "gpi_get_sim_time");
+    if (!sim_time) return 0;
+    uint32_t high = 1, low = 1;
+    sim_time(&high, &low);
+    return high == 0 && low == 0;
+}
+
+/* Whether to pass the write on: a port, or nothing (refused: does not return; or dropped). */
+static int check(void *hdl, int action, int is_zero) {
+    if (!armed) return 1;
+    const char *name = full_name(hdl);
+    if (is_port(name)) return 1;
+    if (dropped_zero(hdl, action, is_zero)) {
+        static int dropped;
+        if (dropped++ < 50) {
+            char esc[2200], line[2400];
+            json_str(esc, sizeof esc, name ? name : "?");
+            snprintf(line, sizeof line, "RS_COCOTB_GUARD {\"event\": \"dropped\", \"target\": \"%s\"}\n", esc);
+            write_all(record_fd, line, strlen(line));
+        }
+        return 0;
+    }
+    refuse(hdl, action);
+    return 0;
+}
+
+static int zero_str(const char *s) {
+    if (!s || !*s) return 0;
+    for (; *s; s++)
+        if (*s != '0') return 0;
+    return 1;
+}
+
+void gpi_set_signal_value_int(void *hdl, int32_t value, int action) {
+    static set_int_t real;
+    if (!check(hdl, action, value == 0)) return;
+    if (!real) real = (set_int_t)next_fn("gpi_set_signal_value_int");
+    real(hdl, value, action);
+}
+
+void gpi_set_signal_value_real(void *hdl, double value, int action) {
+    static set_real_t real;
+    if (!check(hdl, action, value == 0.0)) return;
+    if (!real) real = (set_real_t)next_fn("gpi_set_signal_value_real");
+    real(hdl, value, action);
+}
+
+void gpi_set_signal_value_binstr(void *hdl, const char *value, int action) {
+    static set_str_t real;
+    if (!check(hdl, action, zero_str(value))) return;
+    if (!real) real = (set_str_t)next_fn("gpi_set_signal_value_binstr");
+    real(hdl, value, action);
+}
+
+void gpi_set_signal_value_str(void *hdl, const char *value, int action) {
+    static set_str_t real;
+    if (!check(hdl, action, 0)) return;
+    if (!real) real = (set_str_t)next_fn("gpi_set_signal_value_str");
+    real(hdl, value, action);
+}
+
+/* --- what could go around libgpi ------------------------------------------------------- */
+
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
+void *dlsym(void *handle, const char *name) {
+    if (armed && name && (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0)) {
+        return NULL;
+    }
+    dlsym_t fn = real_dlsym();
+    return fn ? fn(handle, name) : NULL;
+}
+
+static int writable_place(const char *path) {
+    static const char *places[] = {"/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", NULL};
+    char resolved[4096];
+    const char *p = path;
+    if (path && strchr(path, '/') && realpath(path, resolved)) p = resolved;
+    if (!p || p[0] != '/') return 0; /* a bare name is searched in the library path */
+    for (int i = 0; places[i]; i++)
+        if (strncmp(p, places[i], strlen(places[i])) == 0) return 1;
+    return 0;
+}
+
+void *dlopen(const char *path, int flags) {
+    static dlopen_t real;
+    if (!real) real = (dlopen_t)next_fn("dlopen");
+    if (armed && path && writable_place(path)) return NULL;
+    return real(path, flags);
+}
+
+/* After an open succeeded: a /proc/<pid>/mem (under any name) is closed again. */
+static int checked_fd(int fd) {
+    struct statfs fs;
+    if (!armed || fd < 0 || fstatfs(fd, &fs) != 0 || fs.f_type != PROC_MAGIC) return fd;
+    char link[64], target[256];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) {
+        target[n] = 0;
+        size_t len = (size_t)n;
+        if (len >= 4 && strcmp(target + len - 4, "/mem") == 0) {
+            close(fd);
+            errno = EACCES;
+            return -1;
+        }
+    }
+    return fd;
+}
+
+#define OPEN_MODE(flags, mode)                                   \
+    mode_t mode = 0;                                             \
+    if ((flags) & (O_CREAT | O_TMPFILE)) {                       \
+        va_list ap;                                              \
+        va_start(ap, flags);                                     \
+        mode = (mode_t)va_arg(ap, int);                          \
+        va_end(ap);                                              \
+    }
+
+int open(const char *path, int flags, ...) {
+    static open_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (open_t)next_fn("open");
+    return checked_fd(real(path, flags, mode));
+}
+
+int open64(const char *path, int flags, ...) {
+    static open_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (open_t)next_fn("open64");
+    return checked_fd(real(path, flags, mode));
+}
+
+int openat(int dirfd, const char *path, int flags, ...) {
+    static openat_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (openat_t)next_fn("openat");
+    return checked_fd(real(dirfd, path, flags, mode));
+}
+
+int openat64(int dirfd, const char *path, int flags, ...) {
+    static openat_t real;
+    OPEN_MODE(flags, mode)
+    if (!real) real = (openat_t)next_fn("openat64");
+    return checked_fd(real(dirfd, path, flags, mode));
+}
+
+/* --- programs the simulator starts keep the guard ------------------------------------- */
+
+static int guard_name(const char *entry) {
+    for (int i = 0; guard_env[i]; i++) {
+        size_t len = strcspn(guard_env[i], "=") + 1;
+        if (strncmp(entry, guard_env[i], len) == 0) return 1;
+    }
+    return 0;
+}
+
+/* envp without the guard's names, then the guard's entries (malloc'd; leaked: exec follows). */
+static char **guarded_env(char *const envp[]) {
+    size_t count = 0;
+    while (envp && envp[count]) count++;
+    char **out = malloc((count + GUARD_ENV_MAX + 1) * sizeof *out);
+    if (!out) return (char **)envp;
+    size_t o = 0;
+    for (size_t i = 0; i < count; i++)
+        if (!guard_name(envp[i])) out[o++] = envp[i];
+    for (int i = 0; guard_env[i]; i++) out[o++] = guard_env[i];
+    out[o] = NULL;
+    return out;
+}
+
+typedef int (*execve_t)(const char *, char *const[], char *const[]);
+typedef int (*spawn_t)(void *, const char *, const void *, const void *, char *const[], char *const[]);
+extern char **environ;
+
+int execve(const char *path, char *const argv[], char *const envp[]) {
+    static execve_t real;
+    if (!real) real = (execve_t)next_fn("execve");
+    return real(path, argv, armed ? guarded_env(envp) : envp);
+}
+
+int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    static execve_t real;
+    if (!real) real = (execve_t)next_fn("execvpe");
+    return real(file, argv, armed ? guarded_env(envp) : envp);
+}
+
+int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+int posix_spawn(void *pid, const char *path, const void *actions, const void *attr, char *const argv[],
+                char *const envp[]) {
+    static spawn_t real;
+    if (!real) real = (spawn_t)next_fn("posix_spawn");
+    return real(pid, path, actions, attr, argv, armed ? guarded_env(envp) : envp);
+}
+
+int posix_spawnp(void *pid, const char *file, const void *actions, const void *attr, char *const argv[],
+                 char *const envp[]) {
+    static spawn_t real;
+    if (!real) real = (spawn_t)next_fn("posix_spawnp");
+    return real(pid, file, actions, attr, argv, armed ? guarded_env(envp) : envp);
+}
+
+typedef int (*open2_t)(const char *, int);
+
+int __open_2(const char *path, int flags) {
+    static open2_t real;
+    if (!real) real = (open2_t)next_fn("__open_2");
+    return checked_fd(real(path, flags));
+}
+
+int __open64_2(const char *path, int flags) {
+    static open2_t real;
+    if (!real) real = (open2_t)next_fn("__open64_2");
+    return checked_fd(real(path, flags));
+}

@@ -1,0 +1,125 @@
+"""Where a cocotb test wrote: the test's file:line of each write, for the write guard's record.
+
+Standalone (no reward_service import): staged next to ``cocotb_driver.py`` and imported in the
+simulator's embedded Python. The guard itself is C (``cocotb_guard.c``, preloaded into the
+simulator): it refuses a write at libgpi's entry points, writes its record, then asks
+:func:`locate` where the test made the write. This module only adds that location; the test can
+replace or break it, which leaves only the location out of the record (never the refusal).
+
+cocotb applies most writes later than the test makes them (2.1 queues deposits until the
+ReadWrite phase; 1.9 every ``.value``/``<=`` write), so :func:`install` wraps cocotb's write
+scheduling to keep, per handle path, the test frame that asked for the last write;
+:func:`locate` takes the test frame on the live stack when there is one (``Force``,
+``Release``, ``setimmediatevalue``, writes made in ReadWrite), else that kept frame.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_TEST_DIR = os.path.realpath(os.environ.get("RS_GUARD_TEST_DIR") or os.getcwd())
+_writes: dict[str, str] = {}
+
+
+def _test_frame(frame) -> str | None:
+    """``file:line`` of the innermost frame of a file under the test dir (relative to it)."""
+    prefix = _TEST_DIR.rstrip("/") + "/"
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(prefix):
+            return f"{name[len(prefix) :]}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def _keep(handle) -> None:
+    try:
+        where = _test_frame(sys._getframe(2))
+        if where is not None:
+            _writes[str(handle._path)] = where
+    except Exception:
+        pass
+
+
+def stub_ctypes() -> None:
+    """In a guarded run ``_ctypes`` does not load (the guard hides its init symbol), but
+    packages import ``ctypes`` at import time for things a test does not need: cocotb 1.9
+    (``cocotb.handle``, ``cocotb.utils``: an ``isinstance`` check, two deprecated helpers),
+    cocotb-test and find_libpython (``ctypes.util.find_library``), numpy (optional). They get a
+    stand-in holding only ``Structure`` (an empty class nothing is an instance of) and
+    ``util.find_library`` (finds nothing); any other name raises AttributeError. Does nothing
+    when ``ctypes`` is imported already or loads (an unguarded run). Call before cocotb 1.9 is
+    imported, and before the test module."""
+    if "ctypes" in sys.modules:
+        return
+    try:
+        import _ctypes  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return
+    import types
+
+    module = types.ModuleType("ctypes", "stand-in: ctypes is not available in a guarded cocotb run")
+
+    class Structure:
+        pass
+
+    def missing(name: str):
+        raise AttributeError(f"ctypes.{name}: ctypes is not available in a guarded cocotb run")
+
+    util = types.ModuleType("ctypes.util", "stand-in: no shared library is found")
+    util.find_library = lambda name: None  # type: ignore[attr-defined]
+    module.Structure = Structure  # type: ignore[attr-defined]
+    module.util = util  # type: ignore[attr-defined]
+    module.__path__ = []  # a package, so that `import ctypes.util` works
+    module.__getattr__ = missing  # type: ignore[method-assign]
+    sys.modules["ctypes"] = module
+    sys.modules["ctypes.util"] = util
+
+
+def install() -> None:
+    """Wrap cocotb's write scheduling (2.1: ``cocotb.handle._schedule_write``; 1.9:
+    ``Scheduler._schedule_write``) to keep the test's frame of each write, after giving
+    ``ctypes`` its stand-in (:func:`stub_ctypes`). Never raises."""
+    stub_ctypes()
+    try:
+        import cocotb.handle as handle_module
+
+        original = getattr(handle_module, "_schedule_write", None)
+        if original is not None:  # cocotb 2.x
+
+            def schedule_write(handle, write_func, action, value):
+                _keep(handle)
+                return original(handle, write_func, action, value)
+
+            handle_module._schedule_write = schedule_write
+            return
+        from cocotb.scheduler import Scheduler  # cocotb 1.x
+
+        original19 = Scheduler._schedule_write
+
+        def schedule_write19(self, handle, write_func, *args):
+            _keep(handle)
+            return original19(self, handle, write_func, *args)
+
+        Scheduler._schedule_write = schedule_write19
+    except Exception as exc:  # a location is a nicety: never fail the run for it
+        print(f"rs_cocotb_guard: cannot keep write locations: {exc}", file=sys.stderr)
+
+
+def locate(target: str) -> str:
+    """``file:line`` (relative to the test dir) where the test wrote ``target`` (the simulator's
+    full name of the handle), or ``""`` when unknown."""
+    live = _test_frame(sys._getframe(1))
+    if live is not None:
+        return live
+    names = [target, target.removeprefix("TOP.")]
+    for name in names:
+        if name in _writes:
+            return _writes[name]
+    for path, where in reversed(list(_writes.items())):
+        if any(n.endswith("." + path) or path.endswith("." + n) for n in names):
+            return where
+    return ""
