@@ -65,6 +65,13 @@ command -v jq       >/dev/null || need+=(jq)
 command -v genhtml  >/dev/null || need+=(lcov)
 # Proved-unreachable coverage points (docs/formal.md): yosys 0.23 and its bundled ABC (yosys-abc).
 command -v yosys    >/dev/null || need+=(yosys)
+# cocotb embeds $PYTHON in the simulator through its shared libpython. Debian's python3 (a venv made
+# from it too) is a static build whose libpython is a package of its own: without it every cocotb
+# step stops with "Unable to find libpython" (measured in a fresh Debian 12 container).
+debian_libpython=$("$PYTHON" -c 'import sys; print("libpython%d.%d" % sys.version_info[:2] if sys.base_prefix == "/usr" else "")')
+if [ -n "$debian_libpython" ] && command -v dpkg >/dev/null && ! dpkg -s "$debian_libpython" >/dev/null 2>&1; then
+  need+=("$debian_libpython")
+fi
 # --test: tests/test_reports.py renders the HTML report in Debian's headless Chromium (the only
 # browser that installs offline; ~330 MB, about 6 min on a loaded 2-core VM; REWARD_SERVICE_NO_BROWSER=1
 # skips it, those tests skip).

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -281,3 +282,38 @@ def test_install_stops_before_apt_on_a_python_pip_cannot_install_into(tmp_path):
         assert "python3 -m venv /opt/reward-service/venv" in run.stderr, run.stderr
         assert "apt-get install" not in run.stderr.replace("e.g.:\n  apt-get install python3-venv", ""), run.stderr
         assert "install.sh: apt-get install" not in run.stderr and "cocotb 1.9" not in run.stderr
+
+
+def test_install_adds_libpython_for_a_python_made_from_debians(tmp_path):
+    """cocotb embeds Python through its shared libpython, a package of its own for Debian's static
+    python3: in a fresh Debian 12 container every cocotb sample failed ("Unable to find
+    libpython") until install.sh asked apt for it. The script's probe names that package for a
+    venv made from /usr/bin/python3 and nothing for a Python with its own libpython (pyenv here)."""
+    probe = next(ln for ln in INSTALL.read_text().splitlines() if ln.startswith("debian_libpython=$("))
+
+    def libpython(python: str) -> str:
+        run = subprocess.run(
+            ["bash", "-c", f'{probe}\necho "$debian_libpython"'],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHON": python},
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    if sys.base_prefix != "/usr":
+        assert libpython(sys.executable) == ""
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no Debian python3 here")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120)
+    name = libpython(str(tmp_path / "v" / "bin" / "python"))
+    version = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    assert name == f"libpython{version}"
+    if shutil.which("dpkg"):  # the name is a Debian package (installed on this machine)
+        assert subprocess.run(["dpkg", "-s", name], capture_output=True, timeout=60).returncode == 0
