@@ -73,7 +73,7 @@ if [ -n "$debian_libpython" ] && command -v dpkg >/dev/null && ! dpkg -s "$debia
   need+=("$debian_libpython")
 fi
 # --test: tests/test_reports.py renders the HTML report in Debian's headless Chromium (the only
-# browser that installs offline; ~330 MB, about 6 min on a loaded 2-core VM; REWARD_SERVICE_NO_BROWSER=1
+# browser that installs offline; 0.55 GB with its libraries, README's table; REWARD_SERVICE_NO_BROWSER=1
 # skips it, those tests skip).
 if [ "$TEST" = 1 ] && [ -z "${REWARD_SERVICE_NO_BROWSER:-}" ]; then command -v chromium >/dev/null || need+=(chromium); fi
 # The compose stack (docker-compose.yml) needs Compose: v2 (`docker compose`) when the Docker
@@ -91,7 +91,7 @@ fi
 # `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
 # --test adds `test` (pytest and the test tools), `lint` (ruff, mypy) and, unless
 # REWARD_SERVICE_SKIP_TRAINERS=1, `trl`: TRL + torch for tests/test_trl_grpo.py (PyPI's torch is its
-# CUDA build on Linux x86_64, ~5.5 GB with its nvidia-* and triton wheels; PyPI has no CPU-only
+# CUDA build on Linux x86_64, 5.2 GB with its nvidia-* and triton wheels; PyPI has no CPU-only
 # build for it, and it runs on CPU), then the released verl with its dependencies (a separate run:
 # one resolver run with this project's pins backtracks for ever: kombu[redis] pins packaging 26.3,
 # verl's tensordict -> pyvers asks <26; pip says so, harmlessly, verl imports and runs with 26.3).
