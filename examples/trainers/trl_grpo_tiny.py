@@ -10,7 +10,7 @@ runs with :class:`~reward_service.adapters.trl.CoverageReward` as its only rewar
 each step samples ``--generations`` completions for the prompt, the service simulates them,
 and TRL logs the rewards (``reward``, ``reward_std``, ``rewards/coverage_reward/mean``).
 
-Run against a service (the ``trl`` extra: scripts/install.sh installs it), from the checkout's root::
+Run against a service (the ``trl`` extra: ``scripts/install.sh --test`` installs it), from the checkout's root::
 
     reward-service serve --port 8000 &
     until curl -sf localhost:8000/readyz >/dev/null; do sleep 1; done
