@@ -78,11 +78,23 @@ def top_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
 _PORTS: dict[str, tuple[str, ...]] = {}
 
 
+def _drivable(port: object) -> bool:
+    """Whether a test may write ``port`` (a pyslang port symbol): an input or inout. An output
+    is the DUT's own state (depositing an ``output reg`` writes the register behind it), as
+    for SystemVerilog stimulus (docs/integrity.md); an interface port has no direction and is
+    the test's to drive, like the SV rule for a design interface the testbench drives."""
+    from pyslang import ast
+
+    direction = getattr(port, "direction", None)
+    return direction is None or direction in (ast.ArgumentDirection.In, ast.ArgumentDirection.InOut)
+
+
 def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
-    """The port names of module ``toplevel`` among the design ``files`` (name -> text; headers
-    are made available to `` `include``), in declaration order, found by pyslang's elaboration
-    (ANSI and non-ANSI headers alike). Raises ValueError when no module of that name is found
-    (pyslang could not make sense of the design)."""
+    """The names of the ports of module ``toplevel`` that a test may write (:func:`_drivable`:
+    inputs and inouts) among the design ``files`` (name -> text; headers are made available to
+    `` `include``), in declaration order, found by pyslang's elaboration (ANSI and non-ANSI
+    headers alike). Raises ValueError when no module of that name is found (pyslang could not
+    make sense of the design)."""
     from pyslang import Bag, SourceManager, ast, parsing, syntax
 
     hdl_files = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
@@ -101,7 +113,7 @@ def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
             compilation.addSyntaxTree(syntax.SyntaxTree.fromBuffer(buffers[name], sm, bag))
         for inst in compilation.getRoot().topInstances:
             if inst.name == toplevel:
-                return [p.name for p in inst.body.portList if p.name]
+                return [p.name for p in inst.body.portList if p.name and _drivable(p)]
     except (RuntimeError, ValueError) as exc:  # pyslang's own failures
         raise ValueError(f"pyslang could not read the design: {exc}") from exc
     raise ValueError(f"no module {toplevel!r} in the design")
