@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from reward_service.sandbox import seccomp
 from reward_service.sandbox.base import (
     SHELLS,
     ExecResult,
@@ -177,11 +178,15 @@ class BwrapSandbox(Sandbox):
         #: container whose /proc is masked (Docker's default; Compose v1 cannot lift it) refuses
         #: a new procfs mount in a user namespace; steps then run with an empty /proc.
         self.fresh_proc: bool | None = None
+        #: Whether steps get bwrap's --disable-userns (probed by check(); see there).
+        self.disable_userns = True
 
-    def _probe(self, proc: bool) -> subprocess.CompletedProcess:
+    def _probe(self, proc: bool, disable_userns: bool = True) -> subprocess.CompletedProcess:
         argv = [
             self.bwrap,
             "--unshare-all",
+            "--unshare-user",
+            *(["--disable-userns"] if disable_userns else []),
             "--die-with-parent",
             "--cap-drop",
             "ALL",
@@ -199,13 +204,23 @@ class BwrapSandbox(Sandbox):
             "/dev",
             "--tmpfs",
             "/tmp",
-            "--",
-            "true",
         ]
+        filter_fd = seccomp.memfd()  # the steps' filter: the profile must let bwrap install it
         try:
-            return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, env={})
+            argv += ["--seccomp", str(filter_fd), "--", "true"]
+            return subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={},
+                pass_fds=(filter_fd,),
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"cannot run bwrap: {exc}") from exc
+        finally:
+            os.close(filter_fd)
 
     def check(self) -> None:
         """Raises :class:`SandboxError` when bwrap is missing or cannot make its namespaces here
@@ -218,10 +233,10 @@ class BwrapSandbox(Sandbox):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         if self.prlimit is None:
             raise SandboxError("prlimit (util-linux) is not in /usr/bin: steps need it for their rlimits")
-        probe = self._probe(proc=True)
+        probe = self._probe(proc=True, disable_userns=False)
         fresh = probe.returncode == 0
         if not fresh and "proc" in probe.stderr:  # "Can't mount proc on /newroot/proc"
-            if self._probe(proc=False).returncode == 0:
+            if self._probe(proc=False, disable_userns=False).returncode == 0:
                 log.warning(
                     "bwrap: no fresh /proc here (%s): steps run with an empty /proc (docs/sandbox.md)",
                     probe.stderr.strip()[:200],
@@ -230,10 +245,16 @@ class BwrapSandbox(Sandbox):
         if probe.returncode != 0:
             raise SandboxError(
                 f"bubblewrap cannot make a sandbox here ({probe.stderr.strip()[:300] or probe.returncode}): "
-                "in a container it needs user namespaces allowed by the seccomp profile "
-                "(docker/seccomp/worker.json); on Ubuntu 24.04 also an AppArmor profile allowing userns "
+                "in a container it needs user namespaces and seccomp(2)/prctl allowed by the seccomp "
+                "profile (docker/seccomp/worker.json); on Ubuntu 24.04 also an AppArmor profile allowing userns "
                 "(docs/deploy.md)"
             )
+        # --disable-userns writes the step namespace's user.max_user_namespaces through /proc/sys;
+        # where that cannot be done (a read-only /proc/sys of some container runtimes, bwrap
+        # before 0.8) steps run without it: the seccomp filter refuses namespaces all the same
+        self.disable_userns = self._probe(proc=fresh, disable_userns=True).returncode == 0
+        if not self.disable_userns:
+            log.warning("bwrap: --disable-userns does not work here; the seccomp filter alone refuses namespaces")
         self.fresh_proc = fresh
         self._works = True
 
@@ -251,6 +272,11 @@ class BwrapSandbox(Sandbox):
         argv = [
             self.bwrap,
             "--unshare-all",
+            # --disable-userns needs the user namespace asked for, not --unshare-all's "user-try":
+            # the step cannot make another (the door of most recent kernel escapes), on top of
+            # the seccomp filter's refusal of namespace flags (--seccomp, added in _execute)
+            "--unshare-user",
+            *(["--disable-userns"] if self.disable_userns else []),
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
@@ -376,7 +402,7 @@ class BwrapSandbox(Sandbox):
         out = BoundedOutput(spec.output_kb * 1024)
         start = time.monotonic()
         timed_out = flood = False
-        args_fd = None
+        args_fd = filter_fd = None
         proc: subprocess.Popen | None = None
         try:
             try:
@@ -385,8 +411,10 @@ class BwrapSandbox(Sandbox):
                 # through a memfd (--args), and its own environment is empty (not the worker's).
                 # (bwrap takes only options from --args: the command stays on its command line.)
                 split = argv.index("--")
+                filter_fd = seccomp.memfd()
                 args_fd = os.memfd_create("bwrap-args", 0)
-                os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+                options = [*argv[1:split], "--seccomp", str(filter_fd)]
+                os.write(args_fd, b"".join(a.encode() + b"\0" for a in options))
                 os.lseek(args_fd, 0, os.SEEK_SET)
                 enter = [] if cgroup is None else ["/bin/sh", "-c", _ENTER_CGROUP, "rs-cgroup", *cgroup.procs_files()]
                 proc = subprocess.Popen(
@@ -396,14 +424,15 @@ class BwrapSandbox(Sandbox):
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     close_fds=True,
-                    pass_fds=(args_fd,),
+                    pass_fds=(args_fd, filter_fd),
                     env={},
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
             finally:
-                if args_fd is not None:
-                    os.close(args_fd)
+                for fd in (args_fd, filter_fd):
+                    if fd is not None:
+                        os.close(fd)
             deadline = start + spec.timeout_s
             stdout = proc.stdout
             assert stdout is not None, "Popen was given stdout=PIPE"
