@@ -72,6 +72,7 @@ from reward_service import hdl
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec
+from reward_service.sandbox.cpu import wall_backstop
 from reward_service.sandbox.toolchain import Toolchain, versions
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
@@ -284,7 +285,8 @@ def run_build(
     (``{}`` if none). Raises :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run``."""
     toolchain = job.sandbox.toolchain()
     limits = {
-        "timeout_s": job.limits.compile_s,
+        "cpu_s": job.limits.compile_s,
+        "timeout_s": wall_backstop(job.limits.compile_s),
         "memory_mb": job.limits.memory_mb,
         "output_kb": job.limits.output_kb,
         **limits,
@@ -576,7 +578,9 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
             cwd="/work",
             env=env,
             binds=binds,
-            timeout_s=job.limits.run_s,
+            # CPU seconds: cocotb's start-up (Python, the simulator loading the model) counts
+            cpu_s=job.limits.run_s,
+            timeout_s=wall_backstop(job.limits.run_s),
             memory_mb=job.limits.memory_mb,
             processes=job.limits.processes,
             file_mb=job.limits.file_mb,
