@@ -43,9 +43,10 @@ def test_an_icarus_step_sees_its_tools_and_nothing_else(minimal, tmp_path):
         "echo x >/usr/bin/x 2>/dev/null || echo read-only"
     )
     out = run(minimal, probe, tmp_path, system).output.split("\n")
-    for tool in ("iverilog", "vvp", "timeout", "chmod", "prlimit", "sh"):
+    for tool in ("iverilog", "vvp", "chmod", "prlimit", "sh"):
         assert f"has {tool}" in out
-    for tool in ("python3", "gcc", "perl", "cat", "ls", "bwrap"):
+    # no `timeout` since the sandbox holds the step to its CPU budgets (issue 18)
+    for tool in ("timeout", "python3", "gcc", "perl", "cat", "ls", "bwrap"):
         assert f"no {tool}" in out
     assert "has vvp.tgt" in out and "read-only" in out
     # the same step without a minimal root sees the whole system

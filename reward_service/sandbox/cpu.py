@@ -86,7 +86,13 @@ def held_by(root: int, looks: int = 5, pause_s: float = 0.02) -> str | None:
         if look:
             time.sleep(pause_s)
         seen += tree_states(root)
-    held = set(seen) - _OWN_WAIT
+    return describe_held(seen)
+
+
+def describe_held(states: str) -> str | None:
+    """None when ``states`` (scheduler state letters of a step's threads, over some looks) are
+    all of threads waiting by themselves, else what held the step, in words."""
+    held = set(states) - _OWN_WAIT
     if not held:
         return None
     what = {"R": "runnable but not given a CPU", "D": "in uninterruptible I/O", "T": "stopped", "t": "stopped"}

@@ -212,7 +212,7 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     job.stage_data_files(job.run_dir)
     limits = job.limits
     try:
-        # The compile needs a few processes (timeout, sh, ivlpp, ivl) and room for the vvp file
+        # The compile needs a few processes (sh, ivlpp, ivl) and room for the vvp file
         # and its log whatever the run's limits; vvp itself cannot fork.
         result = job.sandbox.run(
             ExecSpec(
