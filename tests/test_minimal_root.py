@@ -223,9 +223,12 @@ def test_a_step_without_shells_runs_in_a_minimal_root(minimal, tmp_path):
     system = icarus_system(minimal)
     result = minimal.run(ExecSpec(argv=["/usr/bin/vvp", "-V"], workdir=tmp_path, system=system, no_shell=True))
     assert result.exit_code == 0 and "Icarus Verilog runtime" in result.output, result.output
-    hidden = minimal.run(
+    hidden = minimal.run(  # timeout (no longer one of the step's programs) execs the hidden shell
         ExecSpec(
-            argv=["/usr/bin/timeout", "5", "/bin/sh", "-c", "true"], workdir=tmp_path, system=system, no_shell=True
+            argv=["/usr/bin/timeout", "5", "/bin/sh", "-c", "true"],
+            workdir=tmp_path,
+            system=(*system, "timeout"),
+            no_shell=True,
         )
     )
     assert hidden.exit_code == 126 and "/bin/sh" in hidden.output, hidden.output  # /dev/null there
