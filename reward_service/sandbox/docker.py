@@ -28,9 +28,11 @@ host path used: it carries no files, every Docker host has it).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import logging
+import os
 import shutil
 import signal
 import tarfile
@@ -55,7 +57,7 @@ from reward_service.sandbox.base import (
     SandboxError,
     base_env,
 )
-from reward_service.sandbox.cpu import STOP_GRACE_S, describe_held
+from reward_service.sandbox.cpu import STOP_GRACE_S, CpuBudget, describe_held
 from reward_service.sandbox.output import BoundedOutput
 from reward_service.sandbox.toolchain import DEFAULT_VENV, Toolchain
 
@@ -349,17 +351,14 @@ class DockerSandbox(Sandbox):
         deadline = time.monotonic() + spec.timeout_s
         timed_out = waited = False
         held: str | None = None
-        # The CPU budget of the whole step (the container's cgroup): both phases of a split step
-        # together, as the step's files are not visible here while it runs (ExecSpec.cpu_split).
-        budget = None if spec.cpu_s is None else spec.cpu_s + (spec.cpu_split[1] if spec.cpu_split else 0.0)
+        budget = None if spec.cpu_s is None else _budget(api, container, spec, self.host_cgroups)
         watch = _ContainerWatch(api, container, spec.processes, self.host_cgroups)
         stop_at: float | None = None
-        over = 0
         while reader.is_alive() and not flood.is_set():
             now = time.monotonic()
             left = deadline - now
             if left <= 0:
-                if budget is None or watch.cpu_s >= budget:
+                if budget is None or watch.cpu_s >= budget.limit():
                     timed_out = True
                 else:
                     held = _held(api, container)
@@ -369,15 +368,13 @@ class DockerSandbox(Sandbox):
                 break
             reader.join(min(left, POLL_S))
             watch.poll()
-            if budget is not None and stop_at is None:
-                over = over + 1 if watch.cpu_s > budget else 0
-                if over >= 2:
-                    timed_out = True
-                    if spec.stop_signal == signal.SIGKILL:
-                        break
-                    with contextlib.suppress(*_DOCKER_ERRORS):
-                        api.kill(container, signal=int(spec.stop_signal))  # init passes it on
-                    stop_at = time.monotonic()
+            if budget is not None and stop_at is None and watch.measured and budget.over(watch.cpu_s):
+                timed_out = True
+                if spec.stop_signal == signal.SIGKILL:
+                    break
+                with contextlib.suppress(*_DOCKER_ERRORS):
+                    api.kill(container, signal=int(spec.stop_signal))  # init passes it on
+                stop_at = time.monotonic()
         if not (timed_out or flood.is_set() or held):
             try:  # the output ended; the process may still run with its output closed
                 api.wait(container, timeout=max(0.5, deadline - time.monotonic()))
@@ -400,7 +397,7 @@ class DockerSandbox(Sandbox):
         if held is not None:
             raise SandboxError(
                 f"the step reached its wall-clock backstop ({spec.timeout_s:g} s) having used "
-                f"{watch.cpu_s:.1f} of its {budget:g} CPU s: {held} (a loaded or stalled "
+                f"{watch.cpu_s:.1f} of its {budget.limit() if budget else 0:g} CPU s: {held} (a loaded or stalled "
                 "worker, not the sample's time limit)"
             )
         state = api.inspect_container(container)["State"]
@@ -583,6 +580,20 @@ class _ContainerWatch:
                     self.cpu_s, self.measured = max(self.cpu_s, usage / 1e9), True
         except Exception:
             return
+
+
+def _budget(api, container: str, spec: ExecSpec, host_cgroups: bool) -> CpuBudget:
+    """The CPU budget of ``spec`` in ``container``. A split step's phases (``ExecSpec.cpu_split``)
+    are told apart where the daemon's host is this one and the ``/work`` volume's directory is
+    readable here (the marker file is looked for there); otherwise both budgets are summed."""
+    if spec.cpu_split is not None and host_cgroups:
+        mounts = api.inspect_container(container).get("Mounts") or []
+        source = next((m.get("Source") for m in mounts if m.get("Destination") == "/work"), None)
+        if source and os.access(source, os.R_OK | os.X_OK):
+            return CpuBudget(dataclasses.replace(spec, workdir=Path(source)))
+    first = spec.cpu_split[1] if spec.cpu_split else 0.0
+    assert spec.cpu_s is not None
+    return CpuBudget(dataclasses.replace(spec, cpu_s=spec.cpu_s + first, cpu_split=None))
 
 
 def _held(api, container: str, looks: int = 5, pause_s: float = 0.02) -> str | None:
