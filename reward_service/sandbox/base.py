@@ -78,7 +78,7 @@ class ExecSpec:
     #: A step of two phases with budgets of their own (``cpu_s`` must be set): (sandbox path
     #: under ``/work`` that the step creates when its first phase ends, the first phase's CPU
     #: seconds); ``cpu_s`` counts from that file's appearance. A backend that cannot see the
-    #: file while the step runs (Docker) gives the step the sum of both.
+    #: file while the step runs (Docker with a daemon on another host) gives the step the sum of both.
     cpu_split: tuple[str, float] | None = None
     #: The signal a step gets at its CPU budget (e.g. SIGINT: ``vvp -n`` then runs its final
     #: blocks); SIGKILL follows after a grace.
