@@ -228,10 +228,16 @@ class RewardSpec(_Strict):
 
 
 class Limits(_Strict):
-    """Per-sample resource limits (seconds, MiB, KiB)."""
+    """Per-sample resource limits (CPU seconds, MiB, KiB). A step whose CPU budget is not used
+    up by a wall-clock backstop (4 x the budget + 30 s) ends as the sample's ``timeout`` when it
+    slept by itself, else as ``sandbox_error`` (docs/sandbox.md, "Time limits")."""
 
-    compile_s: float = Field(120.0, gt=0, le=1800)
-    run_s: float = Field(30.0, gt=0, le=3600)
+    compile_s: float = Field(
+        120.0, gt=0, le=1800, description="CPU seconds of the build's processes (all of them, children included)"
+    )
+    run_s: float = Field(
+        30.0, gt=0, le=3600, description="CPU seconds of the simulation's processes (cocotb's start-up included)"
+    )
     memory_mb: int = Field(2048, ge=64, le=16384)
     output_kb: int = Field(256, ge=1, le=65536, description="captured log bytes kept (head + tail)")
     file_mb: int = Field(64, ge=1, le=4096, description="largest file the simulation may write")

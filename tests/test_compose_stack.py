@@ -24,6 +24,8 @@ import pytest
 from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, warm_worker_cache
 from conftest import CID012, STIMULUS, cid012_rows, rtl_files
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
+from test_step_walls import EXPECTED as WALLS_EXPECTED
+from test_step_walls import PROBE as WALLS_PROBE
 
 REPO = Path(__file__).resolve().parents[1]
 ATTENUATOR = "cvdp_copilot_Attenuator_0011"
@@ -354,7 +356,7 @@ async def escape(dut):
 #: A cocotb test that looks around its run step and logs what it found as one "PROBE {json}"
 #: line. Role "plant" also leaves traces (files in /work and /tmp, a detached process) that a
 #: later sample ("seek") and the worker containers themselves must not show.
-_PROBE = """import json, os, socket, sys, cocotb
+_PROBE = """import json, os, socket, subprocess, sys, cocotb
 from cocotb.triggers import Timer
 
 ROLE, MARK, REDIS_IP = "__ROLE__", "__MARK__", "__REDIS_IP__"
@@ -420,6 +422,19 @@ def traces():
     return hits
 
 
+def walls():
+    # the step's seccomp filter and --disable-userns: walls_probe.c (sent along as a data file) compiled with
+    # the image's cc and run, then `unshare -U true`
+    source = next(os.path.join(d, f) for d, _, fs in os.walk("/work") for f in fs if f == "walls_probe.txt")
+    built = subprocess.run(["cc", "-x", "c", "-pthread", "-o", "/tmp/walls", source], capture_output=True, text=True)
+    if built.returncode != 0:
+        return {"cc": built.stderr[-500:]}
+    out = subprocess.run(["/tmp/walls"], capture_output=True, text=True).stdout
+    got = dict(line.split(" ", 1) for line in out.splitlines() if line.count(" ") == 1)
+    got["unshare -U true"] = subprocess.run(["unshare", "-U", "true"], capture_output=True, text=True).returncode
+    return got
+
+
 @cocotb.test()
 async def probe(dut):
     await Timer(1, unit="ns")
@@ -436,7 +451,7 @@ async def probe(dut):
         "pid1_environ": environ_of(1), "processes": processes(),
         "tmp": sorted(os.listdir("/tmp")), "cache_dir_visible": os.path.exists("/var/cache/reward-service"),
         "mounts": mounts(),
-        "writable": writable_mounts(), "traces": traces(),
+        "writable": writable_mounts(), "traces": traces(), "walls": walls() if ROLE == "plant" else {},
     }
     if ROLE == "plant":
         for place in ("/work", "/tmp"):
@@ -461,7 +476,11 @@ def _probe(stack: Stack, role: str, mark: str, redis_ip: str, seed: int) -> dict
         design=problems()[ARBITER].design,
         simulator="verilator",
         seed=seed,
-        stimulus=CocotbStimulus(files={"test_probe.py": text}, test_module="test_probe", toplevel=exp["hdl_toplevel"]),
+        stimulus=CocotbStimulus(
+            files={"test_probe.py": text, "walls_probe.txt": WALLS_PROBE.read_text()},
+            test_module="test_probe",
+            toplevel=exp["hdl_toplevel"],
+        ),
     )
     got = httpx.post(f"{stack.url}/v1/score?wait=300", timeout=360, json=request.model_dump(mode="json")).json()
     assert got["status"] == "ok" and got["tests"][0]["passed"], (got["status"], got["message"], got["log"][-3000:])
@@ -516,6 +535,11 @@ def test_a_sample_in_the_worker_reaches_nothing_and_leaves_nothing(stack):
     assert set(plant["writable"]) <= {"/", "/dev", "/tmp", "/work"}, plant["writable"]
     assert "/model" in plant["mounts"] and "/model" not in plant["writable"]
     assert not any("ccache" in m for m in plant["mounts"]), plant["mounts"]
+    # The step's walls (issue 18): each refused call fails with EPERM in the worker too (its
+    # profile lets bwrap install the filter), unshare -U fails, threads and fork work.
+    walls = plant["walls"]
+    assert {name: walls.get(name) for name in WALLS_EXPECTED} == WALLS_EXPECTED, walls
+    assert walls["unshare -U true"] != 0, walls
 
     # Nothing of the first sample survives its step: the next sample finds no file or process
     # of it, and neither do the worker containers themselves; no step left a zombie (each

@@ -1,7 +1,8 @@
 """Icarus's one sandbox step (compile + run, simulators/icarus.py ``compile_and_run``), for plain
 Icarus and the fast path: how each ending is classified. Exit statuses cannot say it (iverilog's
-is an error count modulo 256, a testbench may ``$finish_and_return(124)``), so limits are read
-from ``timeout -v``'s notes and the build files are read-only while the testbench runs. Each
+is an error count modulo 256, a testbench may ``$finish_and_return(124)``), so a limit is the
+sandbox's (the CPU budget of each half, split where ``build.rc`` appears) and the build files are
+read-only while the testbench runs. Each
 case here was misclassified by a first version of the merged step (review findings). Real
 Icarus, real sandbox."""
 

@@ -36,6 +36,7 @@ from reward_service.cache import content_hash
 from reward_service.dispatch.base import BrokerUnavailable
 from reward_service.models import Limits, ScoreRequest, ScoreResult, Status
 from reward_service.revisions import results_revision
+from reward_service.sandbox.cpu import wall_backstop
 from reward_service.settings import Settings, get_settings
 
 # -- names ---------------------------------------------------------------------------------------
@@ -63,10 +64,12 @@ def _largest(field: str) -> float:
 
 def time_limits(settings: Settings) -> tuple[float, float, float]:
     """(soft, hard, visibility timeout) in seconds. Defaults derive from the largest limits a
-    request may ask for (``Limits.compile_s`` + ``Limits.run_s``): the engine enforces each
-    request's own limits; these are the backstop. Raises ValueError when the visibility
+    request may ask for (``Limits.compile_s`` + ``Limits.run_s``, CPU seconds, each step's
+    wall-clock backstop :func:`~reward_service.sandbox.cpu.wall_backstop`): the engine enforces
+    each request's own limits; these are the backstop. Raises ValueError when the visibility
     timeout does not exceed the hard limit (a running job would be delivered twice)."""
-    soft = settings.task_soft_time_limit_s or _largest("compile_s") + _largest("run_s") + SOFT_MARGIN_S
+    steps = wall_backstop(_largest("compile_s")) + wall_backstop(_largest("run_s"))
+    soft = settings.task_soft_time_limit_s or steps + SOFT_MARGIN_S
     hard = settings.task_time_limit_s or soft + HARD_MARGIN_S
     visibility = settings.visibility_timeout_s or hard + VISIBILITY_MARGIN_S
     if hard <= soft:

@@ -5,7 +5,7 @@ Verilator would count a coverage point, and the DUT's signals are sampled for to
 Verilator's semantics. The instrumented design runs on Icarus (``iverilog -g2012`` /
 ``vvp -n``); at every ending of the simulation a ``final`` block of each instrumented module
 instance writes its flags (``$finish``, ``$stop``, ``$fatal``, no events left, and the run-time
-limit, where ``timeout -s INT`` makes vvp finish). The flags are turned into the same
+CPU-time limit, where the sandbox's SIGINT makes vvp finish). The flags are turned into the same
 :class:`~reward_service.coverage.points.CoveragePoint` records that
 :func:`~reward_service.coverage.verilator_dat.parse_coverage_dat` makes of Verilator's
 ``coverage.dat`` (metric, file, line, comment ``o``, hierarchy ``h``), one per instance; the

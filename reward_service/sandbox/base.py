@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,8 @@ class ExecSpec:
 
     ``argv`` is an argv list (never a shell string); ``workdir`` (host path) is bound writable at
     ``/work`` and is the command's cwd unless ``cwd`` says otherwise. Limits: ``timeout_s`` wall
-    clock (the whole process tree is killed at the limit), ``memory_mb``, ``processes``,
+    clock (the whole process tree is killed at the limit; with ``cpu_s`` the wall-clock
+    backstop, see there), ``memory_mb``, ``processes``,
     ``file_mb`` (largest file written), ``output_kb`` (log bytes kept: half head, half tail),
     ``output_kill_mb`` (output beyond this ends the run as a flood). ``no_shell`` hides the
     shells (``$system`` and ``system()`` then fail with status 127).
@@ -66,6 +68,21 @@ class ExecSpec:
     #: the step; None: all of them. A backend that copies files in and out (Docker) brings back
     #: only these; bwrap shares the host dirs and ignores it.
     outputs: tuple[str, ...] | None = None
+    #: The step's CPU budget in seconds (every process of it, children included): past it the
+    #: step gets ``stop_signal`` (SIGKILL ``cpu.STOP_GRACE_S`` later) and ends ``timed_out``.
+    #: ``timeout_s`` is then a wall-clock backstop (``cpu.wall_backstop``): the step ends
+    #: ``timed_out`` and ``waited`` there only when it was asleep by itself; when it was held
+    #: (runnable on a loaded machine, stopped) the backend raises SandboxError. None: no CPU
+    #: budget, ``timeout_s`` alone (the wall clock) is the limit.
+    cpu_s: float | None = None
+    #: A step of two phases with budgets of their own (``cpu_s`` must be set): (sandbox path
+    #: under ``/work`` that the step creates when its first phase ends, the first phase's CPU
+    #: seconds); ``cpu_s`` counts from that file's appearance. A backend that cannot see the
+    #: file while the step runs (Docker with a daemon on another host) gives the step the sum of both.
+    cpu_split: tuple[str, float] | None = None
+    #: The signal a step gets at its CPU budget (e.g. SIGINT: ``vvp -n`` then runs its final
+    #: blocks); SIGKILL follows after a grace.
+    stop_signal: int = signal.SIGKILL
 
 
 def base_env(toolchain: Toolchain) -> dict[str, str]:
@@ -103,6 +120,11 @@ class ExecResult:
     oom: bool = False
     pids_exhausted: bool = False
     output_flood: bool = False
+    #: CPU seconds the step used (whole tree, children included), where measured.
+    cpu_s: float | None = None
+    #: ``timed_out`` at the wall-clock backstop of a CPU budget while every thread of the step
+    #: slept by itself (it waited on nothing: the sample's timeout, not the machine's).
+    waited: bool = False
 
     @property
     def limit_hit(self) -> str | None:

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from reward_service.sandbox import seccomp
 from reward_service.sandbox.base import (
     SHELLS,
     ExecResult,
@@ -34,9 +35,11 @@ from reward_service.sandbox.base import (
     base_env,
 )
 from reward_service.sandbox.cgroup import CgroupV1
+from reward_service.sandbox.cpu import STOP_GRACE_S, CpuBudget, held_by
 from reward_service.sandbox.minimal_root import MinimalRoots, elf_interpreter
 from reward_service.sandbox.output import BoundedOutput
-from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, rlimit_prefix
+from reward_service.sandbox.proctree import INTERVAL_S, TreeWatch, descendants, rlimit_prefix, sample_tree
+from reward_service.sandbox.proctree import children as proctree_children
 from reward_service.sandbox.toolchain import Toolchain, host_toolchain
 
 log = logging.getLogger(__name__)
@@ -150,11 +153,11 @@ def _system_paths(names: tuple[str, ...], path: str) -> tuple[str, ...] | None:
 _NOFILE = 4096
 #: prlimit's one line when setrlimit fails (util-linux: "failed to set the %s resource limit").
 _PRLIMIT_REFUSED = re.compile(r"prlimit: failed to set the [A-Z]+ resource limit: [^\n]*")
-#: Cgroup mode: moves itself into the step's pids and memory cgroups ($1, $2: their cgroup.procs)
-#: and execs bwrap, so the whole sandboxed tree starts inside them. A shell rather than a
-#: ``preexec_fn``, which would fork the worker instead of vfork-ing it (see rlimit_prefix). If
-#: either write fails nothing runs; ``run`` then finds the memory cgroup never charged.
-_ENTER_CGROUP = 'echo $$ >"$1" && echo $$ >"$2" && shift 2 && exec "$@"'
+#: Cgroup mode: moves itself into the step's cgroups (the arguments before "--": their
+#: cgroup.procs files) and execs bwrap, so the whole sandboxed tree starts inside them. A shell
+#: rather than a ``preexec_fn``, which would fork the worker instead of vfork-ing it (see
+#: rlimit_prefix). If a write fails nothing runs; ``run`` then finds the memory cgroup never charged.
+_ENTER_CGROUP = 'for f; do shift; [ "$f" = -- ] && break; echo $$ >"$f" || exit 1; done; exec "$@"'
 
 
 class BwrapSandbox(Sandbox):
@@ -177,11 +180,15 @@ class BwrapSandbox(Sandbox):
         #: container whose /proc is masked (Docker's default; Compose v1 cannot lift it) refuses
         #: a new procfs mount in a user namespace; steps then run with an empty /proc.
         self.fresh_proc: bool | None = None
+        #: Whether steps get bwrap's --disable-userns (probed by check(); see there).
+        self.disable_userns = True
 
-    def _probe(self, proc: bool) -> subprocess.CompletedProcess:
+    def _probe(self, proc: bool, disable_userns: bool = True) -> subprocess.CompletedProcess:
         argv = [
             self.bwrap,
             "--unshare-all",
+            "--unshare-user",
+            *(["--disable-userns"] if disable_userns else []),
             "--die-with-parent",
             "--cap-drop",
             "ALL",
@@ -199,13 +206,23 @@ class BwrapSandbox(Sandbox):
             "/dev",
             "--tmpfs",
             "/tmp",
-            "--",
-            "true",
         ]
+        filter_fd = seccomp.memfd()  # the steps' filter: the profile must let bwrap install it
         try:
-            return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, env={})
+            argv += ["--seccomp", str(filter_fd), "--", "true"]
+            return subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={},
+                pass_fds=(filter_fd,),
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"cannot run bwrap: {exc}") from exc
+        finally:
+            os.close(filter_fd)
 
     def check(self) -> None:
         """Raises :class:`SandboxError` when bwrap is missing or cannot make its namespaces here
@@ -218,10 +235,10 @@ class BwrapSandbox(Sandbox):
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         if self.prlimit is None:
             raise SandboxError("prlimit (util-linux) is not in /usr/bin: steps need it for their rlimits")
-        probe = self._probe(proc=True)
+        probe = self._probe(proc=True, disable_userns=False)
         fresh = probe.returncode == 0
         if not fresh and "proc" in probe.stderr:  # "Can't mount proc on /newroot/proc"
-            if self._probe(proc=False).returncode == 0:
+            if self._probe(proc=False, disable_userns=False).returncode == 0:
                 log.warning(
                     "bwrap: no fresh /proc here (%s): steps run with an empty /proc (docs/sandbox.md)",
                     probe.stderr.strip()[:200],
@@ -230,10 +247,16 @@ class BwrapSandbox(Sandbox):
         if probe.returncode != 0:
             raise SandboxError(
                 f"bubblewrap cannot make a sandbox here ({probe.stderr.strip()[:300] or probe.returncode}): "
-                "in a container it needs user namespaces allowed by the seccomp profile "
-                "(docker/seccomp/worker.json); on Ubuntu 24.04 also an AppArmor profile allowing userns "
+                "in a container it needs user namespaces and seccomp(2)/prctl allowed by the seccomp "
+                "profile (docker/seccomp/worker.json); on Ubuntu 24.04 also an AppArmor profile allowing userns "
                 "(docs/deploy.md)"
             )
+        # --disable-userns writes the step namespace's user.max_user_namespaces through /proc/sys;
+        # where that cannot be done (a read-only /proc/sys of some container runtimes, bwrap
+        # before 0.8) steps run without it: the seccomp filter refuses namespaces all the same
+        self.disable_userns = self._probe(proc=fresh, disable_userns=True).returncode == 0
+        if not self.disable_userns:
+            log.warning("bwrap: --disable-userns does not work here; the seccomp filter alone refuses namespaces")
         self.fresh_proc = fresh
         self._works = True
 
@@ -251,6 +274,11 @@ class BwrapSandbox(Sandbox):
         argv = [
             self.bwrap,
             "--unshare-all",
+            # --disable-userns needs the user namespace asked for, not --unshare-all's "user-try":
+            # the step cannot make another (the door of most recent kernel escapes), on top of
+            # the seccomp filter's refusal of namespace flags (--seccomp, added in _execute)
+            "--unshare-user",
+            *(["--disable-userns"] if self.disable_userns else []),
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
@@ -375,8 +403,11 @@ class BwrapSandbox(Sandbox):
                 raise SandboxError(f"cannot create cgroup: {exc}") from exc
         out = BoundedOutput(spec.output_kb * 1024)
         start = time.monotonic()
-        timed_out = flood = False
-        args_fd = None
+        timed_out = flood = waited = False
+        held: str | None = None  # what held the step at its wall-clock backstop (the machine)
+        usage: list[float] = []  # the tree's CPU seconds from wait4, once reaped
+        cpu_used: float | None = None
+        args_fd = filter_fd = None
         proc: subprocess.Popen | None = None
         try:
             try:
@@ -385,10 +416,14 @@ class BwrapSandbox(Sandbox):
                 # through a memfd (--args), and its own environment is empty (not the worker's).
                 # (bwrap takes only options from --args: the command stays on its command line.)
                 split = argv.index("--")
+                filter_fd = seccomp.memfd()
                 args_fd = os.memfd_create("bwrap-args", 0)
-                os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+                options = [*argv[1:split], "--seccomp", str(filter_fd)]
+                os.write(args_fd, b"".join(a.encode() + b"\0" for a in options))
                 os.lseek(args_fd, 0, os.SEEK_SET)
-                enter = [] if cgroup is None else ["/bin/sh", "-c", _ENTER_CGROUP, "rs-cgroup", *cgroup.procs_files()]
+                enter = (
+                    [] if cgroup is None else ["/bin/sh", "-c", _ENTER_CGROUP, "rs-cgroup", *cgroup.procs_files(), "--"]
+                )
                 proc = subprocess.Popen(
                     [*enter, argv[0], "--args", str(args_fd), *argv[split:]],
                     stdin=subprocess.DEVNULL,
@@ -396,36 +431,52 @@ class BwrapSandbox(Sandbox):
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     close_fds=True,
-                    pass_fds=(args_fd,),
+                    pass_fds=(args_fd, filter_fd),
                     env={},
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise SandboxError(f"cannot start bwrap: {exc}") from exc
             finally:
-                if args_fd is not None:
-                    os.close(args_fd)
+                for fd in (args_fd, filter_fd):
+                    if fd is not None:
+                        os.close(fd)
             deadline = start + spec.timeout_s
             stdout = proc.stdout
             assert stdout is not None, "Popen was given stdout=PIPE"
             fd = stdout.fileno()
             os.set_blocking(fd, False)
             watch = None if cgroup is not None else TreeWatch(proc.pid, spec.memory_mb, spec.processes)
-            # next_look is read only with a watch
+            budget = None if spec.cpu_s is None else CpuBudget(spec)
+            # next_look is read only with a watch or a CPU budget
             # (the first look after one interval: at the start the tree is bwrap alone)
-            interval, next_look = (0.5 if watch is None else INTERVAL_S), start + INTERVAL_S
+            looking = watch is not None or budget is not None
+            interval, next_look = (INTERVAL_S if looking else 0.5), start + INTERVAL_S
+            stop_at = None  # when the stop signal was sent at the CPU budget: SIGKILL at stop_at
             while True:
                 now = time.monotonic()
                 left = deadline - now
                 if left <= 0:
-                    timed_out = True
+                    if budget is None:
+                        timed_out = True
+                    else:  # the backstop: the sample's own wait, or the machine held it
+                        held = _held(proc, cgroup, watch, budget)
+                        timed_out, waited = held is None, held is None
                     break
-                if watch is not None and now >= next_look:
+                if stop_at is not None and now >= stop_at + STOP_GRACE_S:
+                    break
+                if looking and now >= next_look:
                     next_look = now + INTERVAL_S
-                    if watch.sample():  # over memory_mb or processes: what the cgroup would stop
+                    if watch is not None and watch.sample():  # over memory_mb or processes: what the cgroup would stop
                         break
+                    if budget is not None and stop_at is None and budget.over(_cpu_used(proc, cgroup, watch)):
+                        timed_out = True
+                        if spec.stop_signal == signal.SIGKILL:
+                            break
+                        _signal_step(proc, spec.stop_signal)
+                        stop_at = now
                 ready, _, _ = select.select([fd], [], [], min(left, interval))
                 if not ready:
-                    if proc.poll() is not None:
+                    if _reap(proc, usage) is not None:
                         break
                     continue
                 chunk = os.read(fd, 1 << 16)
@@ -435,19 +486,26 @@ class BwrapSandbox(Sandbox):
                 if out.total > spec.output_kill_mb * 1024 * 1024:
                     flood = True
                     break
-            killed = timed_out or flood or (watch is not None and (watch.oom or watch.over_processes))
+            killed = (
+                timed_out or flood or held is not None or (watch is not None and (watch.oom or watch.over_processes))
+            )
             if killed:
                 _kill_tree(proc)
             try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not killed else 1.0)
+                _wait(proc, usage, max(0.1, deadline - time.monotonic()) if not killed else 1.0)
             except subprocess.TimeoutExpired:
-                timed_out = True
+                if budget is None:
+                    timed_out = True
+                else:
+                    held = _held(proc, cgroup, watch, budget)
+                    timed_out, waited = held is None, held is None
                 _kill_tree(proc)
                 try:
-                    proc.wait(timeout=1.0)
+                    _wait(proc, usage, 1.0)
                 except subprocess.TimeoutExpired as exc:  # unkillable: the host is in trouble
                     raise SandboxError(f"sandbox process {proc.pid} survived SIGKILL") from exc
             stdout.close()
+            cpu_used = None if budget is None and cgroup is None else _cpu_used(proc, cgroup, watch, usage)
             if cgroup is not None:
                 # The shell could not move into it, so bwrap never ran. (A step killed at once, e.g.
                 # by a tiny time limit, may end before the shell moved: then it is that limit's.)
@@ -469,6 +527,13 @@ class BwrapSandbox(Sandbox):
         finally:
             if cgroup is not None:
                 cgroup.remove()
+        if held is not None:
+            assert budget is not None and spec.cpu_s is not None
+            raise SandboxError(
+                f"the step reached its wall-clock backstop ({spec.timeout_s:g} s) having used "
+                f"{budget.used:.1f} of its {budget.limit():g} CPU s: {held} (a loaded or stalled "
+                "worker, not the sample's time limit)"
+            )
         text = out.text()
         # The sandbox could not start the step's program (e.g. a toolchain path the sandbox does
         # not show: a venv under the host's /tmp): nothing of the sample ran, so it is ours, never
@@ -513,7 +578,68 @@ class BwrapSandbox(Sandbox):
             oom=oom,
             pids_exhausted=pids,
             output_flood=flood,
+            cpu_s=cpu_used,
+            waited=waited,
         )
+
+
+def _reap(proc: subprocess.Popen, usage: list[float]) -> int | None:
+    """The step's exit status if it ended (reaped here with ``wait4``: its rusage, the CPU of
+    the whole tree bwrap's init reaped, is appended to ``usage``), else None."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+    except ChildProcessError:  # reaped elsewhere: no rusage
+        proc.returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        return proc.returncode
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    usage.append(rusage.ru_utime + rusage.ru_stime)
+    return proc.returncode
+
+
+def _wait(proc: subprocess.Popen, usage: list[float], timeout: float) -> int:
+    """:func:`_reap` until the step ended; raises ``subprocess.TimeoutExpired`` after
+    ``timeout`` seconds."""
+    end, pause = time.monotonic() + timeout, 0.0005
+    while (code := _reap(proc, usage)) is None:
+        if time.monotonic() >= end:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(pause)
+        pause = min(0.01, pause * 2)
+    return code
+
+
+def _cpu_used(
+    proc: subprocess.Popen, cgroup: CgroupV1 | None, watch: TreeWatch | None, usage: list[float] | None = None
+) -> float:
+    """CPU seconds the step used so far: its cgroup's count where it has one, else the last
+    sample of its tree (taken now without a watch); at the end also the kernel's rusage of the
+    reaped tree (``usage``), the larger of the two (a killed tree is not all reaped)."""
+    measured = cgroup.cpu_s() if cgroup is not None else None
+    if measured is None:
+        measured = watch.last.cpu_s if watch is not None else sample_tree(proc.pid).cpu_s
+    return max(measured, *(usage or [0.0]))
+
+
+def _held(proc: subprocess.Popen, cgroup: CgroupV1 | None, watch: TreeWatch | None, budget: CpuBudget) -> str | None:
+    """At the wall-clock backstop: None when the step is the sample's to blame (it used its
+    CPU budget, or every thread of it slept by itself), else what held it (:func:`cpu.held_by`)."""
+    if budget.used >= budget.limit() or _cpu_used(proc, cgroup, watch) >= budget.limit():
+        return None
+    return held_by(proc.pid)
+
+
+def _signal_step(proc: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the step's own processes: every descendant of bwrap's init (bwrap
+    and its init would end the sandbox at once)."""
+    init = proctree_children(proc.pid)
+    for pid in descendants(proc.pid):
+        if pid not in init:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:

@@ -18,7 +18,8 @@ PARENT = "reward_service"
 
 
 class CgroupV1:
-    """A pair of memory + pids cgroups named after one run."""
+    """A pair of memory + pids cgroups named after one run, and a ``cpuacct`` group where that
+    hierarchy is writable (the run's CPU time)."""
 
     def __init__(self, memory_mb: int, processes: int) -> None:
         name = uuid.uuid4().hex[:16]
@@ -35,16 +36,31 @@ class CgroupV1:
             except OSError:
                 pass  # swap accounting off: memory.limit_in_bytes alone holds (no swap here)
         (self.pids / "pids.max").write_text(str(processes))
+        self.cpuacct: Path | None = None
+        if os.access(ROOT / "cpuacct", os.W_OK):
+            self.cpuacct = ROOT / "cpuacct" / PARENT / name
+            self.cpuacct.mkdir(parents=True)
 
     @staticmethod
     def available() -> bool:
         """Whether the cgroup v1 memory and pids hierarchies are writable here."""
         return all(os.access(ROOT / c, os.W_OK) for c in ("memory", "pids"))
 
-    def procs_files(self) -> tuple[str, str]:
+    def procs_files(self) -> tuple[str, ...]:
         """The ``cgroup.procs`` files a process writes its pid to, to move in: pids first (the
-        step's shell enters both before it execs the sandbox, see ``bwrap._ENTER_CGROUP``)."""
-        return str(self.pids / "cgroup.procs"), str(self.memory / "cgroup.procs")
+        step's shell enters each before it execs the sandbox, see ``bwrap._ENTER_CGROUP``)."""
+        cpu = () if self.cpuacct is None else (str(self.cpuacct / "cgroup.procs"),)
+        return str(self.pids / "cgroup.procs"), str(self.memory / "cgroup.procs"), *cpu
+
+    def cpu_s(self) -> float | None:
+        """CPU seconds used by every process that was in the group (``cpuacct.usage``, exited
+        ones included); None without a ``cpuacct`` group."""
+        if self.cpuacct is None:
+            return None
+        try:
+            return int((self.cpuacct / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError):
+            return None
 
     def charged(self) -> bool:
         """Whether any process was ever charged memory here, i.e. the step entered the group
@@ -90,7 +106,7 @@ class CgroupV1:
     def remove(self) -> None:
         """Kill what is left and remove both groups (retrying briefly while they drain)."""
         self.kill_all()
-        for path in (self.memory, self.pids):
+        for path in (self.memory, self.pids, *([self.cpuacct] if self.cpuacct else [])):
             for _ in range(50):
                 try:
                     path.rmdir()

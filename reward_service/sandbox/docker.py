@@ -27,9 +27,12 @@ host path used: it carries no files, every Docker host has it).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import json
 import logging
+import os
 import shutil
 import signal
 import tarfile
@@ -54,6 +57,7 @@ from reward_service.sandbox.base import (
     SandboxError,
     base_env,
 )
+from reward_service.sandbox.cpu import STOP_GRACE_S, CpuBudget, describe_held
 from reward_service.sandbox.output import BoundedOutput
 from reward_service.sandbox.toolchain import DEFAULT_VENV, Toolchain
 
@@ -82,6 +86,16 @@ _PIDS_EVENTS = (
     "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/pids.events",
     "/sys/fs/cgroup/docker/{id}/pids.events",
     "/sys/fs/cgroup/system.slice/docker-{id}.scope/pids.events",
+)
+
+#: A container's CPU time in its cgroup on this host: cgroup v1 ``cpuacct.usage`` (ns), v2
+#: ``cpu.stat`` (``usage_usec``).
+_CPU_USAGE = (
+    "/sys/fs/cgroup/cpuacct/docker/{id}/cpuacct.usage",
+    "/sys/fs/cgroup/cpu,cpuacct/docker/{id}/cpuacct.usage",
+    "/sys/fs/cgroup/cpuacct/system.slice/docker-{id}.scope/cpuacct.usage",
+    "/sys/fs/cgroup/docker/{id}/cpu.stat",
+    "/sys/fs/cgroup/system.slice/docker-{id}.scope/cpu.stat",
 )
 
 #: What a failing daemon call raises (the SDK does not wrap transport errors).
@@ -335,16 +349,33 @@ class DockerSandbox(Sandbox):
         started = time.time()
         api.start(container)
         deadline = time.monotonic() + spec.timeout_s
-        timed_out = False
-        pids = _PidsWatch(api, container, spec.processes, self.host_cgroups)
+        timed_out = waited = False
+        held: str | None = None
+        budget = None if spec.cpu_s is None else _budget(api, container, spec, self.host_cgroups)
+        watch = _ContainerWatch(api, container, spec.processes, self.host_cgroups)
+        stop_at: float | None = None
         while reader.is_alive() and not flood.is_set():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
-                timed_out = True
+                if budget is None or watch.cpu_s >= budget.limit():
+                    timed_out = True
+                else:
+                    held = _held(api, container)
+                    timed_out = waited = held is None
+                break
+            if stop_at is not None and now >= stop_at + STOP_GRACE_S:
                 break
             reader.join(min(left, POLL_S))
-            pids.poll()
-        if not (timed_out or flood.is_set()):
+            watch.poll()
+            if budget is not None and stop_at is None and watch.measured and budget.over(watch.cpu_s):
+                timed_out = True
+                if spec.stop_signal == signal.SIGKILL:
+                    break
+                with contextlib.suppress(*_DOCKER_ERRORS):
+                    api.kill(container, signal=int(spec.stop_signal))  # init passes it on
+                stop_at = time.monotonic()
+        if not (timed_out or flood.is_set() or held):
             try:  # the output ended; the process may still run with its output closed
                 api.wait(container, timeout=max(0.5, deadline - time.monotonic()))
             except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
@@ -353,7 +384,7 @@ class DockerSandbox(Sandbox):
                 if time.monotonic() < deadline - 0.1:
                     raise SandboxError(f"lost the daemon while waiting for the step: {exc}") from exc
                 timed_out = True
-        killed = timed_out or flood.is_set()
+        killed = timed_out or flood.is_set() or held is not None
         if killed:
             try:
                 api.kill(container)  # SIGKILL to init: the pid namespace goes with it
@@ -362,6 +393,13 @@ class DockerSandbox(Sandbox):
         status = api.wait(container, timeout=60)
         reader.join(2.0)
         stream.close()
+        watch.poll()
+        if held is not None:
+            raise SandboxError(
+                f"the step reached its wall-clock backstop ({spec.timeout_s:g} s) having used "
+                f"{watch.cpu_s:.1f} of its {budget.limit() if budget else 0:g} CPU s: {held} (a loaded or stalled "
+                "worker, not the sample's time limit)"
+            )
         state = api.inspect_container(container)["State"]
         exit_code = status.get("StatusCode", state.get("ExitCode"))
         oom = bool(state.get("OOMKilled"))
@@ -375,8 +413,10 @@ class DockerSandbox(Sandbox):
             duration_ms=0.0,
             timed_out=timed_out,
             oom=oom,
-            pids_exhausted=pids.hit,
+            pids_exhausted=watch.hit,
             output_flood=flood.is_set(),
+            cpu_s=watch.cpu_s if watch.measured else None,
+            waited=waited,
         )
 
     def _copy_back(self, container: str, spec: ExecSpec, mounts: list[_Mount]) -> None:
@@ -487,23 +527,24 @@ def _daemon_epoch(stamp: str | None) -> float | None:
     return moment.timestamp() + (int(digits) / 10 ** len(digits) if digits else 0.0)
 
 
-class _PidsWatch:
-    """Whether a running container hit its pids limit. Where the daemon's host is this one, its
-    cgroup's ``pids.events`` counts every fork refused at the limit (exact; polled). Otherwise
-    the daemon's stats stream (one sample a second, read in a thread) tells when the process
-    count sat at the limit: a fork bomb, which holds the limit, is seen; a burst that hits it for
-    less than a second may not be."""
+class _ContainerWatch:
+    """Whether a running container hit its pids limit, and the CPU seconds it used. Where the
+    daemon's host is this one, its cgroup's ``pids.events`` counts every fork refused at the
+    limit (exact; polled) and its CPU file (:data:`_CPU_USAGE`) the CPU. Otherwise the daemon's
+    stats stream (one sample a second, read in a thread) tells when the process count sat at
+    the limit (a fork bomb, which holds the limit, is seen; a burst that hits it for less than a
+    second may not be) and the CPU (up to a second late)."""
 
     def __init__(self, api, container: str, limit: int, host_cgroups: bool) -> None:
         self.hit = False
+        self.cpu_s = 0.0
+        self.measured = False
         self._file: Path | None = None
+        self._cpu_file: Path | None = None
         if host_cgroups:
-            for pattern in _PIDS_EVENTS:
-                path = Path(pattern.format(id=container))
-                if path.exists():
-                    self._file = path
-                    break
-        if self._file is None:
+            self._file = next((p for p in (Path(s.format(id=container)) for s in _PIDS_EVENTS) if p.exists()), None)
+            self._cpu_file = next((p for p in (Path(s.format(id=container)) for s in _CPU_USAGE) if p.exists()), None)
+        if self._file is None or self._cpu_file is None:
             threading.Thread(
                 target=self._follow_stats,
                 args=(api, container, limit),
@@ -512,6 +553,16 @@ class _PidsWatch:
             ).start()
 
     def poll(self) -> None:
+        if self._cpu_file is not None:
+            try:
+                text = self._cpu_file.read_text()
+                if self._cpu_file.name == "cpu.stat":
+                    usec = next(int(row.split()[1]) for row in text.splitlines() if row.startswith("usage_usec "))
+                    self.cpu_s, self.measured = usec / 1e6, True
+                else:
+                    self.cpu_s, self.measured = int(text) / 1e9, True
+            except (OSError, ValueError, IndexError, StopIteration):
+                pass
         if self._file is None or self.hit:
             return
         try:
@@ -522,8 +573,42 @@ class _PidsWatch:
     def _follow_stats(self, api, container: str, limit: int) -> None:
         try:
             for sample in api.stats(container, stream=True, decode=True):
-                if (sample.get("pids_stats") or {}).get("current", 0) >= limit:
+                if self._file is None and (sample.get("pids_stats") or {}).get("current", 0) >= limit:
                     self.hit = True
-                    return
+                usage = ((sample.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage")
+                if self._cpu_file is None and isinstance(usage, int):
+                    self.cpu_s, self.measured = max(self.cpu_s, usage / 1e9), True
         except Exception:
             return
+
+
+def _budget(api, container: str, spec: ExecSpec, host_cgroups: bool) -> CpuBudget:
+    """The CPU budget of ``spec`` in ``container``. A split step's phases (``ExecSpec.cpu_split``)
+    are told apart where the daemon's host is this one and the ``/work`` volume's directory is
+    readable here (the marker file is looked for there); otherwise both budgets are summed."""
+    if spec.cpu_split is not None and host_cgroups:
+        mounts = api.inspect_container(container).get("Mounts") or []
+        source = next((m.get("Source") for m in mounts if m.get("Destination") == "/work"), None)
+        if source and os.access(source, os.R_OK | os.X_OK):
+            return CpuBudget(dataclasses.replace(spec, workdir=Path(source)))
+    first = spec.cpu_split[1] if spec.cpu_split else 0.0
+    assert spec.cpu_s is not None
+    return CpuBudget(dataclasses.replace(spec, cpu_s=spec.cpu_s + first, cpu_split=None))
+
+
+def _held(api, container: str, looks: int = 5, pause_s: float = 0.02) -> str | None:
+    """What held ``container`` at its wall-clock backstop (:func:`.cpu.held_by`'s answer, from the
+    daemon host's ``ps`` of its threads): None when every thread slept by itself in each look;
+    the states otherwise, or that they could not be read (then the machine is blamed: never
+    the sample's timeout on a guess)."""
+    seen = ""
+    for look in range(looks):
+        if look:
+            time.sleep(pause_s)
+        try:
+            top = api.top(container, ps_args="-L -o pid,stat")
+        except _DOCKER_ERRORS as exc:
+            return f"its threads could not be read ({exc})"
+        column = top["Titles"].index("STAT")
+        seen += "".join(row[column][:1] for row in top.get("Processes") or [])
+    return describe_held(seen)

@@ -22,11 +22,13 @@ from __future__ import annotations
 import errno
 import functools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 #: Seconds between two samples of a step's process tree.
 INTERVAL_S = 0.025
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 def address_space_mb(memory_mb: int) -> int:
@@ -122,15 +124,17 @@ def _listdir(rel: str) -> list[str] | None:
         os.close(fd)
 
 
-def _read_stat(rel: str) -> tuple[int, int, int] | None:
-    """(parent pid, threads, resident pages) from the ``stat`` file at ``/proc/<rel>`` (a
-    process's or one thread's); None when it ended meanwhile."""
+def _read_stat(rel: str) -> tuple[int, int, int, int] | None:
+    """(parent pid, threads, resident pages, CPU ticks) from the ``stat`` file at
+    ``/proc/<rel>`` (a process's or one thread's); None when it ended meanwhile. The CPU ticks
+    are utime + stime + cutime + cstime: the process's own (all its threads) and that of the
+    children it has waited for."""
     stat = _read(rel)
     if stat is None:
         return None
     fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
     try:
-        return int(fields[1]), int(fields[17]), int(fields[21])
+        return int(fields[1]), int(fields[17]), int(fields[21]), sum(int(f) for f in fields[11:15])
     except (IndexError, ValueError):
         return None
 
@@ -144,9 +148,9 @@ def _live_thread_pages(pid: int | str) -> int:
     return 0
 
 
-def _stat(pid: int | str) -> tuple[int, int, int] | None:
-    """(parent pid, threads, resident pages) of ``pid`` from ``/proc/<pid>/stat``; None when it
-    ended meanwhile.
+def _stat(pid: int | str) -> tuple[int, int, int, int] | None:
+    """(parent pid, threads, resident pages, CPU ticks) of ``pid`` from ``/proc/<pid>/stat``
+    (:func:`_read_stat`); None when it ended meanwhile.
 
     A leader thread that has exited while others live on (``pthread_exit`` in ``main``) is a
     zombie whose ``stat`` shows 0 resident pages: it no longer holds the memory, its threads do.
@@ -155,13 +159,13 @@ def _stat(pid: int | str) -> tuple[int, int, int] | None:
     more than one thread and no pages of its own costs that extra read."""
     row = _read_stat(f"{pid}/stat")
     if row is not None and row[2] == 0 and row[1] > 1:
-        return row[0], row[1], _live_thread_pages(pid)
+        return row[0], row[1], _live_thread_pages(pid), row[3]
     return row
 
 
-def _table() -> dict[int, tuple[int, int, int]]:
-    """pid -> (parent pid, threads, resident pages) of every process this pid namespace shows."""
-    table: dict[int, tuple[int, int, int]] = {}
+def _table() -> dict[int, tuple[int, int, int, int]]:
+    """pid -> :func:`_stat` of every process this pid namespace shows."""
+    table: dict[int, tuple[int, int, int, int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (row := _stat(name)) is not None:
             table[int(name)] = row
@@ -194,10 +198,14 @@ class TreeSample:
 
     tasks: int = 0  # threads of every descendant
     rss_bytes: int = 0  # resident memory of every descendant
+    #: CPU seconds of every live descendant and of the children they waited for. A child's time
+    #: moves to its parent when it is reaped; a walk that reads the child just before and the
+    #: parent just after counts it twice (callers that judge on it look twice).
+    cpu_s: float = 0.0
 
 
-def sample_tree(root: int) -> TreeSample:
-    """Tasks and resident memory of the descendants of ``root``.
+def _descendants(root: int) -> Iterator[tuple[int, tuple[int, int, int, int]]]:
+    """(pid, :func:`_stat` row) of each live descendant of ``root``.
 
     Walks down from ``root`` through the kernel's children lists where it has them: a few reads
     per process of the step, whatever else the pid namespace holds. Otherwise one pass over
@@ -208,10 +216,10 @@ def sample_tree(root: int) -> TreeSample:
     else:
         table = _table()
         index: dict[int, list[int]] = {}
-        for pid, (ppid, _, _) in table.items():
+        for pid, (ppid, *_) in table.items():
             index.setdefault(ppid, []).append(pid)
         children, stat = (lambda pid, threads=None: index.get(pid, [])), (lambda pid: table.get(int(pid)))
-    out, todo = TreeSample(), children(root)
+    todo = children(root)
     # A pid met twice in one walk (reused between two children files read at different moments,
     # or listed by both an exiting parent's and the reaper's file) is counted once.
     seen = {root}
@@ -223,9 +231,18 @@ def sample_tree(root: int) -> TreeSample:
         row = stat(pid)
         if row is None:  # it ended meanwhile
             continue
+        yield pid, row
+        todo.extend(children(pid, row[1]))
+
+
+def sample_tree(root: int) -> TreeSample:
+    """Tasks, resident memory and CPU time of the descendants of ``root`` (one walk,
+    :func:`_descendants`)."""
+    out = TreeSample()
+    for _, row in _descendants(root):
         out.tasks += row[1]
         out.rss_bytes += row[2] * _PAGE
-        todo.extend(children(pid, row[1]))
+        out.cpu_s += row[3] * _TICK_S
     return out
 
 
@@ -244,12 +261,13 @@ class TreeWatch:
         #: user namespace's owner is root outside, e.g. root on a cgroup v2 host); the tree is killed.
         self.over_processes = False
         self.peak = TreeSample()
+        self.last = TreeSample()
 
     def sample(self) -> bool:
-        """One sample; True when the tree must be killed now: memory past ``memory_mb``, or more
-        tasks than ``processes`` (the kernel limit did not hold)."""
-        now = sample_tree(self.root)
-        self.peak = TreeSample(max(self.peak.tasks, now.tasks), max(self.peak.rss_bytes, now.rss_bytes))
+        """One sample (kept in ``last``); True when the tree must be killed now: memory past
+        ``memory_mb``, or more tasks than ``processes`` (the kernel limit did not hold)."""
+        now = self.last = sample_tree(self.root)
+        self.peak = TreeSample(max(self.peak.tasks, now.tasks), max(self.peak.rss_bytes, now.rss_bytes), now.cpu_s)
         # The tree holds bwrap's own init processes besides the step's tasks: one task of slack.
         if now.tasks >= self.processes:
             self.pids_exhausted = True
@@ -258,3 +276,27 @@ class TreeWatch:
         if now.rss_bytes > self.memory_bytes:
             self.oom = True
         return self.oom or self.over_processes
+
+
+def tree_states(root: int) -> str:
+    """The scheduler states (``R``, ``S``, ``D``, ``T``, ``t``, ``Z``...: the letters of
+    ``/proc/<pid>/task/<tid>/stat``) of every thread of every descendant of ``root``, one
+    letter each; "" when none is left. Read per thread: a process's own line shows only its
+    leader's."""
+    states: list[str] = []
+    for pid, _ in _descendants(root):
+        for tid in _listdir(f"{pid}/task") or ():
+            stat = _read(f"{pid}/task/{tid}/stat")
+            if stat:
+                states.append(chr(stat[stat.rfind(b")") + 2]))
+    return "".join(states)
+
+
+def children(pid: int) -> list[int]:
+    """The children of ``pid`` (those of every thread of it); [] when it ended."""
+    return _children(pid)
+
+
+def descendants(root: int) -> list[int]:
+    """The pids of every live descendant of ``root`` (:func:`_descendants`)."""
+    return [pid for pid, _ in _descendants(root)]

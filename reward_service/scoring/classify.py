@@ -18,7 +18,7 @@ def classify(
     run, crash without coverage, runtime error, signal, else ``ok`` with notes on how it ended
     (``$stop``/``$fatal``, failed cocotb tests, error lines in the log). ``runres``: the run
     step's sandbox result; ``has_cov``: code coverage data exists; ``run_s``: the run-time
-    limit in seconds."""
+    limit in CPU seconds."""
     if runres.output_flood:
         return (
             Status.resource_limit,
@@ -28,10 +28,16 @@ def classify(
         return Status.resource_limit, "memory limit exceeded (the simulation was killed)"
     if runres.pids_exhausted:
         return Status.resource_limit, "process limit exceeded (fork bomb?)"
+    if runres.waited:
+        return Status.timeout, (
+            f"the simulation waited without using its {run_s:g} CPU-second run-time budget until the "
+            f"wall-clock backstop ({runres.duration_ms / 1000:.0f} s): it slept or waited on nothing "
+            "(a cocotb test in time.sleep, a blocking read); coverage up to the kill is reported for information"
+        )
     if runres.timed_out or run.ended_by == "timeout":
         hint = "" if tests else " (does the testbench end with $finish?)"
         return Status.timeout, (
-            f"the simulation hit its {run_s:g} s run-time limit{hint}; coverage "
+            f"the simulation used up its {run_s:g} CPU-second run-time limit{hint}; coverage "
             "up to the kill is reported for information"
         )
     if _file_too_large(runres):

@@ -47,7 +47,7 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
                 ScoreResult(
                     status=Status.timeout,
                     log=build.output,
-                    message=f"build exceeded its {request.limits.compile_s:g} s limit",
+                    message=f"build exceeded its {request.limits.compile_s:g} CPU-second limit",
                 )
             )
         if build.oom or build.pids_exhausted:

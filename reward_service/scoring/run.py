@@ -92,10 +92,13 @@ def simulate(
             run.notes.extend(_missing_data_notes(files, run.run.output))
         if guard_note:
             run.notes.append(guard_note)
-        if run.build is not None:
-            timings["build"] = run.build.duration_ms
-        if run.run is not None:
-            timings["run"] = run.run.duration_ms
+        # "build_cpu"/"run_cpu": the CPU the step used (ms, its whole process tree), what its
+        # time limit counts; the Icarus step's build is part of its run step
+        for stage, step in (("build", run.build), ("run", run.run)):
+            if step is not None:
+                timings[stage] = step.duration_ms
+                if step.cpu_s is not None:
+                    timings[f"{stage}_cpu"] = step.cpu_s * 1000
         timings["simulate"] = (time.perf_counter() - t0) * 1000
         t1 = time.perf_counter()
         scored = measure(prepared, simulator, run, sandbox, settings.cache_dir)

@@ -73,6 +73,7 @@ from reward_service.integrity import cocotb_guard
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
+from reward_service.sandbox.cpu import wall_backstop
 from reward_service.sandbox.toolchain import Toolchain, versions
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
@@ -308,7 +309,8 @@ def run_build(
     (``{}`` if none). Raises :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run``."""
     toolchain = job.sandbox.toolchain()
     limits = {
-        "timeout_s": job.limits.compile_s,
+        "cpu_s": job.limits.compile_s,
+        "timeout_s": wall_backstop(job.limits.compile_s),
         "memory_mb": job.limits.memory_mb,
         "output_kb": job.limits.output_kb,
         **limits,
@@ -609,7 +611,9 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
             cwd="/work",
             env=env,
             binds=binds,
-            timeout_s=job.limits.run_s,
+            # CPU seconds: cocotb's start-up (Python, the simulator loading the model) counts
+            cpu_s=job.limits.run_s,
+            timeout_s=wall_backstop(job.limits.run_s),
             memory_mb=job.limits.memory_mb,
             processes=job.limits.processes,
             file_mb=job.limits.file_mb,

@@ -21,11 +21,13 @@ import functools
 import os
 import re
 import shutil
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_head_tail, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
+from reward_service.sandbox.cpu import wall_backstop
 from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
@@ -140,8 +142,8 @@ def cocotb_model_key(job: Job, build_args: list[str], variant: Mapping[str, obje
     return cocotb_flow.model_key(job, "icarus", build_args, tools)
 
 
-#: The sandbox kills the step this long after the run's time limit (``timeout`` sends SIGINT,
-#: then SIGKILL two seconds later if vvp is still there: its final blocks get time to run).
+#: Wall-clock seconds on top of the step's backstop (the sandbox sends SIGINT at the run's CPU
+#: budget, then SIGKILL two seconds later if vvp is still there: its final blocks get time to run).
 RUN_GRACE_S = 3.0
 #: Least process and file-size limits of the step (the compile's needs, as the default limits).
 COMPILE_PROCESSES = 64
@@ -149,27 +151,29 @@ COMPILE_FILE_MB = 64
 
 #: The one sandbox step (POSIX sh; file names come in as arguments, never as text: the run's
 #: plusargs first, ``nplus`` of them, then the compiler's options and files). The compile
-#: runs under the compile limit into /work/obj, its log and status in /work/obj/status; the run in
-#: /work/run under the run limit with SIGINT (``vvp -n`` then finishes, so final blocks still
-#: run; SIGKILL two seconds later). ``timeout -v`` notes a limit in ``*.limit`` (its own stderr,
-#: apart from the tools' output): exit statuses cannot say it (iverilog's is an error count,
-#: a testbench may ``$finish_and_return(124)``). Before the run, /work/obj and its files are
-#: made read-only, so the testbench cannot rewrite what the host reads about the build. One
-#: step because a sandbox start costs as much as either half; the shell staying visible during
-#: the run gives the testbench nothing: Icarus has no ``$system``.
+#: runs into /work/obj, its log and status in /work/obj/status; the run in /work/run. The
+#: sandbox holds each half to its CPU budget (``ExecSpec.cpu_split``: the compile's ends when
+#: ``build.rc`` appears, written only after the compiler ended) and stops the run at its budget
+#: with SIGINT (``vvp -n`` then finishes, so final blocks still run; SIGKILL two seconds
+#: later): which limit ended the step is the sandbox's ``timed_out`` and whether ``build.rc``
+#: exists, never an exit status (iverilog's is an error count, a testbench may
+#: ``$finish_and_return(124)``). Before the run, /work/obj and its files are made read-only,
+#: so the testbench cannot rewrite what the host reads about the build. One step because a
+#: sandbox start costs as much as either half; the shell staying visible during the run gives
+#: the testbench nothing: Icarus has no ``$system``.
 _STEP = """
-iverilog=$1 vvp=$2 top=$3 compile_s=$4 run_s=$5 nplus=$6
-shift 6
+iverilog=$1 vvp=$2 top=$3
+shift 3
+nplus=$1
+shift
 st=/work/obj/status
 ( shift "$nplus"
-  exec timeout -v -s KILL "$compile_s" sh -c 'exec "$@" >/work/obj/status/build.log 2>&1' rs-iverilog \\
-    "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" 2>"$st/build.limit" )
+  exec "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" >/work/obj/status/build.log 2>&1 )
 rc=$?
 if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi   # errors counted modulo 256
 echo "$rc" >"$st/build.rc"
 if [ "$rc" -ne 0 ]; then exit 0; fi
-exec 3>"$st/run.limit"
-chmod a-w "$st/build.log" "$st/build.limit" "$st/run.limit" "$st" /work/obj && chmod a-w "$st/build.rc" \\
+chmod a-w "$st/build.log" "$st" /work/obj && chmod a-w "$st/build.rc" \\
   || exit 0   # the host sees build.rc still writable
 cd /work/run || exit 0
 n=$# i=0
@@ -178,10 +182,12 @@ for a do   # keep the first $nplus arguments (the plusargs): the list is expande
   i=$((i + 1))
 done
 shift "$n"
-exec timeout -v -s INT -k 2 "$run_s" sh -c 'exec "$@" 2>&1 3>&-' rs-vvp "$vvp" -n /work/obj/sim.vvp "$@" 2>&3
+exec "$vvp" -n /work/obj/sim.vvp "$@" 2>&1
 """
 #: What the step writes in /work/obj/status (one directory: one archive call brings it back).
-_STATUS_FILES = ("build.log", "build.rc", "build.limit", "run.limit")
+_STATUS_FILES = ("build.log", "build.rc")
+#: The file whose appearance ends the compile's CPU budget (``ExecSpec.cpu_split``).
+_BUILD_DONE = "/work/obj/status/build.rc"
 
 
 def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] = ()) -> tuple[ExecResult, ExecResult]:
@@ -189,9 +195,9 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     them, in one sandbox step; ``outputs`` are further paths (under ``/work``) to bring back.
 
     Returns ``(build, run)``. The build's result comes from its log and status files (wall
-    time 0: the run's ``duration_ms`` covers both; ``timed_out`` when the compile limit
-    stopped it; ``oom``/``pids_exhausted`` when the step hit that limit and the compile
-    failed). The run's is the step's own, ``timed_out`` also when the run limit stopped vvp.
+    time 0: the run's ``duration_ms`` and ``cpu_s`` cover both; ``oom``/``pids_exhausted``
+    when the step hit that limit and the compile failed). The run's is the step's own,
+    ``timed_out`` when its CPU budget stopped vvp.
     A build that never finished (the step ended first: a limit, a kill) has both equal to the
     step's result, with the build log in front of the output. Raises
     :class:`~reward_service.sandbox.SandboxError` as ``Sandbox.run`` does, and when the build
@@ -206,7 +212,7 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
     job.stage_data_files(job.run_dir)
     limits = job.limits
     try:
-        # The compile needs a few processes (timeout, sh, ivlpp, ivl) and room for the vvp file
+        # The compile needs a few processes (sh, ivlpp, ivl) and room for the vvp file
         # and its log whatever the run's limits; vvp itself cannot fork.
         result = job.sandbox.run(
             ExecSpec(
@@ -218,8 +224,6 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
                     compiler,
                     vvp,
                     job.top,
-                    f"{limits.compile_s:g}",
-                    f"{limits.run_s:g}",
                     str(len(job.plusargs)),
                     *job.plusarg_args(),
                     *build_options(job),
@@ -228,7 +232,10 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
                 ],
                 workdir=job.root,
                 cwd="/work/src",
-                timeout_s=limits.compile_s + limits.run_s + RUN_GRACE_S,
+                cpu_s=limits.run_s,
+                cpu_split=(_BUILD_DONE, limits.compile_s),
+                stop_signal=signal.SIGINT,
+                timeout_s=wall_backstop(limits.compile_s + limits.run_s) + RUN_GRACE_S,
                 memory_mb=limits.memory_mb,
                 processes=max(limits.processes, COMPILE_PROCESSES),
                 file_mb=max(limits.file_mb, COMPILE_FILE_MB),
@@ -259,12 +266,9 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
         output_bytes=len(log),
         dropped_bytes=0,
         duration_ms=0.0,
-        timed_out=_limit_noted(status / "build.limit"),
         oom=failed and result.oom,
         pids_exhausted=failed and result.pids_exhausted,
     )
-    if not failed and _limit_noted(status / "run.limit"):
-        result = dataclasses.replace(result, timed_out=True)
     return build, result
 
 
@@ -277,7 +281,7 @@ def step_system(compiler: str, vvp: str, path: str) -> tuple[str, ...] | None:
     would be stat chains, FUSE round trips in the worker container)."""
     found, runtime = shutil.which(compiler, path=path), shutil.which(vvp, path=path)
     library = library_dir(os.path.realpath(found), os.path.realpath(runtime)) if found and runtime else None
-    return None if library is None else ("sh", "timeout", "chmod", compiler, vvp, library)
+    return None if library is None else ("sh", "chmod", compiler, vvp, library)
 
 
 @functools.lru_cache(maxsize=8)
@@ -325,12 +329,6 @@ def _small_text(path: Path) -> str:
         return read_output_text(path, max_bytes=4096).strip()
     except (OSError, UnsafeOutput):
         return ""
-
-
-def _limit_noted(path: Path) -> bool:
-    """Whether ``timeout -v`` noted in ``path`` that it signalled the command (its limit
-    passed); other notes (e.g. it could not fork) are not a time limit."""
-    return any(line.startswith("timeout: sending signal") for line in _small_text(path).splitlines())
 
 
 def _read_only(path: Path) -> bool:

@@ -4,7 +4,9 @@
 // without writing coverage.dat, so LLM testbenches that end with $stop/$fatal or hang would lose
 // their coverage. This main (1) turns $stop/$fatal into an orderly end (fatalOnError(false)),
 // (2) writes coverage on every ending, including Verilator runtime errors (exit callback) and
-// the wall-clock limit (a watchdog thread), (3) records how the run ended in rs_end.txt, and
+// the run's CPU-time limit (a watchdog thread: the limit counts the CPU this process used, not
+// the wall clock, so a loaded machine cannot time a run out), (3) records how the run ended in
+// rs_end.txt, and
 // (4) writes coverage per instance.
 #include "verilated.h"
 #include "verilated_cov.h"
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <ctime>
 #include <unistd.h>
 
 static VerilatedContext* g_ctx = nullptr;
@@ -81,7 +84,14 @@ int main(int argc, char** argv, char**) {
     if (limit && std::atof(limit) > 0) {
         const double seconds = std::atof(limit);
         std::thread([seconds] {
-            std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+            // The process's CPU time (all threads; the watchdog's own wake-ups are negligible).
+            for (;;) {
+                timespec used{};
+                clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+                const double left = seconds - (used.tv_sec + used.tv_nsec * 1e-9);
+                if (left <= 0) break;
+                std::this_thread::sleep_for(std::chrono::duration<double>(left < 0.05 ? left : 0.05));
+            }
             if (g_written.load()) return;
             write_end("timeout");
             std::fflush(nullptr);

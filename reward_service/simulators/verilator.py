@@ -27,6 +27,7 @@ from pathlib import Path
 from reward_service.models import CODE_METRICS
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
+from reward_service.sandbox.cpu import wall_backstop
 from reward_service.sandbox.toolchain import Toolchain, require_verilator
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
@@ -60,7 +61,7 @@ USER_STOP_FLAGS = [
     "OPT_GLOBAL+=-include/work/src/rs_user.h",
 ]
 USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
-RUN_GRACE_S = 1.0  # the sandbox kills this long after the watchdog in rs_main.cpp fires
+RUN_GRACE_S = 1.0  # CPU seconds: the sandbox kills this long after the watchdog in rs_main.cpp fires
 #: What the host reads of a run dir (rs_main.cpp writes both).
 RUN_OUTPUTS = ("/work/rs_end.txt", "/work/coverage.dat")
 
@@ -236,7 +237,8 @@ def _build(job: Job, argv: list[str], env: dict[str, str], binds: list[Bind]) ->
             cwd="/work/src",
             env=env,
             binds=binds,
-            timeout_s=job.limits.compile_s,
+            cpu_s=job.limits.compile_s,
+            timeout_s=wall_backstop(job.limits.compile_s),
             memory_mb=max(job.limits.memory_mb, 4096),
             processes=256,
             output_kb=job.limits.output_kb,
@@ -567,7 +569,10 @@ class VerilatorSimulator(SimulatorBackend):
                 workdir=job.run_dir,
                 binds=[Bind(job.root / "obj", "/obj")],
                 env={"RS_RUN_LIMIT_S": str(job.limits.run_s), "RS_TOKEN": token, **solver_env(job)},
-                timeout_s=job.limits.run_s + RUN_GRACE_S,
+                # rs_main.cpp ends the run at run_s CPU seconds with its coverage; the sandbox
+                # kills what is left (a solver it started, a stuck write) after the grace
+                cpu_s=job.limits.run_s + RUN_GRACE_S,
+                timeout_s=wall_backstop(job.limits.run_s + RUN_GRACE_S),
                 memory_mb=job.limits.memory_mb,
                 processes=job.limits.processes,
                 file_mb=job.limits.file_mb,
