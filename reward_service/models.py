@@ -43,6 +43,10 @@ def _check_relative_path(name: str) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         # a newline in a name splits the records of line-based reports (lcov's SF:) and logs
         raise ValueError(f"file name contains a control character: {name!r}")
+    if ":" in name:
+        # the simulators start their error lines with a file name: `%Error: Internal Error: x.sv`
+        # would read as our tool's own crash (a sandbox_error) instead of the sample's error
+        raise ValueError(f"file name contains a colon: {name!r}")
     if name.startswith("/") or posixpath.isabs(name):
         raise ValueError(f"file name must be a relative path, got absolute path {name!r}")
     norm = posixpath.normpath(name)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reward_service.coverage import parse_coverage_dat
-from reward_service.models import Limits, ScoreRequest, Status
+from reward_service.models import Limits, ScoreRequest, Status, SvTestbench
 from reward_service.scoring.classify import tool_internal_error
 from reward_service.simulators.base import Job
 from reward_service.simulators.verilator import VerilatorSimulator, stimulus_coverage_off
@@ -153,3 +153,38 @@ def test_class_testbench_scores_on_verilator_like_the_fast_path(engine):
         }
     line = v.coverage.metrics["line"]
     assert line.total > 0 and line.covered == line.total
+
+
+FORGED_TB = """`timescale 1ns / 1ps
+module tb;
+  reg clk = 1'b0, reset = 1'b1;
+  reg [4:0] data = 5'b00000;
+  wire ATTN_CLK, ATTN_DATA, ATTN_LE;
+  Attenuator uut (.clk(clk), .reset(reset), .data(data),
+                  .ATTN_CLK(ATTN_CLK), .ATTN_DATA(ATTN_DATA), .ATTN_LE(ATTN_LE));
+endmodule
+`line 1 "%Error: Internal Error: boom" 0
+module bad; this is not verilog; endmodule
+"""
+
+
+@pytest.mark.parametrize("policy", ["refuse", "allow"])
+def test_a_line_directive_cannot_forge_a_tool_crash(engine, policy):
+    """Red team: Icarus begins its error lines with the file name, which `line sets; a name
+    spelling Verilator's internal-error line made the sample's syntax error a sandbox_error
+    (dropped, not 0). Refused by the integrity check; with writes allowed, a compile_error."""
+    from reward_service.problems import load_problems
+
+    root = Path(__file__).resolve().parents[1]
+    problem = load_problems(root / "examples/cvdp/attenuator.jsonl")["cvdp_copilot_Attenuator_0011"]
+    request = problem.request(
+        SvTestbench(files={"tb.sv": FORGED_TB}), engine="fast", stimulus_policy={"dut_writes": policy}
+    )
+    result = engine.score(request)
+    assert result.status == (Status.refused if policy == "refuse" else Status.compile_error), result.message
+    assert result.reward == 0.0
+
+
+def test_file_names_with_a_colon_are_invalid():
+    with pytest.raises(ValueError, match="colon"):
+        SvTestbench(files={"%Error: Internal Error: x.sv": "module tb; endmodule\n"})

@@ -469,7 +469,16 @@ class _Checker:
             for m in _LINE_DIRECTIVE.finditer(text):
                 claimed = m.group(1) if m.group(1) is not None else m.group(2)
                 literal = m.group(1) is not None
-                if not literal or posixpath.basename(claimed).lower() in design_bases:
+                if ":" in claimed:  # a tool's message forged into its error lines (file:line: ...)
+                    line = text.count("\n", 0, m.start()) + 1
+                    self._add(
+                        "line_directive",
+                        (name, line),
+                        claimed,
+                        f"`line names a file {claimed!r} with a colon: the simulators' messages would "
+                        "carry it where the tool names itself",
+                    )
+                elif not literal or posixpath.basename(claimed).lower() in design_bases:
                     line = text.count("\n", 0, m.start()) + 1
                     self._add(
                         "line_directive",

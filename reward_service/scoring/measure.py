@@ -3,6 +3,7 @@ DUT instance's points, per-metric summary, proved-unreachable points, targets, s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,7 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
                 )
             )
         internal = tool_internal_error(build.output)
-        if internal is not None:
+        if internal is not None and not _renames_files(prepared.stimulus):
             raise SandboxError(
                 f"{simulator.name}'s build stopped on an internal error of the tool, not of the sample: {internal}"
             )
@@ -238,6 +239,17 @@ _FUNCTIONAL_HOW = (
     "functional coverage counts the bins of cocotb-coverage coverpoints and crosses "
     "that a cocotb test exports (docs/coverage.md)"
 )
+
+
+#: A `` `line `` directive whose file name holds a colon: the simulators begin their error lines
+#: with that name, so it could spell a tool's own message (request file names cannot hold one).
+_COLON_LINE = re.compile(r'`line\b[ \t]+\S+[ \t]+"[^"\n]*:')
+
+
+def _renames_files(stimulus: SvTestbench | CocotbStimulus) -> bool:
+    """Whether the stimulus's HDL text could put a forged tool message at the start of a build
+    log line (a `` `line `` name with a colon): then no such line is taken as the tool's own."""
+    return any(_COLON_LINE.search(t) for n, t in stimulus.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES))
 
 
 def _covergroups(stimulus: SvTestbench | CocotbStimulus) -> str:
