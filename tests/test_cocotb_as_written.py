@@ -371,21 +371,41 @@ def test_cocotb_1x_test_on_cocotb_2_is_never_ok(engine):
     assert "it was written for cocotb-1.9" in result.message
 
 
-def test_undetected_version_that_dies_on_cocotb_2_is_ours_and_a_named_one_is_the_tests(engine):
-    """No 1.x idiom auto knows (a getattr'd ``fork``): cocotb 2.1 was a guess, its death ours.
-    The same test with ``runtime: cocotb-2.1`` named by the request: the test's own failure."""
+def test_undetected_version_that_dies_on_cocotb_2_is_run_on_1_9_and_a_named_one_is_the_tests(engine):
+    """No 1.x idiom auto knows (a getattr'd ``fork``): cocotb 2.1 was a guess, so on Icarus the
+    test runs again on cocotb 1.9, which has ``fork``, and that run is scored. The same test with
+    ``runtime: cocotb-2.1`` named by the request: the test's own failure."""
     test = TIMER_TEST.replace(
         'cocotb.start_soon(Clock(dut.clk, 10, "ns").start())',
         'getattr(cocotb, "fo" + "rk")(Clock(dut.clk, 10, "ns").start())',
     )
     result = engine.score(timer_request(TIMER.format(extra=TICKS), "fast", test=test))
-    assert result.status == "sandbox_error" and result.reward is None, (result.status, result.message)
+    assert result.status == "ok" and result.reward is not None and result.reward > 1.0, (result.status, result.message)
     assert "auto found no idiom of either cocotb version in it and guessed" in result.message
+    assert "run again on cocotb-1.9, the run scored" in result.message
+    assert "ran on cocotb 1.9" in result.message
     named = timer_request(TIMER.format(extra=TICKS), "fast", test=test)
     named["stimulus"]["runtime"] = "cocotb-2.1"
     result = engine.score(named)
     assert result.status == "ok" and [(t.name, t.passed) for t in result.tests] == [("ticks", False)]
     assert result.tests[0].message == "module 'cocotb' has no attribute 'fork'"
+
+
+def test_a_failure_message_naming_cocotb_api_cannot_drop_the_sample(engine):
+    """Red team: a test of neither version's idioms that fails with a message spelling a cocotb
+    API death (``assert False, "module 'cocotb' has no attribute 'nope'"``) was a sandbox_error
+    (reward None: dropped instead of scored). It now runs again on cocotb 1.9, fails the same
+    way there, and that run is scored: ``ok`` with its coverage, the test failed."""
+    test = TIMER_TEST.replace(
+        'cocotb.start_soon(Clock(dut.clk, 10, "ns").start())',
+        'cocotb.start_soon(Clock(dut.clk, 10, "ns").start())\n'
+        "    assert False, \"module 'cocotb' has no attribute 'nope'\"",
+    )
+    assert test != TIMER_TEST
+    result = engine.score(timer_request(TIMER.format(extra=TICKS), "fast", test=test))
+    assert result.status == "ok" and result.reward is not None, (result.status, result.message)
+    assert [t.passed for t in result.tests] == [False]
+    assert "run again on cocotb-1.9, the run scored" in result.message
 
 
 # ---------------------------------------------------------------------------------------------

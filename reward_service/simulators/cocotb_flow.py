@@ -52,6 +52,7 @@ involve cocotb's libraries (``iverilog`` only), so it is the same for both runti
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -635,6 +636,14 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     if out.not_run is not None:
         out.ended_by = "no_tests"
     died = _died_on_our_runtime(out, runtime, simulator.name)
+    other = _other_runtime(runtime, simulator.name, toolchain) if died is not None else None
+    if died is not None and other is not None and job.cocotb_runtime == cocotb_runtime.AUTO:
+        # routed to the runtime it may have been written for, and scored on that run whatever
+        # it does there: a test that dies on both runtimes' APIs (or only says it does, in its
+        # own failure message) is its own failure, never a dropped sample
+        again = run_cocotb(dataclasses.replace(job, cocotb_runtime=other), simulator, outputs)
+        again.notes.insert(0, f"{died}; run again on {other}, the run scored")
+        return again
     if died is not None:
         out.not_run = (Status.sandbox_error, died)
     elif out.not_run is None and status.get("error") and not out.run.limit_hit:
@@ -663,6 +672,16 @@ def _died_on_our_runtime(out: SimRun, runtime: Runtime, simulator: str) -> str |
     else:
         why = "auto found no idiom of either cocotb version in it and guessed"
     return f"the cocotb test died on the API of {runtime.name}, the runtime we picked: {death}; {why}: not scored"
+
+
+def _other_runtime(runtime: Runtime, simulator: str, toolchain: Toolchain) -> str | None:
+    """The cocotb runtime other than ``runtime`` that can run on ``simulator`` in the sandbox
+    of ``toolchain`` (cocotb 1.9 on Icarus only, where installed), or None."""
+    if runtime.name == cocotb_runtime.COCOTB_19:
+        return cocotb_runtime.COCOTB_21
+    if simulator == "icarus" and toolchain.cocotb19_python is not None:
+        return cocotb_runtime.COCOTB_19
+    return None
 
 
 def _check_guard(job: Job, out: SimRun, record: Path) -> None:
