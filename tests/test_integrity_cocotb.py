@@ -291,6 +291,34 @@ def test_ways_around_libgpi_are_closed(engine, plain):
         assert met[1].rstrip(")'\"") == "PermissionError", test.message
 
 
+#: Red team (review of 12-04): numpy arrays over a raw address write any memory of the process;
+#: with /proc/<pid>/maps the test found the guard's port list and added internals to it (reward
+#: 1.9554, the `allow` score). The address maps do not open, and the guard's state is on pages
+#: made read-only once armed: a write there ends the simulator.
+NUMPY_UNGUARD = (
+    "import numpy as np, os\n"
+    "    class M: pass\n"
+    "    met = []\n"
+    '    for name in ("maps", "smaps", "map_files", "numa_maps"):\n'
+    "        try:\n"
+    '            os.listdir("/proc/" + str(os.getpid()) + "/" + name) if name == "map_files" else '
+    'open("/proc/" + str(os.getpid()) + "/" + name).read()\n'
+    "            met.append(name)\n"
+    "        except OSError as exc:\n"
+    "            met.append(type(exc).__name__)\n"
+    "    dut._log.info('met %s', met)\n"
+    "    assert met == ['PermissionError'] * 4, met\n"
+    "    dut.old_data.value = 31"
+)
+
+
+def test_a_raw_memory_write_cannot_unguard(engine, plain):
+    text, _ = stimulus(WEAK_21, NUMPY_UNGUARD)
+    result = engine.score(request(text, "fast"))
+    assert result.status == "refused" and result.reward == 0.0, describe(result)
+    assert [v.target for v in result.violations] == ["Attenuator.old_data"], describe(result)
+
+
 def test_refuses_policy_default():
     assert cocotb_guard.refuses(None)
     assert cocotb_guard.refuses(StimulusPolicy())

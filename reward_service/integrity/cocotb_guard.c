@@ -27,6 +27,7 @@
  * it (PR_SET_DUMPABLE 0: a child cannot open the simulator's /proc/<pid>/mem either).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -46,15 +48,26 @@
 #define VPI_NET 36       /* vpiNet */
 #define PROC_MAGIC 0x9fa0
 
-static int armed;
-static int record_fd = -1;
-static int log_fd = -1;
-static char top[512];
-static char ports[16384]; /* ",a,b,c," */
 /* The guard's own environment entries, as loaded: every program this process starts gets them
  * back (a test that clears LD_PRELOAD and starts another simulator of the model stays guarded). */
 #define GUARD_ENV_MAX 6
-static char *guard_env[GUARD_ENV_MAX + 1];
+/* Everything the check reads, on pages of their own that are made read-only once armed: a test
+ * with a raw memory write in its own process (numpy arrays over an address) could otherwise add
+ * names to the port list or disarm the guard. */
+static struct {
+    int armed;
+    int record_fd;
+    int log_fd;
+    char top[512];
+    char ports[16384]; /* ",a,b,c," */
+    char *guard_env[GUARD_ENV_MAX + 1];
+} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}, {0}};
+#define armed st.armed
+#define record_fd st.record_fd
+#define log_fd st.log_fd
+#define top st.top
+#define ports st.ports
+#define guard_env st.guard_env
 
 typedef void (*set_int_t)(void *, int32_t, int);
 typedef void (*set_real_t)(void *, double, int);
@@ -136,6 +149,11 @@ __attribute__((constructor)) static void guard_init(void) {
     }
     guard_env[n] = NULL;
     armed = 1;
+    if (mprotect(&st, sizeof st, PROT_READ) != 0) {
+        /* an unprotected guard is no guard: the engine sees no "armed" record (sandbox_error) */
+        armed = 0;
+        return;
+    }
     char line[700], esc[600];
     json_str(esc, sizeof esc, top);
     snprintf(line, sizeof line, "RS_COCOTB_GUARD {\"event\": \"armed\", \"top\": \"%s\", \"pid\": %d}\n", esc,
@@ -335,7 +353,21 @@ void *dlopen(const char *path, int flags) {
     return real(path, flags);
 }
 
-/* After an open succeeded: a /proc/<pid>/mem (under any name) is closed again. */
+/* A /proc file that gives the process's addresses (where the guard's pages are): the layout a
+ * raw memory write needs. */
+static int address_map(const char *path) {
+    static const char *ends[] = {"/maps", "/smaps", "/smaps_rollup", "/numa_maps", "/pagemap", "/map_files",
+                                 "/syscall", "/auxv", "/stat", "/stack", NULL};
+    size_t len = strlen(path);
+    if (strncmp(path, "/proc/", 6) != 0 || strcmp(path, "/proc/stat") == 0) return 0;
+    for (int i = 0; ends[i]; i++) {
+        size_t el = strlen(ends[i]);
+        if (len >= el && strcmp(path + len - el, ends[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+/* After an open succeeded: a /proc/<pid>/mem or an address map (under any name) is closed again. */
 static int checked_fd(int fd) {
     struct statfs fs;
     if (!armed || fd < 0 || fstatfs(fd, &fs) != 0 || fs.f_type != PROC_MAGIC) return fd;
@@ -345,7 +377,7 @@ static int checked_fd(int fd) {
     if (n > 0) {
         target[n] = 0;
         size_t len = (size_t)n;
-        if (len >= 4 && strcmp(target + len - 4, "/mem") == 0) {
+        if (len >= 4 && (strcmp(target + len - 4, "/mem") == 0 || address_map(target))) {
             close(fd);
             errno = EACCES;
             return -1;
@@ -389,6 +421,29 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     OPEN_MODE(flags, mode)
     if (!real) real = (openat_t)next_fn("openat64");
     return checked_fd(real(dirfd, path, flags, mode));
+}
+
+/* Directory listings: /proc/<pid>/map_files names each mapping by its address range (glibc's
+ * opendir opens the directory internally, past the open wrappers above). */
+typedef DIR *(*opendir_t)(const char *);
+typedef DIR *(*fdopendir_t)(int);
+
+DIR *opendir(const char *path) {
+    static opendir_t real;
+    if (!real) real = (opendir_t)next_fn("opendir");
+    char resolved[4096];
+    if (armed && path && realpath(path, resolved) && address_map(resolved)) {
+        errno = EACCES;
+        return NULL;
+    }
+    return real(path);
+}
+
+DIR *fdopendir(int fd) {
+    static fdopendir_t real;
+    if (!real) real = (fdopendir_t)next_fn("fdopendir");
+    if (checked_fd(fd) < 0) return NULL; /* closed: an address map */
+    return real(fd);
 }
 
 /* --- programs the simulator starts keep the guard ------------------------------------- */
