@@ -85,3 +85,22 @@ def test_the_filter_lists_every_documented_call():
     listed = {name for names, _ in seccomp.REFUSED for name in names}
     assert all(f"`{name}`" in doc for name in listed), sorted(n for n in listed if f"`{n}`" not in doc)
     assert len(seccomp.filter_bpf()) % 8 == 0 and len(seccomp.filter_bpf()) > 8 * len(listed)
+
+
+@pytest.mark.parametrize("use_cgroups", CGROUPS)
+def test_a_step_cannot_stop_itself(tmp_path, use_cgroups):
+    """Red team (12-04): a sample that SIGSTOPs itself looked starved to the wall-clock backstop
+    (our sandbox_error: dropped instead of scored). Every stop signal is refused to every
+    signal-sending call; other signals still work."""
+    code = (
+        "import os, signal\n"
+        "for sig in (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):\n"
+        "    for send in (lambda s: os.kill(os.getpid(), s), lambda s: signal.pthread_kill(__import__('threading').get_ident(), s)):\n"
+        "        try:\n            send(sig)\n            print('sent', sig.name)\n"
+        "        except PermissionError:\n            print('refused', sig.name)\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: print('usr1 delivered'))\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+    )
+    out = _step(tmp_path, use_cgroups, ["python3", "-c", code])
+    assert out.count("refused ") == 8 and "sent " not in out, out
+    assert "usr1 delivered" in out, out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import signal
 import tempfile
 
 from reward_service.sandbox.base import SandboxError
@@ -65,6 +66,19 @@ REFUSED: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
+#: The job-control stop signals (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU): refused to every
+#: signal-sending call, by the signal argument's position.
+STOP_SIGNALS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+STOP_SIGNAL_ARG = {
+    "kill": 1,
+    "tkill": 1,
+    "tgkill": 2,
+    "rt_sigqueueinfo": 1,
+    "rt_tgsigqueueinfo": 2,
+    "pidfd_send_signal": 1,
+}
+
+
 @functools.lru_cache(maxsize=1)
 def filter_bpf() -> bytes:
     """The compiled BPF program (bytes of ``struct sock_filter``, native architecture) of the
@@ -93,6 +107,14 @@ def filter_bpf() -> bytes:
     # clone (threads, posix_spawn), whose flags the rules above see (what Docker and systemd do).
     filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     filt.add_rule(deny, "personality", sc.Arg(0, sc.GT, PERSONALITY_MAX))
+    # A stopped step looks like a starved one to the wall-clock backstop (our sandbox_error: the
+    # sample dropped, not scored); nothing a simulation does needs to stop a process.
+    for call, arg in STOP_SIGNAL_ARG.items():
+        for sig in STOP_SIGNALS:
+            try:
+                filt.add_rule(deny, call, sc.Arg(arg, sc.EQ, sig))
+            except (ValueError, RuntimeError, OSError):
+                continue
     with tempfile.TemporaryFile() as fh:
         filt.export_bpf(fh)
         fh.seek(0)
