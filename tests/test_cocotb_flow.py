@@ -525,11 +525,9 @@ def test_verilator_build_error_is_reported_and_not_cached(tmp_path, shared_cache
 
 
 def test_run_timeout_is_reported(tmp_path, shared_cache_dir, monkeypatch):
-    """A test that sleeps uses no CPU: the wall-clock backstop (4 x run_s + slack, the slack
-    shortened here) ends it, as the sample's own timeout (every thread slept by itself)."""
-    from reward_service.sandbox import cpu
-
-    monkeypatch.setattr(cpu, "BACKSTOP_SLACK_S", 1.0)
+    """A test that sleeps uses no CPU: the wall-clock backstop (4 x run_s + 30 s of slack, which
+    covers cocotb's start-up under load) ends it, as the sample's own timeout (every thread
+    slept by itself)."""
     test = "import cocotb, time\n\n@cocotb.test()\nasync def spin(dut):\n    while True:\n        time.sleep(0.1)\n"
     job = make_job(
         tmp_path / "job",
@@ -543,7 +541,7 @@ def test_run_timeout_is_reported(tmp_path, shared_cache_dir, monkeypatch):
     out = run_cocotb(job, "icarus")
     assert out.run.timed_out and out.run.waited and out.ended_by == "timeout"
     assert out.run.cpu_s is not None and out.run.cpu_s < 3
-    assert out.run.duration_ms < 60_000
+    assert out.run.duration_ms < 90_000
 
 
 def test_helper_modules_are_importable(tmp_path, shared_cache_dir):

@@ -641,7 +641,10 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
         # routed to the runtime it may have been written for, and scored on that run whatever
         # it does there: a test that dies on both runtimes' APIs (or only says it does, in its
         # own failure message) is its own failure, never a dropped sample
-        again = run_cocotb(dataclasses.replace(job, cocotb_runtime=other), simulator, outputs)
+        # with what is left of the run's CPU budget: one sample, one budget, whichever runtime
+        used = out.run.cpu_s if out.run is not None and out.run.cpu_s is not None else 0.0
+        left = job.limits.model_copy(update={"run_s": max(1.0, job.limits.run_s - used)})
+        again = run_cocotb(dataclasses.replace(job, cocotb_runtime=other, limits=left), simulator, outputs)
         again.notes.insert(0, f"{died}; run again on {other}, the run scored")
         return again
     if died is not None:
