@@ -252,8 +252,8 @@ def test_trl_group_diversity_term(service, reference):
     expected = group_rewards(reference, [str(s.group) for s in FLAT], weight)
     assert rewards == pytest.approx(expected.rewards)
     for r, s, d in zip(rewards, FLAT, expected.diversity):
-        if s.kind in ("no_code", "compile_error"):
-            assert r == FAILURE and d == 0.0
+        if s.kind in ("no_code", "compile_error") or (s.problem_id, s.kind) in FORCING_CASES:
+            assert r == FAILURE and d == 0.0  # FORCING_CASES: refused, no coverage to share
         else:
             assert 0.0 < d <= 1.0 and r == pytest.approx(s.expected + weight * d)
 

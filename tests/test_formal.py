@@ -200,6 +200,7 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
             "stimulus": {"kind": "sv_testbench", "files": {"best.sv": (STIMULUS / pid / "best.sv").read_text()}},
             "simulator": "verilator",
             "engine": "fast",
+            "stimulus_policy": ALLOW_DUT_WRITES,  # best.sv forces DUT registers (FORCING_CASES)
             "coverage": {
                 "scope": expected["dut_instance"],
                 "exclude_unreachable": exclude,

@@ -80,8 +80,6 @@ HACKS_21 = {
     "setimmediatevalue": ("dut.shift_reg.setimmediatevalue(31)", "shift_reg"),
     "string_built": ('getattr(dut, "shift" + "_reg").value = 31', "shift_reg"),
     "by_id": ('dut._id("shift_reg", extended=False).value = 31', "shift_reg"),
-    # an output port is the DUT's own register (output reg ATTN_DATA), as for SV stimulus
-    "output_port": ("dut.ATTN_DATA.value = Deposit(1)", "ATTN_DATA"),
     # cocotb's C++ clock writes through libgpi without Python's write path (and from a GPI
     # callback: no test frame to name, the violation has no file:line)
     "clock_on_internal": ('cocotb.start_soon(Clock(dut.clk_div2, 4, unit="ns").start())', "clk_div2"),
@@ -101,7 +99,6 @@ HACKS_19 = {
     "force": ("dut.shift_reg.value = Force(31)", "shift_reg"),
     "release": ("dut.shift_reg.value = Release()", "shift_reg"),
     "string_built": ('getattr(dut, "shift" + "_reg").value = 31', "shift_reg"),
-    "output_port": ("dut.ATTN_LE <= 1", "ATTN_LE"),
 }
 #: A write into the DUT that pays when let through (policy allow).
 ALLOWED_HACK = "dut.old_data.value = 31"
@@ -327,14 +324,20 @@ def test_refuses_policy_default():
 
 
 def test_top_ports_of_ansi_non_ansi_and_instantiated_toplevels():
-    # the ports a test may write: inputs and inouts (outputs are the DUT's state)
-    assert cocotb_guard.top_ports({"Attenuator.sv": ATTENUATOR}, "Attenuator") == ["clk", "reset", "data"]
+    assert cocotb_guard.top_ports({"Attenuator.sv": ATTENUATOR}, "Attenuator") == [
+        "clk",
+        "reset",
+        "data",
+        "ATTN_CLK",
+        "ATTN_DATA",
+        "ATTN_LE",
+    ]
     design = {
         "a.v": "module sub(input a, output b, inout c); endmodule\n"
         "module top(x, y, z); input x; output y; inout z; sub s(x, y, z); endmodule\n"
     }
-    assert cocotb_guard.top_ports(design, "sub") == ["a", "c"]
-    assert cocotb_guard.top_ports(design, "top") == ["x", "z"]
+    assert cocotb_guard.top_ports(design, "sub") == ["a", "b", "c"]
+    assert cocotb_guard.top_ports(design, "top") == ["x", "y", "z"]
     with pytest.raises(ValueError):
         cocotb_guard.top_ports(design, "missing")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
 
 CASES = sorted(
     (d.name, tb)
@@ -28,6 +28,9 @@ def _request(problem_id: str, tb: str, simulator: str) -> dict:
             "scope": expected["dut_instance"],
             "targets": [{"metric": "overall", "percent": expected["target_percent"]}],
         },
+        # what the simulators measure, as expected.json records it: ring_token's good and best
+        # force DUT registers (FORCING_CASES), refused under the default policy
+        "stimulus_policy": ALLOW_DUT_WRITES,
     }, expected
 
 

@@ -121,7 +121,9 @@ def test_nested_file_names_are_invalid_input(engine):
     assert r.status == "invalid_input" and "both a file and a directory" in r.message
 
 
-def test_cocotb_19_on_verilator_is_invalid_input(engine):
+def test_cocotb_19_on_verilator_moves_to_the_fast_path(engine):
+    """cocotb 1.9 runs on Icarus only: a request naming it on Verilator is scored on the fast
+    path (Icarus with Verilator's points), saying so (was invalid_input before 0.6.0)."""
     test = "import cocotb\n\n@cocotb.test()\nasync def t(dut):\n    pass\n"
     r = engine.score(
         {
@@ -135,4 +137,5 @@ def test_cocotb_19_on_verilator_is_invalid_input(engine):
             },
         }
     )
-    assert r.status == "invalid_input" and "Icarus only" in r.message
+    assert r.status == "ok" and r.engine == "fast", r.message
+    assert "moved to the fast path" in r.message and "Icarus only" in r.message and "cocotb 1.9" in r.message

@@ -40,13 +40,14 @@ from reward_service.episodes import (
     scored_observation,
     state_of,
 )
+from reward_service.errors import RewardServiceError
 from reward_service.interface import dut_interface
 from reward_service.models import ScoreRequest, ScoreResult, Status
 from reward_service.problems.store import ProblemStore
 from reward_service.settings import Settings
 
 
-class StepPending(Exception):
+class StepPending(RewardServiceError):
     """The step's simulation did not finish within the wait: send the same step again."""
 
     def __init__(self, episode_id: str, step_id: str, state: JobState) -> None:

@@ -79,19 +79,19 @@ _PORTS: dict[str, tuple[str, ...]] = {}
 
 
 def _drivable(port: object) -> bool:
-    """Whether a test may write ``port`` (a pyslang port symbol): an input or inout. An output
-    is the DUT's own state (depositing an ``output reg`` writes the register behind it), as
-    for SystemVerilog stimulus (docs/integrity.md); an interface port has no direction and is
-    the test's to drive, like the SV rule for a design interface the testbench drives."""
+    """Whether a test may write ``port`` (a pyslang port symbol): any direction but ``ref``.
+    Outputs stay writable here although SV stimulus may not write them (docs/integrity.md):
+    engineers' cocotb tests initialise outputs (2 of the corpus's 112 write `sipo_top.done`,
+    `UART_RTL.tx`), and a deposit on an ``output reg`` is overwritten by the
+    DUT's next assignment. docs/integrity-cocotb.md says what this leaves open."""
     from pyslang import ast
 
-    direction = getattr(port, "direction", None)
-    return direction is None or direction in (ast.ArgumentDirection.In, ast.ArgumentDirection.InOut)
+    return getattr(port, "direction", None) != ast.ArgumentDirection.Ref
 
 
 def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
-    """The names of the ports of module ``toplevel`` that a test may write (:func:`_drivable`:
-    inputs and inouts) among the design ``files`` (name -> text; headers are made available to
+    """The names of the ports of module ``toplevel`` that a test may write (:func:`_drivable`)
+    among the design ``files`` (name -> text; headers are made available to
     `` `include``), in declaration order, found by pyslang's elaboration (ANSI and non-ANSI
     headers alike). Raises ValueError when no module of that name is found (pyslang could not
     make sense of the design)."""

@@ -77,7 +77,11 @@ def simulate(
             test_module=getattr(stimulus, "test_module", None),
             cocotb_runtime=getattr(stimulus, "runtime", "auto"),
             cocotb_env=dict(getattr(stimulus, "env", {})),
-            stimulus_sources=[n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)],
+            # Verilator's coverage_off reaches the files a file includes: a stimulus that
+            # `includes a design file keeps its coverage (the DUT's points must stay counted)
+            stimulus_sources=[]
+            if any(n in included and n not in design_included for n in prepared.design.files)
+            else [n for n in stimulus.files if n.lower().endswith(hdl.HDL_SUFFIXES)],
         )
         guard_note = None
         if job.toplevel and not isinstance(stimulus, SvTestbench) and cocotb_guard.refuses(request.stimulus_policy):
