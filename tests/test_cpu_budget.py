@@ -156,16 +156,19 @@ def test_a_cocotb_test_that_sleeps_forever_is_its_own_timeout(engine, monkeypatc
     assert result.timings["run_cpu"] < 3000, result.timings
 
 
-def _stop_the_first(comm: str, stopped: list[int], done: threading.Event) -> None:
-    """SIGSTOP the first descendant of this process named ``comm`` (a worker frozen by its
-    host: no CPU, not asleep by itself), as soon as it appears."""
+def _stop_the_first(comm: str, stopped: list[int], done: threading.Event, marker: bytes = b"") -> None:
+    """SIGSTOP the first descendant of this process named ``comm`` whose command line holds
+    ``marker`` (a worker frozen by its host: no CPU, not asleep by itself), as soon as it
+    appears. The marker keeps it off a child this process is forking for another test (named
+    python3 until it execs): stopping a vfork child before its exec hangs the parent in clone."""
     while not done.is_set() and not stopped:
         for pid in descendants(os.getpid()):
             try:
                 name = Path(f"/proc/{pid}/comm").read_text().strip()
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if name == comm:
+            if name == comm and marker in cmdline:
                 os.kill(pid, signal.SIGSTOP)
                 stopped.append(pid)
                 return
@@ -232,7 +235,7 @@ def test_children_count_against_the_budget(use_cgroups):
 def test_a_stopped_step_at_its_backstop_is_a_sandbox_error(use_cgroups):
     stopped: list[int] = []
     done = threading.Event()
-    stopper = threading.Thread(target=_stop_the_first, args=("python3", stopped, done))
+    stopper = threading.Thread(target=_stop_the_first, args=("python3", stopped, done, b"process_time"))
     stopper.start()
     try:
         with tempfile.TemporaryDirectory() as work, pytest.raises(SandboxError, match="stopped"):
