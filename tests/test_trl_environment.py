@@ -23,23 +23,14 @@ logged the environment's rewards. Needs the ``trl`` extra (CI: scripts/install.s
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, live_server
+from conftest import REPO, run_trainer_example
 
-from reward_service.api import create_app
-from reward_service.cache import ResultCache
 from reward_service.client import RewardClient
-from reward_service.dispatch.local import LocalDispatcher
-from reward_service.engine import Engine
 from reward_service.feedback import feedback_text
 from reward_service.models import Status
-from reward_service.settings import Settings
 
 EXAMPLE = REPO / "examples" / "trainers" / "trl_environment_tiny.py"
 PROBLEM_ID = "cvdp_copilot_Attenuator_0011"
@@ -47,38 +38,11 @@ STEPS, GENERATIONS = 2, 2
 
 
 @pytest.fixture(scope="module")
-def service(shared_cache_dir, tmp_path_factory):
-    s = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
-    engine = Engine(s)
-    engine.results = ResultCache(tmp_path_factory.mktemp("results"))
-    with live_server(create_app(LocalDispatcher(engine, workers=2), settings=s)) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def run(service, tmp_path_factory):
+def run(trainer_service, tmp_path_factory):
     """The example's JSON: TRL's log history, every rollout (episode id, the messages TRL built,
     the environment's rewards), the demonstration, the SFT losses."""
     out = tmp_path_factory.mktemp("trl-env") / "history.json"
-    env = {**os.environ, "REWARD_SERVICE_URL": service, "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE),
-            "--steps",
-            str(STEPS),
-            "--generations",
-            str(GENERATIONS),
-            "--log-history",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return json.loads(out.read_text()), proc.stdout
+    return run_trainer_example(EXAMPLE, trainer_service, out, "--steps", str(STEPS), "--generations", str(GENERATIONS))
 
 
 def submitted(messages: list[dict]) -> list[tuple[str, str]]:
@@ -94,7 +58,7 @@ def submitted(messages: list[dict]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_environment_factory_runs_two_round_episodes_scored_by_the_service(service, run):
+def test_environment_factory_runs_two_round_episodes_scored_by_the_service(trainer_service, run):
     data, stdout = run
     assert data["sft_losses"][-1] < 0.1 < data["sft_losses"][0], stdout  # the warm start learned the demonstration
     rollouts = data["rollouts"]
@@ -110,7 +74,7 @@ def test_environment_factory_runs_two_round_episodes_scored_by_the_service(servi
         assert entry["reward"] == pytest.approx(statistics.fmean(mine), abs=1e-5)
         assert entry["tools/call_frequency"] == 2 and entry["tools/failure_frequency"] == 0
 
-    with RewardClient(service, timeout=600) as client:
+    with RewardClient(trainer_service, timeout=600) as client:
         problem = client.get_problem(PROBLEM_ID)
         scores: dict[str, object] = {}
         for rollout in rollouts:

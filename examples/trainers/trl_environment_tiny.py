@@ -37,7 +37,6 @@ rewards) as JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -48,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _shared, when run from elsewhere
 from _shared import CVDP, PROBLEM_ID, setup
+from trl_grpo_tiny import build_model, train_bpe, trainer_arguments, warm_start
 
 from reward_service.adapters.trl import CoverageEnvironment
 
@@ -57,20 +57,7 @@ TASK = (
     "the coverage report of a submission tells what is left to cover."
 )
 #: Round 1 of the demonstration: resets and drives one data change (89.5%: under the 90% target).
-WEAK_TB = """`timescale 1ns / 1ps
-module tb;
-  reg clk = 0, reset = 1;
-  reg [4:0] data = 0;
-  wire ATTN_CLK, ATTN_DATA, ATTN_LE;
-  Attenuator uut(.clk(clk), .reset(reset), .data(data), .ATTN_CLK(ATTN_CLK), .ATTN_DATA(ATTN_DATA), .ATTN_LE(ATTN_LE));
-  always #5 clk = ~clk;
-  initial begin
-    #20 reset = 0;
-    data = 5'b00001;
-    #400 $finish;
-  end
-endmodule
-"""
+WEAK_TB = (CVDP / "tb_attenuator_weak.sv").read_text()
 #: Round 2: the team's full testbench (meets the target).
 GOOD_TB = (CVDP / "tb_attenuator.sv").read_text()
 CLOSING = "The testbench meets the coverage target."
@@ -112,26 +99,16 @@ def demonstration(url: str) -> list[dict[str, Any]]:
 
 
 def chat_tokenizer(texts: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer trained on ``texts`` (merges span spaces and newlines) with
-    Qwen3's chat template, so that TRL renders the tools and parses tool calls as for Qwen3."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE tokenizer trained on ``texts`` with Qwen3's chat template, so that TRL
+    renders the tools and parses tool calls as for Qwen3."""
     from transformers import PreTrainedTokenizerFast
     from trl.chat_template_utils import qwen3_chat_template
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            special_tokens=[SPECIAL["pad"], SPECIAL["eos"], *MARKERS],
-            show_progress=False,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        ),
-    )
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=SPECIAL["eos"], pad_token=SPECIAL["pad"], padding_side="left"
+        tokenizer_object=train_bpe(texts, vocab_size, [SPECIAL["pad"], SPECIAL["eos"], *MARKERS]),
+        eos_token=SPECIAL["eos"],
+        pad_token=SPECIAL["pad"],
+        padding_side="left",
     )
     tokenizer.chat_template = qwen3_chat_template
     return tokenizer
@@ -163,58 +140,6 @@ def sft_example(tokenizer, messages: list[dict[str, Any]], tools: list) -> dict[
     if not full.startswith(prompt):
         raise SystemExit("the chat template is not prefix-preserving: the warm start would see another prompt")
     return {"prompt": prompt, "completion": full[len(prompt) :]}
-
-
-def build_model(tokenizer, seed: int):
-    """A 2-layer Qwen2 decoder sized for CPU."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-    )
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model
-
-
-def warm_start(model, tokenizer, example: dict[str, str], steps: int, workdir: str, seed: int) -> list[float]:
-    """SFT on the demonstration (completion-only loss) until the model reproduces it; returns the losses."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    config = SFTConfig(
-        output_dir=os.path.join(workdir, "sft"),
-        max_steps=steps,
-        per_device_train_batch_size=1,
-        learning_rate=3e-3,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        logging_steps=5,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        seed=seed,
-        max_length=2048,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
-    data = Dataset.from_list([example] * steps)
-    trainer = SFTTrainer(model=model, args=config, train_dataset=data, processing_class=tokenizer)
-    trainer.train()
-    return [e["loss"] for e in trainer.state.log_history if "loss" in e]
 
 
 class Transcript:
@@ -281,14 +206,8 @@ def grpo(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=2, help="GRPO steps")
-    parser.add_argument("--generations", type=int, default=2, help="rollouts (episodes) per step")
-    parser.add_argument("--sft-steps", type=int, default=60, help="warm-start SFT steps")
-    parser.add_argument("--temperature", type=float, default=0.5, help="sampling temperature of GRPO")
+    parser = trainer_arguments(__doc__, steps=2, generations=2, sft_steps=60, temperature=0.5)
     parser.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--log-history", type=Path, help="write the log history and the rollouts here (JSON)")
     args = parser.parse_args(argv)
 
     import torch
@@ -309,9 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = chat_tokenizer([example["prompt"], example["completion"]], vocab_size=args.vocab)
     example = sft_example(tokenizer, demo, tools)
     completion_tokens = len(tokenizer(example["completion"], add_special_tokens=False)["input_ids"])
-    model = build_model(tokenizer, args.seed)
+    model = build_model(tokenizer, args.seed, max_positions=2048)
     with tempfile.TemporaryDirectory() as workdir:
-        sft_losses = warm_start(model, tokenizer, example, args.sft_steps, workdir, args.seed)
+        rows = [example] * 4  # one demonstration, one per SFT step
+        sft_losses = warm_start(
+            model, tokenizer, rows, args.sft_steps, workdir, args.seed, batch_size=1, max_length=2048
+        )
         sft_s = time.monotonic() - started
         print(
             f"SFT: {args.sft_steps} steps in {sft_s:.0f} s on {completion_tokens} completion tokens, "
