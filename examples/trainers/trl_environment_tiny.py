@@ -206,7 +206,7 @@ def grpo(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = trainer_arguments(__doc__, steps=2, generations=2, sft_steps=60, temperature=0.5)
+    parser = trainer_arguments(__doc__, steps=2, generations=2, sft_steps=80, temperature=0.5)
     parser.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size")
     args = parser.parse_args(argv)
 
