@@ -122,6 +122,52 @@ def live_server(app, port: int | None = None) -> Iterator[str]:
         thread.join(15)
 
 
+@contextlib.contextmanager
+def embedded_service(cache_dir: Path, results_dir: Path) -> Iterator[str]:
+    """The embedded service for trainer end-to-end tests, served by :func:`live_server`: two
+    simulation workers, no result cache (every request really simulates; job results kept in
+    ``results_dir``), the Verilator build cache in ``cache_dir``. Yields its base URL."""
+    from reward_service.api import create_app
+    from reward_service.cache import ResultCache
+    from reward_service.dispatch.local import LocalDispatcher
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    settings = Settings(cache_dir=cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
+    engine = Engine(settings)
+    engine.results = ResultCache(results_dir)
+    with live_server(create_app(LocalDispatcher(engine, workers=2), settings=settings)) as url:
+        yield url
+
+
+def run_trainer_example(
+    example: Path, service_url: str, out: Path, *args: str, timeout: float = 900
+) -> tuple[dict, str]:
+    """Run a trainer example (examples/trainers/*.py) against ``service_url`` with
+    ``--log-history out`` and ``args``; return (the JSON it wrote, its stdout). Fails the test
+    with the end of its output when it exits non-zero."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "REWARD_SERVICE_URL": service_url, "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, str(example), *args, "--log-history", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def trainer_service(shared_cache_dir, tmp_path_factory) -> Iterator[str]:
+    """:func:`embedded_service` for one test module (the trainer end-to-end tests); its URL."""
+    with embedded_service(shared_cache_dir, tmp_path_factory.mktemp("results")) as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def shared_cache_dir() -> Path:
     """One cache dir (ccache, built models) shared by all xdist workers and runs, so each

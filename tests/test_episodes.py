@@ -29,20 +29,7 @@ EXAMPLES = REPO / "examples" / "cvdp"
 ATTN = "cvdp_copilot_Attenuator_0011"
 #: Round 1: resets and drives one data change, so most `data` bits never toggle and the
 #: reset branch's else side is left (below the 90% target).
-WEAK_TB = """`timescale 1ns / 1ps
-module tb;
-  reg clk = 0, reset = 1;
-  reg [4:0] data = 0;
-  wire ATTN_CLK, ATTN_DATA, ATTN_LE;
-  Attenuator uut(.clk(clk), .reset(reset), .data(data), .ATTN_CLK(ATTN_CLK), .ATTN_DATA(ATTN_DATA), .ATTN_LE(ATTN_LE));
-  always #5 clk = ~clk;
-  initial begin
-    #20 reset = 0;
-    data = 5'b00001;
-    #400 $finish;
-  end
-endmodule
-"""
+WEAK_TB = (EXAMPLES / "tb_attenuator_weak.sv").read_text()
 #: Round 2: the team's full testbench for the Attenuator (meets the target).
 GOOD_TB = (EXAMPLES / "tb_attenuator.sv").read_text()
 

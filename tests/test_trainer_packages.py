@@ -23,18 +23,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch  # the `trl` extra (scripts/install.sh --test)
-from conftest import CID012, STIMULUS, free_port, live_server
+from conftest import CID012, STIMULUS, embedded_service, free_port
 
 from reward_service.adapters import openrlhf as openrlhf_adapter
 from reward_service.adapters import verl as verl_adapter
-from reward_service.api import create_app
-from reward_service.cache import ResultCache
 from reward_service.client import RewardClient
-from reward_service.dispatch.local import LocalDispatcher
-from reward_service.engine import Engine
 from reward_service.models import CoverageReport, RewardSpec, Status
 from reward_service.reward import shape_reward
-from reward_service.settings import Settings
 
 sys.path.append(os.environ.get("REWARD_SERVICE_TRAINER_PACKAGES", "/opt/reward-service/trainer-packages"))
 if os.environ.get("REWARD_SERVICE_SLIME_SRC"):  # slime from a git checkout: it is not on PyPI
@@ -77,10 +72,7 @@ PROMPT = "Write a testbench.\n"
 
 @pytest.fixture(scope="module")
 def service(shared_cache_dir, tmp_path_factory):
-    s = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
-    engine = Engine(s)
-    engine.results = ResultCache(tmp_path_factory.mktemp("results"))
-    with live_server(create_app(LocalDispatcher(engine, workers=2), settings=s)) as url:
+    with embedded_service(shared_cache_dir, tmp_path_factory.mktemp("results")) as url:
         with RewardClient(url) as client:
             client.load_problems_jsonl(CID012)
         yield url

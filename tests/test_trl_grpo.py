@@ -9,23 +9,14 @@ the same text (the reward TRL trained on is the service's, sample by sample). Ne
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, live_server
+from conftest import REPO, run_trainer_example
 
-from reward_service.api import create_app
-from reward_service.cache import ResultCache
 from reward_service.client import RewardClient
-from reward_service.dispatch.local import LocalDispatcher
-from reward_service.engine import Engine
 from reward_service.models import CoverageReport, RewardSpec, Status
 from reward_service.reward import shape_reward
-from reward_service.settings import Settings
 
 EXAMPLE = REPO / "examples" / "trainers" / "trl_grpo_tiny.py"
 ATTENUATOR = REPO / "examples" / "cvdp" / "attenuator.jsonl"
@@ -36,32 +27,14 @@ FAILURE = shape_reward(Status.compile_error, CoverageReport(), False, RewardSpec
 
 
 @pytest.fixture(scope="module")
-def service(shared_cache_dir, tmp_path_factory):
-    s = Settings(cache_dir=shared_cache_dir, result_cache=False, score_workers=2, warm_on_register=False)
-    engine = Engine(s)
-    engine.results = ResultCache(tmp_path_factory.mktemp("results"))
-    with live_server(create_app(LocalDispatcher(engine, workers=2), settings=s)) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def run(service, tmp_path_factory):
+def run(trainer_service, tmp_path_factory):
     """The example's JSON: TRL's log history, what the reward function scored, the SFT losses."""
     out = tmp_path_factory.mktemp("grpo") / "history.json"
-    env = {**os.environ, "REWARD_SERVICE_URL": service, "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--log-history", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return json.loads(out.read_text()), proc.stdout
+    return run_trainer_example(EXAMPLE, trainer_service, out, "--steps", str(STEPS), timeout=540)
 
 
 @pytest.mark.slow
-def test_grpo_steps_log_the_service_rewards(service, run):
+def test_grpo_steps_log_the_service_rewards(trainer_service, run):
     data, stdout = run
     assert data["sft_losses"][-1] < 0.1 < data["sft_losses"][0]  # the warm start learned the answers
     steps = [e for e in data["log_history"] if "reward" in e]
@@ -75,7 +48,7 @@ def test_grpo_steps_log_the_service_rewards(service, run):
         assert entry["reward_std"] == pytest.approx(statistics.stdev(rewards), abs=1e-4)
     # sample by sample, the reward TRL got is the service's for that exact completion
     texts = sorted({t for call in data["scored"] for t in call["completions"]})
-    with RewardClient(service) as client:
+    with RewardClient(trainer_service) as client:
         direct = dict(
             zip(
                 texts,

@@ -49,11 +49,11 @@ def answers() -> list[str]:
     return [short, directed]
 
 
-def build_tokenizer(texts: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer trained on ``texts`` (merges may span spaces and newlines, so a
-    testbench is a few hundred tokens), as a ``PreTrainedTokenizerFast`` with EOS/PAD."""
+def train_bpe(texts: list[str], vocab_size: int, special_tokens: list[str]):
+    """A byte-level BPE model (``tokenizers.Tokenizer``) trained on ``texts``; its merges may span
+    spaces and newlines, so a testbench is a few hundred tokens. ``special_tokens`` come first in
+    the vocabulary and are never split or merged."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
@@ -62,18 +62,29 @@ def build_tokenizer(texts: list[str], vocab_size: int):
         texts,
         trainers.BpeTrainer(
             vocab_size=vocab_size,
-            special_tokens=[PAD, EOS, ANSWER],
+            special_tokens=special_tokens,
             show_progress=False,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         ),
     )
+    return tok
+
+
+def build_tokenizer(texts: list[str], vocab_size: int):
+    """:func:`train_bpe` on ``texts`` as a ``PreTrainedTokenizerFast`` with EOS/PAD."""
+    from transformers import PreTrainedTokenizerFast
+
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=EOS, pad_token=PAD, additional_special_tokens=[ANSWER]
+        tokenizer_object=train_bpe(texts, vocab_size, [PAD, EOS, ANSWER]),
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=[ANSWER],
     )
 
 
-def build_model(tokenizer, seed: int):
-    """A 2-layer Qwen2 decoder (~0.3 M parameters) sized for CPU."""
+def build_model(tokenizer, seed: int, max_positions: int = 1024):
+    """A 2-layer Qwen2 decoder (~0.3 M parameters with a 768-token vocabulary) sized for CPU,
+    for sequences of up to ``max_positions`` tokens."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -85,7 +96,7 @@ def build_model(tokenizer, seed: int):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -97,16 +108,27 @@ def build_model(tokenizer, seed: int):
     return model
 
 
-def warm_start(model, tokenizer, steps: int, workdir: str, seed: int) -> list[float]:
-    """SFT on the two answers (completion-only loss) until the model reproduces them; returns the losses."""
+def warm_start(
+    model,
+    tokenizer,
+    rows: list[dict[str, str]],
+    steps: int,
+    workdir: str,
+    seed: int,
+    *,
+    batch_size: int = 2,
+    max_length: int = 1024,
+) -> list[float]:
+    """SFT on ``rows`` (``{"prompt", "completion"}`` text pairs; completion-only loss) until the
+    model reproduces them; returns the logged losses (every 10 steps)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    data = Dataset.from_list([{"prompt": PROMPT, "completion": a} for a in answers()] * 8)
+    data = Dataset.from_list(rows)
     config = SFTConfig(
         output_dir=os.path.join(workdir, "sft"),
         max_steps=steps,
-        per_device_train_batch_size=2,
+        per_device_train_batch_size=batch_size,
         learning_rate=3e-3,
         lr_scheduler_type="constant",
         warmup_steps=0,
@@ -115,7 +137,7 @@ def warm_start(model, tokenizer, steps: int, workdir: str, seed: int) -> list[fl
         report_to="none",
         use_cpu=True,
         seed=seed,
-        max_length=1024,
+        max_length=max_length,
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
@@ -169,14 +191,24 @@ def grpo(
     return trainer.state.log_history, reward
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=4, help="GRPO steps")
-    parser.add_argument("--generations", type=int, default=4, help="completions per step (TRL num_generations)")
-    parser.add_argument("--sft-steps", type=int, default=100, help="warm-start SFT steps")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature of GRPO")
+def trainer_arguments(
+    doc: str | None, *, steps: int, generations: int, sft_steps: int, temperature: float
+) -> argparse.ArgumentParser:
+    """The options of the tiny trainer examples, with these defaults: ``--steps`` (GRPO steps),
+    ``--generations`` (TRL ``num_generations``), ``--sft-steps``, ``--temperature``, ``--seed``,
+    ``--log-history`` (a JSON file)."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=steps, help="GRPO steps")
+    parser.add_argument("--generations", type=int, default=generations, help="rollouts per step (num_generations)")
+    parser.add_argument("--sft-steps", type=int, default=sft_steps, help="warm-start SFT steps")
+    parser.add_argument("--temperature", type=float, default=temperature, help="sampling temperature of GRPO")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--log-history", type=Path, help="write the log history and scored completions here (JSON)")
+    parser.add_argument("--log-history", type=Path, help="write the log history and what was scored here (JSON)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = trainer_arguments(__doc__, steps=4, generations=4, sft_steps=100, temperature=0.7)
     args = parser.parse_args(argv)
 
     import torch
@@ -189,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = build_tokenizer([PROMPT, *answers()], vocab_size=768)
     model = build_model(tokenizer, args.seed)
     with tempfile.TemporaryDirectory() as workdir:
-        sft_losses = warm_start(model, tokenizer, args.sft_steps, workdir, args.seed)
+        rows = [{"prompt": PROMPT, "completion": a} for a in answers()] * 8
+        sft_losses = warm_start(model, tokenizer, rows, args.sft_steps, workdir, args.seed)
         sft_s = time.monotonic() - started
         print(f"SFT: {args.sft_steps} steps in {sft_s:.0f} s, loss {sft_losses[0]:.3f} -> {sft_losses[-1]:.4f}")
         history, recorded = grpo(

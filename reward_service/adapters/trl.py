@@ -154,6 +154,10 @@ class CoverageEnvironment:
                           environment_factory=lambda: CoverageEnvironment("http://127.0.0.1:8000", rounds=2))
     ```
 
+    The dataset's ``prompt`` must be conversational (a list of messages) and the tokenizer's
+    chat template one whose tool calls TRL parses (docs/episodes.md, "TRL"; a complete run:
+    examples/trainers/trl_environment_tiny.py).
+
     The tools ``read_file``, ``simulate`` and ``submit`` are the episode's actions
     (docs/episodes.md): ``submit`` scores the testbench as ``/v1/score`` would and answers with its
     coverage report. ``get_reward``: the reward of the last (``reward_of="last"``) or best
