@@ -45,6 +45,7 @@ from pyslang.parsing import TokenKind
 
 from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported, instance_bodies
 from reward_service.fastcov.unit import depth as _depth
+from reward_service.fastcov.unit import walk as _walk
 
 _K = syntax.SyntaxKind
 
@@ -55,7 +56,7 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
     toplevel, whose signals the test reads as logic vectors)."""
     nets = _net_names(source.tree.root)
     inputs_only = inputs_only_except is not None
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         k = node.kind
         parent = node.parent
         if inputs_only and (_module_name(node) == inputs_only_except or not _input_port_part(node)):
@@ -95,7 +96,7 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
     initialisers before any process), arrays a ``foreach`` initial; typedef'd types (enums
     need a cast Icarus does not support) and continuously driven variables are left alone."""
     driven = _continuously_driven(source.tree.root) | _input_port_names(source.tree.root)
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
             zero: str | None
             if node.type.kind in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
@@ -143,7 +144,7 @@ def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
 def zero_arrays(source: SourceFile) -> None:
     """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
     driven = _continuously_driven(source.tree.root)
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
         elif (
@@ -193,7 +194,7 @@ def mark_endings(source: SourceFile) -> None:
     """Print ``$stop called`` / ``$finish called`` before every ``$stop`` / ``$finish``: with
     ``vvp -n`` both end the run silently (as does running out of events), and ``ended_by``
     should say which ending it was."""
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.ExpressionStatement:
             expr = node.expr.left if node.expr.kind == _K.InvocationExpression else node.expr
             if expr.kind == _K.SystemName and expr.systemIdentifier.valueText in ("$stop", "$finish"):
@@ -213,7 +214,7 @@ def jumps_as_disable(source: SourceFile) -> None:
     test, as after ``continue``). The block kinds' flags stay where they were: a ``continue``
     sets the body's flag before it jumps (blocks.py), a ``break`` does not."""
     names: dict[tuple[str, tuple[int, int]], str] = {}
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind != _K.JumpStatement or node.breakOrContinue.valueText not in ("break", "continue"):
             continue
         word = node.breakOrContinue.valueText
@@ -253,7 +254,7 @@ def comb_at_time_zero(source: SourceFile) -> None:
     triggered: set[tuple[int, int]] = set()
     reads: dict[tuple[int, int], dict[str, set[str] | None]] = {}
     types = _Types(source)
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.AlwaysCombBlock:
             body, keyword = node.statement, "always @(*)"
         elif (
@@ -432,7 +433,7 @@ def case_selectors_two_state(source: SourceFile) -> None:
     never does for a fully decoded case. ``case ... inside``/``matches`` and cases in macro
     expansions are left alone."""
     count = 0
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind != _K.CaseStatement or node.matchesOrInside.kind != TokenKind.Unknown:
             continue
         try:
@@ -496,7 +497,7 @@ def name_generate_blocks(source: SourceFile) -> set[tuple[int, int]]:
             source.insert(end, " end", closing=True, depth=d)
             wrapped.add((start, end))
 
-    for node in [source.tree.root, *_walk(source.tree.root)]:
+    for node in [source.tree.root, *source.nodes()]:
         if node.kind == _K.ModuleDeclaration:
             scope(node.members)
     return wrapped
@@ -633,12 +634,6 @@ def _continuously_driven(root: Any) -> set[str]:
     return names
 
 
-def _walk(node: Any):
-    for child in node:
-        if isinstance(child, syntax.SyntaxNode):
-            yield child
-            yield from _walk(child)
-
 
 def array_ports(source: SourceFile) -> list[tuple[str, str]]:
     """``(module, port)`` of every unpacked-array port of the modules in ``source``. Icarus 11
@@ -646,7 +641,7 @@ def array_ports(source: SourceFile) -> list[tuple[str, str]]:
     in and out), which no rewrite here makes up for: a port of this kind that is connected
     (any instance's, and an SV testbench's DUT) keeps the sample on Verilator."""
     found: list[tuple[str, str]] = []
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind in (_K.VariablePortHeader, _K.NetPortHeader) and not _in_subroutine(node) and _unpacked_port(node):
             port = node.parent
             decls = (

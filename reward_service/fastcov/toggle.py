@@ -9,10 +9,12 @@ and module-level signals of a module (V3Coverage ``varIgnoreToggle``):
   ``_``, and signals wider than ``--coverage-max-width`` (256) bits in all (elements x width);
 - located at the declarator's name.
 
-Sampling (Icarus): a watcher process per signal (``always begin <check>; @(sig); end``) that
+Sampling (Icarus): a watcher process per signal (``always begin <check>; @(sig); #0; end``) that
 reads the signal as 2-state (X/Z -> 0, Verilator's values) and ORs the 0->1 and 1->0 bits into
 sticky vectors, starting from 0 (Verilator's zero-initialised previous value). It sees every
 value change the signal settles to, as Verilator's toggle check (a combinational process) does.
+Once every bit has risen and fallen the watcher stops (waits on an event never triggered): its
+vectors can no longer change, and a clock's watcher would otherwise run at every edge.
 The watchers' ``final`` blocks write ``<token> T <module> <signal> <element> <path> <left>
 <right> <rise bits> <fall bits>``.
 """
@@ -233,7 +235,7 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
     dimensions (one watcher per element). The final block writes ``T <module> <signal>
     <element indices or -> %m <left> <right> <rise> <fall>``."""
     i, name = sig.index, (decl.name.valueText if decl is not None else sig.name)
-    c, p, r, f = (f"{PREFIX}t{i}_{x}" for x in "cprf")
+    c, p, r, f, idle = (f"{PREFIX}t{i}_{x}" for x in "cprfe")
     genvars = [f"{PREFIX}g{d}" for d in range(len(sig.dims))]
     ref = name + "".join(f"[{g}]" for g in genvars)
     # the shadow has the element's packed range ($left of an array element is not that in Icarus)
@@ -241,8 +243,12 @@ def _watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, decl: Any) -> str
     element, element_args = ("-", "") if not genvars else (",".join("%0d" for _ in genvars), ", " + ", ".join(genvars))
     fd = f"{PREFIX}fd{i}"
     body = (
-        f"int {fd}; {shadow} {c}, {p}, {r}, {f}; "
-        f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; @({ref}); #0; end "
+        f"int {fd}; {shadow} {c}, {p}, {r}, {f}; event {idle}; "
+        # once every bit rose and fell the sticky vectors cannot change: the watcher parks on
+        # an event nothing triggers (a clock's watcher stops after its first cycle; measured:
+        # the IIR filter's long testbench runs 2.6x fewer instructions in vvp)
+        f"always begin {c} = {ref}; {r} |= {c} & ~{p}; {f} |= ~{c} & {p}; {p} = {c}; "
+        f"if (&{{{r}, {f}}}) @({idle}); @({ref}); #0; end "
         f'final begin {fd} = $fopen("{FLAG_FILE}", "a"); '
         f'$fwrite({fd}, "{TOKEN_PLACEHOLDER} T {unit.name} {i} {element} %m %0d %0d %b %b\\n"{element_args}, '
         f"{left_right}, {r}, {f}); $fclose({fd}); end"
