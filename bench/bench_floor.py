@@ -28,11 +28,11 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stimulus
-from bench_stimulus import DEFAULT_CASES, REPO, Case, load_cases, run_cmd  # noqa: E402
+from bench_stimulus import DEFAULT_CASES, REPO, Case, load_cases, run_cmd
 
 sys.path.insert(0, str(REPO))
-from reward_service.scoring import Engine  # noqa: E402
-from reward_service.settings import Settings  # noqa: E402
+from reward_service.engine import Engine
+from reward_service.settings import Settings
 
 
 def fresh(case: Case) -> str:

@@ -634,7 +634,6 @@ def _continuously_driven(root: Any) -> set[str]:
     return names
 
 
-
 def array_ports(source: SourceFile) -> list[tuple[str, str]]:
     """``(module, port)`` of every unpacked-array port of the modules in ``source``. Icarus 11
     does not connect such ports (an ``output logic [7:0] q [0:1]`` reads X on the other side,

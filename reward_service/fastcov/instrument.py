@@ -331,7 +331,6 @@ def _tokens(node: Any):
             yield from _tokens(child)
 
 
-
 def _parameters(unit: ModuleUnit) -> list[str]:
     """The module's (non-local) value parameters: Verilator makes one copy of a module per
     distinct set of parameter values and merges points only within a copy."""
