@@ -54,7 +54,7 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
     """Rewrite variable data types of every module in ``source`` to 2-state (see above). With
     ``inputs_only_except``: only the input ports, and not those of that module (cocotb's
     toplevel, whose signals the test reads as logic vectors)."""
-    nets = _net_names(source.tree.root)
+    nets = _net_names(source.nodes())
     inputs_only = inputs_only_except is not None
     for node in source.nodes():
         k = node.kind
@@ -95,7 +95,7 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
     logic signals cannot use). Declarations get ``= '0`` (Icarus runs declaration
     initialisers before any process), arrays a ``foreach`` initial; typedef'd types (enums
     need a cast Icarus does not support) and continuously driven variables are left alone."""
-    driven = _continuously_driven(source.tree.root) | _input_port_names(source.tree.root)
+    driven = _continuously_driven(source.nodes()) | _input_port_names(source.nodes())
     for node in source.nodes():
         if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
             zero: str | None
@@ -143,7 +143,7 @@ def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
 
 def zero_arrays(source: SourceFile) -> None:
     """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
-    driven = _continuously_driven(source.tree.root)
+    driven = _continuously_driven(source.nodes())
     for node in source.nodes():
         if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
@@ -592,33 +592,35 @@ def _port_names(port: Any) -> set[str]:
     return set()
 
 
-def _input_port_names(root: Any) -> set[str]:
-    """Names of non-ANSI ``input`` port declarations (``input [3:0] a; reg [3:0] a;``)."""
+def _input_port_names(nodes: list[Any]) -> set[str]:
+    """Names of non-ANSI ``input`` port declarations (``input [3:0] a; reg [3:0] a;``) among a
+    file's ``nodes`` (:meth:`SourceFile.nodes`)."""
     return {
         d.name.valueText
-        for n in _walk(root)
+        for n in nodes
         if n.kind == _K.PortDeclaration and _direction(n.header) in ("input", "inout") and not _in_subroutine(n)
         for d in n.declarators
         if isinstance(d, syntax.DeclaratorSyntax)
     }
 
 
-def _net_names(root: Any) -> set[str]:
-    """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)."""
+def _net_names(nodes: list[Any]) -> set[str]:
+    """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)
+    among a file's ``nodes``."""
     return {
         d.name.valueText
-        for n in _walk(root)
+        for n in nodes
         if n.kind == _K.NetDeclaration
         for d in n.declarators
         if isinstance(d, syntax.DeclaratorSyntax)
     }
 
 
-def _continuously_driven(root: Any) -> set[str]:
+def _continuously_driven(nodes: list[Any]) -> set[str]:
     """Names appearing on the left of a continuous assignment or in an instance's port
-    connections (their elements may be driven continuously)."""
+    connections (their elements may be driven continuously), among a file's ``nodes``."""
     names: set[str] = set()
-    for node in _walk(root):
+    for node in nodes:
         if node.kind == _K.ContinuousAssign:
             exprs = [a.left for a in node.assignments if isinstance(a, syntax.SyntaxNode) and hasattr(a, "left")]
         elif node.kind == _K.HierarchyInstantiation:
