@@ -48,9 +48,9 @@ from bench_stimulus import (
     request_for,
 )
 
+from reward_service.engine import Engine
 from reward_service.sandbox import BwrapSandbox, ExecSpec
 from reward_service.sandbox.docker import DockerSandbox
-from reward_service.scoring import Engine
 from reward_service.settings import Settings
 
 PREFIX = "reward-service-bench"  # its own ccache volume (kept: later runs start warm)

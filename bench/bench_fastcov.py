@@ -40,8 +40,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from reward_service.engine import Engine  # noqa: E402
 from reward_service.fastcov.compare import diff_points  # noqa: E402
-from reward_service.scoring import Engine  # noqa: E402
 from reward_service.settings import Settings  # noqa: E402
 
 CASES = Path(os.environ.get("REWARD_SERVICE_CASES", REPO.parent / "shared" / "cases"))

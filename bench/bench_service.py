@@ -378,6 +378,7 @@ class Pass:
     timings: list[dict] = field(default_factory=list)  # ScoreResult.timings (ms per stage), for the JSON
     failures: list[str] = field(default_factory=list)
     outcomes: list[tuple] = field(default_factory=list)  # batch: (status, coverage) per sample, in order
+    engines: list[str | None] = field(default_factory=list)  # batch: the result's engine per sample, in order
 
     @property
     def n(self) -> int:
@@ -511,6 +512,7 @@ def batch_pass(
     progress_to(len(results))
     out.timings = [(r or {}).get("timings") or {} for r in results]
     out.outcomes = [((r or {}).get("status"), json.dumps((r or {}).get("coverage"), sort_keys=True)) for r in results]
+    out.engines = [(r or {}).get("engine") for r in results]
     for case, request, result in zip(samples, requests, results):
         if result is not None and (result.get("timings") or {}).get("total") is not None:
             out.engine_ms.append(result["timings"]["total"])

@@ -44,8 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from reward_service import hdl  # noqa: E402
+from reward_service.engine import Engine  # noqa: E402
 from reward_service.sandbox.toolchain import verilator_root, versions  # noqa: E402
-from reward_service.scoring import Engine  # noqa: E402
 from reward_service.settings import Settings  # noqa: E402
 
 DEFAULT_CASES = Path(os.environ.get("REWARD_SERVICE_CASES", REPO.parent / "shared" / "cases")) / "stimulus"

@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     cid012 = args.cid012 or args.cases.parent / "cvdp" / "cid012.jsonl"
     corpus = args.corpus or args.cases.parent / "cvdp" / "cocotb_corpus.jsonl"
 
-    from reward_service.scoring import Engine
+    from reward_service.engine import Engine
     from reward_service.settings import Settings
 
     samples = stimulus_requests(args.cases, cid012) + corpus_requests(corpus, args.corpus_step)

@@ -353,8 +353,8 @@ def score(
 
     Files keep their paths relative to the current directory (`include "pkg/defs.svh", $readmemh("data/golden.hex")); data files (.hex .mem .dat .txt ...) are given like sources.
     """
+    from reward_service.engine import Engine
     from reward_service.problems import load_problems
-    from reward_service.scoring import Engine
     from reward_service.settings import get_settings
 
     # a repeatable option that is not given arrives as None (a None default, not a shared list)

@@ -474,7 +474,7 @@ def test_problem_spec_policy_applies(engine):
     )
     hack = SvTestbench(files={"tb.sv": make_tb(**HACKS["hierarchical_assignment"][0])})
     problems = {"attenuator-allow": allowing}
-    from reward_service.scoring.engine import Engine
+    from reward_service.engine import Engine
 
     local = Engine(engine.settings, engine.sandbox, problems=problems)
     allowed = local.score(ScoreRequest(problem_id="attenuator-allow", stimulus=hack, engine="fast"))
@@ -494,7 +494,7 @@ def test_problem_spec_policy_applies(engine):
 def test_refusal_is_cached_under_its_policy(shared_cache_dir, tmp_path):
     """A refusal is a fault of the model: cached like one; the policy is part of the key (the
     same sample under allow is scored, not served the refusal)."""
-    from reward_service.scoring.engine import Engine
+    from reward_service.engine import Engine
     from reward_service.settings import Settings
 
     cached = Engine(Settings(cache_dir=tmp_path, result_cache=True))

@@ -114,3 +114,41 @@ def test_the_wire_models_import_only_the_engine_choice():
     assert service == {"reward_service.engine_choice"} | {
         f"reward_service.engine_choice.{name}" for name in ("EngineName", "choose_engine")
     }
+
+
+def test_scoring_is_given_the_fast_path_and_the_prover():
+    """The scoring pipeline imports neither the fast path nor the prover (issue 20, item 3): it
+    is given them as plug-ins (``scoring.types.Plugins``), wired at the composition root,
+    ``reward_service/engine.py``, which makes the engine everything else uses."""
+    modules = sorted((PACKAGE / "scoring").rglob("*.py"))
+    assert len(modules) > 5
+    bad = [line for path in modules for line in offending(path, ("reward_service.fastcov", "reward_service.formal"))]
+    assert bad == []
+    root = PACKAGE / "engine.py"
+    wired = {m for _, m in imports(root.read_text(), "reward_service")}
+    assert {"reward_service.fastcov.routing", "reward_service.formal.reachable.reachable"} <= wired
+
+
+def test_an_engine_without_the_fast_path_says_so(tmp_path):
+    """The scoring engine alone (no plug-ins) cannot score ``engine=fast``: ours, a
+    ``sandbox_error`` naming what is missing, never a quiet Verilator or Icarus score; the wired
+    engine has both plug-ins."""
+    from reward_service import engine as composition
+    from reward_service.models import Status
+    from reward_service.scoring import Engine as Bare
+    from reward_service.settings import Settings
+
+    design = "module d(input logic a, output logic y); assign y = a; endmodule\n"
+    tb = "module tb; logic a; wire y; d dut(.a(a), .y(y)); initial begin a = 1; #1 $finish; end endmodule\n"
+    request = {
+        "design": {"files": {"d.sv": design}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "coverage": {"scope": "dut"},
+        "engine": "fast",
+    }
+    result = Bare(Settings(cache_dir=tmp_path, result_cache=False)).score(request)
+    assert result.status == Status.sandbox_error and result.reward is None
+    assert "needs the fast path and this engine was given none" in (result.message or "")
+    wired = composition.Engine(Settings(cache_dir=tmp_path, result_cache=False))
+    assert wired.plugins is composition.PLUGINS
+    assert wired.plugins.fast_path is not None and wired.plugins.prover is not None

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from reward_service.api.service import resolve
 from reward_service.cli import app
+from reward_service.engine import Engine
 from reward_service.models import Limits, ProblemSpec, RewardSpec, ScoreRequest
 from reward_service.problems import load_problems
 from reward_service.problems.store import InMemoryProblemStore
 from reward_service.rescore.runner import _request as rescore_request
 from reward_service.rescore.store import Sample
-from reward_service.scoring import Engine
 from reward_service.settings import Settings
 
 PID = "cvdp_copilot_ring_token_0004"

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from reward_service.engine import Engine
 from reward_service.engine_choice import choose_engine
-from reward_service.scoring import Engine
 from reward_service.settings import Settings
 
 #: An Icarus run that never ends by itself (its own run-time limit is far away).

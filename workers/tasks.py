@@ -46,8 +46,8 @@ from reward_service.dispatch.contract import (
     time_limits,
 )
 from reward_service.dispatch.leases import Heartbeat, Leases
+from reward_service.engine import Engine
 from reward_service.models import ScoreResult, Status
-from reward_service.scoring import Engine
 from reward_service.settings import Settings, get_settings
 from workers.celery_app import app
 

@@ -21,7 +21,7 @@ class ConfigurationError(RewardServiceError, RuntimeError):
 def build_dispatcher(settings: Settings) -> Dispatcher:
     if not settings.broker_url:
         from reward_service.dispatch.local import LocalDispatcher
-        from reward_service.scoring import Engine
+        from reward_service.engine import Engine
 
         return LocalDispatcher(
             Engine(settings),

@@ -96,6 +96,9 @@ def merge_instances(points: Iterable[CoveragePoint], scope: str | None = None) -
             merged.append(entry)
             continue
         group = groups[entry]
+        if len(group) == 1:  # one instance (most points): the point itself (frozen)
+            merged.append(group[0])
+            continue
         hier = ""
         for path in sorted((p.hier for p in group), key=natural_key):
             hier = combine_hier(hier, path)

@@ -16,8 +16,8 @@ import uuid
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 
 from reward_service.dispatch.base import BatchTooLarge, Dispatcher, JobState, JobView, QueueFull
+from reward_service.engine import Engine
 from reward_service.models import ScoreRequest, ScoreResult
-from reward_service.scoring import Engine
 
 log = logging.getLogger(__name__)
 

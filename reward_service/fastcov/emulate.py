@@ -45,6 +45,7 @@ from pyslang.parsing import TokenKind
 
 from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported, instance_bodies
 from reward_service.fastcov.unit import depth as _depth
+from reward_service.fastcov.unit import walk as _walk
 
 _K = syntax.SyntaxKind
 
@@ -53,9 +54,9 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
     """Rewrite variable data types of every module in ``source`` to 2-state (see above). With
     ``inputs_only_except``: only the input ports, and not those of that module (cocotb's
     toplevel, whose signals the test reads as logic vectors)."""
-    nets = _net_names(source.tree.root)
+    nets = _net_names(source.nodes())
     inputs_only = inputs_only_except is not None
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         k = node.kind
         parent = node.parent
         if inputs_only and (_module_name(node) == inputs_only_except or not _input_port_part(node)):
@@ -94,8 +95,8 @@ def zero_init(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
     logic signals cannot use). Declarations get ``= '0`` (Icarus runs declaration
     initialisers before any process), arrays a ``foreach`` initial; typedef'd types (enums
     need a cast Icarus does not support) and continuously driven variables are left alone."""
-    driven = _continuously_driven(source.tree.root) | _input_port_names(source.tree.root)
-    for node in _walk(source.tree.root):
+    driven = _continuously_driven(source.nodes()) | _input_port_names(source.nodes())
+    for node in source.nodes():
         if node.kind == _K.DataDeclaration and not _in_subroutine(node) and not _in_procedure(node):
             zero: str | None
             if node.type.kind in (_K.RegType, _K.LogicType, _K.BitType, _K.IntegerType):
@@ -142,8 +143,8 @@ def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
 
 def zero_arrays(source: SourceFile) -> None:
     """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
-    driven = _continuously_driven(source.tree.root)
-    for node in _walk(source.tree.root):
+    driven = _continuously_driven(source.nodes())
+    for node in source.nodes():
         if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
         elif (
@@ -193,7 +194,7 @@ def mark_endings(source: SourceFile) -> None:
     """Print ``$stop called`` / ``$finish called`` before every ``$stop`` / ``$finish``: with
     ``vvp -n`` both end the run silently (as does running out of events), and ``ended_by``
     should say which ending it was."""
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.ExpressionStatement:
             expr = node.expr.left if node.expr.kind == _K.InvocationExpression else node.expr
             if expr.kind == _K.SystemName and expr.systemIdentifier.valueText in ("$stop", "$finish"):
@@ -213,7 +214,7 @@ def jumps_as_disable(source: SourceFile) -> None:
     test, as after ``continue``). The block kinds' flags stay where they were: a ``continue``
     sets the body's flag before it jumps (blocks.py), a ``break`` does not."""
     names: dict[tuple[str, tuple[int, int]], str] = {}
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind != _K.JumpStatement or node.breakOrContinue.valueText not in ("break", "continue"):
             continue
         word = node.breakOrContinue.valueText
@@ -253,7 +254,7 @@ def comb_at_time_zero(source: SourceFile) -> None:
     triggered: set[tuple[int, int]] = set()
     reads: dict[tuple[int, int], dict[str, set[str] | None]] = {}
     types = _Types(source)
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.AlwaysCombBlock:
             body, keyword = node.statement, "always @(*)"
         elif (
@@ -432,7 +433,7 @@ def case_selectors_two_state(source: SourceFile) -> None:
     never does for a fully decoded case. ``case ... inside``/``matches`` and cases in macro
     expansions are left alone."""
     count = 0
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind != _K.CaseStatement or node.matchesOrInside.kind != TokenKind.Unknown:
             continue
         try:
@@ -496,7 +497,7 @@ def name_generate_blocks(source: SourceFile) -> set[tuple[int, int]]:
             source.insert(end, " end", closing=True, depth=d)
             wrapped.add((start, end))
 
-    for node in [source.tree.root, *_walk(source.tree.root)]:
+    for node in [source.tree.root, *source.nodes()]:
         if node.kind == _K.ModuleDeclaration:
             scope(node.members)
     return wrapped
@@ -591,33 +592,35 @@ def _port_names(port: Any) -> set[str]:
     return set()
 
 
-def _input_port_names(root: Any) -> set[str]:
-    """Names of non-ANSI ``input`` port declarations (``input [3:0] a; reg [3:0] a;``)."""
+def _input_port_names(nodes: list[Any]) -> set[str]:
+    """Names of non-ANSI ``input`` port declarations (``input [3:0] a; reg [3:0] a;``) among a
+    file's ``nodes`` (:meth:`SourceFile.nodes`)."""
     return {
         d.name.valueText
-        for n in _walk(root)
+        for n in nodes
         if n.kind == _K.PortDeclaration and _direction(n.header) in ("input", "inout") and not _in_subroutine(n)
         for d in n.declarators
         if isinstance(d, syntax.DeclaratorSyntax)
     }
 
 
-def _net_names(root: Any) -> set[str]:
-    """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)."""
+def _net_names(nodes: list[Any]) -> set[str]:
+    """Names declared by separate net declarations (``input a; wire a;`` keeps ``a`` a net)
+    among a file's ``nodes``."""
     return {
         d.name.valueText
-        for n in _walk(root)
+        for n in nodes
         if n.kind == _K.NetDeclaration
         for d in n.declarators
         if isinstance(d, syntax.DeclaratorSyntax)
     }
 
 
-def _continuously_driven(root: Any) -> set[str]:
+def _continuously_driven(nodes: list[Any]) -> set[str]:
     """Names appearing on the left of a continuous assignment or in an instance's port
-    connections (their elements may be driven continuously)."""
+    connections (their elements may be driven continuously), among a file's ``nodes``."""
     names: set[str] = set()
-    for node in _walk(root):
+    for node in nodes:
         if node.kind == _K.ContinuousAssign:
             exprs = [a.left for a in node.assignments if isinstance(a, syntax.SyntaxNode) and hasattr(a, "left")]
         elif node.kind == _K.HierarchyInstantiation:
@@ -633,20 +636,13 @@ def _continuously_driven(root: Any) -> set[str]:
     return names
 
 
-def _walk(node: Any):
-    for child in node:
-        if isinstance(child, syntax.SyntaxNode):
-            yield child
-            yield from _walk(child)
-
-
 def array_ports(source: SourceFile) -> list[tuple[str, str]]:
     """``(module, port)`` of every unpacked-array port of the modules in ``source``. Icarus 11
     does not connect such ports (an ``output logic [7:0] q [0:1]`` reads X on the other side,
     in and out), which no rewrite here makes up for: a port of this kind that is connected
     (any instance's, and an SV testbench's DUT) keeps the sample on Verilator."""
     found: list[tuple[str, str]] = []
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind in (_K.VariablePortHeader, _K.NetPortHeader) and not _in_subroutine(node) and _unpacked_port(node):
             port = node.parent
             decls = (

@@ -32,6 +32,7 @@ from reward_service.fastcov.unit import (
     Unsupported,
     instance_bodies,
 )
+from reward_service.fastcov.unit import walk as _walk
 
 if TYPE_CHECKING:  # toggle.py imports the framework this module is part of
     from reward_service.fastcov.toggle import ToggleSignal
@@ -328,13 +329,6 @@ def _tokens(node: Any):
             yield child
         elif isinstance(child, syntax.SyntaxNode):
             yield from _tokens(child)
-
-
-def _walk(node: Any):
-    for child in node:
-        if isinstance(child, syntax.SyntaxNode):
-            yield child
-            yield from _walk(child)
 
 
 def _parameters(unit: ModuleUnit) -> list[str]:

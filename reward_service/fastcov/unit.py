@@ -125,6 +125,14 @@ class SourceFile:
         self._insertions: list[_Insertion] = []
         self._wraps: dict[tuple[int, int], _Wrap] = {}
         self._seq = 0
+        self._nodes: list[Any] | None = None
+
+    def nodes(self) -> list[Any]:
+        """Every syntax node of the file (:func:`walk` of its root), listed once: the tree does
+        not change while insertions are collected, and each emulation pass scans it all."""
+        if self._nodes is None:
+            self._nodes = list(walk(self.tree.root))
+        return self._nodes
 
     # -- positions ------------------------------------------------------------------------
     def _file_loc(self, loc: Any) -> Any:
@@ -422,3 +430,19 @@ def other_bodies(unit: ModuleUnit) -> list[Any]:
     except Exception as exc:
         raise Unsupported(f"{unit.file}: pyslang cannot elaborate every instance of {unit.name}: {exc}") from exc
     return [b for key, b in found.items() if key != mine]
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """Every syntax node under ``node`` (pyslang ``SyntaxNode``), depth first in source order,
+    ``node`` itself excluded. An explicit stack: a recursive generator costs a frame per level
+    for every node it passes up (this walk runs several times per testbench on every sample)."""
+    node_type = syntax.SyntaxNode
+    stack = [iter(node)]
+    while stack:
+        for child in stack[-1]:
+            if isinstance(child, node_type):
+                yield child
+                stack.append(iter(child))
+                break
+        else:
+            stack.pop()

@@ -64,7 +64,7 @@ class ServiceDown(RewardServiceError, RuntimeError):
 def engine_scorer(problems: Mapping[str, Any], settings=None) -> Scorer:
     """Embedded scoring: one :class:`~reward_service.scoring.Engine` (bubblewrap sandbox) shared
     by the worker threads. ``settings`` defaults to the process settings."""
-    from reward_service.scoring import Engine
+    from reward_service.engine import Engine
 
     return Engine(settings=settings, problems=problems).score
 

@@ -10,7 +10,8 @@ Modules, in the order a request meets them:
 - :mod:`.classify`: status and message of a run;
 - :mod:`.finish`: reward, tool versions, total time, naming of a completion's scored block;
 - :mod:`.engine`: :class:`Engine`, which strings them together with the result cache and
-  hands ``engine=fast``/``auto`` to :mod:`reward_service.fastcov.routing`.
+  hands ``engine=fast``/``auto`` to the fast path plug-in it is given (:class:`~.types.Plugins`;
+  :mod:`reward_service.engine` is the engine with the fast path and the prover plugged in).
 
 The names below are imported on first use, so importing a light submodule (``choice``) does
 not load the engine and its simulators. Which engine scores a request is
@@ -22,14 +23,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reward_service.scoring.engine import Engine, score
-    from reward_service.scoring.types import InvalidInput, Prepared, Scored, Simulate
+    from reward_service.scoring.engine import Engine
+    from reward_service.scoring.types import InvalidInput, Plugins, Prepared, Scored, Simulate
 
-__all__ = ["Engine", "InvalidInput", "Prepared", "Scored", "Simulate", "score"]
+__all__ = ["Engine", "InvalidInput", "Plugins", "Prepared", "Scored", "Simulate"]
 
 _HOMES = {
     "Engine": "engine",
-    "score": "engine",
+    "Plugins": "types",
     "InvalidInput": "types",
     "Prepared": "types",
     "Scored": "types",

@@ -1,7 +1,8 @@
 """The scoring engine: prepare -> (result cache) -> run -> measure -> classify -> finish.
 
 Plain Python with no web or queue code inside, so it runs the same in the CLI, a worker and
-tests. :meth:`Engine.score` never raises for bad input: every outcome is a :class:`ScoreResult`
+tests. The fast path and the prover are plug-ins it is given (:class:`~.types.Plugins`), never
+imports: :mod:`reward_service.engine`, the composition root, wires them. :meth:`Engine.score` never raises for bad input: every outcome is a :class:`ScoreResult`
 with its status (``sandbox_error`` for infrastructure failures, ``reward=None``); only the
 exceptions the caller names in ``reraise`` (its runtime's time limit) leave it.
 """
@@ -25,7 +26,7 @@ from reward_service.sandbox.toolchain import ToolMissing, versions
 from reward_service.scoring import run
 from reward_service.scoring.finish import finish, name_block, validation_message
 from reward_service.scoring.prepare import prepare
-from reward_service.scoring.types import InvalidInput, Prepared, Scored
+from reward_service.scoring.types import InvalidInput, Plugins, Prepared, Scored
 from reward_service.settings import Settings, get_settings
 from reward_service.simulators import get_simulator
 from reward_service.simulators.base import SimulatorBackend
@@ -42,7 +43,9 @@ class Engine:
     (:class:`~reward_service.models.ProblemSpec` or CVDP
     :class:`~reward_service.problems.cvdp.Problem`). ``reraise``: exception classes the
     catch-all lets through instead of reporting them as an internal error (a worker's time
-    limit, e.g. Celery's ``SoftTimeLimitExceeded``, handled where it is raised)."""
+    limit, e.g. Celery's ``SoftTimeLimitExceeded``, handled where it is raised). ``plugins``:
+    the fast path and the prover (none by default: :class:`reward_service.engine.Engine` is
+    this engine with both plugged in)."""
 
     def __init__(
         self,
@@ -50,7 +53,9 @@ class Engine:
         sandbox: Sandbox | None = None,
         problems: Mapping[str, Any] | None = None,
         reraise: tuple[type[BaseException], ...] = (),
+        plugins: Plugins | None = None,
     ) -> None:
+        self.plugins = plugins or Plugins()
         self.settings = settings or get_settings()
         self.sandbox = sandbox or get_sandbox(self.settings.sandbox, self.settings)
         self.problems = dict(problems or {})
@@ -137,7 +142,7 @@ class Engine:
         """Simulate and measure ``prepared`` with ``simulator`` (None: the request's) in this
         engine's sandbox (:func:`reward_service.scoring.run.simulate`; a
         :data:`~reward_service.scoring.types.Simulate`)."""
-        return run.simulate(prepared, timings, simulator, self.sandbox, self.settings)
+        return run.simulate(prepared, timings, simulator, self.sandbox, self.settings, self.plugins.prover)
 
     # -- internals ----------------------------------------------------------------------------
     def _score_checked(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
@@ -158,32 +163,15 @@ class Engine:
 
     def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:
         """The request's engine choice (:func:`~reward_service.engine_choice.choose_engine`):
-        the fast path with its fallback (docs/fastcov.md), else the chosen simulator."""
+        the fast path plug-in with its fallback (docs/fastcov.md), else the chosen simulator.
+        Raises ``SandboxError`` when the request needs the fast path and the engine has none."""
         request = prepared.request
         choice = choose_engine(request.simulator, request.engine)
         if choice.fast_path:
-            t0 = time.perf_counter()
-            from reward_service.fastcov import routing
-
-            loaded = (time.perf_counter() - t0) * 1000
-            if loaded > 1:  # the first fast sample of a process imports pyslang (~0.3 s)
-                timings["fast_import"] = loaded
-            return routing.simulate(prepared, timings, self.simulate, self.settings)
+            if self.plugins.fast_path is None:
+                raise SandboxError(f"engine={request.engine} needs the fast path and this engine was given none")
+            return self.plugins.fast_path(prepared, timings, self.simulate, self.settings)
         return self.simulate(prepared, timings, get_simulator(choice.path))
 
     def _finish(self, result: ScoreResult, request: ScoreRequest | None, start: float) -> ScoreResult:
         return finish(result, request, start, self.sandbox)
-
-
-_DEFAULT: Engine | None = None
-
-
-def score(request: ScoreRequest | Mapping[str, Any], problems: Mapping[str, Any] | None = None) -> ScoreResult:
-    """Score one request with a process-wide default :class:`Engine` (``problems`` are added to
-    its problems)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Engine()
-    if problems:
-        _DEFAULT.problems.update(problems)
-    return _DEFAULT.score(request)

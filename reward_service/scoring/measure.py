@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reward_service import hdl
 from reward_service.coverage import parse_coverage_dat, parse_functional_yaml, summarise
@@ -14,30 +13,33 @@ from reward_service.coverage.points import CoveragePoint
 from reward_service.coverage.verilator_dat import CoverageFileError
 from reward_service.models import (
     CocotbStimulus,
-    CoverageReport,
     ScoreResult,
     Status,
     SvTestbench,
-    UncoveredPoint,
 )
 from reward_service.reward import check_targets, targets_met
 from reward_service.safe_io import UnsafeOutput
 from reward_service.sandbox import Sandbox, SandboxError
 from reward_service.scoring.classify import classify, first_error, tool_internal_error, unsupported_note
-from reward_service.scoring.types import Prepared, Scored
-from reward_service.simulators import cocotb_flow
+from reward_service.scoring.types import Prepared, Prover, Scored
 from reward_service.simulators.base import SimRun, SimulatorBackend
 
-if TYPE_CHECKING:  # the prover's modules load on first use (a request that asks for a proof)
-    from reward_service.formal.model import PointKey
 
-
-def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbox: Sandbox, cache_dir: Path) -> Scored:
+def measure(
+    prepared: Prepared,
+    simulator: SimulatorBackend,
+    run: SimRun,
+    sandbox: Sandbox,
+    cache_dir: Path,
+    prover: Prover | None = None,
+) -> Scored:
     """The result of ``run`` (``simulator``'s run of ``prepared``) with the points behind it:
     the build's failure, or the DUT instance's coverage (``coverage.dat``, the fast path's flags,
-    cocotb-coverage bins) summarised per metric, the points proved unreachable (``sandbox`` runs
-    the prover, its verdicts cached under ``cache_dir/formal``), the targets judged, and the
-    status (:func:`~reward_service.scoring.classify.classify`)."""
+    cocotb-coverage bins) summarised per metric, the points proved unreachable (``prover``, the
+    engine's plug-in, runs in ``sandbox`` with its verdicts cached under ``cache_dir/formal``),
+    the targets judged, and the status (:func:`~reward_service.scoring.classify.classify`).
+    Raises ``SandboxError`` when the request asks for proved points (``exclude_unreachable``)
+    and the engine was given no prover."""
     request = prepared.request
     spec = request.coverage
     if run.build_failed:
@@ -147,10 +149,12 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
     report.scope, report.scope_found = spec.scope, scope_found
     judged = report  # what the targets are judged on
     cacheable = True
-    proved: dict[PointKey, str] = {}
+    proved: dict[tuple[str, int, str, str], str] = {}
     if spec.exclude_unreachable is not None and has_code_coverage:
-        judged, uncovered, proved, cacheable = _reachable(
-            prepared, points, report, unavailable, uncovered, sandbox, cache_dir
+        if prover is None:
+            raise SandboxError("the request asks for proved-unreachable points and this engine was given no prover")
+        judged, uncovered, proved, cacheable = prover(
+            prepared, points, report, unavailable, uncovered, sandbox, cache_dir / "formal"
         )
         if judged is not report:  # points excluded: the user must see it where the result is read
             notes.append(report.unreachable_note or "")
@@ -180,53 +184,6 @@ def measure(prepared: Prepared, simulator: SimulatorBackend, run: SimRun, sandbo
     if status == Status.ok and report.overall is not None:
         result.targets = check_targets(judged, spec.targets, "reachable" if judged is not report else "raw")
     return Scored(result, points, cacheable=cacheable, unreachable=proved)
-
-
-def _reachable(
-    prepared: Prepared,
-    points: list[CoveragePoint],
-    report: CoverageReport,
-    unavailable: dict[str, str],
-    uncovered: list[UncoveredPoint],
-    sandbox: Sandbox,
-    cache_dir: Path,
-) -> tuple[CoverageReport, list[UncoveredPoint], dict[PointKey, str], bool]:
-    """The report targets are judged on (``report`` itself unless proved points were excluded),
-    the uncovered points, the proved keys that apply to the sample with how each was proved,
-    and whether the proof behind them is the design's own verdict
-    (:func:`~reward_service.formal.prover.kept`: not a prover that could not run, whose result
-    must not be cached). The points proved unreachable (docs/formal.md) are counted in
-    ``report``, its ``unreachable_note`` says what the proof did, and when the request's
-    ``exclude_unreachable`` is True they are left out of the judged figure and of ``uncovered``."""
-    from reward_service.formal.exclude import annotate
-    from reward_service.formal.prover import kept
-    from reward_service.formal.verdicts import applicable, explain
-
-    request, spec = prepared.request, prepared.request.coverage
-    defines = cocotb_flow.build_defines(prepared.stimulus.kind, request.build.defines)
-    read = hdl.macros_read(prepared.design.files.values(), defines)
-    if read:  # the proof models the design as written, not the branch these macros build
-        report.unreachable_note = (
-            f"no point excluded as unreachable: the design reads {', '.join(read)}, which this build sets, "
-            "and the proof models the design as written"
-        )
-        return report, uncovered, {}, True
-    dead, proof, why = applicable(
-        prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, cache_dir / "formal"
-    )
-    settled = proof is None or kept(proof)
-    if dead is None:
-        report.unreachable_note, _ = explain(None, why, {}, bool(spec.exclude_unreachable))
-        return report, uncovered, {}, settled
-    reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
-    per_metric = {m: entry.unreachable for m, entry in report.metrics.items()}
-    report.unreachable_note, changed = explain(dead, why, per_metric, bool(spec.exclude_unreachable))
-    assert proof is not None  # dead is the proof's
-    kinds = dict(zip(proof.unreachable, proof.kinds or ["proved"] * len(proof.unreachable), strict=True))
-    applied = {k: kinds[k] for k in dead}
-    if changed:
-        return reach, reach_uncovered, applied, settled
-    return report, uncovered, applied, settled
 
 
 #: Why ``functional`` has no points when the SV stimulus declares covergroups. Measured

@@ -16,7 +16,7 @@ from reward_service.integrity import cocotb_guard
 from reward_service.models import SvTestbench
 from reward_service.sandbox import Sandbox
 from reward_service.scoring.measure import measure
-from reward_service.scoring.types import Prepared, Scored
+from reward_service.scoring.types import Prepared, Prover, Scored
 from reward_service.settings import Settings
 from reward_service.simulators import cocotb_flow, get_simulator
 from reward_service.simulators.base import Job, SimulatorBackend
@@ -28,11 +28,13 @@ def simulate(
     simulator: SimulatorBackend | None,
     sandbox: Sandbox,
     settings: Settings,
+    prover: Prover | None = None,
 ) -> Scored:
     """Simulate ``prepared`` with ``simulator`` (None: the request's) in a fresh work dir under
-    ``settings.work_root`` and measure the run. ``timings`` gets the build, run, simulate and
-    measure stages (ms) and becomes the result's ``timings``. Raises ``SandboxError``,
-    ``ToolMissing`` or ``OSError`` for infrastructure failures (never for the sample's)."""
+    ``settings.work_root`` and measure the run (``prover``: the engine's, for proved-unreachable
+    points). ``timings`` gets the build, run, simulate and measure stages (ms) and becomes the
+    result's ``timings``. Raises ``SandboxError``, ``ToolMissing`` or ``OSError`` for
+    infrastructure failures (never for the sample's)."""
     request, stimulus = prepared.request, prepared.stimulus
     simulator = simulator or get_simulator(request.simulator.value)
     root = Path(tempfile.mkdtemp(prefix="rs-", dir=settings.work_root))
@@ -105,7 +107,7 @@ def simulate(
                     timings[f"{stage}_cpu"] = step.cpu_s * 1000
         timings["simulate"] = (time.perf_counter() - t0) * 1000
         t1 = time.perf_counter()
-        scored = measure(prepared, simulator, run, sandbox, settings.cache_dir)
+        scored = measure(prepared, simulator, run, sandbox, settings.cache_dir, prover)
         timings["measure"] = (time.perf_counter() - t1) * 1000
         result = scored.result
         result.timings = timings
