@@ -299,7 +299,8 @@ class _Walker:
             if s.defaultCase is not None:
                 items.append((s.defaultCase, s.defaultCase.syntax.parent))
             for body, item_syntax in items:
-                if not state.on or not self._covered_here(item_syntax.getFirstToken()):
+                # at the item's `:` (where its line point is): its label may be a macro
+                if not state.on or not self._covered_here(getattr(item_syntax, "colon", None) or item_syntax.getFirstToken()):
                     continue
                 self.stmt(body, _State(), target, guard)  # a case item is no statement list
         elif k in (_T.WhileLoop, _T.ForeverLoop, _T.RepeatLoop):

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyslang import Bag, SourceManager, ast, syntax
@@ -84,7 +87,10 @@ Defines = Mapping[str, "str | None"]
 
 
 def parse(
-    files: dict[str, str], context: dict[str, str] | None = None, defines: Defines | None = None
+    files: dict[str, str],
+    context: dict[str, str] | None = None,
+    defines: Defines | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[list[SourceFile], Any]:
     """Parse HDL files into :class:`SourceFile` s sharing one source manager, plus a pyslang
     compilation of them and of the ``context`` files (name -> text: a testbench whose
@@ -92,26 +98,61 @@ def parse(
     returned as sources). ``defines`` (name -> value, None: defined without one) are
     predefined as the build's ``-D`` options define them, so the code parsed (and
     instrumented) is the one the simulators compile: the text of an inactive `` `ifdef``
-    branch stays as it is, never instrumented. Raises :class:`Unsupported` on a syntax error."""
-    sm = SourceManager()
-    options = _preprocessor_options(defines)
-    sources = [SourceFile(name, text, _tree(name, text, sm, options)) for name, text in files.items()]
-    compilation = ast.Compilation()
-    for s in sources:
-        compilation.addSyntaxTree(s.tree)
-    for name, text in (context or {}).items():
-        compilation.addSyntaxTree(_tree(name, text, sm, options))
+    branch stays as it is, never instrumented. ``headers``: the files an `` `include`` may
+    name (name -> text), found as the builds find them (:func:`reward_service.hdl.search_dirs`);
+    an `` `include`` of anything else is refused (pyslang would read the service's own disk).
+    Raises :class:`Unsupported` on a syntax error or such an include."""
+    headers = headers or {}
+    names = set(files) | set(headers) | set(context or {})
+    dirs = hdl.search_dirs(sorted(names))
+    for name, text in {**files, **headers, **(context or {})}.items():
+        _check_includes(name, text, names, dirs)
+    with tempfile.TemporaryDirectory(prefix="rs-fastcov-headers-") as tmp:
+        # pyslang reads included files from disk: the given headers only, under their names
+        for name, text in headers.items():
+            path = Path(tmp, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        sm = SourceManager()
+        options = _preprocessor_options(defines, [str(Path(tmp, d)) for d in dirs] if headers else [])
+        # each file's path is inside the folder, so an include beside it resolves there too
+        sources = [SourceFile(name, text, _tree(name, text, sm, options, tmp)) for name, text in files.items()]
+        compilation = ast.Compilation()
+        for s in sources:
+            compilation.addSyntaxTree(s.tree)
+        for name, text in (context or {}).items():
+            compilation.addSyntaxTree(_tree(name, text, sm, options, tmp))
     return sources, compilation
 
 
-def _preprocessor_options(defines: Defines | None) -> Any:
+def headers_of(files: Mapping[str, str]) -> dict[str, str]:
+    """The header files of ``files`` (name -> text): what an `` `include`` may name (:func:`parse`)."""
+    return {n: t for n, t in files.items() if n.lower().endswith(hdl.HEADER_SUFFIXES)}
+
+
+_INCLUDE_ANY = re.compile(r"`include\b")
+
+
+def _check_includes(name: str, text: str, names: set[str], dirs: list[str]) -> None:
+    """Refuse an `` `include`` in ``name`` that is not a literal naming one of ``names``."""
+    code = hdl.strip_comments(text)
+    targets = hdl.include_targets(text)
+    if len(_INCLUDE_ANY.findall(code)) != len(targets):
+        raise Unsupported(f"{name}: an `include whose file name is not a literal on its own line")
+    for target in targets:
+        if hdl.resolve_include(target, name, names, dirs) is None:
+            raise Unsupported(f"{name}: `include \"{target}\" names no file of the request")
+
+
+def _preprocessor_options(defines: Defines | None, include_dirs: list[str] | None = None) -> Any:
     options = PreprocessorOptions()
+    options.additionalIncludePaths = list(include_dirs or [])
     options.predefines = [name if value is None else f"{name}={value}" for name, value in (defines or {}).items()]
     return Bag([options])
 
 
-def _tree(name: str, text: str, sm: Any, options: Any) -> Any:
-    tree = syntax.SyntaxTree.fromText(text, sm, name, name, options)
+def _tree(name: str, text: str, sm: Any, options: Any, folder: str | None = None) -> Any:
+    tree = syntax.SyntaxTree.fromText(text, sm, name, str(Path(folder, name)) if folder else name, options)
     errors = [d for d in tree.diagnostics if d.isError()]
     if errors:
         raise Unsupported(f"{name}:{sm.getLineNumber(errors[0].location)}: pyslang cannot parse it ({errors[0].code})")
@@ -156,13 +197,13 @@ def instrument(
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
-    if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
-        raise Unsupported("`include in the design is not instrumented")
-    sources, compilation = parse(hdl_files, defines=defines)
+    # headers are read where an `include names them; code from one is refused where a flag would go
+    headers = headers_of(design)
+    sources, compilation = parse(hdl_files, defines=defines, headers=headers)
     bodies = _instance_bodies(compilation)
     compilations = dict.fromkeys(bodies, compilation)
     if context:
-        sources, compilation = parse(hdl_files, context, defines)
+        sources, compilation = parse(hdl_files, context, defines, headers)
         own = ast.Compilation()  # the DUT alone, from the same syntax trees
         for s in sources:
             own.addSyntaxTree(s.tree)

@@ -194,11 +194,7 @@ def attempt(
 def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
     """The design's unpacked-array ports that a run would connect: all of them, except those
     of a cocotb toplevel (cocotb reads the toplevel's own signals, no port between)."""
-    files = {
-        n: t
-        for n, t in prepared.design.files.items()
-        if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
-    }
+    files = {n: t for n, t in prepared.design.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
     toplevel = getattr(prepared.stimulus, "toplevel", None) if prepared.stimulus.kind == "cocotb" else None
     defines = json.dumps(design_defines(prepared), sort_keys=True)
     return [p for p in _array_ports(json.dumps(files, sort_keys=True), defines) if p[0] != toplevel]
@@ -207,10 +203,13 @@ def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
 @functools.lru_cache(maxsize=256)
 def _array_ports(files_json: str, defines_json: str) -> tuple[tuple[str, str], ...]:
     from reward_service.fastcov.emulate import array_ports
-    from reward_service.fastcov.instrument import parse
+    from reward_service.fastcov.instrument import headers_of, parse
 
     # parses: instrumented() took the design
-    sources, _ = parse(json.loads(files_json), defines=json.loads(defines_json))
+    files = json.loads(files_json)
+    sources, _ = parse(
+        {n: t for n, t in files.items() if hdl.is_hdl_source(n)}, defines=json.loads(defines_json), headers=headers_of(files)
+    )
     return tuple(p for source in sources for p in array_ports(source))
 
 

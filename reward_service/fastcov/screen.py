@@ -490,14 +490,17 @@ def design_race(files: dict[str, str], defines: Mapping[str, str | None] | None 
     """:func:`races` of the DUT files ``files`` (name -> text) built with ``defines``. Cached
     per design (the samples of a problem share it)."""
     return _design_race(
-        json.dumps({n: t for n, t in files.items() if hdl.is_hdl_source(n)}, sort_keys=True),
+        json.dumps({n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}, sort_keys=True),
         json.dumps(dict(defines or {}), sort_keys=True),
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _design_race(files_json: str, defines_json: str) -> str | None:
-    from reward_service.fastcov.instrument import _instance_bodies, parse
+    from reward_service.fastcov.instrument import _instance_bodies, headers_of, parse
 
-    sources, compilation = parse(json.loads(files_json), defines=json.loads(defines_json))
+    files = json.loads(files_json)
+    sources, compilation = parse(
+        {n: t for n, t in files.items() if hdl.is_hdl_source(n)}, defines=json.loads(defines_json), headers=headers_of(files)
+    )
     return races(sources, _instance_bodies(compilation))
