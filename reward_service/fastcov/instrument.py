@@ -235,14 +235,18 @@ def instrument(
 
 
 def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The testbench files with the emulation rewrites; a file pyslang cannot parse is left as
-    it is (returned in the second list, for the result's message)."""
+    """The testbench files with the emulation rewrites and their covergroups taken out
+    (:func:`.emulate.strip_covergroups`); a file pyslang cannot parse, or whose covergroups
+    cannot be taken out, is left as it is (returned in the second list, for the result's
+    message)."""
     out, skipped = dict(files), []
     for name, text in files.items():
         if not name.lower().endswith(hdl.HDL_SUFFIXES) or name.lower().endswith(hdl.HEADER_SUFFIXES):
             continue
         try:
             (source,), _ = parse({name: text})
+            if emulate.strip_covergroups(source):  # Icarus 11 rejects them; Verilator ignores them
+                (source,), _ = parse({name: source.apply()})  # the rewrites below see no covergroup
             _emulate(source, "two_state")
             out[name] = source.apply()
         except Unsupported:
