@@ -104,7 +104,9 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
         )
     from reward_service.fastcov.screen import reads_files
 
-    reading = reads_files(prepared.stimulus)
+    # the request's data files, copied as written into the run's cwd: a testbench may read those
+    data_files = [n for n in (*prepared.design.files, *prepared.stimulus.files) if hdl.is_data_file(n)]
+    reading = reads_files(prepared.stimulus, data_files)
     if reading:
         return None, f"{reading}: the fast path's coverage token would be readable (docs/fastcov.md)"
     context = None
