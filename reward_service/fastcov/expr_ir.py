@@ -316,7 +316,8 @@ class Lowering:
             if pkg:
                 name = f"{pkg}::{name}"
             return VNode("var", width, signed, name=name, loc=loc, src=self._src(e), ident=("enum", key))
-        if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port):
+        # an Iterator: a foreach loop's index, a variable of its loop (in scope where its checks go)
+        if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port, _S.Iterator):
             raise Unsupported(f"{self._where(e)}: reference to a {sym.kind.name} in an expression")
         name = sym.name
         if not name.isidentifier() and not name.replace("$", "_").isidentifier():
