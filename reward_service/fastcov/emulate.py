@@ -32,6 +32,10 @@ testbench; no coverage is added here).
   both.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
+- **DUT concurrent assertions** (:func:`assertions_out`): Icarus 11 rejects them; Verilator
+  counts no line/branch/toggle/expr point in them, only an uncovered line point per property
+  and sequence declaration, so they are taken out and each declaration becomes an empty
+  function that is never called (the same point, never covered).
 - **Testbench covergroups** (:func:`strip_covergroups`): Icarus 11 rejects them; Verilator
   5.48 ignores them (no record, ``get_coverage()`` is 0.0), so they are taken out.
 
@@ -235,6 +239,79 @@ def jumps_as_disable(source: SourceFile) -> None:
             source.insert(start, f"begin : {name} ", closing=False, depth=d)
             source.insert(end, " end", closing=True, depth=d)
         source.replace(node, f"disable {name};")
+
+
+_ASSERTION_MEMBERS = {
+    _K.ConcurrentAssertionMember,
+    _K.PropertyDeclaration,
+    _K.SequenceDeclaration,
+    _K.DefaultDisableDeclaration,
+}
+#: What an assertion's action block may do and still be taken out: print (Verilator goes on
+#: after a failed assertion's $error, as after these).
+_PRINTS = {"$error", "$warning", "$info", "$display", "$write"}
+
+
+def assertions_out(source: SourceFile) -> bool:
+    """Take the concurrent assertions out of the modules of ``source`` (a DUT file): module
+    items ``assert``/``assume``/``cover``/``restrict property``, ``property`` and ``sequence``
+    declarations and ``default disable iff``. Icarus 11 rejects them; Verilator 5.48 (with
+    ``--assert``) gives them no line, branch, toggle or expression point (``cover property``
+    gives a ``user`` point, a metric the fast path does not measure, so such requests never
+    come here), only a line ``block`` point at each property and sequence declaration that
+    it never counts (the assertions use inlined copies; ``tests/test_fastcov_public.py``).
+    So each declaration becomes ``function automatic void <name>(); endfunction`` at its
+    keyword, never called: the line point the function kind gives it stays uncovered. The
+    other items become blanks; line numbers are kept. Returns whether any was found.
+
+    Raises :class:`Unsupported` for an action block that does more than print (``$fatal``
+    stops Verilator's run, an assignment changes the design), a declaration whose name is
+    not on its keyword's line, and a concurrent assertion inside a procedure."""
+    found = False
+    for module in [source.tree.root, *_walk(source.tree.root)]:  # a file of one module: its root
+        if module.kind != _K.ModuleDeclaration:
+            continue
+        for item in module.members:
+            if item.kind not in _ASSERTION_MEMBERS:
+                continue
+            found = True
+            line = source.line_col(item.getFirstToken().location)[0]
+            start, end = source.offsets(item)
+            newlines = source.data[start:end].count(b"\n")
+            if item.kind in (_K.PropertyDeclaration, _K.SequenceDeclaration):
+                if source.line_col(item.name.location)[0] != source.line_col(item.keyword.location)[0]:
+                    raise Unsupported(f"{source.name}:{line}: a {item.keyword.valueText} whose name is not on its line")
+                head = f"function automatic void {item.name.valueText}(); endfunction"
+            else:
+                if item.kind == _K.ConcurrentAssertionMember:
+                    action = item.statement.action
+                    for part in (action.statement, action.elseClause.clause if action.elseClause else None):
+                        if part is not None and not _only_prints(part):
+                            raise Unsupported(
+                                f"{source.name}:{line}: a concurrent assertion whose action does more than print "
+                                f"(`{str(part).strip()[:60]}`)"
+                            )
+                head = ""
+            source.replace(item, head + "\n" * newlines)
+    for node in _walk(source.tree.root):
+        if node.kind in (_K.AssertPropertyStatement, _K.AssumePropertyStatement, _K.CoverPropertyStatement) and (
+            node.parent is None or node.parent.kind != _K.ConcurrentAssertionMember
+        ):
+            line = source.line_col(node.getFirstToken().location)[0]
+            raise Unsupported(f"{source.name}:{line}: a concurrent assertion inside a procedure")
+    return found
+
+
+def _only_prints(statement: Any) -> bool:
+    """Whether ``statement`` (an assertion's action) does nothing but print."""
+    k = statement.kind
+    if k == _K.EmptyStatement:
+        return True
+    if k == _K.SequentialBlockStatement:
+        return all(_only_prints(i) for i in statement.items if isinstance(i, syntax.StatementSyntax))
+    if k == _K.ExpressionStatement and statement.expr.kind == _K.InvocationExpression:
+        return str(statement.expr.left).strip() in _PRINTS
+    return False
 
 
 _COVERGROUP_CALLS = {"sample", "start", "stop", "set_inst_name"}

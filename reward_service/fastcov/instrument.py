@@ -199,6 +199,7 @@ def instrument(
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
     # headers are read where an `include names them; code from one is refused where a flag would go
     headers = headers_of(design)
+    hdl_files = _assertions_out(hdl_files, defines, headers)
     sources, compilation = parse(hdl_files, defines=defines, headers=headers)
     bodies = _instance_bodies(compilation)
     compilations = dict.fromkeys(bodies, compilation)
@@ -232,6 +233,23 @@ def instrument(
     files.update({s.name: s.apply() for s in sources})
     metrics = tuple(dict.fromkeys(m for k in kinds for m in k.metrics))
     return Instrumented(files=files, tables=tables, metrics=metrics)
+
+
+#: Words that start a concurrent assertion item (a cheap test before parsing for them).
+_ASSERTION_WORDS = re.compile(r"\b(?:property|sequence|assert|assume|cover|restrict)\b")
+
+
+def _assertions_out(files: dict[str, str], defines: Defines | None, headers: dict[str, str]) -> dict[str, str]:
+    """``files`` with their concurrent assertions taken out (:func:`.emulate.assertions_out`),
+    before the point kinds see them. Raises :class:`Unsupported`."""
+    if not any(_ASSERTION_WORDS.search(hdl.strip_comments(t)) for t in files.values()):
+        return files
+    sources, _ = parse(files, defines=defines, headers=headers)
+    out = dict(files)
+    for source in sources:
+        if emulate.assertions_out(source):
+            out[source.name] = source.apply()
+    return out
 
 
 def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]:
