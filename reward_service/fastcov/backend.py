@@ -224,7 +224,8 @@ class FastSimulator(SimulatorBackend):
     def run_sv(self, job: Job) -> FastRun:
         inst, token = self.prepare(job, "two_state")
         hdl_tb = {n: (job.src / n).read_text(encoding="utf-8") for n in job.stimulus_files}
-        rewritten, skipped = emulate_testbench(hdl_tb)
+        included = {n: (job.src / n).read_text(encoding="utf-8") for n in job.include_files}
+        rewritten, skipped = emulate_testbench(hdl_tb, included)
         for name, text in rewritten.items():
             (job.src / name).write_text(text, encoding="utf-8")
         out = FastRun()

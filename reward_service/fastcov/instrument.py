@@ -188,7 +188,7 @@ def instrument(
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
     point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
     (``two_state`` for SV testbenches, ``zero_init`` for cocotb with HDL ``toplevel``; see
-    :mod:`.emulate`). ``context``: testbench files (name -> text, headers left out) to
+    :mod:`.emulate`). ``context``: testbench files (name -> text; its headers are read where an `` `include`` names them) to
     elaborate the DUT under, when they give it other parameter values than its own
     (:mod:`.params`): the points are then enumerated from the instances the testbench makes (a
     DUT module it does not instantiate keeps its own elaboration). ``defines``: the build's
@@ -204,7 +204,8 @@ def instrument(
     bodies = _instance_bodies(compilation)
     compilations = dict.fromkeys(bodies, compilation)
     if context:
-        sources, compilation = parse(hdl_files, context, defines, headers)
+        units = {n: t for n, t in context.items() if hdl.is_hdl_source(n)}
+        sources, compilation = parse(hdl_files, units, defines, {**headers, **headers_of(context)})
         own = ast.Compilation()  # the DUT alone, from the same syntax trees
         for s in sources:
             own.addSyntaxTree(s.tree)
@@ -252,19 +253,21 @@ def _assertions_out(files: dict[str, str], defines: Defines | None, headers: dic
     return out
 
 
-def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def emulate_testbench(
+    files: dict[str, str], headers: dict[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """The testbench files with the emulation rewrites and their covergroups taken out
     (:func:`.emulate.strip_covergroups`); a file pyslang cannot parse, or whose covergroups
     cannot be taken out, is left as it is (returned in the second list, for the result's
-    message)."""
+    message). ``headers``: the files an `` `include`` of theirs may name (name -> text)."""
     out, skipped = dict(files), []
     for name, text in files.items():
         if not name.lower().endswith(hdl.HDL_SUFFIXES) or name.lower().endswith(hdl.HEADER_SUFFIXES):
             continue
         try:
-            (source,), _ = parse({name: text})
+            (source,), _ = parse({name: text}, headers=headers)
             if emulate.strip_covergroups(source):  # Icarus 11 rejects them; Verilator ignores them
-                (source,), _ = parse({name: source.apply()})  # the rewrites below see no covergroup
+                (source,), _ = parse({name: source.apply()}, headers=headers)  # the rewrites below see none
             _emulate(source, "two_state")
             out[name] = source.apply()
         except Unsupported:

@@ -101,6 +101,7 @@ def _values(design: dict[str, str], testbench: dict[str, str]) -> tuple[dict, di
     headers = headers_of(design)
     try:
         own = _design_values(tuple(sorted({**dut, **headers}.items())))
+        headers = {**headers, **headers_of(testbench)}  # the testbench's includes too
     except Unsupported:
         return None
     try:

@@ -115,11 +115,8 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
         from reward_service.fastcov.params import testbench_values
 
         files = dict(prepared.stimulus.files)
-        testbench = {
-            n: t
-            for n, t in files.items()
-            if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
-        }
+        # headers too: instrument() compiles the others and reads these where they are included
+        testbench = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
         try:
             signature = testbench_values(dict(prepared.design.files), files)
         except Unsupported as exc:

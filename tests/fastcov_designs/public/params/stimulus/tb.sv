@@ -1,6 +1,7 @@
+`include "tb_cfg.svh"
 module tb;
-  localparam int DATA_W = 4;
-  localparam int DEPTH = 4;
+  localparam int DATA_W = `CFG_DATA_W;
+  localparam int DEPTH = `CFG_DEPTH;
   logic clk = 0, rst = 1, wr_en = 0, rd_en = 0;
   logic [DATA_W-1:0] wdata = 0, rdata;
   logic full, empty;
