@@ -129,7 +129,9 @@ class SourceFile:
     # -- positions ------------------------------------------------------------------------
     def _file_loc(self, loc: Any) -> Any:
         loc = self.sm.getFullyExpandedLoc(loc)
-        if loc.buffer != self.buffer:
+        # (the buffer of the root's first token is an included file's when the file starts
+        # with an `include of code: hence the included-file test too)
+        if loc.buffer != self.buffer or self.sm.isIncludedFileLoc(loc):
             raise Unsupported(f"{self.name}: code from an `include'd file is not instrumented")
         return loc
 

@@ -1,0 +1,292 @@
+"""Constructs that took public testbenches off the fast path (issue 20 item 2), each a small
+public-style sample in tests/fastcov_designs/public/<construct>/ (``design/``: the DUT and its
+headers, ``stimulus/``: the SV testbench, its headers and data files; DUT instance ``dut``).
+
+Each handled construct is scored with ``engine=fast`` and ``engine=verilator``: the fast path
+must score it (no fallback) and every line, branch, toggle and expression point (key and covered
+state) must equal Verilator's. The one still declined says why. ``bench/fallback_rate.py`` reads
+the same samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from reward_service.fastcov.compare import diff_points
+from reward_service.fastcov.unit import Unsupported
+
+PUBLIC = Path(__file__).with_name("fastcov_designs") / "public"
+METRICS = ["line", "branch", "toggle", "expr"]
+#: construct -> the start of the fallback it still gets (Verilator scores it)
+DECLINED = {
+    "string": "the fast path could not instrument the design: expression coverage of a string operand",
+}
+#: construct -> a point of the construct's own code that Verilator counts: (metric, line, detail)
+OWN_POINT = {
+    "assertions": ("line", 24, "block"),  # the property declaration's never-counted point
+    "covergroup": ("branch", 10, "if"),
+    "datafile": ("line", 9, "block"),
+    "include": ("line", 11, "case"),  # a case item labelled by the header's macro
+    "params": ("toggle", 12, "wdata[3]:0->1"),  # DATA_W=4 from the testbench's header
+    "statement": ("expr", 13, "(din[i]==1 && mask[i]==0) => 1"),  # inside the foreach
+}
+
+
+def request(folder: Path, engine: str) -> dict:
+    return {
+        "design": {"files": {p.name: p.read_text() for p in sorted((folder / "design").iterdir())}},
+        "stimulus": {"kind": "sv_testbench", "files": {p.name: p.read_text() for p in sorted((folder / "stimulus").iterdir())}},
+        "coverage": {"scope": "dut", "metrics": METRICS},
+        "engine": engine,
+        "limits": {"run_s": 60},
+    }
+
+
+def test_one_sample_per_construct():
+    assert {p.name for p in PUBLIC.iterdir()} == {
+        "assertions",
+        "covergroup",
+        "datafile",
+        "include",
+        "params",
+        "statement",
+        "string",
+    }
+    assert set(OWN_POINT) | set(DECLINED) == {p.name for p in PUBLIC.iterdir()}
+
+
+def _agree(engine, fast_request: dict, reference_request: dict, metrics=METRICS):
+    reference_run = engine.scored(reference_request)
+    reference = reference_run.result
+    assert reference.status == "ok" and reference.engine == "verilator", reference.message + reference.log[-2000:]
+    fast_run = engine.scored(fast_request)
+    fast = fast_run.result
+    assert fast.status == "ok" and fast.engine == "fast" and fast.fallback is None, (
+        f"{fast.fallback} {fast.message} {fast.log[-2000:]}"
+    )
+    assert fast.ended_by == reference.ended_by
+    diff = diff_points(fast_run.points, reference_run.points, set(metrics))
+    assert diff.equal, diff.describe(30)
+    assert any(not p.covered for p in reference_run.points if p.metric in metrics)  # the check can fail
+    return fast_run, reference_run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(p.name for p in PUBLIC.iterdir()))
+def test_public_construct_agrees_with_verilator(engine, name):
+    folder = PUBLIC / name
+    if name in DECLINED:
+        fast = engine.score(request(folder, "fast"))
+        assert fast.engine == "verilator" and fast.fallback.startswith(DECLINED[name]), fast.fallback
+        return
+    fast_run, reference_run = _agree(engine, request(folder, "fast"), request(folder, "verilator"))
+    metric, line, detail = OWN_POINT[name]
+    assert any((p.metric, p.line, p.detail) == (metric, line, detail) for p in reference_run.points), sorted(
+        (p.metric, p.line, p.detail) for p in reference_run.points if p.metric != "toggle"
+    )
+
+
+# -- concurrent assertions: declarations, arguments, sequences, a failing one --------------------
+
+ASSERTIONS = """module asrt (input logic clk, input logic rst_n, input logic a, input logic b, output logic q);
+  always_ff @(posedge clk) q <= a | b;
+  property p_pass;
+    @(posedge clk) 1'b1 |-> 1'b1;
+  endproperty
+  property p_args(x, y);
+    @(posedge clk) disable iff (!rst_n) x |-> ##1 y;
+  endproperty
+  sequence s_ab;
+    a ##1 b;
+  endsequence
+  property p_unused;
+    @(posedge clk) a;
+  endproperty
+  default disable iff (!rst_n);
+  a_pass: assert property (p_pass);
+  a_args: assert property (p_args(a, q)) else begin $warning("no q"); $display("at %t", $time); end
+  a_fails: assert property (@(posedge clk) a |-> b);
+  c_seq: cover property (@(posedge clk) s_ab);
+  assume property (@(posedge clk) !(a && b && !rst_n));
+endmodule
+"""
+ASSERTIONS_TB = """module tb;
+  logic clk = 0, rst_n = 0, a = 0, b = 0, q;
+  asrt dut (.*);
+  always #5 clk = ~clk;
+  initial begin
+    #12 rst_n = 1;
+    repeat (4) begin @(negedge clk) a = 1; @(negedge clk) begin a = 0; b = 1; end @(negedge clk) b = 0; end
+    $display("q=%b", q);
+    $finish;
+  end
+endmodule
+"""
+
+
+def _request(design: dict, tb: str, engine: str, metrics=METRICS) -> dict:
+    return {
+        "design": {"files": design},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "coverage": {"scope": "dut", "metrics": metrics},
+        "engine": engine,
+        "limits": {"run_s": 60},
+    }
+
+
+@pytest.mark.slow
+def test_assertion_declarations_and_a_failing_assertion_agree_with_verilator(engine):
+    """Each property/sequence declaration (used, with arguments, unused) is a line point
+    Verilator never counts; a failing assertion (default action: $error) does not stop its run."""
+    design = {"asrt.sv": ASSERTIONS}
+    fast_run, reference_run = _agree(
+        engine, _request(design, ASSERTIONS_TB, "fast"), _request(design, ASSERTIONS_TB, "verilator")
+    )
+    declarations = {(p.line, p.covered) for p in reference_run.points if p.metric == "line" and p.line != 2}
+    assert declarations == {(3, False), (6, False), (9, False), (12, False)}
+    assert "Assertion failed" in reference_run.result.log  # a_fails fired on Verilator, which went on
+
+
+def test_assertions_that_do_more_than_print_stay_on_verilator():
+    from reward_service.fastcov.instrument import instrument
+
+    fatal = ASSERTIONS.replace('$warning("no q");', '$fatal(1, "no q");')
+    with pytest.raises(Unsupported, match="action does more than print"):
+        instrument({"asrt.sv": fatal}, tuple(METRICS))
+    counting = ASSERTIONS.replace('$warning("no q");', "fails++;").replace("always_ff", "int fails;\n  always_ff")
+    with pytest.raises(Unsupported, match="action does more than print"):
+        instrument({"asrt.sv": counting}, tuple(METRICS))
+    procedural = ASSERTIONS.replace(
+        "always_ff @(posedge clk) q <= a | b;",
+        "always @(posedge clk) begin q <= a | b; assert property (a |-> b); end",
+    )
+    with pytest.raises(Unsupported, match="concurrent assertion inside a procedure"):
+        instrument({"asrt.sv": procedural}, tuple(METRICS))
+
+
+def test_assertions_are_taken_out_line_for_line():
+    from reward_service.fastcov.instrument import _assertions_out
+
+    out = _assertions_out({"asrt.sv": ASSERTIONS}, None, {})["asrt.sv"]
+    assert out.count("\n") == ASSERTIONS.count("\n")
+    lines = out.splitlines()
+    assert lines[2].strip() == "function automatic void p_pass(); endfunction"
+    assert lines[8].strip() == "function automatic void s_ab(); endfunction"
+    assert "property" not in out and "assert" not in out and "cover" not in out and "disable iff" not in out
+
+
+# -- covergroups in the testbench ----------------------------------------------------------------
+
+COUNTER = """module cnt (input logic clk, input logic up, output logic [2:0] q);
+  always_ff @(posedge clk) if (up) q <= q + 1'b1;
+endmodule
+"""
+COVERGROUP_TB = """module tb;
+  logic clk = 0, up = 0;
+  logic [2:0] q;
+  real got;
+  cnt dut (.*);
+  covergroup cg_q with function sample(logic [2:0] v);
+    option.per_instance = 1;
+    cp: coverpoint v;
+  endgroup
+  cg_q cgs;
+  always #5 clk = ~clk;
+  always @(posedge clk) cgs.sample(q);
+  initial begin
+    cgs = new();
+    cgs.option.weight = 2;
+    up = 1;
+    repeat (5) @(negedge clk);
+    got = cgs.get_coverage() + cg_q::get_coverage();
+    if (got == 0.0) begin
+      up = 0;  // Verilator ignores covergroups: get_coverage() is 0.0 there, so this arm runs
+      repeat (2) @(negedge clk);
+    end
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_testbench_covergroup_uses_agree_with_verilator(engine):
+    design = {"cnt.sv": COUNTER}
+    _agree(engine, _request(design, COVERGROUP_TB, "fast"), _request(design, COVERGROUP_TB, "verilator"))
+
+
+def test_a_covergroup_use_that_cannot_be_taken_out_keeps_the_file_as_written():
+    from reward_service.fastcov.instrument import emulate_testbench
+
+    out, skipped = emulate_testbench({"tb.sv": COVERGROUP_TB})
+    assert skipped == [] and "covergroup cg_q" not in out["tb.sv"] and "0.0 + 0.0" in out["tb.sv"]
+    assert out["tb.sv"].count("\n") == COVERGROUP_TB.count("\n")
+    passed = COVERGROUP_TB.replace("cgs = new();", "cgs = new(); $display(cgs);")
+    out, skipped = emulate_testbench({"tb.sv": passed})
+    assert skipped == ["tb.sv"] and out["tb.sv"] == passed
+
+
+# -- data files ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('f = $fopen("/work/src/dut.sv", "r");', "of a name that is not a plain string literal"),
+        ('f = $fopen("../obj/sim.vvp", "r");', "of a name that is not a plain string literal"),
+        ('f = $fopen("sim.vvp", "rb");', "`$fopen` mode rb of 'sim.vvp', not a data file of the request"),
+        ('f = $fopen({"vec", "tors.txt"}, "r");', "not a plain string literal"),
+        ('f = $fopen("vectors\\x2etxt", "r");', "not a plain string literal"),
+        ('$readmemh(name, mem);', "`$readmemh` of a name that is not a plain string literal"),
+        ('$readmemh("data/rom.hex", mem); f = $fopen(name, "r");', "`$fopen` mode r of a name"),
+    ],
+)
+def test_reading_anything_but_the_requests_data_files_is_screened(text, why):
+    from reward_service.fastcov.screen import reads_files
+
+    tb = f"module tb; integer f; string name; logic [7:0] mem [4]; initial begin {text} end endmodule"
+    reason = reads_files(SimpleNamespace(files={"tb.sv": tb}), ["vectors.txt", "data/rom.hex"])
+    assert reason is not None and why in reason, reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'f = $fopen("vectors.txt", "r"); n = $fscanf(f, "%d", x); $fclose(f);',
+        'f = $fopen("./vectors.txt", "r"); $readmemh("data/rom.hex", mem); n = $fgets(s, f);',
+        'f = $fopen("out.txt", "w"); $fdisplay(f, "x");',
+    ],
+)
+def test_reading_the_requests_data_files_keeps_the_fast_path(text):
+    from reward_service.fastcov.screen import reads_files
+
+    tb = f"module tb; integer f, n, x; string s; logic [7:0] mem [4]; initial begin {text} end endmodule"
+    assert reads_files(SimpleNamespace(files={"tb.sv": tb}), ["vectors.txt", "data/rom.hex"]) is None
+
+
+# -- `include --------------------------------------------------------------------------------------
+
+
+def test_an_include_the_request_does_not_hold_is_refused():
+    from reward_service.fastcov.instrument import instrument
+
+    design = {"alu.v": '`include "/etc/hostname"\nmodule alu (input a, output y); assign y = a; endmodule\n'}
+    with pytest.raises(Unsupported, match="names no file of the request"):
+        instrument(design, tuple(METRICS))
+    design = {"alu.v": "`include `HDR\nmodule alu (input a, output y); assign y = a; endmodule\n"}
+    with pytest.raises(Unsupported, match="not a literal"):
+        instrument(design, tuple(METRICS))
+
+
+def test_code_from_an_included_file_is_not_instrumented():
+    from reward_service.fastcov.instrument import instrument
+
+    design = {
+        "top.v": '`include "body.vh"\n',
+        "body.vh": "module top (input a, output reg y); always @(*) if (a) y = 1; else y = 0; endmodule\n",
+    }
+    with pytest.raises(Unsupported, match="`include'd file is not instrumented"):
+        instrument(design, tuple(METRICS))
