@@ -246,12 +246,20 @@ def main(argv: list[str] | None = None) -> int:
     for name in fell:
         print(f"  {name}: {rows[name]['fallback']}")
     per_reason = collections.Counter(reason_kind(rows[n]["fallback"] or "") for n in fell)
-    groups = {"stimulus cases": lambda n: not n.startswith(("public/", "corpus/")), "public": "public/", "corpus": "corpus/"}
+    groups = {
+        "stimulus cases": lambda n: not n.startswith(("public/", "corpus/")),
+        "public": "public/",
+        "corpus": "corpus/",
+    }
     print("\nper reason (of all testbenches counted):")
     for kind, count in per_reason.most_common():
         print(f"  {count:3} ({100.0 * count / len(counted):4.1f} %)  {kind}")
     for group, test in groups.items():
-        members = [n for n, r in rows.items() if r["engine"] is not None and (test(n) if callable(test) else n.startswith(test))]
+        members = [
+            n
+            for n, r in rows.items()
+            if r["engine"] is not None and (test(n) if callable(test) else n.startswith(test))
+        ]
         if members:
             off = sum(rows[n]["engine"] == "verilator" for n in members)
             print(f"  {group}: {off} of {len(members)} fall back")

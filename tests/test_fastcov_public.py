@@ -38,7 +38,10 @@ OWN_POINT = {
 def request(folder: Path, engine: str) -> dict:
     return {
         "design": {"files": {p.name: p.read_text() for p in sorted((folder / "design").iterdir())}},
-        "stimulus": {"kind": "sv_testbench", "files": {p.name: p.read_text() for p in sorted((folder / "stimulus").iterdir())}},
+        "stimulus": {
+            "kind": "sv_testbench",
+            "files": {p.name: p.read_text() for p in sorted((folder / "stimulus").iterdir())},
+        },
         "coverage": {"scope": "dut", "metrics": METRICS},
         "engine": engine,
         "limits": {"run_s": 60},
@@ -242,7 +245,7 @@ def test_a_covergroup_use_that_cannot_be_taken_out_keeps_the_file_as_written():
         ('f = $fopen("sim.vvp", "rb");', "`$fopen` mode rb of 'sim.vvp', not a data file of the request"),
         ('f = $fopen({"vec", "tors.txt"}, "r");', "not a plain string literal"),
         ('f = $fopen("vectors\\x2etxt", "r");', "not a plain string literal"),
-        ('$readmemh(name, mem);', "`$readmemh` of a name that is not a plain string literal"),
+        ("$readmemh(name, mem);", "`$readmemh` of a name that is not a plain string literal"),
         ('$readmemh("data/rom.hex", mem); f = $fopen(name, "r");', "`$fopen` mode r of a name"),
     ],
 )

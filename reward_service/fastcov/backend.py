@@ -203,7 +203,9 @@ class FastSimulator(SimulatorBackend):
         Headers and data files are written as they are: the placeholder in them is the
         design's, not ours. Raises :class:`Unsupported`."""
         # headers too: instrument() reads those a design file includes (a testbench's are never read)
-        headers = [n for n in job.include_files if n.lower().endswith(hdl.HEADER_SUFFIXES) and n not in job.design_files]
+        headers = [
+            n for n in job.include_files if n.lower().endswith(hdl.HEADER_SUFFIXES) and n not in job.design_files
+        ]
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in [*job.design_files, *headers]}
         inst = instrumented(
             design,

@@ -300,7 +300,9 @@ class _Walker:
                 items.append((s.defaultCase, s.defaultCase.syntax.parent))
             for body, item_syntax in items:
                 # at the item's `:` (where its line point is): its label may be a macro
-                if not state.on or not self._covered_here(getattr(item_syntax, "colon", None) or item_syntax.getFirstToken()):
+                if not state.on or not self._covered_here(
+                    getattr(item_syntax, "colon", None) or item_syntax.getFirstToken()
+                ):
                     continue
                 self.stmt(body, _State(), target, guard)  # a case item is no statement list
         elif k in (_T.WhileLoop, _T.ForeverLoop, _T.RepeatLoop, _T.ForeachLoop):

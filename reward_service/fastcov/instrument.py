@@ -141,7 +141,7 @@ def _check_includes(name: str, text: str, names: set[str], dirs: list[str]) -> N
         raise Unsupported(f"{name}: an `include whose file name is not a literal on its own line")
     for target in targets:
         if hdl.resolve_include(target, name, names, dirs) is None:
-            raise Unsupported(f"{name}: `include \"{target}\" names no file of the request")
+            raise Unsupported(f'{name}: `include "{target}" names no file of the request')
 
 
 def _preprocessor_options(defines: Defines | None, include_dirs: list[str] | None = None) -> Any:
@@ -253,9 +253,7 @@ def _assertions_out(files: dict[str, str], defines: Defines | None, headers: dic
     return out
 
 
-def emulate_testbench(
-    files: dict[str, str], headers: dict[str, str] | None = None
-) -> tuple[dict[str, str], list[str]]:
+def emulate_testbench(files: dict[str, str], headers: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """The testbench files with the emulation rewrites and their covergroups taken out
     (:func:`.emulate.strip_covergroups`); a file pyslang cannot parse, or whose covergroups
     cannot be taken out, is left as it is (returned in the second list, for the result's

@@ -207,7 +207,9 @@ def _array_ports(files_json: str, defines_json: str) -> tuple[tuple[str, str], .
     # parses: instrumented() took the design
     files = json.loads(files_json)
     sources, _ = parse(
-        {n: t for n, t in files.items() if hdl.is_hdl_source(n)}, defines=json.loads(defines_json), headers=headers_of(files)
+        {n: t for n, t in files.items() if hdl.is_hdl_source(n)},
+        defines=json.loads(defines_json),
+        headers=headers_of(files),
     )
     return tuple(p for source in sources for p in array_ports(source))
 

@@ -62,13 +62,13 @@ def reads_files(stimulus: Any, data_files: Collection[str] = ()) -> str | None:
                 return f"{name} names the fast path's files (`{m.group(0)}`)"
             continue
         code = hdl.strip_comments_only(text)
-        opened = [(what, target) for what, target in _files_opened_for_reading(code)]
+        opened = list(_files_opened_for_reading(code))
         if all(target is not None and target in data for _, target in opened):
             continue  # reads only the request's own data files (none: reads no file)
         m = _SV_READS.search(hdl.strip_comments(text))
         if m:
             return f"{name} reads files (`{m.group(0)}`){_not_data(opened, data)}"
-        for what, target in opened:
+        for what, _ in opened:
             if what.startswith("`$fopen`"):
                 return f"{name} opens a file for reading ({what}){_not_data(opened, data)}"
     return None
@@ -550,6 +550,8 @@ def _design_race(files_json: str, defines_json: str) -> str | None:
 
     files = json.loads(files_json)
     sources, compilation = parse(
-        {n: t for n, t in files.items() if hdl.is_hdl_source(n)}, defines=json.loads(defines_json), headers=headers_of(files)
+        {n: t for n, t in files.items() if hdl.is_hdl_source(n)},
+        defines=json.loads(defines_json),
+        headers=headers_of(files),
     )
     return races(sources, _instance_bodies(compilation))
