@@ -21,9 +21,7 @@ from reward_service.fastcov.unit import Unsupported
 PUBLIC = Path(__file__).with_name("fastcov_designs") / "public"
 METRICS = ["line", "branch", "toggle", "expr"]
 #: construct -> the start of the fallback it still gets (Verilator scores it)
-DECLINED = {
-    "string": "the fast path could not instrument the design: expression coverage of a string operand",
-}
+DECLINED: dict[str, str] = {}
 #: construct -> a point of the construct's own code that Verilator counts: (metric, line, detail)
 OWN_POINT = {
     "assertions": ("line", 24, "block"),  # the property declaration's never-counted point
@@ -31,6 +29,7 @@ OWN_POINT = {
     "datafile": ("line", 9, "block"),
     "include": ("line", 11, "case"),  # a case item labelled by the header's macro
     "params": ("toggle", 7, "wdata[3]:0->1"),  # DATA_W=4 from the testbench's header (no wdata[4])
+    "string": ("expr", 9, "(en==1 && (MODE == %22NEAREST%22)==1) => 1"),
     "statement": ("expr", 13, "(din[i[2:0]+:1]==1 && mask[i[2:0]+:1]==0) => 1"),  # inside the foreach
 }
 
@@ -49,6 +48,7 @@ def request(folder: Path, engine: str) -> dict:
 
 
 def test_one_sample_per_construct():
+    assert not DECLINED  # all seven are handled
     assert {p.name for p in PUBLIC.iterdir()} == {
         "assertions",
         "covergroup",
@@ -181,6 +181,58 @@ def test_assertions_are_taken_out_line_for_line():
     assert lines[2].strip() == "function automatic void p_pass(); endfunction"
     assert lines[8].strip() == "function automatic void s_ab(); endfunction"
     assert "property" not in out and "assert" not in out and "cover" not in out and "disable iff" not in out
+
+
+# -- string parameters ----------------------------------------------------------------------------
+
+MODES = """module modes #(parameter string MODE = "FAST", localparam string KIND = "A") (
+  input  logic       clk,
+  input  logic       a,
+  input  logic       b,
+  output logic [1:0] y
+);
+  always_ff @(posedge clk) begin
+    if (("SLOW" == MODE) || (a && KIND != "B")) y <= 2'd1;
+    else if (MODE != "FAST" && !b) y <= 2'd2;
+    else y <= {a, b};
+  end
+endmodule
+"""
+MODES_TB = """module tb;
+  logic clk = 0, a = 0, b = 0;
+  logic [1:0] y;
+  modes #(.MODE("MEDIUM")) dut (.clk(clk), .a(a), .b(b), .y(y));
+  always #5 clk = ~clk;
+  initial begin
+    repeat (2) @(negedge clk);
+    a = 1; @(negedge clk);
+    a = 0; b = 1; @(negedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_string_parameter_comparisons_agree_with_verilator(engine):
+    """A literal on either side, ``!=``, a localparam, a value the testbench gives."""
+    design = {"modes.sv": MODES}
+    _, reference_run = _agree(engine, _request(design, MODES_TB, "fast"), _request(design, MODES_TB, "verilator"))
+    assert ("((MODE != %22FAST%22)==1 && b==0) => 1", True) in {
+        (p.detail, p.covered) for p in reference_run.points if p.metric == "expr"
+    }
+
+
+@pytest.mark.parametrize(
+    "use",
+    ['assign y = 2\'d0;\n  initial $display("%s", MODE);', "assign y = (MODE < \"G\") ? 2'd1 : 2'd0;"],
+)
+def test_other_uses_of_a_string_parameter_stay_on_verilator(use):
+    from reward_service.fastcov.instrument import instrument
+
+    design = {"m.sv": f'module m #(parameter string MODE = "FAST") (output logic [1:0] y);\n  {use}\nendmodule\n'}
+    with pytest.raises(Unsupported, match="string"):
+        instrument(design, tuple(METRICS))
 
 
 # -- covergroups in the testbench ----------------------------------------------------------------

@@ -36,6 +36,9 @@ testbench; no coverage is added here).
   counts no line/branch/toggle/expr point in them, only an uncovered line point per property
   and sequence declaration, so they are taken out and each declaration becomes an empty
   function that is never called (the same point, never covered).
+- **String parameters** (:func:`string_parameters`, the DUT): Icarus 11 rejects
+  ``parameter string``; compared only for (in)equality with literals, an untyped parameter
+  holding the same characters compares the same.
 - **Testbench covergroups** (:func:`strip_covergroups`): Icarus 11 rejects them; Verilator
   5.48 ignores them (no record, ``get_coverage()`` is 0.0), so they are taken out.
 
@@ -239,6 +242,41 @@ def jumps_as_disable(source: SourceFile) -> None:
             source.insert(start, f"begin : {name} ", closing=False, depth=d)
             source.insert(end, " end", closing=True, depth=d)
         source.replace(node, f"disable {name};")
+
+
+_STRING_EQUALITY = {_K.EqualityExpression, _K.InequalityExpression}
+
+
+def string_parameters(source: SourceFile) -> None:
+    """``parameter string P = "..."`` (and ``localparam``) -> ``parameter P = "..."``: Icarus
+    11 rejects the ``string`` type of a parameter. The untyped parameter is a packed vector of
+    the same characters, which compares with another string as the string does for ``==`` and
+    ``!=`` (no character is NUL), so every use must be such a comparison with a string literal
+    (what expression coverage models, :meth:`.expr_ir.Lowering._string_compare`). Raises
+    :class:`Unsupported` for any other use (``<``, a concatenation, a port, a function
+    argument: their semantics differ)."""
+    names: set[str] = set()
+    for node in [source.tree.root, *_walk(source.tree.root)]:
+        if node.kind == _K.ParameterDeclaration and node.type.kind == _K.StringType:
+            names.update(d.name.valueText for d in node.declarators)
+            source.replace(node.type, " " * len(str(node.type.keyword.valueText)))
+    if not names:
+        return
+    for node in _walk(source.tree.root):
+        if node.kind != _K.IdentifierName or node.identifier.valueText not in names:
+            continue
+        parent = node.parent
+        while parent is not None and parent.kind == _K.ParenthesizedExpression:
+            parent = parent.parent
+        other = None
+        if parent is not None and parent.kind in _STRING_EQUALITY:
+            other = parent.right if parent.left.sourceRange == node.sourceRange else parent.left
+        if other is None or other.kind != _K.StringLiteralExpression:
+            line = source.line_col(node.getFirstToken().location)[0]
+            raise Unsupported(
+                f"{source.name}:{line}: string parameter {node.identifier.valueText} used other than in "
+                "== or != with a string literal (Icarus 11 has no string parameters)"
+            )
 
 
 _ASSERTION_MEMBERS = {
