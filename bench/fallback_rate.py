@@ -116,6 +116,7 @@ REASONS = [
     ("macro expansion", r"macro"),
     ("pyslang cannot parse/elaborate", r"pyslang cannot|could not be elaborated"),
     ("unpacked-array ports", r"unpacked-array ports"),
+    ("foreach statement (expression coverage)", r"foreach"),
     ("expression coverage of a construct", r"expression coverage of|in expression coverage|in an expression"),
     ("Icarus rejects/cannot run the sources", r"^Icarus (rejects|cannot run)"),
     ("instrumented build fails", r"instrumented (build|run)"),
