@@ -103,25 +103,34 @@ def parse(
     an `` `include`` of anything else is refused (pyslang would read the service's own disk).
     Raises :class:`Unsupported` on a syntax error or such an include."""
     headers = headers or {}
-    names = set(files) | set(headers) | set(context or {})
-    dirs = hdl.search_dirs(sorted(names))
-    for name, text in {**files, **headers, **(context or {})}.items():
-        _check_includes(name, text, names, dirs)
-    with tempfile.TemporaryDirectory(prefix="rs-fastcov-headers-") as tmp:
-        # pyslang reads included files from disk: the given headers only, under their names
-        for name, text in headers.items():
+    every = {**headers, **(context or {}), **files}
+    dirs = hdl.search_dirs(sorted(every))
+    including = False
+    for name, text in every.items():
+        including = _check_includes(name, text, set(every), dirs) or including
+    if not including:  # nothing to read from disk (the common case: no folder to make)
+        return _parse(files, context, defines, None, [])
+    with tempfile.TemporaryDirectory(prefix="rs-fastcov-include-") as tmp:
+        # pyslang reads included files from disk: the request's files only, under their names
+        for name, text in every.items():
             path = Path(tmp, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        sm = SourceManager()
-        options = _preprocessor_options(defines, [str(Path(tmp, d)) for d in dirs] if headers else [])
-        # each file's path is inside the folder, so an include beside it resolves there too
-        sources = [SourceFile(name, text, _tree(name, text, sm, options, tmp)) for name, text in files.items()]
-        compilation = ast.Compilation()
-        for s in sources:
-            compilation.addSyntaxTree(s.tree)
-        for name, text in (context or {}).items():
-            compilation.addSyntaxTree(_tree(name, text, sm, options, tmp))
+        return _parse(files, context, defines, tmp, [str(Path(tmp, d)) for d in dirs])
+
+
+def _parse(
+    files: dict[str, str], context: dict[str, str] | None, defines: Defines | None, folder: str | None, dirs: list[str]
+) -> tuple[list[SourceFile], Any]:
+    sm = SourceManager()
+    options = _preprocessor_options(defines, dirs)
+    # each file's path is inside the folder, so an include beside it resolves there too
+    sources = [SourceFile(name, text, _tree(name, text, sm, options, folder)) for name, text in files.items()]
+    compilation = ast.Compilation()
+    for s in sources:
+        compilation.addSyntaxTree(s.tree)
+    for name, text in (context or {}).items():
+        compilation.addSyntaxTree(_tree(name, text, sm, options, folder))
     return sources, compilation
 
 
@@ -133,15 +142,19 @@ def headers_of(files: Mapping[str, str]) -> dict[str, str]:
 _INCLUDE_ANY = re.compile(r"`include\b")
 
 
-def _check_includes(name: str, text: str, names: set[str], dirs: list[str]) -> None:
-    """Refuse an `` `include`` in ``name`` that is not a literal naming one of ``names``."""
+def _check_includes(name: str, text: str, names: set[str], dirs: list[str]) -> bool:
+    """Whether ``name`` has an `` `include``; raises :class:`Unsupported` for one that is not a
+    literal naming one of ``names``."""
     code = hdl.strip_comments(text)
+    if "`include" not in code:
+        return False
     targets = hdl.include_targets(text)
     if len(_INCLUDE_ANY.findall(code)) != len(targets):
         raise Unsupported(f"{name}: an `include whose file name is not a literal on its own line")
     for target in targets:
         if hdl.resolve_include(target, name, names, dirs) is None:
             raise Unsupported(f'{name}: `include "{target}" names no file of the request')
+    return True
 
 
 def _preprocessor_options(defines: Defines | None, include_dirs: list[str] | None = None) -> Any:
