@@ -111,7 +111,9 @@ ASSERTIONS = """module asrt (input logic clk, input logic rst_n, input logic a, 
     @(posedge clk) a;
   endproperty
   default disable iff (!rst_n);
+  default clocking cb @(posedge clk); endclocking
   a_pass: assert property (p_pass);
+  a_clocked: assert property (a |-> ##1 q);
   a_args: assert property (p_args(a, q)) else begin $warning("no q"); $display("at %t", $time); end
   a_fails: assert property (@(posedge clk) a |-> b);
   c_seq: cover property (@(posedge clk) s_ab);
@@ -145,7 +147,8 @@ def _request(design: dict, tb: str, engine: str, metrics=METRICS) -> dict:
 @pytest.mark.slow
 def test_assertion_declarations_and_a_failing_assertion_agree_with_verilator(engine):
     """Each property/sequence declaration (used, with arguments, unused) is a line point
-    Verilator never counts; a failing assertion (default action: $error) does not stop its run."""
+    Verilator never counts; a failing assertion (default action: $error) does not stop its run;
+    a default clocking block has no point."""
     design = {"asrt.sv": ASSERTIONS}
     fast_run, reference_run = _agree(
         engine, _request(design, ASSERTIONS_TB, "fast"), _request(design, ASSERTIONS_TB, "verilator")
@@ -181,6 +184,7 @@ def test_assertions_are_taken_out_line_for_line():
     assert lines[2].strip() == "function automatic void p_pass(); endfunction"
     assert lines[8].strip() == "function automatic void s_ab(); endfunction"
     assert "property" not in out and "assert" not in out and "cover" not in out and "disable iff" not in out
+    assert "clocking" not in out
 
 
 # -- string parameters ----------------------------------------------------------------------------

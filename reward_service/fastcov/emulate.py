@@ -293,7 +293,7 @@ _PRINTS = {"$error", "$warning", "$info", "$display", "$write"}
 def assertions_out(source: SourceFile) -> bool:
     """Take the concurrent assertions out of the modules of ``source`` (a DUT file): module
     items ``assert``/``assume``/``cover``/``restrict property``, ``property`` and ``sequence``
-    declarations and ``default disable iff``. Icarus 11 rejects them; Verilator 5.48 (with
+    declarations, ``default disable iff`` and an empty ``default clocking``. Icarus 11 rejects them; Verilator 5.48 (with
     ``--assert``) gives them no line, branch, toggle or expression point (``cover property``
     gives a ``user`` point, a metric the fast path does not measure, so such requests never
     come here), only a line ``block`` point at each property and sequence declaration that
@@ -310,7 +310,7 @@ def assertions_out(source: SourceFile) -> bool:
         if module.kind != _K.ModuleDeclaration:
             continue
         for item in module.members:
-            if item.kind not in _ASSERTION_MEMBERS:
+            if item.kind not in _ASSERTION_MEMBERS and not _default_clocking(item):
                 continue
             found = True
             line = source.line_col(item.getFirstToken().location)[0]
@@ -338,6 +338,17 @@ def assertions_out(source: SourceFile) -> bool:
             line = source.line_col(node.getFirstToken().location)[0]
             raise Unsupported(f"{source.name}:{line}: a concurrent assertion inside a procedure")
     return found
+
+
+def _default_clocking(item: Any) -> bool:
+    """Whether ``item`` is ``default clocking [name] @(event); endclocking`` with no clocking
+    items (the assertions' clock: no point on Verilator; clockvars would be signals)."""
+    return (
+        item.kind == _K.ClockingDeclaration
+        and item.globalOrDefault is not None
+        and item.globalOrDefault.kind == TokenKind.DefaultKeyword
+        and len(item.items) == 0
+    )
 
 
 def _only_prints(statement: Any) -> bool:

@@ -250,7 +250,7 @@ def instrument(
 
 
 #: Words that start a concurrent assertion item (a cheap test before parsing for them).
-_ASSERTION_WORDS = re.compile(r"\b(?:property|sequence|assert|assume|cover|restrict)\b")
+_ASSERTION_WORDS = re.compile(r"\b(?:property|sequence|assert|assume|cover|restrict|clocking)\b")
 
 
 def _assertions_out(files: dict[str, str], defines: Defines | None, headers: dict[str, str]) -> dict[str, str]:
