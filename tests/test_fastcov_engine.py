@@ -117,7 +117,6 @@ def test_a_forged_flag_file_is_ignored(engine):
     assert result.status == "ok" and result.coverage == honest.coverage
 
 
-@pytest.mark.slow
 #: Icarus 11 rejects `iff` in an event control (a syntax error). (test_bad_input's design with a
 #: concurrent assertion is scored on the fast path since issue 20: the assertion is taken out.)
 REJECTED_ON_ICARUS = """module rej(input logic clk, input logic a, output logic b);
@@ -127,6 +126,7 @@ endmodule
 """
 
 
+@pytest.mark.slow
 def test_fallback_to_verilator_says_why(engine):
     unmeasured = engine.score({**request(engine="fast"), "coverage": {"scope": "dut", "metrics": ["line", "user"]}})
     assert unmeasured.engine == "verilator" and unmeasured.status == "ok"
