@@ -392,3 +392,42 @@ def test_a_header_whose_code_needs_a_rewrite_is_refused():
     design = {"types.svh": TYPES.replace("enum bit", "enum logic"), "fsm.sv": FSM}
     with pytest.raises(Unsupported, match="`include'd file is not instrumented"):
         instrument(design, tuple(METRICS))
+
+
+TEST_ASRT = """import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, RisingEdge
+
+
+@cocotb.test()
+async def drive(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    dut.rst_n.value = 0
+    dut.a.value = 0
+    dut.b.value = 0
+    await RisingEdge(dut.clk)
+    dut.rst_n.value = 1
+    for a, b in [(1, 0), (0, 1), (1, 1), (0, 0), (1, 0)]:
+        await FallingEdge(dut.clk)
+        dut.a.value = a
+        dut.b.value = b
+    await RisingEdge(dut.clk)
+"""
+
+
+@pytest.mark.slow
+def test_assertions_under_cocotb_agree_with_verilator(engine):
+    """Verilator's cocotb build (--public-flat-rw) gives the declarations the same points."""
+
+    def cocotb_request(engine_name: str) -> dict:
+        return {
+            "design": {"files": {"asrt.sv": ASSERTIONS}, "toplevel": "asrt"},
+            "stimulus": {"kind": "cocotb", "test_module": "test_asrt", "files": {"test_asrt.py": TEST_ASRT}},
+            "coverage": {"metrics": METRICS},
+            "engine": engine_name,
+            "limits": {"run_s": 60},
+        }
+
+    fast_run, reference_run = _agree(engine, cocotb_request("fast"), cocotb_request("verilator"))
+    assert [(t.name, t.passed) for t in fast_run.result.tests] == [("drive", True)]
+    assert [(t.name, t.passed) for t in reference_run.result.tests] == [("drive", True)]
