@@ -212,7 +212,7 @@ def instrument(
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
     # headers are read where an `include names them; code from one is refused where a flag would go
     headers = headers_of(design)
-    hdl_files = _assertions_out(hdl_files, defines, headers)
+    hdl_files = _assertions_out(hdl_files, defines, headers, cocotb=emulation != "two_state")
     sources, compilation = parse(hdl_files, defines=defines, headers=headers)
     bodies = _instance_bodies(compilation)
     compilations = dict.fromkeys(bodies, compilation)
@@ -253,15 +253,24 @@ def instrument(
 _ASSERTION_WORDS = re.compile(r"\b(?:property|sequence|assert|assume|cover|restrict|clocking)\b")
 
 
-def _assertions_out(files: dict[str, str], defines: Defines | None, headers: dict[str, str]) -> dict[str, str]:
+def _assertions_out(
+    files: dict[str, str], defines: Defines | None, headers: dict[str, str], cocotb: bool = False
+) -> dict[str, str]:
     """``files`` with their concurrent assertions taken out (:func:`.emulate.assertions_out`),
-    before the point kinds see them. Raises :class:`Unsupported`."""
+    before the point kinds see them. Raises :class:`Unsupported`, and for a ``cocotb`` run
+    when there is any: a failed assertion ends Verilator's cocotb run (the SV testbench run
+    goes on), which the fast path without them would not."""
     if not any(_ASSERTION_WORDS.search(hdl.strip_comments(t)) for t in files.values()):
         return files
     sources, _ = parse(files, defines=defines, headers=headers)
     out = dict(files)
     for source in sources:
         if emulate.assertions_out(source):
+            if cocotb:
+                raise Unsupported(
+                    f"{source.name}: concurrent assertions under cocotb (a failing one ends Verilator's "
+                    "cocotb run, and Icarus 11 cannot evaluate them)"
+                )
             out[source.name] = source.apply()
     return out
 
