@@ -2,7 +2,11 @@
 """How often the fast coverage path hands a sample to Verilator, and why (issue 9 point 8).
 
 Every testbench of ``../shared/cases/stimulus`` (8 problems x weak/good/best SV testbenches and
-the problems' cocotb tests) and a spread of the cocotb corpus (``../shared/cases/cvdp/
+the problems' cocotb tests), the public-style samples of ``tests/fastcov_designs/public`` (one
+per construct that took public testbenches off the fast path, issue 20: concurrent assertions
+in the DUT, a ``string`` operand, testbench covergroups, an `` `include`` in a design file, a
+parameterised DUT instance under a testbench header, a ``$fscanf`` data file, a ``foreach``
+statement) and a spread of the cocotb corpus (``../shared/cases/cvdp/
 cocotb_corpus.jsonl``, every ``--corpus-step``-th item, requests built as
 ``tests/test_cocotb_corpus.py`` builds them) is scored with ``engine=fast`` through the
 engine's fast-path attempt (:func:`reward_service.fastcov.routing.attempt`): the fast path
@@ -10,19 +14,22 @@ runs for real (instrumentation, sandboxed Icarus / cocotb), but a sample that fa
 *not* then scored on Verilator, since only the reason is measured here. Default metrics (line,
 branch, toggle, expr), the DUT instance as coverage scope for the SV testbenches.
 
-Prints one row per testbench (engine, status, fallback reason) and the fallback rate; the
-target of issue 9 is <= 5 % of testbenches. Exit status 0 when the rate meets ``--max-rate``.
+Prints one row per testbench (engine, status, fallback reason), the fallback rate, and the
+rate per reason (:func:`reason_kind` groups the messages); the target of issue 9 is <= 5 % of
+testbenches. Exit status 0 when the rate meets ``--max-rate``.
 
     python bench/fallback_rate.py                      # 26 stimulus cases + 38 corpus items, ~10 min
-    python bench/fallback_rate.py --corpus-step 0 --json /tmp/fallback.json   # stimulus cases only
+    python bench/fallback_rate.py --corpus-step 0 --json /tmp/fallback.json   # cases and public samples only
     PYTHONPATH=/tmp/old-checkout python bench/fallback_rate.py --full         # another version's rate
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import posixpath
+import re
 import sys
 import tempfile
 import time
@@ -71,6 +78,59 @@ def stimulus_requests(cases: Path, cid012: Path) -> list[tuple[str, dict]]:
                 )
             )
     return out
+
+
+def public_requests(folder: Path) -> list[tuple[str, dict]]:
+    """(name, request) per public-style sample: ``<folder>/<construct>/design/*`` (the DUT,
+    headers included) and ``stimulus/*`` (the SV testbench, its headers and data files), DUT
+    instance ``dut``."""
+    out = []
+    for d in sorted(p for p in folder.iterdir() if (p / "design").is_dir()) if folder.is_dir() else []:
+        out.append((f"public/{d.name}", public_request(d, "fast")))
+    return out
+
+
+def public_request(sample: Path, engine: str, metrics: list[str] | None = None) -> dict:
+    """The request of one public-style sample folder (see :func:`public_requests`)."""
+    return {
+        "design": {"files": {p.name: p.read_text() for p in sorted((sample / "design").iterdir())}},
+        "stimulus": {
+            "kind": "sv_testbench",
+            "files": {p.name: p.read_text() for p in sorted((sample / "stimulus").iterdir())},
+        },
+        "coverage": {"scope": "dut", **({"metrics": metrics} if metrics else {})},
+        "engine": engine,
+        "limits": {"run_s": 60},
+    }
+
+
+#: Fallback messages grouped by cause: (kind, pattern), first match wins.
+REASONS = [
+    ("covergroups (Icarus 11)", r"does not support covergroups"),
+    ("concurrent assertion", r"concurrent assertion"),
+    ("string operand", r"string operand"),
+    ("reads files (token readable)", r"reads files|opens a file for reading|names the fast path's files"),
+    ("`include", r"`include"),
+    ("parameters (not elaborated)", r"with parameters \(not elaborated|uses defparam|under the testbench's parameter"),
+    ("race at a clock edge", r"race at a clock edge"),
+    ("macro expansion", r"macro"),
+    ("pyslang cannot parse/elaborate", r"pyslang cannot|could not be elaborated"),
+    ("unpacked-array ports", r"unpacked-array ports"),
+    ("foreach statement (expression coverage)", r"foreach"),
+    ("expression coverage of a construct", r"expression coverage of|in expression coverage|in an expression"),
+    ("Icarus rejects/cannot run the sources", r"^Icarus (rejects|cannot run)"),
+    ("instrumented build fails", r"instrumented (build|run)"),
+]
+
+
+def reason_kind(fallback: str) -> str:
+    """The cause of a fallback message, as a short kind (:data:`REASONS`; else the message
+    without file names and numbers, cut to 70 characters)."""
+    for kind, pattern in REASONS:
+        if re.search(pattern, fallback):
+            return kind
+    text = re.sub(r"[\w./-]+\.(?:sv|v|svh|vh)(?::\d+)?:?\s*", "", fallback.split(" — ")[0])
+    return re.sub(r"\d+", "N", text)[:70]
 
 
 def corpus_requests(corpus: Path, step: int) -> list[tuple[str, dict]]:
@@ -146,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cid012", type=Path, default=None, help="default: CASES/../cvdp/cid012.jsonl")
     parser.add_argument("--corpus", type=Path, default=None, help="default: CASES/../cvdp/cocotb_corpus.jsonl")
     parser.add_argument("--corpus-step", type=int, default=3, help="every N-th corpus item (0: none)")
+    parser.add_argument(
+        "--public", type=Path, default=REPO / "tests" / "fastcov_designs" / "public", help="public-style samples"
+    )
     parser.add_argument("--only", default="", help="only names containing this text")
     parser.add_argument("--max-rate", type=float, default=5.0, help="target fallback rate, percent")
     parser.add_argument("--json", type=Path, default=None)
@@ -159,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     from reward_service.engine import Engine
     from reward_service.settings import Settings
 
-    samples = stimulus_requests(args.cases, cid012) + corpus_requests(corpus, args.corpus_step)
+    samples = (
+        stimulus_requests(args.cases, cid012) + public_requests(args.public) + corpus_requests(corpus, args.corpus_step)
+    )
     samples = [(n, r) for n, r in samples if args.only in n]
     engine = Engine(Settings(cache_dir=Path(tempfile.mkdtemp(prefix="rs-fallback-")), result_cache=False))
     rows = {}
@@ -181,6 +246,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name in fell:
         print(f"  {name}: {rows[name]['fallback']}")
+    per_reason = collections.Counter(reason_kind(rows[n]["fallback"] or "") for n in fell)
+    groups = {
+        "stimulus cases": lambda n: not n.startswith(("public/", "corpus/")),
+        "public": "public/",
+        "corpus": "corpus/",
+    }
+    print("\nper reason (of all testbenches counted):")
+    for kind, count in per_reason.most_common():
+        print(f"  {count:3} ({100.0 * count / len(counted):4.1f} %)  {kind}")
+    for group, test in groups.items():
+        members = [
+            n
+            for n, r in rows.items()
+            if r["engine"] is not None and (test(n) if callable(test) else n.startswith(test))
+        ]
+        if members:
+            off = sum(rows[n]["engine"] == "verilator" for n in members)
+            print(f"  {group}: {off} of {len(members)} fall back")
     # Not fallbacks, but worth a Verilator run: a fast-path timeout or error on a testbench that
     # Verilator finishes is a wrong reward that the rate above does not show.
     suspect = [n for n, r in rows.items() if r["engine"] == "fast" and r["status"] not in ("ok", "compile_error")]
@@ -196,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                     "fallbacks": len(fell),
                     "testbenches": len(counted),
                     "fast_not_ok": suspect,
+                    "per_reason": dict(per_reason),
                     "rows": rows,
                 },
                 indent=1,

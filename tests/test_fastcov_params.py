@@ -119,9 +119,10 @@ def test_instance_arrays_are_elaborated():
         ("cnt #(.W(8)) dut (.clk(clk), .rst(rst), .d(d), .q(q), .hit(hit));\n", ""),
     ],
 )
-def test_overrides_behind_an_included_header_are_suspected(header, use):
-    """pyslang is not given the testbench's headers: an `include makes the text decide, headers
-    included (the review's cases: parameters from a header macro, an instance in a header)."""
+def test_overrides_behind_an_included_header_are_elaborated(header, use):
+    """pyslang reads the testbench's headers where it includes them (the review's cases:
+    parameters from a header macro, an instance in a header): the values are known (issue 20;
+    before, only the text could suspect an override)."""
     testbench = {
         "cfg.svh": header,
         "tb.sv": f'`include "cfg.svh"\nmodule tb; logic clk, rst; logic [7:0] d, q; logic hit;\n{use}\nendmodule\n',
@@ -132,6 +133,16 @@ def test_overrides_behind_an_included_header_are_suspected(header, use):
             .replace("\nendmodule", '`include "cfg.svh"\nendmodule')
             .replace('`include "cfg.svh"\nmodule', "module", 1)
         )
+    reason = overridden_parameters({"cnt.sv": DUT}, testbench)
+    assert reason is not None and "the testbench instantiates cnt with" in reason and "W=8" in reason, reason
+    same = {n: t.replace("W(8)", "W(4)").replace("EN_B(1)", "EN_B(0)") for n, t in testbench.items()}  # its own
+    assert overridden_parameters({"cnt.sv": DUT}, same) is None
+
+
+def test_an_include_of_a_file_the_request_lacks_is_suspected():
+    """An `include naming no file of the request is not read from the service's disk: the
+    text decides, as for any testbench pyslang cannot elaborate."""
+    testbench = {"tb.sv": '`include "/etc/cfg.svh"\nmodule tb; cnt #(.W(8)) dut (); endmodule\n'}
     reason = overridden_parameters({"cnt.sv": DUT}, testbench)
     assert reason is not None and "instantiates cnt with parameters (not elaborated here)" in reason
 

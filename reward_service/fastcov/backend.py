@@ -202,7 +202,11 @@ class FastSimulator(SimulatorBackend):
         runs: :func:`stamp_token` puts the token into the run's copy of the compiled DUT).
         Headers and data files are written as they are: the placeholder in them is the
         design's, not ours. Raises :class:`Unsupported`."""
-        design = {n: (job.src / n).read_text(encoding="utf-8") for n in job.design_files}
+        # headers too: instrument() reads those a design file includes (a testbench's are never read)
+        headers = [
+            n for n in job.include_files if n.lower().endswith(hdl.HEADER_SUFFIXES) and n not in job.design_files
+        ]
+        design = {n: (job.src / n).read_text(encoding="utf-8") for n in [*job.design_files, *headers]}
         inst = instrumented(
             design,
             self.metrics,
@@ -222,7 +226,8 @@ class FastSimulator(SimulatorBackend):
     def run_sv(self, job: Job) -> FastRun:
         inst, token = self.prepare(job, "two_state")
         hdl_tb = {n: (job.src / n).read_text(encoding="utf-8") for n in job.stimulus_files}
-        rewritten, skipped = emulate_testbench(hdl_tb)
+        included = {n: (job.src / n).read_text(encoding="utf-8") for n in job.include_files}
+        rewritten, skipped = emulate_testbench(hdl_tb, included)
         for name, text in rewritten.items():
             (job.src / name).write_text(text, encoding="utf-8")
         out = FastRun()

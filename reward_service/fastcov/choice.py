@@ -29,7 +29,7 @@ from reward_service import hdl
 from reward_service.engine_choice import FALLBACK
 from reward_service.fastcov.backend import FastSimulator, all_metrics, design_key, instrumented
 from reward_service.fastcov.compare import diff_points
-from reward_service.fastcov.instrument import parse
+from reward_service.fastcov.instrument import headers_of, parse
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import Design, ScoreRequest, SvTestbench
 from reward_service.revisions import FASTCOV_VERSION  # bumped there, with the other revisions
@@ -168,7 +168,7 @@ def self_check_testbench(files: dict[str, str], toplevel: str | None = None) -> 
     """A deterministic testbench for the design's top module: each step sets every data input
     from a 64-bit LFSR, then toggles the clocks; inputs named like resets are 1 one time in
     eight. Raises :class:`Unsupported` for ports it cannot drive (interfaces, unpacked arrays)."""
-    sources, compilation = parse({n: t for n, t in files.items() if hdl.is_hdl_source(n)})
+    sources, compilation = parse({n: t for n, t in files.items() if hdl.is_hdl_source(n)}, headers=headers_of(files))
     tops = [i for i in compilation.getRoot().topInstances]
     top = next((i for i in tops if i.name == toplevel), None) if toplevel else (tops[0] if len(tops) == 1 else None)
     if top is None:

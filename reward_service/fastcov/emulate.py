@@ -32,12 +32,22 @@ testbench; no coverage is added here).
   both.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
+- **DUT concurrent assertions** (:func:`assertions_out`): Icarus 11 rejects them; Verilator
+  counts no line/branch/toggle/expr point in them, only an uncovered line point per property
+  and sequence declaration, so they are taken out and each declaration becomes an empty
+  function that is never called (the same point, never covered).
+- **String parameters** (:func:`string_parameters`, the DUT): Icarus 11 rejects
+  ``parameter string``; compared only for (in)equality with literals, an untyped parameter
+  holding the same characters compares the same.
+- **Testbench covergroups** (:func:`strip_covergroups`): Icarus 11 rejects them; Verilator
+  5.48 ignores them (no record, ``get_coverage()`` is 0.0), so they are taken out.
 
 Line numbers are unchanged (only tokens are replaced or added on their line).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pyslang import ast, syntax
@@ -233,6 +243,200 @@ def jumps_as_disable(source: SourceFile) -> None:
             source.insert(start, f"begin : {name} ", closing=False, depth=d)
             source.insert(end, " end", closing=True, depth=d)
         source.replace(node, f"disable {name};")
+
+
+_STRING_EQUALITY = {_K.EqualityExpression, _K.InequalityExpression}
+
+
+def string_parameters(source: SourceFile) -> None:
+    """``parameter string P = "..."`` (and ``localparam``) -> ``parameter P = "..."``: Icarus
+    11 rejects the ``string`` type of a parameter. The untyped parameter is a packed vector of
+    the same characters, which compares with another string as the string does for ``==`` and
+    ``!=`` (no character is NUL), so every use must be such a comparison with a string literal
+    (what expression coverage models, :meth:`.expr_ir.Lowering._string_compare`). Raises
+    :class:`Unsupported` for any other use (``<``, a concatenation, a port, a function
+    argument: their semantics differ)."""
+    names: set[str] = set()
+    for node in [source.tree.root, *_walk(source.tree.root)]:
+        if node.kind == _K.ParameterDeclaration and node.type.kind == _K.StringType:
+            names.update(d.name.valueText for d in node.declarators)
+            source.replace(node.type, " " * len(str(node.type.keyword.valueText)))
+    if not names:
+        return
+    for node in _walk(source.tree.root):
+        if node.kind != _K.IdentifierName or node.identifier.valueText not in names:
+            continue
+        parent = node.parent
+        while parent is not None and parent.kind == _K.ParenthesizedExpression:
+            parent = parent.parent
+        other = None
+        if parent is not None and parent.kind in _STRING_EQUALITY:
+            other = parent.right if parent.left.sourceRange == node.sourceRange else parent.left
+        if other is None or other.kind != _K.StringLiteralExpression:
+            line = source.line_col(node.getFirstToken().location)[0]
+            raise Unsupported(
+                f"{source.name}:{line}: string parameter {node.identifier.valueText} used other than in "
+                "== or != with a string literal (Icarus 11 has no string parameters)"
+            )
+
+
+_ASSERTION_MEMBERS = {
+    _K.ConcurrentAssertionMember,
+    _K.PropertyDeclaration,
+    _K.SequenceDeclaration,
+    _K.DefaultDisableDeclaration,
+}
+#: What an assertion's action block may do and still be taken out: print (Verilator goes on
+#: after a failed assertion's $error, as after these).
+_PRINTS = {"$error", "$warning", "$info", "$display", "$write"}
+
+
+def assertions_out(source: SourceFile) -> bool:
+    """Take the concurrent assertions out of the modules of ``source`` (a DUT file): module
+    items ``assert``/``assume``/``cover``/``restrict property``, ``property`` and ``sequence``
+    declarations, ``default disable iff`` and an empty ``default clocking``. Icarus 11 rejects them; Verilator 5.48 (with
+    ``--assert``) gives them no line, branch, toggle or expression point (``cover property``
+    gives a ``user`` point, a metric the fast path does not measure, so such requests never
+    come here), only a line ``block`` point at each property and sequence declaration that
+    it never counts (the assertions use inlined copies; ``tests/test_fastcov_public.py``).
+    So each declaration becomes ``function automatic void <name>(); endfunction`` at its
+    keyword, never called: the line point the function kind gives it stays uncovered. The
+    other items become blanks; line numbers are kept. Returns whether any was found.
+
+    Raises :class:`Unsupported` for an action block that does more than print (``$fatal``
+    stops Verilator's run, an assignment changes the design), a declaration whose name is
+    not on its keyword's line, and a concurrent assertion inside a procedure."""
+    found = False
+    for module in [source.tree.root, *_walk(source.tree.root)]:  # a file of one module: its root
+        if module.kind != _K.ModuleDeclaration:
+            continue
+        for item in module.members:
+            if item.kind not in _ASSERTION_MEMBERS and not _default_clocking(item):
+                continue
+            found = True
+            line = source.line_col(item.getFirstToken().location)[0]
+            start, end = source.offsets(item)
+            newlines = source.data[start:end].count(b"\n")
+            if item.kind in (_K.PropertyDeclaration, _K.SequenceDeclaration):
+                if source.line_col(item.name.location)[0] != source.line_col(item.keyword.location)[0]:
+                    raise Unsupported(f"{source.name}:{line}: a {item.keyword.valueText} whose name is not on its line")
+                head = f"function automatic void {item.name.valueText}(); endfunction"
+            else:
+                if item.kind == _K.ConcurrentAssertionMember:
+                    action = item.statement.action
+                    for part in (action.statement, action.elseClause.clause if action.elseClause else None):
+                        if part is not None and not _only_prints(part):
+                            raise Unsupported(
+                                f"{source.name}:{line}: a concurrent assertion whose action does more than print "
+                                f"(`{str(part).strip()[:60]}`)"
+                            )
+                head = ""
+            source.replace(item, head + "\n" * newlines)
+    for node in _walk(source.tree.root):
+        if node.kind in (_K.AssertPropertyStatement, _K.AssumePropertyStatement, _K.CoverPropertyStatement) and (
+            node.parent is None or node.parent.kind != _K.ConcurrentAssertionMember
+        ):
+            line = source.line_col(node.getFirstToken().location)[0]
+            raise Unsupported(f"{source.name}:{line}: a concurrent assertion inside a procedure")
+    return found
+
+
+def _default_clocking(item: Any) -> bool:
+    """Whether ``item`` is ``default clocking [name] @(event); endclocking`` with no clocking
+    items (the assertions' clock: no point on Verilator; clockvars would be signals)."""
+    return (
+        item.kind == _K.ClockingDeclaration
+        and item.globalOrDefault is not None
+        and item.globalOrDefault.kind == TokenKind.DefaultKeyword
+        and len(item.items) == 0
+    )
+
+
+def _only_prints(statement: Any) -> bool:
+    """Whether ``statement`` (an assertion's action) does nothing but print."""
+    k = statement.kind
+    if k == _K.EmptyStatement:
+        return True
+    if k == _K.SequentialBlockStatement:
+        return all(_only_prints(i) for i in statement.items if isinstance(i, syntax.StatementSyntax))
+    if k == _K.ExpressionStatement and statement.expr.kind == _K.InvocationExpression:
+        return str(statement.expr.left).strip() in _PRINTS
+    return False
+
+
+_COVERGROUP_CALLS = {"sample", "start", "stop", "set_inst_name"}
+_COVERAGE_QUERIES = {"get_coverage", "get_inst_coverage"}
+
+
+def strip_covergroups(source: SourceFile) -> bool:
+    """Take a testbench's covergroups out, as Verilator 5.48 ignores them (COVERIGN: no record
+    in coverage.dat, ``get_coverage()`` returns 0.0; ``tests/test_covergroups.py``), for Icarus
+    11, which rejects their syntax. A covergroup declaration and the declarations of its
+    instances become blanks; ``inst = new(...);``, ``inst.sample(...);`` (``start``, ``stop``,
+    ``set_inst_name``) and ``inst.option.x = v;`` statements become ``;``; ``inst.get_coverage()``,
+    ``inst.get_inst_coverage()`` and ``cg::get_coverage()`` become ``0.0``. Line numbers are
+    kept. Raises :class:`Unsupported` for any other use of a covergroup or its instances (the
+    file then stays as written, and Icarus rejects it). Returns whether it found any."""
+    groups = [n for n in _walk(source.tree.root) if n.kind == _K.CovergroupDeclaration]
+    if not groups:
+        return False
+    types = {g.name.valueText for g in groups}
+    removed: list[tuple[int, int]] = []
+
+    def blank(node: Any, keep: str = "") -> None:
+        start, end = source.offsets(node)
+        text = source.data[start:end].decode("utf-8")
+        source.replace(node, keep + "".join(c if c == "\n" else " " for c in text[len(keep) :]))
+        removed.append((start, end))
+
+    instances: set[str] = set()
+    for g in groups:
+        blank(g)
+    for node in _walk(source.tree.root):
+        if node.kind == _K.DataDeclaration and node.type.kind == _K.NamedType and str(node.type).strip() in types:
+            instances.update(d.name.valueText for d in node.declarators)
+            blank(node)
+    for ident in [n for n in _walk(source.tree.root) if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
+        name = ident.identifier.valueText
+        if name not in instances and name not in types:
+            continue
+        at = source.offsets(ident)[0]
+        if any(a <= at < b for a, b in removed):
+            continue
+        _strip_covergroup_use(source, ident, name in types, blank, removed)
+    return True
+
+
+def _strip_covergroup_use(source: SourceFile, ident: Any, is_type: bool, blank: Any, removed: list) -> None:
+    """One use of a covergroup (``is_type``) or of an instance, the name ``ident``: see
+    :func:`strip_covergroups`."""
+    node = ident
+    while node.parent is not None and node.parent.kind == _K.ScopedName and node.parent.left is node:
+        node = node.parent
+    parent = node.parent
+    dotted = re.findall(r"[A-Za-z_][\w$]*", re.sub(r"\[[^\]]*\]", "", str(node)))  # `x[i].sample`: x, sample
+    last = dotted[-1] if len(dotted) > 1 else ""
+    where = f"{source.name}:{source.line_col(ident.getFirstToken().location)[0]}"
+    if parent is not None and parent.kind == _K.InvocationExpression and parent.left is node:
+        if last in _COVERAGE_QUERIES:
+            source.replace(parent, "0.0")
+            removed.append(source.offsets(parent))
+            return
+        statement = parent.parent
+        if not is_type and last in _COVERGROUP_CALLS and statement.kind == _K.ExpressionStatement:
+            blank(statement, ";")
+            return
+    elif (
+        not is_type
+        and parent is not None
+        and parent.kind == _K.AssignmentExpression
+        and parent.left is node
+        and parent.parent.kind == _K.ExpressionStatement
+        and (parent.right.kind == _K.NewClassExpression or (len(dotted) > 2 and dotted[1] in ("option", "type_option")))
+    ):
+        blank(parent.parent, ";")
+        return
+    raise Unsupported(f"{where}: a use of covergroup {dotted[0]} Icarus cannot be given (`{str(node).strip()}`)")
 
 
 #: The per-module bit whose time-0 change runs every combinational block once (see above).

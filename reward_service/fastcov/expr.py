@@ -299,10 +299,15 @@ class _Walker:
             if s.defaultCase is not None:
                 items.append((s.defaultCase, s.defaultCase.syntax.parent))
             for body, item_syntax in items:
-                if not state.on or not self._covered_here(item_syntax.getFirstToken()):
+                # at the item's `:` (where its line point is): its label may be a macro
+                if not state.on or not self._covered_here(
+                    getattr(item_syntax, "colon", None) or item_syntax.getFirstToken()
+                ):
                     continue
                 self.stmt(body, _State(), target, guard)  # a case item is no statement list
-        elif k in (_T.WhileLoop, _T.ForeverLoop, _T.RepeatLoop):
+        elif k in (_T.WhileLoop, _T.ForeverLoop, _T.RepeatLoop, _T.ForeachLoop):
+            # foreach: Verilator's lowered loop test compares the index only (no logical
+            # operator, no point); the body is a statement list of its own as in the others
             if k == _T.RepeatLoop:
                 self.expression(s.count, state, self._target("append", s.syntax), guard)
             loop_target = self._list_end(s.body)

@@ -16,6 +16,7 @@ by the instrumentation to test a term where Verilator tests it).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,7 +317,8 @@ class Lowering:
             if pkg:
                 name = f"{pkg}::{name}"
             return VNode("var", width, signed, name=name, loc=loc, src=self._src(e), ident=("enum", key))
-        if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port):
+        # an Iterator: a foreach loop's index, a variable of its loop (in scope where its checks go)
+        if sym.kind not in (_S.Variable, _S.Net, _S.Parameter, _S.FormalArgument, _S.Port, _S.Iterator):
             raise Unsupported(f"{self._where(e)}: reference to a {sym.kind.name} in an expression")
         name = sym.name
         if not name.isidentifier() and not name.replace("$", "_").isidentifier():
@@ -345,6 +347,8 @@ class Lowering:
         return (e.op.name, loc, *self._type(e))
 
     def _BinaryOp(self, e: Any) -> VNode:
+        if e.left.type.isString or e.right.type.isString:
+            return self._string_compare(e)
         opname, loc, width, signed = self._operator(e)
         if opname == "BinaryXnor":  # parsed as ~(a ^ b)
             inner = VNode("bin", width, signed, [self.build(e.left), self.build(e.right)], op="^", loc=loc, src=None)
@@ -364,6 +368,31 @@ class Lowering:
         if op in ("+", "-", "*", "/", "%", "&", "|", "^") and any(k.width_min for k in kids):
             n.width_min = max(k.width_min or k.width for k in kids)  # V3Width's widthMin
         return n
+
+    def _string_compare(self, e: Any) -> VNode:
+        """``p == "LIT"`` / ``p != "LIT"`` of a ``string`` parameter ``p``: a 1-bit term that
+        Verilator keeps whole, printing the literal quoted (``%22`` in coverage.dat). Anything
+        else with a string operand is refused (the emulation makes such parameters untyped, where
+        only equality compares as a string does: :func:`.emulate.string_parameters`)."""
+        op = {"Equality": "==", "Inequality": "!="}.get(e.op.name)
+        if op is None:
+            raise Unsupported(f"{self._where(e)}: expression coverage of a string operand")
+        kids = [self._string_operand(x) for x in (e.left, e.right)]
+        syn = _unparen(e.syntax)
+        loc = self._tok_loc(syn.operatorToken) if syn is not None else None
+        return VNode("bin", 1, False, kids, op=op, loc=loc, src=self._src(e))
+
+    def _string_operand(self, e: Any) -> VNode:
+        while e.kind == _E.Conversion:
+            e = e.operand
+        if e.kind == _E.StringLiteral:
+            value = str(e.value)
+            if not re.fullmatch(r"[A-Za-z0-9_ .-]*", value):
+                raise Unsupported(f"{self._where(e)}: a string literal Verilator would escape in its point")
+            return VNode("var", 0, False, name=f"%22{value}%22", loc=self._first(e), src=self._src(e))
+        if e.kind == _E.NamedValue and e.symbol.kind == _S.Parameter and e.type.isString:
+            return VNode("var", 0, False, name=e.symbol.name, loc=self._first(e), src=self._src(e))
+        raise Unsupported(f"{self._where(e)}: expression coverage of a string operand")
 
     def _UnaryOp(self, e: Any) -> VNode:
         opname, loc, width, signed = self._operator(e)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyslang import Bag, SourceManager, ast, syntax
@@ -85,7 +88,10 @@ Defines = Mapping[str, "str | None"]
 
 
 def parse(
-    files: dict[str, str], context: dict[str, str] | None = None, defines: Defines | None = None
+    files: dict[str, str],
+    context: dict[str, str] | None = None,
+    defines: Defines | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[list[SourceFile], Any]:
     """Parse HDL files into :class:`SourceFile` s sharing one source manager, plus a pyslang
     compilation of them and of the ``context`` files (name -> text: a testbench whose
@@ -93,26 +99,74 @@ def parse(
     returned as sources). ``defines`` (name -> value, None: defined without one) are
     predefined as the build's ``-D`` options define them, so the code parsed (and
     instrumented) is the one the simulators compile: the text of an inactive `` `ifdef``
-    branch stays as it is, never instrumented. Raises :class:`Unsupported` on a syntax error."""
+    branch stays as it is, never instrumented. ``headers``: the files an `` `include`` may
+    name (name -> text), found as the builds find them (:func:`reward_service.hdl.search_dirs`);
+    an `` `include`` of anything else is refused (pyslang would read the service's own disk).
+    Raises :class:`Unsupported` on a syntax error or such an include."""
+    headers = headers or {}
+    every = {**headers, **(context or {}), **files}
+    dirs = hdl.search_dirs(sorted(every))
+    including = False
+    for name, text in every.items():
+        including = _check_includes(name, text, set(every), dirs) or including
+    if not including:  # nothing to read from disk (the common case: no folder to make)
+        return _parse(files, context, defines, None, [])
+    with tempfile.TemporaryDirectory(prefix="rs-fastcov-include-") as tmp:
+        # pyslang reads included files from disk: the request's files only, under their names
+        for name, text in every.items():
+            path = Path(tmp, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return _parse(files, context, defines, tmp, [str(Path(tmp, d)) for d in dirs])
+
+
+def _parse(
+    files: dict[str, str], context: dict[str, str] | None, defines: Defines | None, folder: str | None, dirs: list[str]
+) -> tuple[list[SourceFile], Any]:
     sm = SourceManager()
-    options = _preprocessor_options(defines)
-    sources = [SourceFile(name, text, _tree(name, text, sm, options)) for name, text in files.items()]
+    options = _preprocessor_options(defines, dirs)
+    # each file's path is inside the folder, so an include beside it resolves there too
+    sources = [SourceFile(name, text, _tree(name, text, sm, options, folder)) for name, text in files.items()]
     compilation = ast.Compilation()
     for s in sources:
         compilation.addSyntaxTree(s.tree)
     for name, text in (context or {}).items():
-        compilation.addSyntaxTree(_tree(name, text, sm, options))
+        compilation.addSyntaxTree(_tree(name, text, sm, options, folder))
     return sources, compilation
 
 
-def _preprocessor_options(defines: Defines | None) -> Any:
+def headers_of(files: Mapping[str, str]) -> dict[str, str]:
+    """The header files of ``files`` (name -> text): what an `` `include`` may name (:func:`parse`)."""
+    return {n: t for n, t in files.items() if n.lower().endswith(hdl.HEADER_SUFFIXES)}
+
+
+_INCLUDE_ANY = re.compile(r"`include\b")
+
+
+def _check_includes(name: str, text: str, names: set[str], dirs: list[str]) -> bool:
+    """Whether ``name`` has an `` `include``; raises :class:`Unsupported` for one that is not a
+    literal naming one of ``names``."""
+    code = hdl.strip_comments(text)
+    if "`include" not in code:
+        return False
+    targets = hdl.include_targets(text)
+    if len(_INCLUDE_ANY.findall(code)) != len(targets):
+        raise Unsupported(f"{name}: an `include whose file name is not a literal on its own line")
+    for target in targets:
+        if hdl.resolve_include(target, name, names, dirs) is None:
+            raise Unsupported(f'{name}: `include "{target}" names no file of the request')
+    return True
+
+
+def _preprocessor_options(defines: Defines | None, include_dirs: list[str] | None = None) -> Any:
     options = PreprocessorOptions()
+    options.additionalIncludePaths = list(include_dirs or [])
     options.predefines = [name if value is None else f"{name}={value}" for name, value in (defines or {}).items()]
     return Bag([options])
 
 
-def _tree(name: str, text: str, sm: Any, options: Any) -> Any:
-    tree = syntax.SyntaxTree.fromText(text, sm, name, name, options)
+def _tree(name: str, text: str, sm: Any, options: Any, folder: str | None = None) -> Any:
+    tree = syntax.SyntaxTree.fromText(text, sm, name, str(Path(folder, name)) if folder else name, options)
     errors = [d for d in tree.diagnostics if d.isError()]
     if errors:
         raise Unsupported(f"{name}:{sm.getLineNumber(errors[0].location)}: pyslang cannot parse it ({errors[0].code})")
@@ -148,7 +202,7 @@ def instrument(
     """Instrument the DUT files ``design`` (name -> text; headers are left as they are) for the
     point kinds of ``metrics`` (default: all), with the Icarus emulation rewrites ``emulation``
     (``two_state`` for SV testbenches, ``zero_init`` for cocotb with HDL ``toplevel``; see
-    :mod:`.emulate`). ``context``: testbench files (name -> text, headers left out) to
+    :mod:`.emulate`). ``context``: testbench files (name -> text; its headers are read where an `` `include`` names them) to
     elaborate the DUT under, when they give it other parameter values than its own
     (:mod:`.params`): the points are then enumerated from the instances the testbench makes (a
     DUT module it does not instantiate keeps its own elaboration). ``defines``: the build's
@@ -157,13 +211,15 @@ def instrument(
     if emulation not in EMULATIONS:
         raise ValueError(f"unknown emulation {emulation!r}")
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
-    if any("`include" in hdl.strip_comments(t) for t in hdl_files.values()):
-        raise Unsupported("`include in the design is not instrumented")
-    sources, compilation = parse(hdl_files, defines=defines)
+    # headers are read where an `include names them; code from one is refused where a flag would go
+    headers = headers_of(design)
+    hdl_files = _assertions_out(hdl_files, defines, headers, cocotb=emulation != "two_state")
+    sources, compilation = parse(hdl_files, defines=defines, headers=headers)
     bodies = _instance_bodies(compilation)
     compilations = dict.fromkeys(bodies, compilation)
     if context:
-        sources, compilation = parse(hdl_files, context, defines)
+        units = {n: t for n, t in context.items() if hdl.is_hdl_source(n)}
+        sources, compilation = parse(hdl_files, units, defines, {**headers, **headers_of(context)})
         own = ast.Compilation()  # the DUT alone, from the same syntax trees
         for s in sources:
             own.addSyntaxTree(s.tree)
@@ -194,15 +250,45 @@ def instrument(
     return Instrumented(files=files, tables=tables, metrics=metrics)
 
 
-def emulate_testbench(files: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The testbench files with the emulation rewrites; a file pyslang cannot parse is left as
-    it is (returned in the second list, for the result's message)."""
+#: Words that start a concurrent assertion item (a cheap test before parsing for them).
+_ASSERTION_WORDS = re.compile(r"\b(?:property|sequence|assert|assume|cover|restrict|clocking)\b")
+
+
+def _assertions_out(
+    files: dict[str, str], defines: Defines | None, headers: dict[str, str], cocotb: bool = False
+) -> dict[str, str]:
+    """``files`` with their concurrent assertions taken out (:func:`.emulate.assertions_out`),
+    before the point kinds see them. Raises :class:`Unsupported`, and for a ``cocotb`` run
+    when there is any: a failed assertion ends Verilator's cocotb run (the SV testbench run
+    goes on), which the fast path without them would not."""
+    if not any(_ASSERTION_WORDS.search(hdl.strip_comments(t)) for t in files.values()):
+        return files
+    sources, _ = parse(files, defines=defines, headers=headers)
+    out = dict(files)
+    for source in sources:
+        if emulate.assertions_out(source):
+            if cocotb:
+                raise Unsupported(
+                    f"{source.name}: concurrent assertions under cocotb (a failing one ends Verilator's "
+                    "cocotb run, and Icarus 11 cannot evaluate them)"
+                )
+            out[source.name] = source.apply()
+    return out
+
+
+def emulate_testbench(files: dict[str, str], headers: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The testbench files with the emulation rewrites and their covergroups taken out
+    (:func:`.emulate.strip_covergroups`); a file pyslang cannot parse, or whose covergroups
+    cannot be taken out, is left as it is (returned in the second list, for the result's
+    message). ``headers``: the files an `` `include`` of theirs may name (name -> text)."""
     out, skipped = dict(files), []
     for name, text in files.items():
         if not name.lower().endswith(hdl.HDL_SUFFIXES) or name.lower().endswith(hdl.HEADER_SUFFIXES):
             continue
         try:
-            (source,), _ = parse({name: text})
+            (source,), _ = parse({name: text}, headers=headers)
+            if emulate.strip_covergroups(source):  # Icarus 11 rejects them; Verilator ignores them
+                (source,), _ = parse({name: source.apply()}, headers=headers)  # the rewrites below see none
             _emulate(source, "two_state")
             out[name] = source.apply()
         except Unsupported:
@@ -218,6 +304,8 @@ def _emulate(
     else:  # cocotb: 4-state, zeroed; inputs of modules below the toplevel 2-state (X -> 0)
         emulate.zero_init(source, bodies)
         emulate.two_state(source, inputs_only_except=toplevel or "")
+    if emulation == "two_state":  # a cocotb test could read the parameter, a string on Verilator
+        emulate.string_parameters(source)
     emulate.zero_arrays(source)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)

@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from reward_service import hdl
-from reward_service.fastcov.instrument import parse
+from reward_service.fastcov.instrument import headers_of, parse
 from reward_service.fastcov.unit import Unsupported, instance_bodies, parameter_values
 
 
@@ -39,7 +39,8 @@ def instance_values(compilation: Any) -> dict[str, set[tuple[tuple[str, str], ..
 
 @functools.lru_cache(maxsize=256)
 def _design_values(files: tuple[tuple[str, str], ...]) -> dict[str, set[tuple[tuple[str, str], ...]]]:
-    _, compilation = parse(dict(files))
+    design = dict(files)
+    _, compilation = parse({n: t for n, t in design.items() if hdl.is_hdl_source(n)}, headers=headers_of(design))
     return instance_values(compilation)
 
 
@@ -97,12 +98,14 @@ def _values(design: dict[str, str], testbench: dict[str, str]) -> tuple[dict, di
     an override."""
     dut = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}  # no headers, no data files
     tb = {n: t for n, t in testbench.items() if hdl.is_hdl_source(n)}
+    headers = headers_of(design)
     try:
-        own = _design_values(tuple(sorted(dut.items())))
+        own = _design_values(tuple(sorted({**dut, **headers}.items())))
+        headers = {**headers, **headers_of(testbench)}  # the testbench's includes too
     except Unsupported:
         return None
     try:
-        _, compilation = parse(dut, tb)
+        _, compilation = parse(dut, tb, headers=headers)
         return own, instance_values(compilation)
     except Exception as exc:
         reason = _textual_override(own, testbench)

@@ -104,7 +104,9 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
         )
     from reward_service.fastcov.screen import reads_files
 
-    reading = reads_files(prepared.stimulus)
+    # the request's data files, copied as written into the run's cwd: a testbench may read those
+    data_files = [n for n in (*prepared.design.files, *prepared.stimulus.files) if hdl.is_data_file(n)]
+    reading = reads_files(prepared.stimulus, data_files)
     if reading:
         return None, f"{reading}: the fast path's coverage token would be readable (docs/fastcov.md)"
     context = None
@@ -113,11 +115,8 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
         from reward_service.fastcov.params import testbench_values
 
         files = dict(prepared.stimulus.files)
-        testbench = {
-            n: t
-            for n, t in files.items()
-            if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
-        }
+        # headers too: instrument() compiles the others and reads these where they are included
+        testbench = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
         try:
             signature = testbench_values(dict(prepared.design.files), files)
         except Unsupported as exc:
@@ -194,11 +193,7 @@ def attempt(
 def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
     """The design's unpacked-array ports that a run would connect: all of them, except those
     of a cocotb toplevel (cocotb reads the toplevel's own signals, no port between)."""
-    files = {
-        n: t
-        for n, t in prepared.design.files.items()
-        if n.lower().endswith(hdl.HDL_SUFFIXES) and not n.lower().endswith(hdl.HEADER_SUFFIXES)
-    }
+    files = {n: t for n, t in prepared.design.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
     toplevel = getattr(prepared.stimulus, "toplevel", None) if prepared.stimulus.kind == "cocotb" else None
     defines = json.dumps(design_defines(prepared), sort_keys=True)
     return [p for p in _array_ports(json.dumps(files, sort_keys=True), defines) if p[0] != toplevel]
@@ -207,10 +202,15 @@ def _connected_array_ports(prepared: Prepared) -> list[tuple[str, str]]:
 @functools.lru_cache(maxsize=256)
 def _array_ports(files_json: str, defines_json: str) -> tuple[tuple[str, str], ...]:
     from reward_service.fastcov.emulate import array_ports
-    from reward_service.fastcov.instrument import parse
+    from reward_service.fastcov.instrument import headers_of, parse
 
     # parses: instrumented() took the design
-    sources, _ = parse(json.loads(files_json), defines=json.loads(defines_json))
+    files = json.loads(files_json)
+    sources, _ = parse(
+        {n: t for n, t in files.items() if hdl.is_hdl_source(n)},
+        defines=json.loads(defines_json),
+        headers=headers_of(files),
+    )
     return tuple(p for source in sources for p in array_ports(source))
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import json
+import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,19 +34,25 @@ from reward_service.fastcov.unit import TOKEN_PLACEHOLDER
 
 #: SV system tasks that read a file (IEEE 1800-2017 21.3 and 21.4).
 _SV_READS = re.compile(r"\$(?:fgets|fgetc|ungetc|fscanf|fread|readmemh|readmemb|fseek|frewind|ftell)\b")
-#: A string literal (skipped) or the start of a ``$fopen`` call.
-_SV_FOPEN = re.compile(rf"(?P<s>{hdl.STRING_LITERAL.pattern})|\$fopen\s*\(")
+#: A string literal (skipped) or the start of a call that opens a file: ``$fopen``, ``$readmemh``, ``$readmemb``.
+_SV_OPENS = re.compile(rf"(?P<s>{hdl.STRING_LITERAL.pattern})|(?P<op>\$fopen|\$readmem[hb])\s*\(")
 #: Python naming the fast path's own files. Reading files as such is common in cocotb tests
 #: (CVDP's harness_library reads its runner's files), so only these names are screened.
 #: (/model: a cached cocotb build, whose per-run sim.vvp copy holds the run's token.)
 _PY_READS = re.compile(r"/work/src|/work/obj|/model\b|rs_fastcov|sim\.vvp|\bmmap\b")
 
 
-def reads_files(stimulus: Any) -> str | None:
+def reads_files(stimulus: Any, data_files: Collection[str] = ()) -> str | None:
     """Why the fast path must not run ``stimulus`` (an ``SvTestbench`` or ``CocotbStimulus``):
     the file and construct through which it reads files, or None. A file holding
     :data:`~reward_service.fastcov.unit.TOKEN_PLACEHOLDER` is refused too: the fast path
-    replaces that text with the run's token wherever it stands in what it compiles."""
+    replaces that text with the run's token wherever it stands in what it compiles.
+
+    An SV file whose every ``$fopen`` for reading and ``$readmemh``/``$readmemb`` names, by a
+    string literal, one of ``data_files`` (the request's data files, at their relative paths:
+    copied as written into the simulation's cwd, they hold no token) is not refused: it can
+    open nothing else to read, and ``$fscanf``/``$fgets``/... read only what it opened."""
+    data = {posixpath.normpath(n) for n in data_files}
     for name, text in stimulus.files.items():
         if TOKEN_PLACEHOLDER in text:
             return f"{name} holds `{TOKEN_PLACEHOLDER}`, the text the fast path replaces with its coverage token"
@@ -54,18 +61,60 @@ def reads_files(stimulus: Any) -> str | None:
             if m:
                 return f"{name} names the fast path's files (`{m.group(0)}`)"
             continue
+        code = hdl.strip_comments_only(text)
+        opened = list(_files_opened_for_reading(code))
+        if all(target is not None and target in data for _, target in opened):
+            continue  # reads only the request's own data files (none: reads no file)
         m = _SV_READS.search(hdl.strip_comments(text))
         if m:
-            return f"{name} reads files (`{m.group(0)}`)"
-        code = hdl.strip_comments_only(text)
-        for call in _SV_FOPEN.finditer(code):
-            if call.group("s"):
-                continue  # "$fopen(" inside a string literal
-            end = code.find(";", call.end())
-            mode = _fopen_mode(code[call.end() : end if end >= 0 else len(code)])
-            if mode is not None and ("r" in mode or "+" in mode or mode == "?"):
-                return f"{name} opens a file for reading (`$fopen` mode {mode if mode != '?' else 'not a literal'})"
+            return f"{name} reads files (`{m.group(0)}`){_not_data(opened, data)}"
+        for what, _ in opened:
+            if what.startswith("`$fopen`"):
+                return f"{name} opens a file for reading ({what}){_not_data(opened, data)}"
     return None
+
+
+def _not_data(opened: list[tuple[str, str | None]], data: set[str]) -> str:
+    """The first file read that is not a data file of the request, as a message's tail."""
+    for what, target in opened:
+        if target is None:
+            return f", {what} of a name that is not a plain string literal of a relative path"
+        if target not in data:
+            return f", {what} of {target!r}, not a data file of the request"
+    return ""
+
+
+def _files_opened_for_reading(code: str):
+    """``(construct, file name or None)`` for each ``$fopen`` for reading and each
+    ``$readmemh``/``$readmemb`` in ``code`` (comments stripped): the name when it is a plain
+    string literal (normalised; None for anything else: an expression, an escape sequence, an
+    absolute path or one leaving the cwd)."""
+    for call in _SV_OPENS.finditer(code):
+        if call.group("s"):
+            continue  # "$fopen(" inside a string literal
+        end = code.find(";", call.end())
+        args = code[call.end() : end if end >= 0 else len(code)]
+        if call.group("op") == "$fopen":
+            mode = _fopen_mode(args)
+            if mode is None or not ("r" in mode or "+" in mode or mode == "?"):
+                continue  # write-only
+            what = f"`$fopen` mode {mode if mode != '?' else 'not a literal'}"
+        else:
+            what = f"`{call.group('op')}`"
+        yield what, _literal_name(args)
+
+
+def _literal_name(args: str) -> str | None:
+    """The file name of a call from the text after its ``(`` when its first argument is a plain
+    string literal naming a relative path inside the cwd, else None."""
+    m = re.match(rf"\s*({hdl.STRING_LITERAL.pattern})\s*[,)]", args)
+    if m is None:
+        return None
+    name = m.group(1)[1:-1]
+    if not name or "\\" in name or name.startswith("/"):
+        return None
+    name = posixpath.normpath(name)
+    return None if name.startswith("..") else name
 
 
 def _fopen_mode(args: str) -> str | None:
@@ -490,14 +539,19 @@ def design_race(files: dict[str, str], defines: Mapping[str, str | None] | None 
     """:func:`races` of the DUT files ``files`` (name -> text) built with ``defines``. Cached
     per design (the samples of a problem share it)."""
     return _design_race(
-        json.dumps({n: t for n, t in files.items() if hdl.is_hdl_source(n)}, sort_keys=True),
+        json.dumps({n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}, sort_keys=True),
         json.dumps(dict(defines or {}), sort_keys=True),
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _design_race(files_json: str, defines_json: str) -> str | None:
-    from reward_service.fastcov.instrument import _instance_bodies, parse
+    from reward_service.fastcov.instrument import _instance_bodies, headers_of, parse
 
-    sources, compilation = parse(json.loads(files_json), defines=json.loads(defines_json))
+    files = json.loads(files_json)
+    sources, compilation = parse(
+        {n: t for n, t in files.items() if hdl.is_hdl_source(n)},
+        defines=json.loads(defines_json),
+        headers=headers_of(files),
+    )
     return races(sources, _instance_bodies(compilation))

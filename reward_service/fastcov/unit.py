@@ -120,8 +120,14 @@ class SourceFile:
         self.data = text.encode("utf-8")  # pyslang offsets count bytes
         self.tree = tree
         self.sm = tree.sourceManager
-        first = tree.root.getFirstToken()
-        self.buffer = self.sm.getFullyExpandedLoc(first.location).buffer if first else None
+        # the file's own buffer: its first token may come from an included header (a typedef
+        # before the module), its last (the end of file, or `endmodule`) does not
+        self.buffer = None
+        for tok in (tree.root.getFirstToken(), tree.root.getLastToken()):
+            loc = self.sm.getFullyExpandedLoc(tok.location) if tok is not None else None
+            if loc is not None and not self.sm.isIncludedFileLoc(loc):
+                self.buffer = loc.buffer
+                break
         self._insertions: list[_Insertion] = []
         self._wraps: dict[tuple[int, int], _Wrap] = {}
         self._seq = 0
@@ -137,7 +143,9 @@ class SourceFile:
     # -- positions ------------------------------------------------------------------------
     def _file_loc(self, loc: Any) -> Any:
         loc = self.sm.getFullyExpandedLoc(loc)
-        if loc.buffer != self.buffer:
+        # (the buffer of the root's first token is an included file's when the file starts
+        # with an `include of code: hence the included-file test too)
+        if loc.buffer != self.buffer or self.sm.isIncludedFileLoc(loc):
             raise Unsupported(f"{self.name}: code from an `include'd file is not instrumented")
         return loc
 
