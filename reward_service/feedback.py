@@ -144,6 +144,22 @@ def _pct(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{100 * ratio:.1f}%"
 
 
+#: Races a feedback names before it says how many more there are.
+FEEDBACK_RACES = 3
+
+
+def _races_text(result: ScoreResult) -> str:
+    """The testbench-DUT races of ``result`` as lint lines (first :data:`FEEDBACK_RACES`), each
+    on its own line after the header; empty without races."""
+    if not result.races:
+        return ""
+    lines = [race.lint() for race in result.races[:FEEDBACK_RACES]]
+    more = len(result.races) - FEEDBACK_RACES
+    if more > 0:
+        lines.append(f"(and {more} more races)")
+    return "\n" + "\n".join(lines)
+
+
 def feedback_text(
     result: ScoreResult,
     *,
@@ -177,6 +193,7 @@ def feedback_text(
     if target_percent is not None:
         judged = " on the reachable points" if any(t.figure == "reachable" for t in result.targets) else ""
         header += f" Target {target_percent:g}%{judged}: {'met' if result.passed else 'not met'}."
+    header += _races_text(result)
     missing = sum(m.total - m.covered for m in cov.metrics.values() if m.available)
     if not result.uncovered:
         if missing == 0:
