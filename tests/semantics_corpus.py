@@ -25,7 +25,7 @@ import random
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +76,8 @@ RACY = frozenset({"blocking_posedge", "repeat_posedge", "task_blocking", "fork_p
 @dataclass(frozen=True)
 class Batch:
     """One simulation: ``design`` and ``stimulus`` files (name -> text), the testbench ``top``,
-    and ``expected``: per idiom, the lines its DUT instance must print (``S <time> <rst> <en>
-    <din>``)."""
+    and ``expected``: per sample (``<idiom>@<seed>``), the lines its DUT instance must print
+    (``S <path> <time> <rst> <en> <din>``)."""
 
     design: dict[str, str]
     stimulus: dict[str, str]
@@ -90,11 +90,11 @@ def _values(rng: random.Random, cycles: int) -> list[tuple[int, int, int]]:
     return [(int(i < reset_cycles), rng.randint(0, 1), rng.randint(0, 15)) for i in range(cycles)]
 
 
-def _sub_testbench(idiom: str, values: list[tuple[int, int, int]]) -> str:
+def _sub_testbench(idiom: str, seed: int, values: list[tuple[int, int, int]]) -> str:
     n = len(values)
     table = "\n".join(f"    R[{i}] = {r}; E[{i}] = {e}; D[{i}] = {d};" for i, (r, e, d) in enumerate(values))
     head = f"""\
-module t_{idiom};
+module t_{idiom}_s{seed};
   logic clk = 0; logic rst, en; logic [3:0] din; wire [7:0] sum;
   logic R [0:{n - 1}]; logic E [0:{n - 1}]; logic [3:0] D [0:{n - 1}];
   integer cyc = 0;
@@ -140,17 +140,22 @@ endmodule
     )
 
 
-def generate(seed: int, cycles: int = 8, idioms: tuple[str, ...] = IDIOMS) -> Batch:
-    """The batch of ``seed``: each of ``idioms`` driving ``cycles`` seeded values (cycles >= 2)."""
-    rng = random.Random(seed)
-    values = _values(rng, cycles)
-    subs = [_sub_testbench(idiom, values) for idiom in idioms]
-    insts = "\n".join(f"  t_{idiom} u_{idiom}();" for idiom in idioms)
-    top = f"module tb;\n{insts}\n  initial #{10 * cycles + 20} $finish;\nendmodule\n"
-    expected = {
-        idiom: [f"S tb.u_{idiom}.dut {10 * k + 5} {r} {e} {d}" for k, (r, e, d) in enumerate(values)]
-        for idiom in idioms
-    }
+def generate(seeds: int | Sequence[int], cycles: int = 8, idioms: Sequence[str] = IDIOMS) -> Batch:
+    """One batch holding each of ``idioms`` for each of ``seeds`` (a sample: ``<idiom>@<seed>``),
+    each driving ``cycles`` (>= 2) values drawn from its seed."""
+    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    subs: list[str] = []
+    insts: list[str] = []
+    expected: dict[str, list[str]] = {}
+    for seed in seeds:
+        values = _values(random.Random(seed), cycles)
+        for idiom in idioms:
+            subs.append(_sub_testbench(idiom, seed, values))
+            insts.append(f"  t_{idiom}_s{seed} u_{idiom}_s{seed}();")
+            expected[f"{idiom}@{seed}"] = [
+                f"S tb.u_{idiom}_s{seed}.dut {10 * k + 5} {r} {e} {d}" for k, (r, e, d) in enumerate(values)
+            ]
+    top = "module tb;\n" + "\n".join(insts) + f"\n  initial #{10 * cycles + 20} $finish;\nendmodule\n"
     return Batch({DUT_FILE: DUT}, {"tb.sv": "\n".join([*subs, top])}, "tb", expected)
 
 
@@ -164,14 +169,14 @@ def scheduled(batch: Batch) -> Batch:
     return Batch(batch.design, files, batch.top, batch.expected)
 
 
-_LINE = re.compile(r"^S tb\.u_(\w+)\.dut .*$", re.M)
+_LINE = re.compile(r"^S tb\.u_(\w+)_s(\d+)\.dut .*$", re.M)
 
 
 def traces(output: str) -> dict[str, list[str]]:
-    """The DUT lines of a run's output by idiom."""
+    """The DUT lines of a run's output by sample (``<idiom>@<seed>``)."""
     out: dict[str, list[str]] = {}
     for m in _LINE.finditer(output):
-        out.setdefault(m.group(1), []).append(m.group(0).strip())
+        out.setdefault(f"{m.group(1)}@{m.group(2)}", []).append(m.group(0).strip())
     return out
 
 
@@ -222,14 +227,22 @@ def run_verilator(batch: Batch, root: Path, binary: Path | None = None, timeout:
 
 
 def mismatches(batch: Batch, output: str) -> dict[str, int]:
-    """Per idiom, how many edges of the run differ from the expectation (a missing or extra
-    line counts)."""
+    """Per sample (``<idiom>@<seed>``), how many edges of the run differ from the expectation
+    (a missing or extra line counts)."""
     got = traces(output)
     out = {}
-    for idiom, expected in batch.expected.items():
-        lines = got.get(idiom, [])
-        diff = sum(a != b for a, b in zip(lines, expected, strict=False)) + abs(len(lines) - len(expected))
-        out[idiom] = diff
+    for sample, expected in batch.expected.items():
+        lines = got.get(sample, [])
+        out[sample] = sum(a != b for a, b in zip(lines, expected, strict=False)) + abs(len(lines) - len(expected))
+    return out
+
+
+def per_idiom(found: dict[str, int]) -> dict[str, int]:
+    """:func:`mismatches` summed into samples that differ, per idiom."""
+    out: dict[str, int] = {}
+    for sample, diff in found.items():
+        idiom = sample.partition("@")[0]
+        out[idiom] = out.get(idiom, 0) + bool(diff)
     return out
 
 
