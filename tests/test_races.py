@@ -135,7 +135,9 @@ def test_race_lint_line_in_result_and_feedback():
         races=[race],
     )
     text = feedback_text(result)
-    assert "tb.sv:7: race: blocking write to tb.rst at posedge tb.clk, which the DUT reads at that edge (acc.sv:4)" in text
+    assert (
+        "tb.sv:7: race: blocking write to tb.rst at posedge tb.clk, which the DUT reads at that edge (acc.sv:4)" in text
+    )
 
 
 # -- the issue 19 table on every engine ---------------------------------------------------------

@@ -184,7 +184,9 @@ class _Analyser:
             self._port_logic(inst)
         for assign in assigns:
             if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
-                self.comb.append((self._ids(_roots(assign.assignment.left)), self._ids(_reads(assign.assignment.right))))
+                self.comb.append(
+                    (self._ids(_roots(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
+                )
         for block in blocks:
             if self.sites.dut_body(block.parentScope) is not None:
                 self._dut_block(block)
@@ -301,7 +303,9 @@ class _Analyser:
         if timing.kind in (_TK.SignalEvent, _TK.EventList):
             site = None if self.no_edit or control is None else self.sites.offset(control.sourceRange.end)
             return frozenset(
-                (edge, clock, site) for edge, clock in self._edges(timing, any_change=True) if self._matches(edge) is not None
+                (edge, clock, site)
+                for edge, clock in self._edges(timing, any_change=True)
+                if self._matches(edge) is not None
             )
         return frozenset()  # a delay (#0 included: the DUT's edge processes have run), a cycle delay
 
@@ -334,8 +338,8 @@ class _Analyser:
         if kind == _ST.Conditional:
             for cond in stmt.conditions:
                 state = self._expression(cond.expr, state)
-            out = self._walk(stmt.ifTrue, state)
-            return out | (self._walk(stmt.ifFalse, state) if stmt.ifFalse is not None else state)
+            taken = self._walk(stmt.ifTrue, state)
+            return taken | (self._walk(stmt.ifFalse, state) if stmt.ifFalse is not None else state)
         if kind == _ST.Case:
             state = self._expression(stmt.expr, state)
             out = set()
