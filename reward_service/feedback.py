@@ -193,13 +193,13 @@ def feedback_text(
     if target_percent is not None:
         judged = " on the reachable points" if any(t.figure == "reachable" for t in result.targets) else ""
         header += f" Target {target_percent:g}%{judged}: {'met' if result.passed else 'not met'}."
-    header += _races_text(result)
+    races = _races_text(result)
     missing = sum(m.total - m.covered for m in cov.metrics.values() if m.available)
     if not result.uncovered:
         if missing == 0:
-            return (header + " Every point is covered.")[:max_chars]
-        return (header + (" Every reachable point is covered." if missing == proved else ""))[:max_chars]
-    out = [header, "Uncovered, most useful first:"]
+            return (header + " Every point is covered." + races)[:max_chars]
+        return (header + (" Every reachable point is covered." if missing == proved else "") + races)[:max_chars]
+    out = [header + races, "Uncovered, most useful first:"]
     used = sum(len(s) + 1 for s in out)
     groups = _group(result.uncovered)
     shown = 0

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from reward_service.simulators.verilator import VERILATOR_PCH_MAKE_VAR
+
 DUT_FILE = "acc.sv"
 DUT = """\
 module acc(input logic clk, input logic rst, input logic en, input logic [3:0] din, output logic [7:0] sum);
@@ -213,6 +215,7 @@ def run_verilator(batch: Batch, root: Path, binary: Path | None = None, timeout:
         exe = str(binary or root / "bin" / "verilator")
         build = subprocess.run(
             [exe, "--binary", "--timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++20"]
+            + ["-MAKEFLAGS", VERILATOR_PCH_MAKE_VAR]  # as the engine: no stale precompiled header
             + ["--top-module", batch.top, "-Mdir", f"{tmp}/obj", *files],
             capture_output=True,
             text=True,
