@@ -21,6 +21,7 @@ What is not covered is listed in docs/integrity.md.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import posixpath
@@ -175,6 +176,7 @@ class _Checker:
         self.names: dict[int, str | None] = {}  # source buffer id -> given file name
         # pyslang offsets count bytes
         self.data = {n: t.encode("utf-8") for n, t in {**sources.design, **sources.stimulus}.items()}
+        self.newlines: dict[str, list[int]] = {}
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
 
     # -- driver --------------------------------------------------------------------------------
@@ -277,7 +279,10 @@ class _Checker:
         data = self.data.get(name) if name is not None else None
         if data is None:
             return name, 0
-        return name, data.count(b"\n", 0, loc.offset) + 1
+        newlines = self.newlines.get(name)
+        if newlines is None:  # the offsets of a file's newlines, once: a line is a bisection
+            newlines = self.newlines[name] = [m.start() for m in re.finditer(b"\n", data)]
+        return name, bisect.bisect_left(newlines, loc.offset) + 1
 
     def _offset(self, loc: Any) -> tuple[str, int] | None:
         """(stimulus file, byte offset) of ``loc`` when it is written in a stimulus file (not
