@@ -169,7 +169,7 @@ def main() -> None:
         for r in runners:
             for f in ("written", "ordered"):
                 n = rates[r][f].get(idiom)
-                cells.append("n/a" if n is None else f"{100 * n / args.seeds:.0f}%")
+                cells.append("n/a" if n is None or not args.seeds else f"{100 * n / args.seeds:.0f}%")
         if engine_rows:
             row = engine_rows.get(idiom, {})
             cells += [str(row.get("fast_engine")), str(row.get("point_differences"))]
