@@ -240,7 +240,8 @@ class _Analyser:
                 inner = body
         else:
             inner = body
-        reads = self._ids(_reads_of_statement(inner))
+        # everything the process references (its own targets too: only the testbench's writes can meet them)
+        reads = self._ids(_reads(inner))
         if edges:
             blocking = self._ids(_blocking_writes(inner))
             self.dut.append(_DutProcess(edges, reads, blocking, where[0] or "?", where[1], scope))
@@ -534,12 +535,6 @@ def _reads(expr: Any) -> list[Any]:
     if expr is not None:
         expr.visit(visit)
     return out
-
-
-def _reads_of_statement(stmt: Any) -> list[Any]:
-    """What a DUT process reads: every referenced variable or net (written ones included: an
-    over-approximation that only the testbench's own writes can meet)."""
-    return _reads(stmt)
 
 
 def _blocking_writes(stmt: Any) -> list[Any]:

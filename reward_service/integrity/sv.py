@@ -277,7 +277,7 @@ class _Checker:
             self.names[buffer] = raw[len(_ROOT) :] if raw.startswith(_ROOT) else None
         name = self.names[buffer]
         data = self.data.get(name) if name is not None else None
-        if data is None:
+        if name is None or data is None:
             return name, 0
         newlines = self.newlines.get(name)
         if newlines is None:  # the offsets of a file's newlines, once: a line is a bisection
