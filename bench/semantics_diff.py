@@ -131,7 +131,10 @@ def _engine_rows() -> dict[str, dict[str, object]]:
             "fast_engine": fast.result.engine,
             "fallback": fast.result.fallback,
             "status": [fast.result.status.value, ref.result.status.value],
-            "point_differences": None if diff is None else len(diff.only_fast) + len(diff.only_reference),
+            # points (keys) whose presence or covered state differs
+            "point_differences": None
+            if diff is None
+            else len({k for k, _ in diff.only_fast} | {k for k, _ in diff.only_reference}),
             "races": len(ref.result.races),
         }
         print(f"  engine {idiom}: {rows[idiom]}", file=sys.stderr)
