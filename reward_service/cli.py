@@ -608,6 +608,8 @@ def _print_result(
     if result.parameter_overrides:
         shown = ", ".join(f"{o.instance}.{o.name}={o.value} (design: {o.default})" for o in result.parameter_overrides)
         console.print(f"DUT parameters set by the testbench: {shown}", markup=False, highlight=False)
+    for race in result.races:  # testbench-DUT races at a clock edge (docs/semantics.md)
+        console.print(f"  {race.lint()}", markup=False, highlight=False, soft_wrap=True)
     if result.uncovered and show_uncovered:
         console.print(
             f"uncovered points (first {min(show_uncovered, len(result.uncovered))} of {len(result.uncovered)}):"

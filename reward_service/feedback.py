@@ -144,6 +144,22 @@ def _pct(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{100 * ratio:.1f}%"
 
 
+#: Races a feedback names before it says how many more there are.
+FEEDBACK_RACES = 3
+
+
+def _races_text(result: ScoreResult) -> str:
+    """The testbench-DUT races of ``result`` as lint lines (first :data:`FEEDBACK_RACES`), each
+    on its own line after the header; empty without races."""
+    if not result.races:
+        return ""
+    lines = [race.lint() for race in result.races[:FEEDBACK_RACES]]
+    more = len(result.races) - FEEDBACK_RACES
+    if more > 0:
+        lines.append(f"(and {more} more races)")
+    return "\n" + "\n".join(lines)
+
+
 def feedback_text(
     result: ScoreResult,
     *,
@@ -177,12 +193,13 @@ def feedback_text(
     if target_percent is not None:
         judged = " on the reachable points" if any(t.figure == "reachable" for t in result.targets) else ""
         header += f" Target {target_percent:g}%{judged}: {'met' if result.passed else 'not met'}."
+    races = _races_text(result)
     missing = sum(m.total - m.covered for m in cov.metrics.values() if m.available)
     if not result.uncovered:
         if missing == 0:
-            return (header + " Every point is covered.")[:max_chars]
-        return (header + (" Every reachable point is covered." if missing == proved else ""))[:max_chars]
-    out = [header, "Uncovered, most useful first:"]
+            return (header + " Every point is covered." + races)[:max_chars]
+        return (header + (" Every reachable point is covered." if missing == proved else "") + races)[:max_chars]
+    out = [header + races, "Uncovered, most useful first:"]
     used = sum(len(s) + 1 for s in out)
     groups = _group(result.uncovered)
     shown = 0

@@ -567,6 +567,40 @@ class IntegrityViolation(BaseModel):
     message: str = ""
 
 
+class StimulusRace(BaseModel):
+    """A testbench-DUT race at a clock edge, named the way a lint would (docs/semantics.md):
+    ``kind`` ``write`` (the testbench writes with ``=`` a signal a DUT process woken by the same
+    edge reads) or ``read`` (the testbench reads a signal such a DUT process writes with ``=``);
+    ``file``/``line`` (1-based) of the testbench's access, the testbench-side ``signal``
+    (hierarchical path), the clock ``edge`` (``posedge tb.clk``), the DUT process (``dut``:
+    ``file:line``, in instance ``dut_scope``); ``ordered``: the sample was scored with the race
+    decided the documented way (the testbench after the DUT's edge processes) on every engine;
+    False when the analysis could not make the text follow it (a control from a macro, in
+    ``always_ff``, or inside an assignment)."""
+
+    kind: Literal["write", "read"]
+    file: str
+    line: int
+    signal: str
+    edge: str
+    dut: str
+    dut_scope: str
+    ordered: bool = True
+
+    def lint(self) -> str:
+        """One line as a lint prints it: ``tb.sv:8: race: ...``."""
+        if self.kind == "write":
+            what = f"blocking write to {self.signal} at {self.edge}, which the DUT reads at that edge ({self.dut})"
+        else:
+            what = f"read of {self.signal} at {self.edge}, which the DUT writes with '=' at that edge ({self.dut})"
+        how = (
+            "scored as if the testbench ran after the DUT's edge processes (write with '<=' or drive at the other edge)"
+            if self.ordered
+            else "not ordered: engines may disagree"
+        )
+        return f"{self.file}:{self.line}: race: {what}; {how}"
+
+
 class TestOutcome(BaseModel):
     """One cocotb test: name, passed, the failure message, simulated time in ns."""
 
@@ -672,6 +706,11 @@ class ScoreResult(BaseModel):
     parameter_overrides: list[ParameterOverride] = Field(
         default_factory=list,
         description="SV stimulus: each DUT instance parameter the testbench sets to another value than the design's",
+    )
+    races: list[StimulusRace] = Field(
+        default_factory=list,
+        description="SV stimulus: each testbench-DUT race at a clock edge (a lint-style warning; the sample "
+        "is scored with the race decided one documented way on every engine, docs/semantics.md)",
     )
 
     @classmethod

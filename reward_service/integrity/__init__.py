@@ -10,5 +10,7 @@ A refusal is a :class:`~reward_service.models.ScoreResult` with status ``refused
   engine runs before simulating (:func:`~.policy.check_stimulus`) and the refused result
   (:func:`~.policy.refusal`);
 - :mod:`.sv`: SystemVerilog stimulus on the pyslang-elaborated design (writes into the DUT,
-  DUT parameter overrides), imported on first use (pyslang).
+  DUT parameter overrides), imported on first use (pyslang);
+- :mod:`.races`: on the same elaboration, the testbench's races with the DUT at a clock edge and
+  the ``#0`` insertions that make every engine decide them one documented way (docs/semantics.md).
 """

@@ -17,6 +17,7 @@ from reward_service.models import (
     ScoreRequest,
     ScoreResult,
     Status,
+    StimulusRace,
     SvTestbench,
 )
 
@@ -34,10 +35,15 @@ def refuses_dut_writes(request: ScoreRequest) -> bool:
 @dataclass(frozen=True)
 class StimulusCheck:
     """What :func:`check_stimulus` found: the ``violations`` the policy refuses (empty: score the
-    sample) and the DUT ``parameter_overrides`` the stimulus makes (reported on the result)."""
+    sample), the DUT ``parameter_overrides`` the stimulus makes and its testbench-DUT ``races``
+    (both reported on the result), and ``scheduled``: the stimulus files as the simulators must
+    compile them so those races go the documented way (None: as written;
+    :func:`reward_service.integrity.races.scheduled_files`)."""
 
     violations: list[IntegrityViolation] = field(default_factory=list)
     parameter_overrides: list[ParameterOverride] = field(default_factory=list)
+    races: list[StimulusRace] = field(default_factory=list)
+    scheduled: dict[str, str] | None = None
 
 
 def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench | CocotbStimulus) -> StimulusCheck:
@@ -48,7 +54,7 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
     is checked at its simulator-interface write path while it runs: nothing here."""
     if not isinstance(stimulus, SvTestbench):
         return StimulusCheck()
-    from reward_service.integrity import sv  # pyslang: loaded on first use
+    from reward_service.integrity import races, sv  # pyslang: loaded on first use
 
     found = sv.check(
         sv.SvSources(
@@ -73,7 +79,21 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
                 )
             )
     violations.sort(key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
-    return StimulusCheck(violations, [site.override for site in found.overrides])
+    found_races = [
+        StimulusRace(
+            kind="read" if r.kind == "read" else "write",
+            file=r.file,
+            line=r.line,
+            signal=r.signal,
+            edge=r.edge,
+            dut=f"{r.dut_file}:{r.dut_line}",
+            dut_scope=r.dut_scope,
+            ordered=r.ordered,
+        )
+        for r in found.races
+    ]
+    scheduled = races.scheduled_files(stimulus.files, found.schedule_edits) if found.schedule_edits else None
+    return StimulusCheck(violations, [site.override for site in found.overrides], found_races, scheduled)
 
 
 #: Violations a refusal message names before it says how many more there are.

@@ -21,6 +21,7 @@ What is not covered is listed in docs/integrity.md.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import posixpath
@@ -35,6 +36,7 @@ import pyslang
 from pyslang import ast, parsing, syntax
 
 from reward_service import hdl
+from reward_service.integrity import races
 from reward_service.models import IntegrityViolation, ParameterOverride
 
 log = logging.getLogger(__name__)
@@ -108,10 +110,14 @@ class OverrideSite:
 @dataclass(frozen=True)
 class SvCheck:
     """What :func:`check` found: the ``violations`` (writes into the DUT, in file and line
-    order) and the ``overrides`` of DUT instance parameters the stimulus makes."""
+    order), the ``overrides`` of DUT instance parameters the stimulus makes, and its
+    testbench-DUT ``races`` at clock edges with the ``schedule_edits`` that order them
+    (:mod:`reward_service.integrity.races`; none when pyslang reported errors)."""
 
     violations: tuple[IntegrityViolation, ...]
     overrides: tuple[OverrideSite, ...]
+    races: tuple[races.Race, ...] = ()
+    schedule_edits: tuple[tuple[str, int], ...] = ()
 
 
 def check(sources: SvSources) -> SvCheck:
@@ -142,6 +148,8 @@ def check(sources: SvSources) -> SvCheck:
     return SvCheck(
         violations=tuple(v.model_copy() for v in hit.violations),
         overrides=tuple(OverrideSite(o.override.model_copy(), o.file, o.line) for o in hit.overrides),
+        races=hit.races,
+        schedule_edits=hit.schedule_edits,
     )
 
 
@@ -168,6 +176,7 @@ class _Checker:
         self.names: dict[int, str | None] = {}  # source buffer id -> given file name
         # pyslang offsets count bytes
         self.data = {n: t.encode("utf-8") for n, t in {**sources.design, **sources.stimulus}.items()}
+        self.newlines: dict[str, list[int]] = {}
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
 
     # -- driver --------------------------------------------------------------------------------
@@ -186,11 +195,22 @@ class _Checker:
         except Exception:  # a pyslang binding we do not know: the syntax scan still names the writes
             log.exception("integrity check: the elaborated design could not be walked; syntax scan only")
             errors = True
+        found_races = races.Analysis(races=(), edits=())
+        if not errors:  # what the simulators compile is what pyslang bound
+            try:
+                found_races = races.analyse(root, self._sites())
+            except Exception:  # a construct the analysis does not know: no race reported, none ordered
+                log.exception("race analysis failed; the stimulus is simulated as written")
         if errors:  # what pyslang could not bind may still be a write: scan the text too
             for tree in trees:
                 self._syntax_scan(tree.root, root)
         violations = sorted(self.found.values(), key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
-        return SvCheck(violations=tuple(violations), overrides=tuple(self._with_defaults()))
+        return SvCheck(
+            violations=tuple(violations),
+            overrides=tuple(self._with_defaults()),
+            races=found_races.races,
+            schedule_edits=found_races.edits,
+        )
 
     def _parse(self) -> tuple[list[Any], bool]:
         """One syntax tree of every compilation unit (design files first, as the builds order
@@ -257,9 +277,27 @@ class _Checker:
             self.names[buffer] = raw[len(_ROOT) :] if raw.startswith(_ROOT) else None
         name = self.names[buffer]
         data = self.data.get(name) if name is not None else None
-        if data is None:
+        if name is None or data is None:
             return name, 0
-        return name, data.count(b"\n", 0, loc.offset) + 1
+        newlines = self.newlines.get(name)
+        if newlines is None:  # the offsets of a file's newlines, once: a line is a bisection
+            newlines = self.newlines[name] = [m.start() for m in re.finditer(b"\n", data)]
+        return name, bisect.bisect_left(newlines, loc.offset) + 1
+
+    def _offset(self, loc: Any) -> tuple[str, int] | None:
+        """(stimulus file, byte offset) of ``loc`` when it is written in a stimulus file (not
+        produced by a macro), else None: where the race analysis may edit the text."""
+        if self.sm.isMacroLoc(loc):
+            return None
+        name, _ = self._where(loc)
+        if name is None or name not in self.stimulus_names:
+            return None
+        return name, loc.offset
+
+    def _sites(self) -> races.Sites:
+        return races.Sites(
+            in_stimulus=self._in_stimulus, dut_body=self._outer_dut_body, offset=self._offset, where=self._where
+        )
 
     def _in_stimulus(self, loc: Any) -> tuple[str, int] | None:
         name, line = self._where(loc)

@@ -9,6 +9,7 @@ exceptions the caller names in ``reraise`` (its runtime's time limit) leave it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -157,8 +158,12 @@ class Engine:
             result.timings = timings
             scored = Scored(result)
         else:
+            if check.scheduled is not None:  # testbench-DUT races decided the documented way (docs/semantics.md)
+                stimulus = prepared.stimulus.model_copy(update={"files": check.scheduled})
+                prepared = dataclasses.replace(prepared, stimulus=stimulus)
             scored = self._score_with_engine(prepared, timings)
         scored.result.parameter_overrides = check.parameter_overrides
+        scored.result.races = check.races
         return scored
 
     def _score_with_engine(self, prepared: Prepared, timings: dict[str, float]) -> Scored:

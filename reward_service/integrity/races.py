@@ -1,0 +1,557 @@
+"""Testbench-DUT races at a clock edge, found on the elaborated design (docs/semantics.md).
+
+IEEE 1800 (4.7) lets a simulator run the processes an event wakes in any order. When a clock
+edge wakes both a testbench process (``@(posedge clk); rst = 0;``, after ``repeat (n)
+@(posedge clk)``, in a task called from it, an ``always @(posedge clk)`` of the testbench) and a
+DUT process triggered by the same edge, what the DUT reads depends on which runs first:
+
+- ``write``: the testbench writes with ``=`` a signal that the DUT process reads (directly or
+  through continuous assignments and combinational blocks of the DUT);
+- ``read``: the testbench reads a signal that the DUT process writes with ``=`` at that edge
+  (nonblocking DUT updates land after every read of the time step: not a race).
+
+Icarus and Verilator decide such races differently, so the same stimulus would get a different
+reward per engine. We decide them once, for every engine: **a testbench process resumed by a
+clock edge runs after every DUT process that edge wakes**. That order is one the standard allows
+(the testbench process is simply run last among the woken ones) and the one a testbench written
+with ``<=`` gets from every IEEE simulator. It is enforced in the text the simulators compile: a
+``#0`` is inserted right after each event control whose resumed code makes such an access (the
+testbench then resumes in the inactive region, after the active one has run the DUT's edge
+processes); a ``<=`` write resumed by a DUT edge gets the same ``#0``, which the standard's
+schedule does not notice and which makes a Verilator before 5.050 (that turns ``<=`` in
+``initial`` code into ``=``) schedule it as the standard does. Line numbers do not move.
+
+The walk is a per-process abstract interpretation over statements: the state is the set of
+clock edges (with the event control that resumed the process at each) the process may be at;
+an event control on a DUT clock sets it, a delay or ``wait`` clears it (an explicit ``#0`` after
+the edge is already ordered), branches and loops join their states, tasks are walked with the
+caller's state. Not covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
+rewritten), clocking blocks (their drives are scheduled by the standard), edge controls written
+in a macro or in ``always_ff`` code (reported, not rewritten), clocks derived through logic.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyslang import ast
+
+_SK = ast.SymbolKind
+_EK = ast.ExpressionKind
+_ST = ast.StatementKind
+_TK = ast.TimingControlKind
+
+#: Edge names as reports write them.
+_EDGE_NAMES = {ast.EdgeKind.PosEdge: "posedge", ast.EdgeKind.NegEdge: "negedge", ast.EdgeKind.BothEdges: "edge"}
+
+#: System tasks whose reads only print: a race there changes the log, never the stimulus.
+_PRINTING = frozenset(
+    {"$display", "$displayb", "$displayh", "$displayo", "$write", "$writeb", "$writeh", "$writeo"}
+    | {"$strobe", "$monitor", "$info", "$warning", "$error", "$fatal", "$fdisplay", "$fwrite", "$sformatf"}
+)
+
+
+@dataclass(frozen=True)
+class Race:
+    """One testbench-DUT race: ``kind`` (``write``/``read``), where the testbench makes the
+    access (stimulus ``file``, 1-based ``line``), the testbench-side ``signal`` (hierarchical
+    path), the clock ``edge`` (``posedge tb.clk``), the DUT process on the other side
+    (``dut_file``/``dut_line``, its instance ``dut_scope``) and whether the stimulus text could be
+    made to follow the chosen order (``ordered``: False for a control in a macro, ``always_ff``
+    or an intra-assignment control)."""
+
+    kind: str
+    file: str
+    line: int
+    signal: str
+    edge: str
+    dut_file: str
+    dut_line: int
+    dut_scope: str
+    ordered: bool
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What :func:`analyse` found: the ``races`` (file and line order) and the ``edits`` that
+    make the stimulus follow the chosen order: (stimulus file, byte offset) where ``" #0"`` is
+    inserted, sorted."""
+
+    races: tuple[Race, ...]
+    edits: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Sites:
+    """How the analysis places pyslang objects, given by the elaborating checker:
+    ``in_stimulus(location)`` -> (stimulus file, 1-based line) or None; ``dut_body(scope)`` -> the
+    outermost DUT instance body a scope lies in, or None; ``offset(location)`` -> (stimulus file,
+    byte offset) of a location written in a stimulus file outside any macro, else None;
+    ``where(location)`` -> (any given file, 1-based line)."""
+
+    in_stimulus: Callable[[Any], tuple[str, int] | None]
+    dut_body: Callable[[Any], Any]
+    offset: Callable[[Any], tuple[str, int] | None]
+    where: Callable[[Any], tuple[str | None, int]]
+
+
+# An edge: (class id of the clock signal, "posedge"/"negedge"/"edge").
+_Edge = tuple[int, str]
+# What a testbench process may be resumed by: (edge, clock path, edit site or None).
+_At = tuple[_Edge, str, tuple[str, int] | None]
+
+
+def analyse(root: Any, sites: Sites) -> Analysis:
+    """The testbench-DUT races of the elaborated ``root`` (a pyslang RootSymbol of design and
+    stimulus) and the ``#0`` insertions that order them (module docstring). Never raises for
+    constructs it does not model: they are skipped (no race reported for them)."""
+    return _Analyser(sites).run(root)
+
+
+class _Classes:
+    """Signals joined by port connections: one class per electrical net (union-find on paths)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+        self.ids: dict[str, int] = {}
+
+    def find(self, path: str) -> str:
+        parent = self.parent.setdefault(path, path)
+        if parent != path:
+            parent = self.parent[path] = self.find(parent)
+        return parent
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+    def id(self, symbol: Any) -> int:
+        root = self.find(str(symbol.hierarchicalPath))
+        return self.ids.setdefault(root, len(self.ids))
+
+
+@dataclass
+class _DutProcess:
+    edges: list[_Edge]
+    reads: set[int]
+    blocking_writes: set[int]
+    file: str
+    line: int
+    scope: str
+
+
+class _Analyser:
+    def __init__(self, sites: Sites) -> None:
+        self.sites = sites
+        self.classes = _Classes()
+        self.dut: list[_DutProcess] = []
+        self.comb: list[tuple[set[int], set[int]]] = []  # (written classes, read classes) of DUT comb logic
+        self.tb_blocks: list[Any] = []
+        self.races: dict[tuple[str, int, str, str, str], Race] = {}
+        self.edits: set[tuple[str, int]] = set()
+        self.task_memo: dict[tuple[str, frozenset[_At]], frozenset[_At]] = {}
+        self.reads_at: dict[_Edge, dict[int, _DutProcess]] = {}
+        self.blocking_at: dict[_Edge, dict[int, _DutProcess]] = {}
+        self.clocks: set[_Edge] = set()
+        self.no_edit = False  # inside an always_ff of the testbench
+
+    # -- driver --------------------------------------------------------------------------------
+    def run(self, root: Any) -> Analysis:
+        instances: list[Any] = []
+        blocks: list[Any] = []
+        assigns: list[Any] = []
+
+        def visit(node: Any) -> Any:
+            kind = getattr(node, "kind", None)
+            if kind == _SK.Instance:
+                instances.append(node)
+            elif kind == _SK.ProceduralBlock:
+                blocks.append(node)
+                return ast.VisitAction.Skip
+            elif kind == _SK.ContinuousAssign:
+                assigns.append(node)
+                return ast.VisitAction.Skip
+            return ast.VisitAction.Advance
+
+        root.visit(visit)
+        for inst in instances:  # nets first: every class must be final before ids are taken
+            self._join_ports(inst)
+        for inst in instances:
+            self._port_logic(inst)
+        for assign in assigns:
+            if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
+                self.comb.append(
+                    (self._ids(_roots(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
+                )
+        for block in blocks:
+            if self.sites.dut_body(block.parentScope) is not None:
+                self._dut_block(block)
+            elif self.sites.in_stimulus(block.location) is not None:
+                self.tb_blocks.append(block)
+        self._close()
+        for block in self.tb_blocks:
+            self._tb_block(block)
+        races = sorted(self.races.values(), key=lambda r: (r.file, r.line, r.signal, r.edge, r.kind))
+        return Analysis(races=tuple(races), edits=tuple(sorted(self.edits)))
+
+    # -- nets and the DUT ------------------------------------------------------------------------
+    def _ids(self, symbols: Iterable[Any]) -> set[int]:
+        return {self.classes.id(s) for s in symbols}
+
+    def _join_ports(self, inst: Any) -> None:
+        for conn in inst.portConnections:
+            internal = getattr(conn.port, "internalSymbol", None)
+            expr = conn.expression
+            if internal is None or expr is None:
+                continue
+            outer = expr.left if expr.kind == _EK.Assignment else expr
+            if outer.kind in (_EK.NamedValue, _EK.HierarchicalValue):
+                self.classes.union(str(internal.hierarchicalPath), str(outer.symbol.hierarchicalPath))
+
+    def _port_logic(self, inst: Any) -> None:
+        """A port connected to an expression (``.a(x & y)``, ``.q(v[3])``) is combinational logic
+        between the two sides."""
+        for conn in inst.portConnections:
+            internal = getattr(conn.port, "internalSymbol", None)
+            expr = conn.expression
+            if internal is None or expr is None:
+                continue
+            if expr.kind == _EK.Assignment:  # an output: the outer side is written
+                outer = expr.left
+                if outer.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
+                    self.comb.append((self._ids(_roots(outer)), self._ids([internal])))
+            elif expr.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
+                self.comb.append((self._ids([internal]), self._ids(_reads(expr))))
+
+    def _dut_block(self, block: Any) -> None:
+        body = block.body
+        where = self.sites.where(block.location)
+        scope = str(self.sites.dut_body(block.parentScope).parentInstance.hierarchicalPath)
+        edges: list[_Edge] = []
+        if block.procedureKind in (ast.ProceduralBlockKind.Always, ast.ProceduralBlockKind.AlwaysFF):
+            if body.kind == _ST.Timed:
+                edges = [e for e, _ in self._edges(body.timing)]
+                inner = body.stmt
+            else:
+                inner = body
+        else:
+            inner = body
+        # everything the process references (its own targets too: only the testbench's writes can meet them)
+        reads = self._ids(_reads(inner))
+        if edges:
+            blocking = self._ids(_blocking_writes(inner))
+            self.dut.append(_DutProcess(edges, reads, blocking, where[0] or "?", where[1], scope))
+            self.clocks.update(edges)
+        elif block.procedureKind in (ast.ProceduralBlockKind.AlwaysComb, ast.ProceduralBlockKind.AlwaysLatch) or (
+            block.procedureKind == ast.ProceduralBlockKind.Always and body.kind == _ST.Timed
+        ):
+            self.comb.append((self._ids(_blocking_writes(inner) + _nonblocking_writes(inner)), reads))
+
+    def _edges(self, timing: Any, *, any_change: bool = False) -> list[tuple[_Edge, str]]:
+        """The clock edges of an event control (``@(posedge clk or negedge rst_n)``) with the
+        clock's path; level events (``@(a or b)``, ``@*``) give none, unless ``any_change`` (a
+        testbench waiting on ``@(clk)``: both edges)."""
+        if timing.kind == _TK.EventList:
+            return [e for event in timing.events for e in self._edges(event, any_change=any_change)]
+        if timing.kind != _TK.SignalEvent:
+            return []
+        name = _EDGE_NAMES.get(timing.edge, "edge" if any_change else None)
+        if name is None:
+            return []
+        roots = _roots(timing.expr)
+        if len(roots) != 1:
+            return []
+        symbol = roots[0]
+        return [((self.classes.id(symbol), name), str(symbol.hierarchicalPath))]
+
+    def _close(self) -> None:
+        """What each DUT edge reads (back through combinational logic) and what it writes with
+        ``=`` (forward through it)."""
+        feeds: dict[int, set[int]] = defaultdict(set)  # written class -> read classes
+        drives: dict[int, set[int]] = defaultdict(set)  # read class -> written classes
+        for written, read in self.comb:
+            for w in written:
+                feeds[w] |= read
+                for r in read:
+                    drives[r].add(w)
+        for proc in self.dut:
+            for edge in proc.edges:
+                reads = self.reads_at.setdefault(edge, {})
+                for c in _closure(proc.reads, feeds):
+                    reads.setdefault(c, proc)
+                writes = self.blocking_at.setdefault(edge, {})
+                for c in _closure(proc.blocking_writes, drives):
+                    writes.setdefault(c, proc)
+
+    # -- the testbench -----------------------------------------------------------------------
+    def _tb_block(self, block: Any) -> None:
+        kind = block.procedureKind
+        if kind in (ast.ProceduralBlockKind.Final, ast.ProceduralBlockKind.AlwaysComb):
+            return
+        self.no_edit = kind == ast.ProceduralBlockKind.AlwaysFF
+        state = self._walk(block.body, frozenset())
+        if kind != ast.ProceduralBlockKind.Initial:  # always: the body runs again from its end
+            self._walk(block.body, state)
+        self.no_edit = False
+
+    def _resume(self, timing: Any, state: frozenset[_At], control: Any = None) -> frozenset[_At]:
+        """The state after a statement's timing control (``control``: its syntax, where a
+        ``#0`` may go after it; None: nowhere)."""
+        if timing.kind in (_TK.SignalEvent, _TK.EventList):
+            site = None if self.no_edit or control is None else self.sites.offset(control.sourceRange.end)
+            return frozenset(
+                (edge, clock, site)
+                for edge, clock in self._edges(timing, any_change=True)
+                if self._matches(edge) is not None
+            )
+        return frozenset()  # a delay (#0 included: the DUT's edge processes have run), a cycle delay
+
+    def _matches(self, edge: _Edge) -> list[_Edge] | None:
+        """The DUT edges woken together with a testbench control on ``edge`` (None: none)."""
+        clock, name = edge
+        found = [e for e in self.clocks if e[0] == clock and (name == "edge" or e[1] in (name, "edge"))]
+        return found or None
+
+    def _walk(self, stmt: Any, state: frozenset[_At]) -> frozenset[_At]:
+        kind = stmt.kind
+        if kind == _ST.List:
+            for s in stmt.list:
+                state = self._walk(s, state)
+            return state
+        if kind == _ST.Block:
+            if stmt.blockKind == ast.StatementBlockKind.Sequential:
+                return self._walk(stmt.body, state)
+            body = stmt.body
+            branches = list(body.list) if body.kind == _ST.List else [body]
+            out = set(state)
+            for branch in branches:
+                out |= self._walk(branch, state)
+            return frozenset(out)
+        if kind == _ST.Timed:
+            control = getattr(stmt.syntax, "timingControl", None) if stmt.syntax is not None else None
+            return self._walk(stmt.stmt, self._resume(stmt.timing, state, control))
+        if kind == _ST.ExpressionStatement:
+            return self._expression(stmt.expr, state)
+        if kind == _ST.Conditional:
+            for cond in stmt.conditions:
+                state = self._expression(cond.expr, state)
+            taken = self._walk(stmt.ifTrue, state)
+            return taken | (self._walk(stmt.ifFalse, state) if stmt.ifFalse is not None else state)
+        if kind == _ST.Case:
+            state = self._expression(stmt.expr, state)
+            out = set()
+            for item in stmt.items:
+                out |= self._walk(item.stmt, state)
+            out |= self._walk(stmt.defaultCase, state) if stmt.defaultCase is not None else state
+            return frozenset(out)
+        if kind in (_ST.ForLoop, _ST.RepeatLoop, _ST.WhileLoop, _ST.DoWhileLoop, _ST.ForeverLoop, _ST.ForeachLoop):
+            return self._loop(stmt, state)
+        if kind == _ST.Wait:
+            self._expression(stmt.cond, frozenset())
+            return self._walk(stmt.stmt, frozenset())
+        if kind == _ST.VariableDeclaration:
+            return state
+        return state  # return, break, disable, assertions, ...: no access the analysis tracks
+
+    def _loop(self, stmt: Any, state: frozenset[_At]) -> frozenset[_At]:
+        kind = stmt.kind
+        if kind == _ST.ForLoop:
+            for init in stmt.initializers:
+                state = self._expression(init, state)
+        seen = set(state)
+        current = state
+        for _ in range(2):  # twice: the second pass starts from where the first one ended
+            if kind == _ST.ForLoop and stmt.stopExpr is not None:
+                current = self._expression(stmt.stopExpr, current)
+            elif kind in (_ST.WhileLoop,):
+                current = self._expression(stmt.cond, current)
+            elif kind == _ST.RepeatLoop:
+                current = self._expression(stmt.count, current)
+            current = self._walk(stmt.body, current)
+            if kind == _ST.ForLoop:
+                for step in stmt.steps:
+                    current = self._expression(step, current)
+            elif kind == _ST.DoWhileLoop:
+                current = self._expression(stmt.cond, current)
+            current = frozenset(current | seen)
+            seen |= current
+        return frozenset(seen)
+
+    def _expression(self, expr: Any, state: frozenset[_At]) -> frozenset[_At]:
+        """Check the accesses of an expression (assignments, reads, task calls) at ``state``;
+        the state after it (a task may wait)."""
+        if expr is None:
+            return state
+        kind = expr.kind
+        if kind == _EK.Assignment:
+            timing = expr.timingControl
+            at = state
+            if timing is not None:  # `x = @(posedge clk) v`: not rewritable
+                at = frozenset((e, c, None) for e, c, _ in self._resume(timing, state))
+            self._reads(expr.right, state)
+            for symbol in _roots(expr.left):
+                self._write(symbol, expr, at, blocking=not expr.isNonBlocking)
+            for index in _index_reads(expr.left):
+                self._read(index, expr, state)
+            return at if timing is not None else state
+        if kind == _EK.Call and not expr.isSystemCall:
+            sub = expr.subroutine
+            for arg in expr.arguments:
+                self._reads(arg, state)
+            if sub is not None and getattr(sub, "subroutineKind", None) == ast.SubroutineKind.Task:
+                key = (str(sub.hierarchicalPath), state)
+                if key not in self.task_memo:
+                    self.task_memo[key] = state  # a recursive call sees the caller's state
+                    self.task_memo[key] = self._walk(sub.body, state)
+                return self.task_memo[key]
+            return state
+        if kind == _EK.Call and expr.subroutineName in _PRINTING:
+            return state
+        self._reads(expr, state)
+        return state
+
+    def _reads(self, expr: Any, state: frozenset[_At]) -> None:
+        if not state or expr is None:
+            return
+        for symbol in _reads(expr):
+            self._read(symbol, expr, state)
+
+    def _read(self, symbol: Any, node: Any, state: frozenset[_At]) -> None:
+        c = self.classes.id(symbol)
+        for edge, clock, site in state:
+            for dut_edge in self._matches(edge) or ():
+                proc = self.blocking_at.get(dut_edge, {}).get(c)
+                if proc is not None:
+                    self._race("read", symbol, node, edge, clock, site, proc)
+
+    def _write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
+        c = self.classes.id(symbol)
+        for edge, clock, site in state:
+            for dut_edge in self._matches(edge) or ():
+                proc = self.reads_at.get(dut_edge, {}).get(c)
+                if proc is None:
+                    continue
+                if blocking:
+                    self._race("write", symbol, node, edge, clock, site, proc)
+                elif site is not None:  # scheduled by the standard; the #0 keeps Verilator < 5.050 to it
+                    self.edits.add(site)
+
+    def _race(self, kind: str, symbol: Any, node: Any, edge: _Edge, clock: str, site: Any, proc: _DutProcess) -> None:
+        where = self.sites.in_stimulus(node.sourceRange.start)
+        if where is None:
+            return
+        if site is not None:
+            self.edits.add(site)
+        signal = str(symbol.hierarchicalPath)
+        edge_text = f"{edge[1]} {clock}"
+        key = (where[0], where[1], signal, edge_text, kind)
+        old = self.races.get(key)
+        ordered = site is not None and (old is None or old.ordered)
+        self.races[key] = Race(
+            kind, where[0], where[1], signal, edge_text, proc.file, proc.line, proc.scope, ordered=ordered
+        )
+
+
+def scheduled_files(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) -> dict[str, str]:
+    """``files`` (name -> text) with ``" #0"`` inserted at each edit (file, byte offset of the
+    UTF-8 text, as :func:`analyse` gives them); lines and every other byte stay as they are."""
+    by_file: dict[str, list[int]] = defaultdict(list)
+    for name, offset in edits:
+        by_file[name].append(offset)
+    out = dict(files)
+    for name, offsets in by_file.items():
+        data = out[name].encode("utf-8")
+        for offset in sorted(set(offsets), reverse=True):
+            data = data[:offset] + b" #0" + data[offset:]
+        out[name] = data.decode("utf-8")
+    return out
+
+
+def _closure(start: set[int], graph: dict[int, set[int]]) -> set[int]:
+    seen = set(start)
+    stack = list(start)
+    while stack:
+        for n in graph.get(stack.pop(), ()):
+            if n not in seen:
+                seen.add(n)
+                stack.append(n)
+    return seen
+
+
+def _roots(lhs: Any) -> list[Any]:
+    """The symbols an lvalue writes (the root of each select, each operand of a concatenation)."""
+    out: list[Any] = []
+    stack = [lhs]
+    while stack:
+        e = stack.pop()
+        if e is None:
+            continue
+        kind = e.kind
+        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
+            out.append(e.symbol)
+        elif kind in (_EK.ElementSelect, _EK.RangeSelect, _EK.MemberAccess):
+            stack.append(e.value)
+        elif kind == _EK.Concatenation:
+            stack.extend(e.operands)
+        elif kind == _EK.Conversion:
+            stack.append(e.operand)
+    return out
+
+
+def _index_reads(lhs: Any) -> list[Any]:
+    """The symbols read by the index expressions of an lvalue (``mem[addr] = v`` reads addr)."""
+    out: list[Any] = []
+    stack = [lhs]
+    while stack:
+        e = stack.pop()
+        if e is None:
+            continue
+        if e.kind == _EK.ElementSelect:
+            out.extend(_reads(e.selector))
+            stack.append(e.value)
+        elif e.kind == _EK.RangeSelect:
+            out.extend(_reads(e.left) + _reads(e.right))
+            stack.append(e.value)
+        elif e.kind == _EK.Concatenation:
+            stack.extend(e.operands)
+    return out
+
+
+def _reads(expr: Any) -> list[Any]:
+    """Every variable or net an expression reads (named and hierarchical references)."""
+    out: list[Any] = []
+
+    def visit(node: Any) -> Any:
+        kind = getattr(node, "kind", None)
+        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
+            if node.symbol.kind in (_SK.Variable, _SK.Net):
+                out.append(node.symbol)
+        return ast.VisitAction.Advance
+
+    if expr is not None:
+        expr.visit(visit)
+    return out
+
+
+def _blocking_writes(stmt: Any) -> list[Any]:
+    return _writes(stmt, nonblocking=False)
+
+
+def _nonblocking_writes(stmt: Any) -> list[Any]:
+    return _writes(stmt, nonblocking=True)
+
+
+def _writes(stmt: Any, *, nonblocking: bool) -> list[Any]:
+    out: list[Any] = []
+
+    def visit(node: Any) -> Any:
+        if getattr(node, "kind", None) == _EK.Assignment and bool(node.isNonBlocking) == nonblocking:
+            out.extend(_roots(node.left))
+        return ast.VisitAction.Advance
+
+    stmt.visit(visit)
+    return out

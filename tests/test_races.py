@@ -1,0 +1,191 @@
+"""Testbench-DUT races at a clock edge (reward_service/integrity/races.py, docs/semantics.md):
+found on the pyslang elaboration, ordered the documented way by a ``#0`` after the resuming
+event control, reported on the result and in the feedback; and the issue 19 table's two rows
+scored the same on every engine, as IEEE says."""
+
+from __future__ import annotations
+
+import pytest
+
+from reward_service.feedback import feedback_text
+from reward_service.integrity import races, sv
+
+ACC = """\
+module acc(input logic clk, input logic rst, input logic en, input logic [3:0] din, output logic [7:0] sum);
+  logic en_q;
+  assign en_q = en;
+  always_ff @(posedge clk) begin
+    if (rst) sum <= 0;
+    else if (en_q) sum <= sum + din;
+  end
+endmodule
+"""
+
+COUNTER = """\
+module cnt(input logic clk, input logic go, output logic [3:0] q);
+  always @(posedge clk) if (go) q = q + 1;
+endmodule
+"""
+
+
+def tb(body: str, extra: str = "") -> str:
+    return f"""\
+module tb;
+  logic clk = 0, rst = 1, en = 0; logic [3:0] din = 0; wire [7:0] sum;
+  acc dut(.clk(clk), .rst(rst), .en(en), .din(din), .sum(sum));
+  always #5 clk = ~clk;
+{extra}  initial begin
+{body}
+    $finish;
+  end
+endmodule
+"""
+
+
+def check(stimulus: str, design: str = ACC, name: str = "acc.sv") -> sv.SvCheck:
+    return sv.check(sv.SvSources(design={name: design}, stimulus={"tb.sv": stimulus}, defines={}))
+
+
+def lines_of(found: sv.SvCheck) -> list[tuple[str, int, str, str]]:
+    return [(r.kind, r.line, r.signal, r.edge) for r in found.races]
+
+
+def test_blocking_write_after_repeated_edge_is_a_race_and_is_ordered():
+    text = tb("    repeat (2) @(posedge clk);\n    rst = 0;\n    @(negedge clk) en = 1;")
+    found = check(text)
+    assert lines_of(found) == [("write", 7, "tb.rst", "posedge tb.clk")]
+    race = found.races[0]
+    assert (race.dut_file, race.dut_line, race.dut_scope, race.ordered) == ("acc.sv", 4, "tb.dut", True)
+    edited = races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"]
+    assert "repeat (2) @(posedge clk) #0;\n    rst = 0;" in edited
+    assert edited.count("\n") == text.count("\n")  # lines stay where the model wrote them
+    assert "@(negedge clk) en = 1;" in edited  # the falling-edge drive is no race: left alone
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    @(negedge clk); rst = 0; en = 1;",  # the other edge
+        "    @(posedge clk); #1 rst = 0;",  # after a delay
+        "    @(posedge clk); #0 rst = 0;",  # #0: the DUT's edge processes have run (IEEE's inactive region)
+        "    #12 rst = 0;",  # no edge at all
+    ],
+)
+def test_ordered_writes_are_no_race(body: str):
+    found = check(tb(body))
+    assert found.races == ()
+    assert found.schedule_edits == ()
+
+
+def test_nonblocking_write_at_the_edge_is_no_race_but_is_scheduled():
+    """``<=`` is scheduled by the standard; the ``#0`` keeps a Verilator before 5.050 (which
+    makes ``<=`` in initial code a ``=``) to the standard's order."""
+    text = tb("    @(posedge clk); rst <= 0;")
+    found = check(text)
+    assert found.races == ()
+    assert races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"].count("@(posedge clk) #0;") == 1
+
+
+def test_race_through_a_task_a_testbench_always_and_dut_logic():
+    """A task called at the edge, an ``always @(posedge clk)`` of the testbench, and a signal
+    the DUT reads through a continuous assignment (``en`` -> ``en_q``)."""
+    extra = "  task drive(input [3:0] v); @(posedge clk); din = v; endtask\n  always @(posedge clk) en = ~en;\n"
+    text = tb("    drive(3);\n    drive(4);", extra)
+    found = check(text)
+    assert lines_of(found) == [("write", 5, "tb.din", "posedge tb.clk"), ("write", 6, "tb.en", "posedge tb.clk")]
+    edited = races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"]
+    assert "task drive(input [3:0] v); @(posedge clk) #0; din = v;" in edited
+    assert "always @(posedge clk) #0 en = ~en;" in edited
+
+
+def test_testbench_read_of_a_blocking_dut_update_is_a_race():
+    stimulus = """\
+module tb;
+  logic clk = 0, go = 1, seen = 0; wire [3:0] q;
+  cnt dut(.clk(clk), .go(go), .q(q));
+  always #5 clk = ~clk;
+  initial begin
+    @(posedge clk);
+    if (q == 1) seen = 1;
+    $display("%0d", q);
+    $finish;
+  end
+endmodule
+"""
+    found = check(stimulus, COUNTER, "cnt.sv")
+    assert lines_of(found) == [("read", 7, "tb.q", "posedge tb.clk")]  # the $display's read only prints
+
+
+def test_control_from_a_macro_is_reported_not_ordered():
+    text = "`define TICK @(posedge clk)\n" + tb("    `TICK;\n    rst = 0;")
+    found = check(text)
+    assert [(r.line, r.ordered) for r in found.races] == [(8, False)]
+    assert found.schedule_edits == ()
+
+
+def test_race_lint_line_in_result_and_feedback():
+    from reward_service.models import CoverageReport, MetricCoverage, ScoreResult, Status, StimulusRace
+
+    race = StimulusRace(
+        kind="write", file="tb.sv", line=7, signal="tb.rst", edge="posedge tb.clk", dut="acc.sv:4", dut_scope="tb.dut"
+    )
+    result = ScoreResult(
+        status=Status.ok,
+        coverage=CoverageReport(metrics={"line": MetricCoverage(covered=2, total=2)}, overall=1.0),
+        races=[race],
+    )
+    text = feedback_text(result)
+    assert (
+        "tb.sv:7: race: blocking write to tb.rst at posedge tb.clk, which the DUT reads at that edge (acc.sv:4)" in text
+    )
+
+
+# -- the issue 19 table on every engine ---------------------------------------------------------
+
+TABLE_DUT = """\
+module acc(input logic clk, input logic rst, input logic en, input logic [3:0] din, output logic [7:0] sum);
+  always_ff @(posedge clk) begin
+    if (rst) sum <= 0;
+    else if (en) sum <= sum + din;
+  end
+endmodule
+"""
+
+
+def table_request(op: str, engine: str) -> dict:
+    text = f"""\
+module tb;
+  logic clk = 0, rst = 1, en = 0; logic [3:0] din = 0; wire [7:0] sum;
+  acc dut(.clk(clk), .rst(rst), .en(en), .din(din), .sum(sum));
+  always #5 clk = ~clk;
+  initial begin
+    repeat (2) @(posedge clk);
+    rst {op} 0;
+    @(negedge clk) begin en = 1; din = 3; end
+    @(negedge clk) begin en = 1; din = 5; end
+    repeat (2) @(posedge clk);
+    $finish;
+  end
+endmodule
+"""
+    return {
+        "design": {"files": {"acc.sv": TABLE_DUT}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": text}},
+        "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
+        "engine": engine,
+    }
+
+
+@pytest.mark.parametrize("op", ["<=", "="])
+def test_issue_table_rows_score_as_ieee_on_every_engine(engine, op: str):
+    """The DUT must see rst=1 at t=15 (IEEE for ``<=``; our order for the race ``=``), so the
+    implicit else of ``if (en)`` stays uncovered (branch 1/2) on the fast path and on Verilator
+    5.048, which without the ``#0`` saw rst=0 there and covered it."""
+    results = {name: engine.score(table_request(op, name)) for name in ("fast", "verilator")}
+    for name, result in results.items():
+        assert result.status.value == "ok", (name, result.message)
+        assert result.engine == name
+        assert (result.coverage.metrics["branch"].covered, result.coverage.metrics["branch"].total) == (1, 2), name
+        assert [(r.kind, r.line, r.signal) for r in result.races] == ([("write", 7, "tb.rst")] if op == "=" else [])
+    assert results["fast"].reward == results["verilator"].reward
+    assert results["fast"].coverage.metrics == results["verilator"].coverage.metrics
