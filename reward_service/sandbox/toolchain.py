@@ -91,6 +91,7 @@ def host_toolchain() -> Toolchain:
 
 @functools.lru_cache(maxsize=4)
 def _host_toolchain(venv: str, verilator: str) -> Toolchain:
+    # ``verilator`` only keys the cache: probe() reads the same setting from the environment
     return Toolchain.from_probe("bwrap", probe(venv))
 
 
