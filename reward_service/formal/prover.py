@@ -310,47 +310,9 @@ def _run(
         return base
     work = Path(tempfile.mkdtemp(prefix="rs_formal_"))
     try:
-        for name, text in model.files.items():
-            # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
-            # names are words of a yosys script (no blank, quote, '#' or ';')
-            if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
-                base.status, base.reason = "unsupported", f"file name {name!r}"
-                return base
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            (work / name).write_text(text)
-        (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
-        (work / "model.ys").write_text(_yosys_script(model))
-        res = sandbox.run(
-            ExecSpec(
-                argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
-                workdir=work,
-                timeout_s=timeout_s,
-                memory_mb=2048,
-                output_kb=64,
-            )
-        )
-        if res.timed_out:
-            base.status, base.reason = "timeout", f"yosys: over {timeout_s:g} s"
-            return base
-        pre = work / "pre.json"
-        if pre.exists():
-            why = _check_netlist(json.loads(pre.read_text()), model.top)
-            if why:
-                base.status, base.reason = "unsupported", why
-                return base
-        if res.exit_code in (126, 127):
-            base.reason = f"yosys did not run (exit {res.exit_code}): {res.output[-200:]}"
-            return base
-        if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
-            base.status, base.reason = "unsupported", f"yosys over its limit ({res.limit_hit})"
-            return base
-        if res.exit_code != 0 or not (work / "model.aig").exists():
-            base.status = "unsupported"
-            base.reason = "yosys: " + (
-                f"crashed (signal {-(res.exit_code or 0)})"
-                if (res.exit_code or 0) < 0
-                else _first_error(res.output + _read(work / "yosys.log"))
-            )
+        failed = synthesize(model, sandbox, work, timeout_s)
+        if failed is not None:
+            base.status, base.reason = failed
             return base
         outputs = _read_map(work / "model.map")
         count = _aig_outputs(work / "model.aig")
@@ -401,6 +363,49 @@ def _run(
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def synthesize(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) -> tuple[str, str] | None:
+    """Write ``model``'s files into ``work`` and run the yosys step there: ``model.aig`` (the
+    properties are its outputs), ``model.map`` (their names), ``pre.json`` (the netlist after
+    ``prep``) and ``final.json``. Returns None when the AIG is there, else (status, reason)
+    of a :class:`ProofResult` that proves nothing (``unsupported``, ``timeout``, ``error``)."""
+    for name, text in model.files.items():
+        # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
+        # names are words of a yosys script (no blank, quote, '#' or ';')
+        if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
+            return "unsupported", f"file name {name!r}"
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
+    (work / "model.ys").write_text(_yosys_script(model))
+    res = sandbox.run(
+        ExecSpec(
+            argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
+            workdir=work,
+            timeout_s=timeout_s,
+            memory_mb=2048,
+            output_kb=64,
+        )
+    )
+    if res.timed_out:
+        return "timeout", f"yosys: over {timeout_s:g} s"
+    pre = work / "pre.json"
+    if pre.exists():
+        why = _check_netlist(json.loads(pre.read_text()), model.top)
+        if why:
+            return "unsupported", why
+    if res.exit_code in (126, 127):
+        return "error", f"yosys did not run (exit {res.exit_code}): {res.output[-200:]}"
+    if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
+        return "unsupported", f"yosys over its limit ({res.limit_hit})"
+    if res.exit_code != 0 or not (work / "model.aig").exists():
+        return "unsupported", "yosys: " + (
+            f"crashed (signal {-(res.exit_code or 0)})"
+            if (res.exit_code or 0) < 0
+            else _first_error(res.output + _read(work / "yosys.log"))
+        )
+    return None
 
 
 def _aig_outputs(path: Path) -> int:

@@ -1,0 +1,145 @@
+"""The attainable coverage of a design: every point proved unreachable (:mod:`.formal.prover`),
+shown reachable by a replayed witness (:mod:`.formal.witness`), or undecided (issue 23).
+
+The witness search gives one input sequence from the model's zero state and the points the
+model says it covers; that sequence becomes a plain SystemVerilog testbench (the design's
+"closure testbench"), and the engine replays it on the fast path and on Verilator. A point is
+**witnessed** only when both replays cover it; a point the model claims and a replay does not
+cover is listed in ``not_replayed`` (a bug of the model, never counted), and a proved point a
+replay covers in ``proved_but_covered`` (a wrong proof: the worst bug, tests assert it stays
+empty).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reward_service.formal.exclude import key_of
+from reward_service.formal.prover import ProofResult, prove
+from reward_service.formal.witness import Witness, search, testbench
+from reward_service.models import DEFAULT_METRICS
+
+#: The engines a witness is replayed on: a point is witnessed when every one covers it.
+REPLAY_ENGINES = ("fast", "verilator")
+
+
+@dataclass
+class MetricCeiling:
+    """Points of one metric: ``total`` (the engine's count for the closure replay),
+    ``unreachable`` (proved), ``witnessed`` (covered by every replay), ``undecided`` (the
+    rest: ``total - unreachable - witnessed``)."""
+
+    total: int = 0
+    unreachable: int = 0
+    witnessed: int = 0
+    undecided: int = 0
+
+
+@dataclass
+class Closure:
+    """One design's classification. ``status``: ``ok`` (replayed), ``no witness`` (the
+    search had no testbench to give: ``reason``), ``replay failed`` (a replay did not score:
+    ``reason``; nothing witnessed); ``proof``/``witness``: the two halves; ``testbench``: the
+    closure testbench text; ``metrics``: per metric; ``not_replayed``: per engine, keys the
+    model claims that the replay did not cover; ``proved_but_covered``: proved keys a replay
+    covered; ``seconds``: proof + search + replays."""
+
+    status: str
+    proof: ProofResult
+    witness: Witness
+    testbench: str = ""
+    reason: str = ""
+    metrics: dict[str, MetricCeiling] = field(default_factory=dict)
+    not_replayed: dict[str, list[tuple]] = field(default_factory=dict)
+    proved_but_covered: list[tuple] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def undecided(self) -> int:
+        return sum(m.undecided for m in self.metrics.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able summary (no point lists of the proof)."""
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "proof_status": self.proof.status,
+            "witness_status": self.witness.status,
+            "steps": len(self.witness.steps),
+            "claimed": len(self.witness.claimed),
+            "metrics": {m: asdict(c) for m, c in self.metrics.items()},
+            "not_replayed": {e: [list(k) for k in keys] for e, keys in self.not_replayed.items()},
+            "proved_but_covered": [list(k) for k in self.proved_but_covered],
+            "seconds": self.seconds,
+        }
+
+
+def closure(
+    design: dict[str, str],
+    top: str | None = None,
+    instance: str = "dut",
+    metrics: list[str] | None = None,
+    engine: Any = None,
+    budget_s: float = 60.0,
+    cache_dir: Path | None = None,
+) -> Closure:
+    """Classify every coverage point of ``design`` (name -> HDL text, top module ``top``):
+    prove (``budget_s`` per step, the verdict cached under ``cache_dir``), search a witness
+    (``budget_s``), replay its testbench (DUT instance ``instance``) on :data:`REPLAY_ENGINES`
+    with ``engine`` (a :class:`~reward_service.scoring.engine.Engine`; default: one without
+    the result cache). ``metrics``: default line, branch, toggle, expr."""
+    start = time.monotonic()
+    metrics = list(metrics or DEFAULT_METRICS)
+    if engine is None:
+        from reward_service.scoring.engine import Engine
+        from reward_service.settings import Settings
+
+        engine = Engine(Settings(result_cache=False))
+    sandbox = engine.sandbox
+    proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir)
+    dead = set(proof.unreachable) if proof.status in ("proved", "partial") else set()
+    witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead)
+    if witness.status != "ok" or not witness.steps:
+        out = Closure("no witness", proof, witness, reason=witness.reason or "the search reached no point")
+        out.seconds = round(time.monotonic() - start, 3)
+        return out
+    tb = testbench(witness, instance)
+    out = Closure("ok", proof, witness, testbench=tb)
+    covered: dict[str, set] = {}
+    points = None
+    for name in REPLAY_ENGINES:
+        scored = engine.scored(
+            {
+                "design": {"files": design, "toplevel": top or witness.top},
+                "stimulus": {"kind": "sv_testbench", "files": {"closure_tb.sv": tb}},
+                "simulator": "verilator",
+                "engine": name,
+                "coverage": {"scope": instance, "metrics": metrics},
+            }
+        )
+        if scored.result.status != "ok":
+            out.status, out.reason = "replay failed", f"{name}: {scored.result.status}: {scored.result.message}"
+            break
+        covered[name] = {key_of(p) for p in scored.points if p.covered}
+        if name == "verilator" or points is None:
+            points = scored.points
+    for name, keys in covered.items():
+        out.not_replayed[name] = sorted(k for k in witness.claimed if k not in keys and k[2] in metrics)
+    out.proved_but_covered = sorted(k for k in dead if any(k in keys for keys in covered.values()))
+    for p in points or []:
+        if p.metric not in metrics:
+            continue
+        entry = out.metrics.setdefault(p.metric, MetricCeiling())
+        entry.total += 1
+        key = key_of(p)
+        if key in dead:
+            entry.unreachable += 1
+        elif out.status == "ok" and all(key in keys for keys in covered.values()):
+            entry.witnessed += 1
+        else:
+            entry.undecided += 1
+    out.seconds = round(time.monotonic() - start, 3)
+    return out
