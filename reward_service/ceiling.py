@@ -19,7 +19,7 @@ from typing import Any
 
 from reward_service.formal.exclude import key_of
 from reward_service.formal.prover import ProofResult, prove
-from reward_service.formal.witness import Witness, search, testbench
+from reward_service.formal.witness import Witness, random_steps, search, to_testbench
 from reward_service.models import DEFAULT_METRICS
 
 #: The engines a witness is replayed on: a point is witnessed when every one covers it.
@@ -106,7 +106,7 @@ def closure(
         out = Closure("no witness", proof, witness, reason=witness.reason or "the search reached no point")
         out.seconds = round(time.monotonic() - start, 3)
         return out
-    tb = testbench(witness, instance)
+    tb = to_testbench(witness, instance)
     out = Closure("ok", proof, witness, testbench=tb)
     covered: dict[str, set] = {}
     points = None
@@ -142,4 +142,67 @@ def closure(
         else:
             entry.undecided += 1
     out.seconds = round(time.monotonic() - start, 3)
+    return out
+
+
+@dataclass
+class Soundness:
+    """A random-stimulus run against a design's proofs: ``seeds`` replayed, ``steps`` each,
+    the proved keys (``proved``) and those some run covered (``covered``: must stay empty);
+    ``status``: ``ok``, or why nothing was run (no proof, no ports to drive)."""
+
+    status: str
+    seeds: list[int] = field(default_factory=list)
+    steps: int = 0
+    proved: int = 0
+    covered: list[tuple] = field(default_factory=list)
+    reason: str = ""
+
+
+def soundness(
+    design: dict[str, str],
+    top: str | None = None,
+    instance: str = "dut",
+    seeds: tuple[int, ...] = (1, 2, 3),
+    steps: int = 400,
+    engines: tuple[str, ...] = REPLAY_ENGINES,
+    engine: Any = None,
+    budget_s: float = 60.0,
+    cache_dir: Path | None = None,
+) -> Soundness:
+    """Replay ``steps`` random steps per seed of ``seeds`` (every DUT input free, resets
+    included; :func:`~reward_service.formal.witness.random_steps`) on ``engines`` and list
+    the proved-unreachable keys any run covered (a wrong proof). The DUT's ports come from a
+    witness search of 0 s (the yosys step only)."""
+    if engine is None:
+        from reward_service.scoring.engine import Engine
+        from reward_service.settings import Settings
+
+        engine = Engine(Settings(result_cache=False))
+    proof = prove(design, top, sandbox=engine.sandbox, timeout_s=budget_s, cache_dir=cache_dir)
+    if proof.status not in ("proved", "partial"):
+        return Soundness("no proof", reason=proof.reason)
+    dead = set(proof.unreachable)
+    shape = search(design, top, sandbox=engine.sandbox, budget_s=budget_s, skip=dead, max_frames=0)
+    if shape.status != "ok":
+        return Soundness("no ports", reason=shape.reason, proved=len(dead))
+    out = Soundness("ok", seeds=list(seeds), steps=steps, proved=len(dead))
+    covered: set = set()
+    for seed in seeds:
+        tb = to_testbench(random_steps(shape, steps, seed), instance)
+        for name in engines:
+            scored = engine.scored(
+                {
+                    "design": {"files": design, "toplevel": top or shape.top},
+                    "stimulus": {"kind": "sv_testbench", "files": {"random_tb.sv": tb}},
+                    "simulator": "verilator",
+                    "engine": name,
+                    "coverage": {"scope": instance, "metrics": list(DEFAULT_METRICS)},
+                }
+            )
+            if scored.result.status != "ok":
+                out.status, out.reason = "replay failed", f"{name}, seed {seed}: {scored.result.message}"
+                return out
+            covered |= {key_of(p) for p in scored.points if p.covered} & dead
+    out.covered = sorted(covered)
     return out

@@ -314,7 +314,7 @@ def _run(
         if failed is not None:
             base.status, base.reason = failed
             return base
-        outputs = _read_map(work / "model.map")
+        outputs = read_map(work / "model.map")
         count = _aig_outputs(work / "model.aig")
         if outputs and max(outputs) >= count:
             base.reason = f"abc: the map names output {max(outputs)} of {count}"
@@ -590,7 +590,7 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
     return None
 
 
-def _read_map(path: Path) -> dict[int, list[tuple[str, int]]]:
+def read_map(path: Path) -> dict[int, list[tuple[str, int]]]:
     """Output index -> the (wire name, bit)s ``write_aiger -map`` names it with. Several wires
     that are one net share an output (they have one verdict); an output whose bit is a
     constant is not named (its properties are then never proved)."""

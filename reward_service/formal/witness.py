@@ -29,8 +29,8 @@ from pathlib import Path
 
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal.aiger import Aig, read_aig, simulate, tie_inputs, write_aig
-from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
-from reward_service.formal.prover import _read_map, synthesize
+from reward_service.formal.model import TOGGLE_PREFIX, FormalModel, PointKey, build_model
+from reward_service.formal.prover import read_map, synthesize
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
 
 
@@ -122,12 +122,12 @@ def _search(
     # the model's own free choices and the clock (driven by the testbench, not by the sequence)
     tied = {i for i in range(aig.inputs) if inputs.get(i, ("", 0))[0] not in drivable}
     aig = tie_inputs(aig, tied)
-    outputs = _read_map(work / "model.map")
+    outputs = read_map(work / "model.map")
     goals = _Goals(model, outputs, len(aig.outputs), skip)
     witness = Witness("ok", top=model.top, ports=ports, clock=clock or None)
     state = list(aig.init)
     trace: list[list[int]] = []
-    while time.monotonic() < deadline - 1:
+    while frames <= max_frames and time.monotonic() < deadline - 1:
         wanted = goals.wanted()
         if not wanted:
             break
@@ -137,7 +137,9 @@ def _search(
         left = max(1, int(deadline - time.monotonic()))
         (work / "bmc.cmd").write_text(f"read_aiger w.aig; bmc3 -a -x -F {frames} -T {left}; write_cex -a cex.txt\n")
         res = sandbox.run(
-            ExecSpec(argv=["yosys-abc", "-f", "bmc.cmd"], workdir=work, timeout_s=left + 10, memory_mb=2048, output_kb=256)
+            ExecSpec(
+                argv=["yosys-abc", "-f", "bmc.cmd"], workdir=work, timeout_s=left + 10, memory_mb=2048, output_kb=256
+            )
         )
         witness.frames = max(witness.frames, frames)
         cexes = _read_cexes((work / "cex.txt").read_text() if (work / "cex.txt").exists() else "", aig.inputs)
@@ -149,7 +151,9 @@ def _search(
             if not goals.open(target):
                 continue
             seen, after = simulate(aig, state, steps)
-            if not seen[-1][target]:
+            if not progress and not seen[-1][target]:
+                # from the state ABC started in, its counterexample must set the output (after
+                # a first one was appended the state moved: the others may no longer apply)
                 witness.notes.append(f"output {target}: ABC's counterexample does not set it in simulation")
                 continue
             if goals.record(seen, len(trace)):
@@ -207,9 +211,7 @@ class _Goals:
 
     def wanted(self) -> list[int]:
         """Outputs still worth a search: live, not reached, a `_l` bit only once its `_h` is."""
-        return sorted(
-            o for o in self.live if self.open(o) and (o not in self.partner or self.partner[o] in self.first)
-        )
+        return sorted(o for o in self.live if self.open(o) and (o not in self.partner or self.partner[o] in self.first))
 
     def record(self, seen: list[list[int]], offset: int) -> bool:
         """Take the outputs of steps ``offset``.. (``seen``); whether anything new was reached."""
@@ -297,7 +299,20 @@ def _port_values(step: list[int], inputs: dict[int, tuple[str, int]], drivable: 
     return values
 
 
-def testbench(witness: Witness, instance: str = "dut", half_period: int = 5) -> str:
+def random_steps(witness: Witness, steps: int, seed: int) -> Witness:
+    """A copy of ``witness`` (its DUT, ports and clock) whose sequence is ``steps`` random
+    steps (seed ``seed``): every input port free at every step, resets included. The
+    soundness check replays it: no point proved unreachable may ever be covered."""
+    import random
+
+    rng = random.Random(seed)
+    clock = witness.clock[0] if witness.clock else None
+    drivable = [p for p in witness.ports if p.direction == "input" and p.name != clock]
+    sequence = [{p.name: rng.getrandbits(p.width) for p in drivable} for _ in range(steps)]
+    return Witness("ok", top=witness.top, ports=list(witness.ports), clock=witness.clock, steps=sequence)
+
+
+def to_testbench(witness: Witness, instance: str = "dut", half_period: int = 5) -> str:
     """The witness as a plain SystemVerilog testbench: one ``reg`` per DUT input port (0 at
     time 0, the clock at its inactive level), one ``wire`` per output, the DUT instantiated
     by name as ``instance``, and per step the inputs driven ``half_period`` time units before
