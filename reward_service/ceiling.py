@@ -20,6 +20,8 @@ from typing import Any
 from reward_service.formal.exclude import key_of
 from reward_service.formal.prover import ProofResult, prove
 from reward_service.formal.witness import Witness, random_steps, search, to_testbench
+from reward_service.formal.witnessed import load as load_witnessed
+from reward_service.formal.witnessed import store as store_witnessed
 from reward_service.models import DEFAULT_METRICS
 
 #: The engines a witness is replayed on: a point is witnessed when every one covers it.
@@ -87,10 +89,12 @@ def closure(
     cache_dir: Path | None = None,
 ) -> Closure:
     """Classify every coverage point of ``design`` (name -> HDL text, top module ``top``):
-    prove (``budget_s`` per step, the verdict cached under ``cache_dir``), search a witness
-    (``budget_s``), replay its testbench (DUT instance ``instance``) on :data:`REPLAY_ENGINES`
-    with ``engine`` (a :class:`~reward_service.scoring.engine.Engine`; default: one without
-    the result cache). ``metrics``: default line, branch, toggle, expr."""
+    prove (``budget_s`` per step), search a witness (``budget_s``), replay its testbench (DUT
+    instance ``instance``) on :data:`REPLAY_ENGINES` with ``engine`` (a
+    :class:`~reward_service.scoring.engine.Engine`; default: one without the result cache).
+    ``metrics``: default line, branch, toggle, expr. ``cache_dir``: the engine's cache root;
+    the verdict is cached under its ``formal/`` (as the engine does), a replayed closure's
+    witnessed points and summary under its ``ceiling/`` (:mod:`~reward_service.formal.witnessed`)."""
     start = time.monotonic()
     metrics = list(metrics or DEFAULT_METRICS)
     if engine is None:
@@ -99,7 +103,7 @@ def closure(
 
         engine = Engine(Settings(result_cache=False))
     sandbox = engine.sandbox
-    proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir)
+    proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
     dead = set(proof.unreachable) if proof.status in ("proved", "partial") else set()
     witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead)
     if witness.status != "ok" or not witness.steps:
@@ -142,7 +146,30 @@ def closure(
         else:
             entry.undecided += 1
     out.seconds = round(time.monotonic() - start, 3)
+    if cache_dir is not None and out.status == "ok" and not out.proved_but_covered:
+        witnessed = sorted({key_of(p) for p in points or [] if all(key_of(p) in keys for keys in covered.values())})
+        summary = {**out.to_json(), "metrics_asked": metrics}
+        store_witnessed(cache_dir, design, top, [k for k in witnessed if k not in dead], summary)
     return out
+
+
+def ceiling_of(
+    design: dict[str, str],
+    top: str | None,
+    instance: str,
+    metrics: list[str],
+    cache_dir: Path,
+    engine: Any = None,
+    budget_s: float = 60.0,
+    again: bool = False,
+) -> dict[str, Any]:
+    """The closure summary (:meth:`Closure.to_json`) of a design, from ``cache_dir`` when a
+    closure was kept for it (``again``: run it anew), else run (:func:`closure`) and kept."""
+    if not again:
+        kept = load_witnessed(cache_dir, design, top)
+        if kept is not None and set(metrics) <= set(kept[1].get("metrics_asked", [])):
+            return kept[1]
+    return closure(design, top, instance, metrics, engine, budget_s, cache_dir).to_json()
 
 
 @dataclass
@@ -179,7 +206,7 @@ def soundness(
         from reward_service.settings import Settings
 
         engine = Engine(Settings(result_cache=False))
-    proof = prove(design, top, sandbox=engine.sandbox, timeout_s=budget_s, cache_dir=cache_dir)
+    proof = prove(design, top, sandbox=engine.sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
     if proof.status not in ("proved", "partial"):
         return Soundness("no proof", reason=proof.reason)
     dead = set(proof.unreachable)

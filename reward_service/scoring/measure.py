@@ -201,6 +201,7 @@ def _reachable(
     from reward_service.formal.exclude import annotate
     from reward_service.formal.prover import kept
     from reward_service.formal.verdicts import applicable, explain
+    from reward_service.formal.witnessed import load as load_witnessed
 
     request, spec = prepared.request, prepared.request.coverage
     defines = cocotb_flow.build_defines(prepared.stimulus.kind, request.build.defines)
@@ -218,7 +219,12 @@ def _reachable(
     if dead is None:
         report.unreachable_note, _ = explain(None, why, {}, bool(spec.exclude_unreachable))
         return report, uncovered, {}, settled
-    reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
+    files = {n: t for n, t in prepared.design.files.items() if hdl.is_hdl_source(n)}
+    closure = load_witnessed(cache_dir, files, prepared.design.toplevel)
+    witnessed = closure[0] if closure else None
+    reach, reach_uncovered = annotate(
+        report, points, dead, list(spec.metrics), unavailable, spec.weights, witnessed=witnessed
+    )
     per_metric = {m: entry.unreachable for m, entry in report.metrics.items()}
     report.unreachable_note, changed = explain(dead, why, per_metric, bool(spec.exclude_unreachable))
     assert proof is not None  # dead is the proof's
