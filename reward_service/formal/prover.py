@@ -273,17 +273,25 @@ _FLAG_WORD = re.compile(re.escape(FLAG_PREFIX) + r"\w+")
 _FILE_LINE = re.compile(r"([\w./+-]+\.s?v[h]?):(\d+)")
 
 
-def _yosys_script(model: FormalModel) -> str:
+def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
+    """The yosys script of the model's AIG. ``ticks``: the witness search's lowering of a
+    design the proof does not model (several clock edges, latches, memories, async loads):
+    memories mapped to flip-flops, every flip-flop and latch made logic of a global step by
+    ``clk2fflogic`` (a clock is an input; a flip-flop takes the value its input had at the
+    step before the one its clock edge is seen in)."""
     names = " ".join(sorted(model.files))
+    lowering = (
+        ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
+        if ticks
+        else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
+    )
     return "\n".join(
         [
             f"read_verilog -formal -sv {names}",
             f"hierarchy -check -top {model.top}",
             f"prep -top {model.top} -flatten",
             "write_json pre.json",
-            f"techmap -map {ADFF_MAP} t:$adff t:$adffe",
-            "async2sync",
-            "dffunmap",
+            *lowering,
             "setundef -undriven -anyseq",
             "setundef -anyseq",
             "setundef -init -zero",
@@ -365,11 +373,15 @@ def _run(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def synthesize(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) -> tuple[str, str] | None:
+def synthesize(
+    model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float, ticks: bool = False
+) -> tuple[str, str] | None:
     """Write ``model``'s files into ``work`` and run the yosys step there: ``model.aig`` (the
     properties are its outputs), ``model.map`` (their names), ``pre.json`` (the netlist after
     ``prep``) and ``final.json``. Returns None when the AIG is there, else (status, reason)
-    of a :class:`ProofResult` that proves nothing (``unsupported``, ``timeout``, ``error``)."""
+    of a :class:`ProofResult` that proves nothing (``unsupported``, ``timeout``, ``error``).
+    ``ticks``: the witness search's lowering (:func:`_yosys_script`), whose netlist is not
+    checked against the proof's semantics (never used for a proof)."""
     for name, text in model.files.items():
         # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
         # names are words of a yosys script (no blank, quote, '#' or ';')
@@ -378,7 +390,7 @@ def synthesize(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: floa
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
     (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
-    (work / "model.ys").write_text(_yosys_script(model))
+    (work / "model.ys").write_text(_yosys_script(model, ticks))
     res = sandbox.run(
         ExecSpec(
             argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
@@ -391,7 +403,7 @@ def synthesize(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: floa
     if res.timed_out:
         return "timeout", f"yosys: over {timeout_s:g} s"
     pre = work / "pre.json"
-    if pre.exists():
+    if pre.exists() and not ticks:
         why = _check_netlist(json.loads(pre.read_text()), model.top)
         if why:
             return "unsupported", why

@@ -48,8 +48,10 @@ class Witness:
     """The closure stimulus of one design. ``status``: ``ok`` (a sequence was searched; it may
     claim nothing), ``unsupported`` (no model, or a DUT the testbench cannot drive: every point
     undecided; ``reason`` says why) or ``error``. ``ports``: the DUT's ports; ``clock``: the
-    clock port and its active edge (``posedge``/``negedge``; None: no flip-flops); ``steps``:
-    per step, input port name -> value (the clock not included); ``claimed``: point key ->
+    clock port and its active edge (``posedge``/``negedge``; None: no flip-flops, or a design
+    searched with every input free at every global step: ``clocks`` then names the inputs
+    that clock something, driven first in a step, the others one time unit later); ``steps``:
+    per step, input port name -> value (``clock`` not included); ``claimed``: point key ->
     the first step after which the model has it covered; ``frames``: the deepest ``bmc3``
     window used; ``seconds``: wall time; ``notes``: counterexamples that did not simulate
     as ABC said (a bug of the model or of this module)."""
@@ -58,6 +60,7 @@ class Witness:
     top: str = ""
     ports: list[Port] = field(default_factory=list)
     clock: tuple[str, str] | None = None
+    clocks: list[str] = field(default_factory=list)
     steps: list[dict[str, int]] = field(default_factory=list)
     claimed: dict[PointKey, int] = field(default_factory=dict)
     reason: str = ""
@@ -81,23 +84,49 @@ def search(
     ``frames``: the first ``bmc3`` window, doubled (up to ``max_frames``) whenever a window
     from the current state reaches nothing new. Never raises for a design it cannot handle."""
     start = time.monotonic()
-    try:
-        model = build_model(design, top)
-    except Unsupported as exc:
-        return Witness("unsupported", reason=str(exc))
-    except Exception as exc:  # a parser failure: no witness, every point undecided
-        return Witness("unsupported", reason=f"model: {exc}")
     sandbox = sandbox or get_sandbox("bwrap")
     work = Path(tempfile.mkdtemp(prefix="rs_witness_"))
     try:
-        failed = synthesize(model, sandbox, work, budget_s)
-        if failed is not None:
-            return Witness("unsupported" if failed[0] != "error" else "error", top=model.top, reason=failed[1])
+        model, failed = _synthesized(design, top, sandbox, work, budget_s, ticks=False)
+        if failed is not None and failed[0] == "unsupported":
+            # outside the proof's semantics (several clock edges, a latch, a memory, a race, a
+            # derived clock): every input driven at every global step, clocks included
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir()
+            left = max(1.0, budget_s - (time.monotonic() - start))
+            model, again = _synthesized(design, top, sandbox, work, left, ticks=True)
+            if again is not None:
+                status = "error" if again[0] == "error" else "unsupported"
+                return Witness(status, reason=f"{failed[1]}; with every input free: {again[1]}")
+            failed = None
+        if failed is not None or model is None:
+            return Witness(
+                "error" if failed and failed[0] == "error" else "unsupported", reason=failed[1] if failed else ""
+            )
         result = _search(model, work, sandbox, start + budget_s, skip or set(), frames, max_frames)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result.seconds = round(time.monotonic() - start, 3)
     return result
+
+
+def _synthesized(
+    design: dict[str, str], top: str | None, sandbox: Sandbox, work: Path, budget_s: float, ticks: bool
+) -> tuple[FormalModel | None, tuple[str, str] | None]:
+    """The model (``ticks``: without the proof's timing refusals) and its AIG in ``work``;
+    (model, None) or (model or None, (status, reason)) when there is none."""
+    try:
+        model = build_model(design, top, timing=not ticks)
+    except Unsupported as exc:
+        return None, ("unsupported", str(exc))
+    except Exception as exc:  # a parser failure: no witness, every point undecided
+        return None, ("unsupported", f"model: {exc}")
+    failed = synthesize(model, sandbox, work, budget_s, ticks=ticks)
+    if failed is None:
+        (work / "lowering").write_text("ticks" if ticks else "edges")
+        if not ticks and _clock(json.loads((work / "pre.json").read_text())["modules"][model.top]) is False:
+            failed = ("unsupported", "the clock is not an input port")
+    return model, failed
 
 
 def _search(
@@ -113,9 +142,9 @@ def _search(
     ports = [Port(n, p["direction"], len(p["bits"])) for n, p in pre["ports"].items()]
     if any(p.direction == "inout" for p in ports):
         return Witness("unsupported", top=model.top, ports=ports, reason="an inout port")
-    clock = _clock(pre)
-    if clock is False:
-        return Witness("unsupported", top=model.top, ports=ports, reason="the clock is not an input port")
+    ticks = (work / "lowering").read_text() == "ticks"
+    clock = None if ticks else _clock(pre)
+    assert clock is not False  # refused by _synthesized
     aig = read_aig((work / "model.aig").read_bytes())
     inputs = _read_inputs(work / "model.map")
     drivable = {p.name for p in ports if p.direction == "input"} - ({clock[0]} if clock else set())
@@ -124,7 +153,7 @@ def _search(
     aig = tie_inputs(aig, tied)
     outputs = read_map(work / "model.map")
     goals = _Goals(model, outputs, len(aig.outputs), skip)
-    witness = Witness("ok", top=model.top, ports=ports, clock=clock or None)
+    witness = Witness("ok", top=model.top, ports=ports, clock=clock, clocks=_clock_ports(pre) if ticks else [])
     state = list(aig.init)
     trace: list[list[int]] = []
     while frames <= max_frames and time.monotonic() < deadline - 1:
@@ -266,6 +295,18 @@ def _clock(pre: dict) -> tuple[str, str] | None | bool:
     return False
 
 
+def _clock_ports(pre: dict) -> list[str]:
+    """Input ports of the netlist that clock a flip-flop, a latch or a memory port."""
+    bits = {
+        b
+        for cell in pre.get("cells", {}).values()
+        for port, conn in cell.get("connections", {}).items()
+        if port in ("CLK", "RD_CLK", "WR_CLK", "EN") and (port != "EN" or "latch" in cell["type"])
+        for b in conn
+    }
+    return sorted(n for n, p in pre["ports"].items() if p["direction"] == "input" and set(p["bits"]) & bits)
+
+
 def _read_inputs(path: Path) -> dict[int, tuple[str, int]]:
     """AIG input index -> (port name, bit) from the ``write_aiger -map`` file."""
     out = {}
@@ -309,7 +350,14 @@ def random_steps(witness: Witness, steps: int, seed: int) -> Witness:
     clock = witness.clock[0] if witness.clock else None
     drivable = [p for p in witness.ports if p.direction == "input" and p.name != clock]
     sequence = [{p.name: rng.getrandbits(p.width) for p in drivable} for _ in range(steps)]
-    return Witness("ok", top=witness.top, ports=list(witness.ports), clock=witness.clock, steps=sequence)
+    return Witness(
+        "ok",
+        top=witness.top,
+        ports=list(witness.ports),
+        clock=witness.clock,
+        clocks=list(witness.clocks),
+        steps=sequence,
+    )
 
 
 def to_testbench(witness: Witness, instance: str = "dut", half_period: int = 5) -> str:
@@ -335,6 +383,11 @@ def to_testbench(witness: Witness, instance: str = "dut", half_period: int = 5) 
             clk, edge = witness.clock
             active, idle = ("1", "0") if edge == "posedge" else ("0", "1")
             body.append(f"    {drive} #{half_period} {clk} = {active}; #{half_period} {clk} = {idle};")
+        elif witness.clocks:
+            # clocks first: a flip-flop takes what its input settled to in the step before
+            first = " ".join(f"{n} = {widths[n]}'h{v:x};" for n, v in sorted(step.items()) if n in witness.clocks)
+            rest = " ".join(f"{n} = {widths[n]}'h{v:x};" for n, v in sorted(step.items()) if n not in witness.clocks)
+            body.append(f"    {first} #1 {rest} #{half_period};")
         else:
             body.append(f"    {drive} #{half_period};")
     lines = [
