@@ -7,10 +7,13 @@ with every input free never covers a proved point."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import cid012_rows, rtl_files
+from conftest import CID012, REPO, STIMULUS, cid012_rows, rtl_files
 
 from reward_service import ceiling
 from reward_service.formal.aiger import read_aig, simulate, tie_inputs, write_aig
@@ -52,7 +55,11 @@ endmodule
 DESIGNS = {"deep.sv": DEEP, "neg.sv": NEG}
 
 #: cid012 designs of the CI tier: proofs that exclude points, one with the issue's `default:`.
-CID012 = ("cvdp_copilot_binary_to_BCD_0030", "cvdp_copilot_ring_token_0004", "cvdp_copilot_hamming_code_tx_and_rx_0037")
+CI_TIER = (
+    "cvdp_copilot_binary_to_BCD_0030",
+    "cvdp_copilot_ring_token_0004",
+    "cvdp_copilot_hamming_code_tx_and_rx_0037",
+)
 
 
 def test_the_aig_reads_back_and_simulates_as_abc_counts(tmp_path: Path):
@@ -161,7 +168,7 @@ def test_a_claim_the_replay_does_not_cover_is_reported_not_counted(engine, monke
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pid", CID012)
+@pytest.mark.parametrize("pid", CI_TIER)
 def test_cid012_closure(engine, pid):
     """The CI tier of the closure: every claim replays, no proved point is covered, and the
     points left undecided are few."""
@@ -173,7 +180,7 @@ def test_cid012_closure(engine, pid):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pid", CID012 + tuple(sorted(DESIGNS)))
+@pytest.mark.parametrize("pid", CI_TIER + tuple(sorted(DESIGNS)))
 def test_random_stimulus_never_covers_a_proved_point(engine, pid):
     """Soundness: every input free (resets included), three seeds, both engines."""
     design = {pid: DESIGNS[pid]} if pid in DESIGNS else rtl_files(cid012_rows()[pid])
@@ -181,3 +188,44 @@ def test_random_stimulus_never_covers_a_proved_point(engine, pid):
     assert result.status == "ok", result.reason
     assert result.proved > 0
     assert result.covered == []
+
+
+@pytest.mark.slow
+def test_problems_ceiling_and_the_results_undecided_points(tmp_path: Path):
+    """`reward-service problems --ceiling --json` classifies ring_token_0004's points (its
+    `default:` line proved, every other point witnessed) and keeps the closure; a sample's
+    result counts as undecided the points it did not cover, until the closure is kept: then
+    none."""
+    from reward_service.models import SvTestbench
+    from reward_service.problems import load_problems
+    from reward_service.scoring.engine import Engine
+    from reward_service.settings import Settings
+
+    pid = "cvdp_copilot_ring_token_0004"
+    engine = Engine(Settings(cache_dir=tmp_path, result_cache=False))
+    request = load_problems(CID012)[pid].request(
+        SvTestbench(files={"weak.sv": (STIMULUS / pid / "weak.sv").read_text()})
+    )
+    before = engine.score(request)
+    assert before.status == "ok", before.message
+    for m, c in before.coverage.metrics.items():
+        assert c.undecided == c.total - c.unreachable - c.covered, m  # no proved point is covered
+    assert sum(c.undecided or 0 for c in before.coverage.metrics.values()) > 0
+
+    env = {**os.environ, "REWARD_SERVICE_CACHE_DIR": str(tmp_path)}
+    args = ["problems", "--problems", str(CID012), "--ceiling", "--only", pid, "--json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "reward_service", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=900
+    )
+    assert out.returncode == 0, out.stderr
+    (row,) = [json.loads(line) for line in out.stdout.splitlines()]
+    assert row["id"] == pid and row["status"] == "ok"
+    assert row["metrics"] == {
+        "line": {"total": 6, "unreachable": 1, "witnessed": 5, "undecided": 0},
+        "branch": {"total": 4, "unreachable": 0, "witnessed": 4, "undecided": 0},
+        "toggle": {"total": 46, "unreachable": 0, "witnessed": 46, "undecided": 0},
+        "expr": {"total": 3, "unreachable": 0, "witnessed": 3, "undecided": 0},
+    }
+    after = engine.score(request)
+    assert all(c.undecided == 0 for c in after.coverage.metrics.values()), after.coverage.metrics
+    assert after.coverage.overall == before.coverage.overall  # the figures do not move

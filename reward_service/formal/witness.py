@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal.aiger import Aig, read_aig, simulate, tie_inputs, write_aig
@@ -277,7 +278,7 @@ class _Goals:
         return out
 
 
-def _clock(pre: dict) -> tuple[str, str] | None | bool:
+def _clock(pre: dict) -> tuple[str, str] | None | Literal[False]:
     """(clock port, ``posedge``/``negedge``) of the netlist's flip-flops, None without
     flip-flops, False when the clock is not a whole input port (a derived clock)."""
     clocks = set()

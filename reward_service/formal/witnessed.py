@@ -43,6 +43,6 @@ def load(cache_dir: Path, design: dict[str, str], top: str | None) -> tuple[set[
     path = _path(cache_dir, design, top)
     try:
         data = json.loads(path.read_text())
-        return {tuple(k) for k in data["witnessed"]}, data["summary"]  # type: ignore[misc]
+        return {tuple(k) for k in data["witnessed"]}, data["summary"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
