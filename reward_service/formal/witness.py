@@ -297,15 +297,35 @@ def _clock(pre: dict) -> tuple[str, str] | None | Literal[False]:
 
 
 def _clock_ports(pre: dict) -> list[str]:
-    """Input ports of the netlist that clock a flip-flop, a latch or a memory port."""
-    bits = {
+    """Input ports of the netlist a clock of a flip-flop or a memory port depends on (through
+    combinational cells: a gated or derived clock counts its inputs)."""
+    cells = pre.get("cells", {}).values()
+    drivers: dict[int, list[int]] = {}  # net bit -> the input bits of the combinational cell driving it
+    sequential = ("CLK", "RD_CLK", "WR_CLK")
+    for cell in cells:
+        conns, dirs = cell.get("connections", {}), cell.get("port_directions", {})
+        if any(port in conns for port in sequential) or "latch" in cell["type"]:
+            continue  # a state element ends the cone
+        ins = [b for port, bits in conns.items() if dirs.get(port) == "input" for b in bits if isinstance(b, int)]
+        for port, bits in conns.items():
+            if dirs.get(port) == "output":
+                for b in bits:
+                    if isinstance(b, int):
+                        drivers.setdefault(b, []).extend(ins)
+    todo = [
         b
-        for cell in pre.get("cells", {}).values()
-        for port, conn in cell.get("connections", {}).items()
-        if port in ("CLK", "RD_CLK", "WR_CLK", "EN") and (port != "EN" or "latch" in cell["type"])
-        for b in conn
-    }
-    return sorted(n for n, p in pre["ports"].items() if p["direction"] == "input" and set(p["bits"]) & bits)
+        for cell in cells
+        for port in sequential
+        for b in cell.get("connections", {}).get(port, [])
+        if isinstance(b, int)
+    ]
+    seen: set[int] = set()
+    while todo:
+        b = todo.pop()
+        if b not in seen:
+            seen.add(b)
+            todo.extend(drivers.get(b, []))
+    return sorted(n for n, p in pre["ports"].items() if p["direction"] == "input" and set(p["bits"]) & seen)
 
 
 def _read_inputs(path: Path) -> dict[int, tuple[str, int]]:
