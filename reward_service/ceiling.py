@@ -47,7 +47,8 @@ class Closure:
     ``reason``; nothing witnessed); ``proof``/``witness``: the two halves; ``testbench``: the
     closure testbench text; ``metrics``: per metric; ``not_replayed``: per engine, keys the
     model claims that the replay did not cover; ``proved_but_covered``: proved keys a replay
-    covered; ``seconds``: proof + search + replays."""
+    covered; ``undecided_keys``: the keys of the undecided points; ``seconds``: proof + search
+    + replays."""
 
     status: str
     proof: ProofResult
@@ -57,6 +58,7 @@ class Closure:
     metrics: dict[str, MetricCeiling] = field(default_factory=dict)
     not_replayed: dict[str, list[tuple]] = field(default_factory=dict)
     proved_but_covered: list[tuple] = field(default_factory=list)
+    undecided_keys: list[tuple] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -75,6 +77,7 @@ class Closure:
             "metrics": {m: asdict(c) for m, c in self.metrics.items()},
             "not_replayed": {e: [list(k) for k in keys] for e, keys in self.not_replayed.items()},
             "proved_but_covered": [list(k) for k in self.proved_but_covered],
+            "undecided_points": [list(k) for k in self.undecided_keys[:200]],
             "seconds": self.seconds,
         }
 
@@ -145,6 +148,7 @@ def closure(
             entry.witnessed += 1
         else:
             entry.undecided += 1
+            out.undecided_keys.append(key)
     out.seconds = round(time.monotonic() - start, 3)
     if cache_dir is not None and out.status == "ok" and not out.proved_but_covered:
         witnessed = sorted({key_of(p) for p in points or [] if all(key_of(p) in keys for keys in covered.values())})
