@@ -54,6 +54,17 @@ endmodule
 
 DESIGNS = {"deep.sv": DEEP, "neg.sv": NEG}
 
+#: Outside the proof's semantics (two clock edges, a latch): the witness search drives every
+#: input at every global step, the clock first.
+TWO_EDGES = """module two(input clk, input rst_n, input d, input en, output reg a, output reg b, output reg q);
+  always @(posedge clk or negedge rst_n)
+    if (!rst_n) a <= 1'b0;
+    else a <= d;
+  always @(negedge clk) b <= a;
+  always @(*) if (en) q = b;
+endmodule
+"""
+
 #: cid012 designs of the CI tier: proofs that exclude points, one with the issue's `default:`.
 CI_TIER = (
     "cvdp_copilot_binary_to_BCD_0030",
@@ -141,6 +152,18 @@ def test_the_closure_testbench_replays_every_claim(engine, name):
     assert result.proved_but_covered == []
     assert result.undecided == 0, json.dumps(result.to_json())
     assert sum(m.witnessed for m in result.metrics.values()) >= len(result.witness.claimed)
+
+
+@pytest.mark.slow
+def test_a_design_the_proof_refuses_is_witnessed_with_every_input_free(engine):
+    design = {"two.sv": TWO_EDGES}
+    assert prove(design).status == "unsupported"
+    result = ceiling.closure(design, engine=engine)
+    assert result.status == "ok", result.reason
+    assert result.witness.clock is None and result.witness.clocks == ["clk"]
+    assert result.not_replayed == {"fast": [], "verilator": []}
+    assert result.undecided == 0, json.dumps(result.to_json())
+    assert sum(m.total for m in result.metrics.values()) == sum(m.witnessed for m in result.metrics.values())
 
 
 @pytest.mark.slow
