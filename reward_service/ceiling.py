@@ -108,7 +108,7 @@ def closure(
     sandbox = engine.sandbox
     proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
     dead = set(proof.unreachable) if proof.status in ("proved", "partial") else set()
-    witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead)
+    witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead, refused=proof.status == "unsupported")
     if witness.status != "ok" or not witness.steps:
         out = Closure("no witness", proof, witness, reason=witness.reason or "the search reached no point")
         out.seconds = round(time.monotonic() - start, 3)

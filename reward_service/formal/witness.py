@@ -78,17 +78,23 @@ def search(
     skip: set[PointKey] | None = None,
     frames: int = 16,
     max_frames: int = 256,
+    refused: bool = False,
 ) -> Witness:
     """Search one input sequence from the zero state that reaches as many points of
     ``design`` (name -> HDL text) as ``budget_s`` seconds allow (the yosys step has its own
     limit of ``budget_s``). ``skip``: point keys not to look for (proved unreachable).
     ``frames``: the first ``bmc3`` window, doubled (up to ``max_frames``) whenever a window
-    from the current state reaches nothing new. Never raises for a design it cannot handle."""
+    from the current state reaches nothing new. ``refused``: the prover already found the design
+    outside its semantics (``unsupported``): the search starts with every input free. Never
+    raises for a design it cannot handle."""
     start = time.monotonic()
     sandbox = sandbox or get_sandbox("bwrap")
     work = Path(tempfile.mkdtemp(prefix="rs_witness_"))
     try:
-        model, failed = _synthesized(design, top, sandbox, work, budget_s, ticks=False)
+        if refused:
+            model, failed = None, ("unsupported", "the proof does not model the design")
+        else:
+            model, failed = _synthesized(design, top, sandbox, work, budget_s, ticks=False)
         if failed is not None and failed[0] == "unsupported":
             # outside the proof's semantics (several clock edges, a latch, a memory, a race, a
             # derived clock): every input driven at every global step, clocks included
@@ -164,7 +170,9 @@ def _search(
         probe = Aig(aig.inputs, aig.latches, state, [aig.outputs[o] for o in wanted], aig.ands)
         (work / "w.aig").write_bytes(write_aig(probe))
         (work / "cex.txt").unlink(missing_ok=True)
-        left = max(1, int(deadline - time.monotonic()))
+        # half the time left per ABC run: the counterexamples it found by then are kept, and the
+        # rest of the budget goes to simulating them and to runs from the state they reach
+        left = max(1, int(deadline - time.monotonic()) // 2)
         (work / "bmc.cmd").write_text(f"read_aiger w.aig; bmc3 -a -x -F {frames} -T {left}; write_cex -a cex.txt\n")
         res = sandbox.run(
             ExecSpec(
