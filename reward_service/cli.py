@@ -708,7 +708,7 @@ def _print_ceiling(problems: list[Any], json_out: bool, again: bool) -> None:
     engine = Engine(settings.model_copy(update={"result_cache": False}))
     fields = ("total", "unreachable", "witnessed", "undecided")
     table = Table()
-    for col in ("id", "metric", *fields, "attainable %", "target %"):
+    for col in ("id", "metric", *fields, "shown attainable %", "target %"):
         table.add_column(col, overflow="fold", no_wrap=col == "id")
     for p in problems:
         summary = ceiling_of(
