@@ -90,10 +90,10 @@ def search(
     start = time.monotonic()
     sandbox = sandbox or get_sandbox("bwrap")
     work = Path(tempfile.mkdtemp(prefix="rs_witness_"))
+    model: FormalModel | None = None
+    failed: tuple[str, str] | None = ("unsupported", "the proof does not model the design")
     try:
-        if refused:
-            model, failed = None, ("unsupported", "the proof does not model the design")
-        else:
+        if not refused:
             model, failed = _synthesized(design, top, sandbox, work, budget_s, ticks=False)
         if failed is not None and failed[0] == "unsupported":
             # outside the proof's semantics (several clock edges, a latch, a memory, a race, a
