@@ -26,6 +26,8 @@ from reward_service.models import DEFAULT_METRICS
 
 #: The engines a witness is replayed on: a point is witnessed when every one covers it.
 REPLAY_ENGINES = ("fast", "verilator")
+#: Random steps (every input free, seed 0) appended to the closure sequence.
+RANDOM_TAIL = 32
 
 
 @dataclass
@@ -109,6 +111,11 @@ def closure(
     proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
     dead = set(proof.unreachable) if proof.status in ("proved", "partial") else set()
     witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead, refused=proof.status == "unsupported")
+    if witness.status == "ok":
+        # a random tail: points the model has no property for (a loop's own list, a generate
+        # block, a function) or that the search had no time for may be covered all the same,
+        # and only the replay counts
+        witness.steps += random_steps(witness, RANDOM_TAIL, seed=0).steps
     if witness.status != "ok" or not witness.steps:
         out = Closure("no witness", proof, witness, reason=witness.reason or "the search reached no point")
         out.seconds = round(time.monotonic() - start, 3)
