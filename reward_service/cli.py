@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import os
 import posixpath
 import sys
@@ -648,14 +649,30 @@ def _timings_text(timings: dict[str, float]) -> str:
 def list_problems(
     problems: Annotated[Path, typer.Option("--problems", help="CVDP cid012 JSONL")],
     json_out: Annotated[bool, typer.Option("--json", help="print JSON lines")] = False,
+    ceiling: Annotated[
+        bool,
+        typer.Option(
+            "--ceiling",
+            help="classify every coverage point of each problem's DUT: proved unreachable, witnessed "
+            "(a replayed closure testbench covers it) or undecided (docs/formal.md); runs the prover, "
+            "the witness search and two replays per design on first use, kept in the cache",
+        ),
+    ] = False,
+    only: Annotated[str | None, typer.Option("--only", help="with --ceiling: problem ids containing this")] = None,
+    again: Annotated[bool, typer.Option("--again", help="with --ceiling: run kept closures again")] = False,
 ) -> None:
-    """List the problems of a CVDP JSONL file: id, difficulty, DUT module and instance, target."""
+    """List the problems of a CVDP JSONL file: id, difficulty, DUT module and instance, target.
+    With ``--ceiling``: per problem and metric the points ``total``, ``unreachable``,
+    ``witnessed`` and ``undecided``."""
     from reward_service.problems import load_problems
 
     try:
         loaded = load_problems(problems)
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(f"--problems: {exc}") from exc
+    if ceiling:
+        _print_ceiling([p for p in loaded.values() if not only or only in p.id], json_out, again)
+        return
     if json_out:
         for p in loaded.values():
             sys.stdout.write(
@@ -680,6 +697,44 @@ def list_problems(
             f"{p.target_percent:g}",
         )
     print_table(console, table)
+
+
+def _print_ceiling(problems: list[Any], json_out: bool, again: bool) -> None:
+    """``problems --ceiling``: each problem's closure (reward_service.ceiling), a JSON line or
+    a table row per problem as it finishes."""
+    from reward_service.ceiling import ceiling_of
+    from reward_service.scoring.engine import Engine
+    from reward_service.settings import get_settings
+
+    settings = get_settings()
+    engine = Engine(settings.model_copy(update={"result_cache": False}))
+    fields = ("total", "unreachable", "witnessed", "undecided")
+    table = Table()
+    for col in ("id", "metric", *fields, "shown attainable %", "target %"):
+        table.add_column(col, overflow="fold", no_wrap=col == "id")
+    for p in problems:
+        summary = ceiling_of(
+            dict(p.design.files),
+            p.design.toplevel,
+            p.dut_instance,
+            list(p.metrics),
+            settings.cache_dir,
+            engine,
+            again=again,
+        )
+        metrics = {m: {f: summary["metrics"].get(m, {}).get(f, 0) for f in fields} for m in p.metrics}
+        if json_out:
+            line = {"id": p.id, "target_percent": p.target_percent, "status": summary["status"], "metrics": metrics}
+            sys.stdout.write(json.dumps(line) + "\n")
+            sys.stdout.flush()
+            continue
+        for m, c in metrics.items():
+            reach = c["total"] - c["unreachable"]
+            # what the witnessed points show attainable on the reachable figure (undecided ones may add)
+            shown = f"{100 * c['witnessed'] / reach:.2f}" if reach else "-"
+            table.add_row(p.id, m, *(str(c[f]) for f in fields), shown, f"{p.target_percent:g}")
+    if not json_out:
+        print_table(console, table)
 
 
 @app.command(cls=_Command)

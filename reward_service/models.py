@@ -492,6 +492,12 @@ class MetricCoverage(BaseModel):
         description="points of `total` proved unreachable (coverage.exclude_unreachable "
         "set; docs/formal.md); they stay in `total` and `ratio`",
     )
+    undecided: int | None = Field(
+        None,
+        description="points of `total` neither proved unreachable, nor covered by this sample, nor "
+        "witnessed by the design's closure testbench (`reward-service problems --ceiling` keeps one "
+        "per design; docs/formal.md); None: no proof applied",
+    )
 
 
 class CoverageReport(BaseModel):

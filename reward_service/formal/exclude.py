@@ -38,14 +38,19 @@ def annotate(
     unavailable: dict[str, str],
     weights: dict[str, float] | None,
     max_uncovered: int = 200,
+    witnessed: set[PointKey] | None = None,
 ) -> tuple[CoverageReport, list]:
-    """Fill in ``report``'s per-metric ``unreachable`` counts and ``overall_reachable``;
-    returns the report of the reachable points (what a target is judged on when proved points
-    are excluded) and their uncovered points (the proved ones never listed)."""
+    """Fill in ``report``'s per-metric ``unreachable`` and ``undecided`` counts and
+    ``overall_reachable``; returns the report of the reachable points (what a target is judged
+    on when proved points are excluded) and their uncovered points (the proved ones never
+    listed). ``witnessed``: keys the design's closure testbench covered (shown reachable);
+    a point counts as decided when proved, covered by this sample, or witnessed."""
     dead = set(map(tuple, unreachable))
     alive = [p for p in points if key_of(p) not in dead]
     reach, uncovered = summarise(alive, metrics, unavailable, weights, max_uncovered)
+    shown = witnessed or set()
     for metric, entry in report.metrics.items():
         entry.unreachable = sum(1 for p in points if p.metric == metric and key_of(p) in dead)
+        entry.undecided = sum(1 for p in alive if p.metric == metric and not p.covered and key_of(p) not in shown)
     report.overall_reachable = reach.overall
     return reach, uncovered

@@ -84,10 +84,13 @@ class FormalModel:
     notes: list[str] = field(default_factory=list)  # why some points have no property
 
 
-def build_model(design: dict[str, str], top: str | None = None, expr: bool = True) -> FormalModel:
+def build_model(design: dict[str, str], top: str | None = None, expr: bool = True, timing: bool = True) -> FormalModel:
     """Build the formal model of the DUT files ``design`` (name -> text). ``top``: the DUT's
     top module (default: pyslang's single top instance). ``expr=False``: expression points
     get no check (all undecided; the prover's fallback when yosys cannot read the checks).
+    ``timing=False``: the design's races and timing outside the model are not refused (the
+    witness search's model: a sequence it finds counts only once replayed, so a model that
+    misses some simulator states may still show others reachable; never for proofs).
     Raises :class:`Unsupported` when the design cannot be modelled at all (then every point
     is undecided)."""
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}
@@ -100,7 +103,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         if len(tops) != 1:
             raise Unsupported(f"the design has {len(tops)} top modules")
         top = compilation.getRoot().topInstances[0].definition.name
-    race = races(sources, bodies)  # across modules: a port or a hierarchical name can carry one
+    race = timing and races(sources, bodies)  # across modules: a port or a hierarchical name can carry one
     if race:
         raise Unsupported(race)
     properties: list[Property] = []
@@ -112,7 +115,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         strip: list[tuple[str, list[str]]] = []  # per module in file order: tag, statements to remove
         for module in modules_of(source):
             name = module.header.name.valueText
-            why_unsound = _timing_reason(source, module, bodies.get(name))
+            why_unsound = timing and _timing_reason(source, module, bodies.get(name))
             if why_unsound:
                 raise Unsupported(f"{source.name}: {why_unsound}")
             tag = f"m{module_index}_"  # flag names restart per module; the model's are unique

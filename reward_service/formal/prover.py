@@ -273,17 +273,25 @@ _FLAG_WORD = re.compile(re.escape(FLAG_PREFIX) + r"\w+")
 _FILE_LINE = re.compile(r"([\w./+-]+\.s?v[h]?):(\d+)")
 
 
-def _yosys_script(model: FormalModel) -> str:
+def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
+    """The yosys script of the model's AIG. ``ticks``: the witness search's lowering of a
+    design the proof does not model (several clock edges, latches, memories, async loads):
+    memories mapped to flip-flops, every flip-flop and latch made logic of a global step by
+    ``clk2fflogic`` (a clock is an input; a flip-flop takes the value its input had at the
+    step before the one its clock edge is seen in)."""
     names = " ".join(sorted(model.files))
+    lowering = (
+        ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
+        if ticks
+        else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
+    )
     return "\n".join(
         [
             f"read_verilog -formal -sv {names}",
             f"hierarchy -check -top {model.top}",
             f"prep -top {model.top} -flatten",
             "write_json pre.json",
-            f"techmap -map {ADFF_MAP} t:$adff t:$adffe",
-            "async2sync",
-            "dffunmap",
+            *lowering,
             "setundef -undriven -anyseq",
             "setundef -anyseq",
             "setundef -init -zero",
@@ -310,49 +318,11 @@ def _run(
         return base
     work = Path(tempfile.mkdtemp(prefix="rs_formal_"))
     try:
-        for name, text in model.files.items():
-            # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
-            # names are words of a yosys script (no blank, quote, '#' or ';')
-            if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
-                base.status, base.reason = "unsupported", f"file name {name!r}"
-                return base
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            (work / name).write_text(text)
-        (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
-        (work / "model.ys").write_text(_yosys_script(model))
-        res = sandbox.run(
-            ExecSpec(
-                argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
-                workdir=work,
-                timeout_s=timeout_s,
-                memory_mb=2048,
-                output_kb=64,
-            )
-        )
-        if res.timed_out:
-            base.status, base.reason = "timeout", f"yosys: over {timeout_s:g} s"
+        failed = synthesize(model, sandbox, work, timeout_s)
+        if failed is not None:
+            base.status, base.reason = failed
             return base
-        pre = work / "pre.json"
-        if pre.exists():
-            why = _check_netlist(json.loads(pre.read_text()), model.top)
-            if why:
-                base.status, base.reason = "unsupported", why
-                return base
-        if res.exit_code in (126, 127):
-            base.reason = f"yosys did not run (exit {res.exit_code}): {res.output[-200:]}"
-            return base
-        if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
-            base.status, base.reason = "unsupported", f"yosys over its limit ({res.limit_hit})"
-            return base
-        if res.exit_code != 0 or not (work / "model.aig").exists():
-            base.status = "unsupported"
-            base.reason = "yosys: " + (
-                f"crashed (signal {-(res.exit_code or 0)})"
-                if (res.exit_code or 0) < 0
-                else _first_error(res.output + _read(work / "yosys.log"))
-            )
-            return base
-        outputs = _read_map(work / "model.map")
+        outputs = read_map(work / "model.map")
         count = _aig_outputs(work / "model.aig")
         if outputs and max(outputs) >= count:
             base.reason = f"abc: the map names output {max(outputs)} of {count}"
@@ -401,6 +371,53 @@ def _run(
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def synthesize(
+    model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float, ticks: bool = False
+) -> tuple[str, str] | None:
+    """Write ``model``'s files into ``work`` and run the yosys step there: ``model.aig`` (the
+    properties are its outputs), ``model.map`` (their names), ``pre.json`` (the netlist after
+    ``prep``) and ``final.json``. Returns None when the AIG is there, else (status, reason)
+    of a :class:`ProofResult` that proves nothing (``unsupported``, ``timeout``, ``error``).
+    ``ticks``: the witness search's lowering (:func:`_yosys_script`), whose netlist is not
+    checked against the proof's semantics (never used for a proof)."""
+    for name, text in model.files.items():
+        # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
+        # names are words of a yosys script (no blank, quote, '#' or ';')
+        if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
+            return "unsupported", f"file name {name!r}"
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
+    (work / "model.ys").write_text(_yosys_script(model, ticks))
+    res = sandbox.run(
+        ExecSpec(
+            argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
+            workdir=work,
+            timeout_s=timeout_s,
+            memory_mb=2048,
+            output_kb=64,
+        )
+    )
+    if res.timed_out:
+        return "timeout", f"yosys: over {timeout_s:g} s"
+    pre = work / "pre.json"
+    if pre.exists() and not ticks:
+        why = _check_netlist(json.loads(pre.read_text()), model.top)
+        if why:
+            return "unsupported", why
+    if res.exit_code in (126, 127):
+        return "error", f"yosys did not run (exit {res.exit_code}): {res.output[-200:]}"
+    if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
+        return "unsupported", f"yosys over its limit ({res.limit_hit})"
+    if res.exit_code != 0 or not (work / "model.aig").exists():
+        return "unsupported", "yosys: " + (
+            f"crashed (signal {-(res.exit_code or 0)})"
+            if (res.exit_code or 0) < 0
+            else _first_error(res.output + _read(work / "yosys.log"))
+        )
+    return None
 
 
 def _aig_outputs(path: Path) -> int:
@@ -585,7 +602,7 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
     return None
 
 
-def _read_map(path: Path) -> dict[int, list[tuple[str, int]]]:
+def read_map(path: Path) -> dict[int, list[tuple[str, int]]]:
     """Output index -> the (wire name, bit)s ``write_aiger -map`` names it with. Several wires
     that are one net share an output (they have one verdict); an output whose bit is a
     constant is not named (its properties are then never proved)."""

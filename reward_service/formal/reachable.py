@@ -12,6 +12,7 @@ from reward_service.coverage.points import CoveragePoint
 from reward_service.formal.exclude import annotate
 from reward_service.formal.prover import kept
 from reward_service.formal.verdicts import applicable, explain
+from reward_service.formal.witnessed import load as load_witnessed
 from reward_service.models import CoverageReport, UncoveredPoint
 from reward_service.sandbox import Sandbox
 from reward_service.scoring.types import Prepared, Reachable
@@ -25,7 +26,7 @@ def reachable(
     unavailable: dict[str, str],
     uncovered: list[UncoveredPoint],
     sandbox: Sandbox,
-    verdict_dir: Path,
+    cache_dir: Path,
 ) -> Reachable:
     """The engine's prover plug-in (:data:`~reward_service.scoring.types.Prover`): the report targets are judged on (``report`` itself unless proved points were excluded),
     the uncovered points, the proved keys that apply to the sample with how each was proved,
@@ -34,7 +35,8 @@ def reachable(
     must not be cached). The points proved unreachable (docs/formal.md) are counted in
     ``report``, its ``unreachable_note`` says what the proof did, and when the request's
     ``exclude_unreachable`` is True they are left out of the judged figure and of ``uncovered``.
-    ``sandbox`` runs the proof; ``verdict_dir`` caches the design's verdicts."""
+    ``sandbox`` runs the proof; ``cache_dir`` is the engine's cache: the design's verdicts are
+    kept under its ``formal/``, the closures that witness points under its ``ceiling/``."""
     request, spec = prepared.request, prepared.request.coverage
     defines = cocotb_flow.build_defines(prepared.stimulus.kind, request.build.defines)
     read = hdl.macros_read(prepared.design.files.values(), defines)
@@ -45,13 +47,18 @@ def reachable(
         )
         return report, uncovered, {}, True
     dead, proof, why = applicable(
-        prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, verdict_dir
+        prepared.design, prepared.stimulus, spec.scope, request.build.parameters, sandbox, cache_dir / "formal"
     )
     settled = proof is None or kept(proof)
     if dead is None:
         report.unreachable_note, _ = explain(None, why, {}, bool(spec.exclude_unreachable))
         return report, uncovered, {}, settled
-    reach, reach_uncovered = annotate(report, points, dead, list(spec.metrics), unavailable, spec.weights)
+    files = {n: t for n, t in prepared.design.files.items() if hdl.is_hdl_source(n)}
+    closure = load_witnessed(cache_dir, files, prepared.design.toplevel)
+    witnessed = closure[0] if closure else None
+    reach, reach_uncovered = annotate(
+        report, points, dead, list(spec.metrics), unavailable, spec.weights, witnessed=witnessed
+    )
     per_metric = {m: entry.unreachable for m, entry in report.metrics.items()}
     report.unreachable_note, changed = explain(dead, why, per_metric, bool(spec.exclude_unreachable))
     assert proof is not None  # dead is the proof's

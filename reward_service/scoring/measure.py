@@ -154,7 +154,7 @@ def measure(
         if prover is None:
             raise SandboxError("the request asks for proved-unreachable points and this engine was given no prover")
         judged, uncovered, proved, cacheable = prover(
-            prepared, points, report, unavailable, uncovered, sandbox, cache_dir / "formal"
+            prepared, points, report, unavailable, uncovered, sandbox, cache_dir
         )
         if judged is not report:  # points excluded: the user must see it where the result is read
             notes.append(report.unreachable_note or "")

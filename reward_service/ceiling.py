@@ -1,0 +1,246 @@
+"""The attainable coverage of a design: every point proved unreachable (:mod:`.formal.prover`),
+shown reachable by a replayed witness (:mod:`.formal.witness`), or undecided (issue 23).
+
+The witness search gives one input sequence from the model's zero state and the points the
+model says it covers; that sequence becomes a plain SystemVerilog testbench (the design's
+"closure testbench"), and the engine replays it on the fast path and on Verilator. A point is
+**witnessed** only when both replays cover it; a point the model claims and a replay does not
+cover is listed in ``not_replayed`` (a bug of the model, never counted), and a proved point a
+replay covers in ``proved_but_covered`` (a wrong proof: the worst bug, tests assert it stays
+empty).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reward_service.formal.exclude import key_of
+from reward_service.formal.prover import ProofResult, prove
+from reward_service.formal.witness import Witness, random_steps, search, to_testbench
+from reward_service.formal.witnessed import load as load_witnessed
+from reward_service.formal.witnessed import store as store_witnessed
+from reward_service.models import DEFAULT_METRICS
+
+#: The engines a witness is replayed on: a point is witnessed when every one covers it.
+REPLAY_ENGINES = ("fast", "verilator")
+#: Random steps (every input free, seed 0) appended to the closure sequence.
+RANDOM_TAIL = 32
+
+
+@dataclass
+class MetricCeiling:
+    """Points of one metric: ``total`` (the engine's count for the closure replay),
+    ``unreachable`` (proved), ``witnessed`` (covered by every replay), ``undecided`` (the
+    rest: ``total - unreachable - witnessed``)."""
+
+    total: int = 0
+    unreachable: int = 0
+    witnessed: int = 0
+    undecided: int = 0
+
+
+@dataclass
+class Closure:
+    """One design's classification. ``status``: ``ok`` (replayed), ``no witness`` (the
+    search had no testbench to give: ``reason``), ``replay failed`` (a replay did not score:
+    ``reason``; nothing witnessed); ``proof``/``witness``: the two halves; ``testbench``: the
+    closure testbench text; ``metrics``: per metric; ``not_replayed``: per engine, keys the
+    model claims that the replay did not cover; ``proved_but_covered``: proved keys a replay
+    covered; ``undecided_keys``: the keys of the undecided points; ``seconds``: proof + search
+    + replays."""
+
+    status: str
+    proof: ProofResult
+    witness: Witness
+    testbench: str = ""
+    reason: str = ""
+    metrics: dict[str, MetricCeiling] = field(default_factory=dict)
+    not_replayed: dict[str, list[tuple]] = field(default_factory=dict)
+    proved_but_covered: list[tuple] = field(default_factory=list)
+    undecided_keys: list[tuple] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def undecided(self) -> int:
+        return sum(m.undecided for m in self.metrics.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able summary (no point lists of the proof)."""
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "proof_status": self.proof.status,
+            "witness_status": self.witness.status,
+            "steps": len(self.witness.steps),
+            "claimed": len(self.witness.claimed),
+            "metrics": {m: asdict(c) for m, c in self.metrics.items()},
+            "not_replayed": {e: [list(k) for k in keys] for e, keys in self.not_replayed.items()},
+            "proved_but_covered": [list(k) for k in self.proved_but_covered],
+            "undecided_points": [list(k) for k in self.undecided_keys[:200]],
+            "seconds": self.seconds,
+        }
+
+
+def closure(
+    design: dict[str, str],
+    top: str | None = None,
+    instance: str = "dut",
+    metrics: list[str] | None = None,
+    engine: Any = None,
+    budget_s: float = 60.0,
+    cache_dir: Path | None = None,
+) -> Closure:
+    """Classify every coverage point of ``design`` (name -> HDL text, top module ``top``):
+    prove (``budget_s`` per step), search a witness (``budget_s``), replay its testbench (DUT
+    instance ``instance``) on :data:`REPLAY_ENGINES` with ``engine`` (a
+    :class:`~reward_service.scoring.engine.Engine`; default: one without the result cache).
+    ``metrics``: default line, branch, toggle, expr. ``cache_dir``: the engine's cache root;
+    the verdict is cached under its ``formal/`` (as the engine does), a replayed closure's
+    witnessed points and summary under its ``ceiling/`` (:mod:`~reward_service.formal.witnessed`)."""
+    start = time.monotonic()
+    metrics = list(metrics or DEFAULT_METRICS)
+    if engine is None:
+        from reward_service.scoring.engine import Engine
+        from reward_service.settings import Settings
+
+        engine = Engine(Settings(result_cache=False))
+    sandbox = engine.sandbox
+    proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
+    dead = set(proof.unreachable) if proof.status in ("proved", "partial") else set()
+    witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead, refused=proof.status == "unsupported")
+    if witness.status == "ok":
+        # a random tail: points the model has no property for (a loop's own list, a generate
+        # block, a function) or that the search had no time for may be covered all the same,
+        # and only the replay counts
+        witness.steps += random_steps(witness, RANDOM_TAIL, seed=0).steps
+    if witness.status != "ok" or not witness.steps:
+        out = Closure("no witness", proof, witness, reason=witness.reason or "the search reached no point")
+        out.seconds = round(time.monotonic() - start, 3)
+        return out
+    tb = to_testbench(witness, instance)
+    out = Closure("ok", proof, witness, testbench=tb)
+    covered: dict[str, set] = {}
+    points = None
+    for name in REPLAY_ENGINES:
+        scored = engine.scored(
+            {
+                "design": {"files": design, "toplevel": top or witness.top},
+                "stimulus": {"kind": "sv_testbench", "files": {"closure_tb.sv": tb}},
+                "simulator": "verilator",
+                "engine": name,
+                "coverage": {"scope": instance, "metrics": metrics},
+            }
+        )
+        if scored.result.status != "ok":
+            out.status, out.reason = "replay failed", f"{name}: {scored.result.status}: {scored.result.message}"
+            break
+        covered[name] = {key_of(p) for p in scored.points if p.covered}
+        if name == "verilator" or points is None:
+            points = scored.points
+    for name, keys in covered.items():
+        out.not_replayed[name] = sorted(k for k in witness.claimed if k not in keys and k[2] in metrics)
+    out.proved_but_covered = sorted(k for k in dead if any(k in keys for keys in covered.values()))
+    for p in points or []:
+        if p.metric not in metrics:
+            continue
+        entry = out.metrics.setdefault(p.metric, MetricCeiling())
+        entry.total += 1
+        key = key_of(p)
+        if key in dead:
+            entry.unreachable += 1
+        elif out.status == "ok" and all(key in keys for keys in covered.values()):
+            entry.witnessed += 1
+        else:
+            entry.undecided += 1
+            out.undecided_keys.append(key)
+    out.seconds = round(time.monotonic() - start, 3)
+    if cache_dir is not None and out.status == "ok" and not out.proved_but_covered:
+        witnessed = sorted({key_of(p) for p in points or [] if all(key_of(p) in keys for keys in covered.values())})
+        summary = {**out.to_json(), "metrics_asked": metrics}
+        store_witnessed(cache_dir, design, top, [k for k in witnessed if k not in dead], summary)
+    return out
+
+
+def ceiling_of(
+    design: dict[str, str],
+    top: str | None,
+    instance: str,
+    metrics: list[str],
+    cache_dir: Path,
+    engine: Any = None,
+    budget_s: float = 60.0,
+    again: bool = False,
+) -> dict[str, Any]:
+    """The closure summary (:meth:`Closure.to_json`) of a design, from ``cache_dir`` when a
+    closure was kept for it (``again``: run it anew), else run (:func:`closure`) and kept."""
+    if not again:
+        kept = load_witnessed(cache_dir, design, top)
+        if kept is not None and set(metrics) <= set(kept[1].get("metrics_asked", [])):
+            return kept[1]
+    return closure(design, top, instance, metrics, engine, budget_s, cache_dir).to_json()
+
+
+@dataclass
+class Soundness:
+    """A random-stimulus run against a design's proofs: ``seeds`` replayed, ``steps`` each,
+    the proved keys (``proved``) and those some run covered (``covered``: must stay empty);
+    ``status``: ``ok``, or why nothing was run (no proof, no ports to drive)."""
+
+    status: str
+    seeds: list[int] = field(default_factory=list)
+    steps: int = 0
+    proved: int = 0
+    covered: list[tuple] = field(default_factory=list)
+    reason: str = ""
+
+
+def soundness(
+    design: dict[str, str],
+    top: str | None = None,
+    instance: str = "dut",
+    seeds: tuple[int, ...] = (1, 2, 3),
+    steps: int = 400,
+    engines: tuple[str, ...] = REPLAY_ENGINES,
+    engine: Any = None,
+    budget_s: float = 60.0,
+    cache_dir: Path | None = None,
+) -> Soundness:
+    """Replay ``steps`` random steps per seed of ``seeds`` (every DUT input free, resets
+    included; :func:`~reward_service.formal.witness.random_steps`) on ``engines`` and list
+    the proved-unreachable keys any run covered (a wrong proof). The DUT's ports come from a
+    witness search of 0 s (the yosys step only)."""
+    if engine is None:
+        from reward_service.scoring.engine import Engine
+        from reward_service.settings import Settings
+
+        engine = Engine(Settings(result_cache=False))
+    proof = prove(design, top, sandbox=engine.sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
+    if proof.status not in ("proved", "partial"):
+        return Soundness("no proof", reason=proof.reason)
+    dead = set(proof.unreachable)
+    shape = search(design, top, sandbox=engine.sandbox, budget_s=budget_s, skip=dead, max_frames=0)
+    if shape.status != "ok":
+        return Soundness("no ports", reason=shape.reason, proved=len(dead))
+    out = Soundness("ok", seeds=list(seeds), steps=steps, proved=len(dead))
+    covered: set = set()
+    for seed in seeds:
+        tb = to_testbench(random_steps(shape, steps, seed), instance)
+        for name in engines:
+            scored = engine.scored(
+                {
+                    "design": {"files": design, "toplevel": top or shape.top},
+                    "stimulus": {"kind": "sv_testbench", "files": {"random_tb.sv": tb}},
+                    "simulator": "verilator",
+                    "engine": name,
+                    "coverage": {"scope": instance, "metrics": list(DEFAULT_METRICS)},
+                }
+            )
+            if scored.result.status != "ok":
+                out.status, out.reason = "replay failed", f"{name}, seed {seed}: {scored.result.message}"
+                return out
+            covered |= {key_of(p) for p in scored.points if p.covered} & dead
+    out.covered = sorted(covered)
+    return out
