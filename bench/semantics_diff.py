@@ -106,7 +106,7 @@ def _races_found() -> dict[str, int]:
 def _engine_rows() -> dict[str, dict[str, object]]:
     """Per idiom (and the time-0 sample): the fast path's engine and fallback, and the coverage
     points that differ between it and Verilator."""
-    from reward_service.scoring import Engine
+    from reward_service.engine import Engine
     from reward_service.settings import Settings
 
     engine = Engine(Settings(cache_dir=Path(tempfile.gettempdir()) / "rs-semantics-bench", result_cache=False))

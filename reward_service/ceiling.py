@@ -103,7 +103,7 @@ def closure(
     start = time.monotonic()
     metrics = list(metrics or DEFAULT_METRICS)
     if engine is None:
-        from reward_service.scoring.engine import Engine
+        from reward_service.engine import Engine
         from reward_service.settings import Settings
 
         engine = Engine(Settings(result_cache=False))
@@ -213,7 +213,7 @@ def soundness(
     the proved-unreachable keys any run covered (a wrong proof). The DUT's ports come from a
     witness search of 0 s (the yosys step only)."""
     if engine is None:
-        from reward_service.scoring.engine import Engine
+        from reward_service.engine import Engine
         from reward_service.settings import Settings
 
         engine = Engine(Settings(result_cache=False))

@@ -703,7 +703,7 @@ def _print_ceiling(problems: list[Any], json_out: bool, again: bool) -> None:
     """``problems --ceiling``: each problem's closure (reward_service.ceiling), a JSON line or
     a table row per problem as it finishes."""
     from reward_service.ceiling import ceiling_of
-    from reward_service.scoring.engine import Engine
+    from reward_service.engine import Engine
     from reward_service.settings import get_settings
 
     settings = get_settings()

@@ -219,9 +219,9 @@ def test_problems_ceiling_and_the_results_undecided_points(tmp_path: Path):
     `default:` line proved, every other point witnessed) and keeps the closure; a sample's
     result counts as undecided the points it did not cover, until the closure is kept: then
     none."""
+    from reward_service.engine import Engine
     from reward_service.models import SvTestbench
     from reward_service.problems import load_problems
-    from reward_service.scoring.engine import Engine
     from reward_service.settings import Settings
 
     pid = "cvdp_copilot_ring_token_0004"
