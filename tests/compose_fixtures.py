@@ -258,6 +258,19 @@ def busy_worker(stack: Stack, redis_client) -> tuple[object, bytes] | None:
     return None
 
 
+def wait_healthy(container, timeout: float = 120) -> None:
+    """Wait until a worker ``container`` runs and its healthcheck (the liveness file) passes;
+    AssertionError after ``timeout`` seconds."""
+    deadline, health = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        container.reload()
+        health = container.attrs["State"].get("Health", {}).get("Status")
+        if container.status == "running" and health == "healthy":
+            return
+        time.sleep(1)
+    raise AssertionError(f"worker {container.name} not healthy in {timeout:g} s: {container.status} {health}")
+
+
 def kill_mid_job(stack: Stack, redis_client) -> object | None:
     """SIGKILL a worker container while it runs a job: it is frozen first (docker pause) and
     killed only if its job is still marked running then, so the kill cannot land just after
