@@ -830,7 +830,9 @@ def test_100_concurrent_episodes_survive_a_sigkilled_worker(stack):
                 victim = kill_mid_job(stack, rc)
             time.sleep(0.05)
         assert victim is not None, f"no worker was seen running a step's job ({len(answered)} steps answered)"
-        victim.start()  # docker kill counts as a manual stop: no restart policy brings it back
+        victim.reload()
+        if victim.status != "running":  # docker kill counts as a manual stop: no restart policy
+            victim.start()
         done, _ = concurrent.futures.wait(futures, timeout=1200)
     runs = [f.result() for f in futures]  # an episode's assertion error is raised here
     assert len(done) == EPISODES
