@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,11 +245,13 @@ def essence(result) -> dict:
     return {k: result.get(k) for k in keys}
 
 
-def busy_worker(stack: Stack, redis_client) -> tuple[object, bytes] | None:
-    """A worker container running a job now and that job's marker key (markers hold
-    ``running <host> <pid>``), or None."""
+def busy_worker(stack: Stack, redis_client, jobs: Container[str] | None = None) -> tuple[object, bytes] | None:
+    """A worker container running a job now (one of ``jobs``, job ids, when given) and that
+    job's marker key (markers hold ``running <host> <pid>``), or None."""
     by_host = {c.attrs["Config"]["Hostname"]: c for c in stack.containers("worker")}
     for key in redis_client.scan_iter("reward-service:job:*"):
+        if jobs is not None and key.decode().removeprefix("reward-service:job:") not in jobs:
+            continue
         value = redis_client.get(key) if redis_client.type(key) == b"string" else None
         if value and value.startswith(b"running "):
             host = value.split()[1].decode()
@@ -271,14 +273,14 @@ def wait_healthy(container, timeout: float = 120) -> None:
     raise AssertionError(f"worker {container.name} not healthy in {timeout:g} s: {container.status} {health}")
 
 
-def kill_mid_job(stack: Stack, redis_client) -> object | None:
-    """SIGKILL a worker container while it runs a job: it is frozen first (docker pause) and
-    killed only if its job is still marked running then, so the kill cannot land just after
-    the job finished (a CI run lost that race under load). Returns the container, or None
-    when no worker was busy."""
+def kill_mid_job(stack: Stack, redis_client, jobs: Container[str] | None = None) -> object | None:
+    """SIGKILL a worker container while it runs a job (one of ``jobs``, job ids, when given):
+    it is frozen first (docker pause) and killed only if its job is still marked running then,
+    so the kill cannot land just after the job finished (a CI run lost that race under load).
+    Returns the container, or None when no worker was busy."""
     import docker
 
-    found = busy_worker(stack, redis_client)
+    found = busy_worker(stack, redis_client, jobs)
     if found is None:
         return None
     victim, key = found
