@@ -247,14 +247,17 @@ def essence(result) -> dict:
 
 def busy_worker(stack: Stack, redis_client, jobs: Container[str] | None = None) -> tuple[object, bytes] | None:
     """A worker container running a job now (one of ``jobs``, job ids, when given) and that
-    job's marker key (markers hold ``running <host> <pid>``), or None."""
+    job's lease key, or None. A lease (``<host> <pid> <nonce>``, reward_service.dispatch.leases)
+    is held exactly while a worker runs the job; the job's marker keeps saying ``running
+    <host> <pid>`` after the job is done, so it cannot tell a busy worker from an idle one."""
     by_host = {c.attrs["Config"]["Hostname"]: c for c in stack.containers("worker")}
-    for key in redis_client.scan_iter("reward-service:job:*"):
-        if jobs is not None and key.decode().removeprefix("reward-service:job:") not in jobs:
+    for key in redis_client.scan_iter("reward-service:job:*:lease"):
+        job_id = key.decode().removeprefix("reward-service:job:").removesuffix(":lease")
+        if jobs is not None and job_id not in jobs:
             continue
-        value = redis_client.get(key) if redis_client.type(key) == b"string" else None
-        if value and value.startswith(b"running "):
-            host = value.split()[1].decode()
+        value = redis_client.get(key)
+        if value:
+            host = value.split()[0].decode()
             if host in by_host:
                 return by_host[host], key
     return None
@@ -275,7 +278,7 @@ def wait_healthy(container, timeout: float = 120) -> None:
 
 def kill_mid_job(stack: Stack, redis_client, jobs: Container[str] | None = None) -> object | None:
     """SIGKILL a worker container while it runs a job (one of ``jobs``, job ids, when given):
-    it is frozen first (docker pause) and killed only if its job is still marked running then,
+    it is frozen first (docker pause) and killed only if it still holds the job's lease then,
     so the kill cannot land just after the job finished (a CI run lost that race under load).
     Returns the container, or None when no worker was busy."""
     import docker
@@ -289,7 +292,7 @@ def kill_mid_job(stack: Stack, redis_client, jobs: Container[str] | None = None)
     except docker.errors.APIError:  # it may have just gone idle or been restarted
         return None
     value = redis_client.get(key) or b""
-    if value.startswith(b"running ") and value.split()[1].decode() == victim.attrs["Config"]["Hostname"]:
+    if value and value.split()[0].decode() == victim.attrs["Config"]["Hostname"]:
         victim.kill(signal="SIGKILL")
         return victim
     victim.unpause()
