@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,27 +245,45 @@ def essence(result) -> dict:
     return {k: result.get(k) for k in keys}
 
 
-def busy_worker(stack: Stack, redis_client) -> tuple[object, bytes] | None:
-    """A worker container running a job now and that job's marker key (markers hold
-    ``running <host> <pid>``), or None."""
+def busy_worker(stack: Stack, redis_client, jobs: Container[str] | None = None) -> tuple[object, bytes] | None:
+    """A worker container running a job now (one of ``jobs``, job ids, when given) and that
+    job's lease key, or None. A lease (``<host> <pid> <nonce>``, reward_service.dispatch.leases)
+    is held exactly while a worker runs the job; the job's marker keeps saying ``running
+    <host> <pid>`` after the job is done, so it cannot tell a busy worker from an idle one."""
     by_host = {c.attrs["Config"]["Hostname"]: c for c in stack.containers("worker")}
-    for key in redis_client.scan_iter("reward-service:job:*"):
-        value = redis_client.get(key) if redis_client.type(key) == b"string" else None
-        if value and value.startswith(b"running "):
-            host = value.split()[1].decode()
+    for key in redis_client.scan_iter("reward-service:job:*:lease"):
+        job_id = key.decode().removeprefix("reward-service:job:").removesuffix(":lease")
+        if jobs is not None and job_id not in jobs:
+            continue
+        value = redis_client.get(key)
+        if value:
+            host = value.split()[0].decode()
             if host in by_host:
                 return by_host[host], key
     return None
 
 
-def kill_mid_job(stack: Stack, redis_client) -> object | None:
-    """SIGKILL a worker container while it runs a job: it is frozen first (docker pause) and
-    killed only if its job is still marked running then, so the kill cannot land just after
-    the job finished (a CI run lost that race under load). Returns the container, or None
-    when no worker was busy."""
+def wait_healthy(container, timeout: float = 120) -> None:
+    """Wait until a worker ``container`` runs and its healthcheck (the liveness file) passes;
+    AssertionError after ``timeout`` seconds."""
+    deadline, health = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        container.reload()
+        health = container.attrs["State"].get("Health", {}).get("Status")
+        if container.status == "running" and health == "healthy":
+            return
+        time.sleep(1)
+    raise AssertionError(f"worker {container.name} not healthy in {timeout:g} s: {container.status} {health}")
+
+
+def kill_mid_job(stack: Stack, redis_client, jobs: Container[str] | None = None) -> object | None:
+    """SIGKILL a worker container while it runs a job (one of ``jobs``, job ids, when given):
+    it is frozen first (docker pause) and killed only if it still holds the job's lease then,
+    so the kill cannot land just after the job finished (a CI run lost that race under load).
+    Returns the container, or None when no worker was busy."""
     import docker
 
-    found = busy_worker(stack, redis_client)
+    found = busy_worker(stack, redis_client, jobs)
     if found is None:
         return None
     victim, key = found
@@ -274,7 +292,7 @@ def kill_mid_job(stack: Stack, redis_client) -> object | None:
     except docker.errors.APIError:  # it may have just gone idle or been restarted
         return None
     value = redis_client.get(key) or b""
-    if value.startswith(b"running ") and value.split()[1].decode() == victim.attrs["Config"]["Hostname"]:
+    if value and value.split()[0].decode() == victim.attrs["Config"]["Hostname"]:
         victim.kill(signal="SIGKILL")
         return victim
     victim.unpause()

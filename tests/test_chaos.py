@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from compose_fixtures import Stack, busy_worker, compose_stack, essence, kill_mid_job
+from compose_fixtures import Stack, busy_worker, compose_stack, essence, kill_mid_job, wait_healthy
 from conftest import ALLOW_DUT_WRITES, STIMULUS
 from samples import ARBITER, problems
 
@@ -187,18 +187,6 @@ def _print_report():
 
 
 # -- the faults ----------------------------------------------------------------------------------
-def _worker_ready(container, timeout: float = 120) -> None:
-    """Wait until the worker container runs and its healthcheck (a Celery ping) passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        container.reload()
-        health = container.attrs["State"].get("Health", {}).get("Status")
-        if container.status == "running" and health == "healthy":
-            return
-        time.sleep(1)
-    raise AssertionError(f"worker {container.name} not healthy in {timeout:g} s: {container.status} {health}")
-
-
 def _sigkill_worker(st: Stack, run: Run) -> Callable[[], None]:
     import redis
 
@@ -213,7 +201,7 @@ def _sigkill_worker(st: Stack, run: Run) -> Callable[[], None]:
         victim.reload()
         if victim.status != "running":  # docker kill counts as a manual stop: no restart policy
             victim.start()
-        _worker_ready(victim)
+        wait_healthy(victim)
 
     return restore
 
@@ -222,7 +210,7 @@ def _stop_start_worker(st: Stack, run: Run) -> Callable[[], None]:
     victim = st.containers("worker")[0]
     victim.stop(timeout=60)  # SIGTERM: a warm shutdown finishes the running job
     victim.start()
-    return lambda: _worker_ready(victim)
+    return lambda: wait_healthy(victim)
 
 
 def _restart_redis(st: Stack, run: Run) -> Callable[[], None]:
@@ -262,7 +250,7 @@ def _cut_worker(st: Stack, run: Run) -> Callable[[], None]:
         time.sleep(30)
     finally:
         network.connect(victim, aliases=settings.get("Aliases") or None)
-    return lambda: _worker_ready(victim)
+    return lambda: wait_healthy(victim)
 
 
 FAULTS: dict[str, Callable[[Stack, Run], Callable[[], None]]] = {

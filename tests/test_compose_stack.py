@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,9 +22,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, warm_worker_cache
+from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, wait_healthy, warm_worker_cache
 from conftest import CID012, STIMULUS, cid012_rows, rtl_files
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
+from test_episodes import EXAMPLES as EPISODE_EXAMPLES
+from test_episodes import GOOD_TB as EPISODE_GOOD_TB
+from test_episodes import WEAK_TB as EPISODE_WEAK_TB
+from test_episodes import sv as episode_sv
 from test_step_walls import EXPECTED as WALLS_EXPECTED
 from test_step_walls import PROBE as WALLS_PROBE
 
@@ -708,3 +713,252 @@ def test_limit_and_escape_cases_get_the_hosts_statuses(stack, engine):
     assert statuses == ["timeout", "timeout", "timeout", "ok", "resource_limit", "resource_limit"], statuses
     assert "SYSTEM_RAN" not in got[3]["log"] and "uid=" not in got[3]["log"]
     assert "process limit" in got[4]["message"] and "memory limit" in got[5]["message"]
+
+
+# -- episodes (issue 21, docs/episodes.md) on the stack ------------------------------------------
+#: Concurrent episodes of the fault test, two rounds each.
+EPISODES = 100
+#: Steps answered (of 2 x EPISODES) before a worker is killed.
+KILL_AFTER = 20
+
+
+def _variant(text: str, n: int) -> str:
+    """``text`` with one more wire in its testbench module, outside the DUT: the same coverage,
+    but a job of its own (job ids are content hashes, so equal steps would share one)."""
+    return re.sub(r"(module\s+\w+\s*;)", rf"\1\n  wire [31:0] rs_episode = {n};", text, count=1)
+
+
+def _load_attenuator(url: str) -> None:
+    loaded = httpx.post(
+        f"{url}/v1/problems:load", content=(EPISODE_EXAMPLES / "attenuator.jsonl").read_bytes(), timeout=60
+    )
+    assert loaded.status_code == 201 and loaded.json()["ids"] == [ATTENUATOR], loaded.text
+
+
+def _workers_up(stack: Stack, count: int = 2) -> None:
+    """``count`` worker containers, running and healthy (an earlier test removes the one it killed)."""
+    if len(stack.containers("worker")) < count:
+        stack.compose("up", "-d", "--no-recreate", "--scale", f"worker={count}", "worker")
+    for container in stack.containers("worker"):
+        wait_healthy(container)
+
+
+def _step(client: httpx.Client, episode_id: str, step_id: str, action: dict, wait: float = 20) -> dict:
+    """POST one step until it is answered (200) and return the answer. A 202 (still scoring), a
+    503 (a failure of ours: not counted) or a lost connection is answered as a trainer does:
+    the same step, same step id, sent again. Any other status fails the test."""
+    deadline = time.monotonic() + 900
+    while True:
+        assert time.monotonic() < deadline, f"step {step_id} of episode {episode_id} not answered in 900 s"
+        try:
+            r = client.post(
+                f"/v1/episodes/{episode_id}/step?wait={wait:g}", json={"step_id": step_id, "action": action}
+            )
+        except httpx.TransportError:  # the API restarting
+            time.sleep(1)
+            continue
+        if r.status_code == 200:
+            return r.json()
+        assert r.status_code in (202, 503), (step_id, r.status_code, r.text)
+        if r.status_code == 503:
+            time.sleep(1)
+
+
+def _run_episode(url: str, n: int, started: list, answered: list) -> dict:
+    """One two-round episode on the Attenuator (round 1: the weak testbench, round 2: the full
+    one, each a variant of its own), each step sent again once answered (a client that lost
+    the answer): that must get the stored answer. Appends the episode id to ``started`` and
+    each answered step to ``answered`` (list.append is atomic: the test watches them). Returns
+    the episode id, the answers and the final state."""
+    with httpx.Client(base_url=url, timeout=120) as client:
+        reset = client.post("/v1/episodes", json={"problem_id": ATTENUATOR, "options": {"rounds": 2}})
+        assert reset.status_code == 201, reset.text
+        episode_id = reset.json()["observation"]["episode_id"]
+        started.append(episode_id)
+        answers = {}
+        for step_id, text in (("r1", EPISODE_WEAK_TB), ("r2", EPISODE_GOOD_TB)):
+            action = {"kind": "submit", "stimulus": episode_sv(_variant(text, n))}
+            answers[step_id] = _step(client, episode_id, step_id, action)
+            answered.append(step_id)
+            again = _step(client, episode_id, step_id, action, wait=0)
+            assert again == answers[step_id], f"retried step {step_id} of episode {n} got another answer"
+        state = client.get(f"/v1/episodes/{episode_id}")
+        assert state.status_code == 200, state.text
+        return {"episode_id": episode_id, "answers": answers, "state": state.json()}
+
+
+def _score_on_stack(url: str, text: str) -> tuple[dict, str]:
+    """``/v1/score`` of the testbench for the Attenuator: (the result, its job id)."""
+    r = httpx.post(
+        f"{url}/v1/score?wait=600", timeout=660, json={"problem_id": ATTENUATOR, "stimulus": episode_sv(text)}
+    )
+    assert r.status_code == 200 and r.json()["status"] == "ok", r.text[:2000]
+    return r.json(), r.headers["Content-Location"].rsplit("/", 1)[-1]
+
+
+def _episode_jobs(redis_client, episode_id: str) -> dict[str, str]:
+    """The job id of each scored step of an episode, from its record in the stack's Redis."""
+    record = json.loads(redis_client.get(f"reward-service:episode:{episode_id}"))
+    return {step_id: step["job_id"] for step_id, step in record["steps"].items() if step["job_id"]}
+
+
+def test_100_concurrent_episodes_survive_a_sigkilled_worker(stack):
+    """100 two-round episodes at once, a worker SIGKILLed while it scores one of their steps:
+    every episode ends with both rounds answered as /v1/score answers their testbenches; every
+    retried step gets its stored answer; the service scored each step exactly once (one job
+    per step, one finished simulation per job; a second one only for a job whose worker died
+    after simulating, before storing the result, which a redelivery runs again)."""
+    import concurrent.futures
+
+    import redis
+
+    rc = redis.Redis.from_url(stack.redis_url)
+    _workers_up(stack)
+    _load_attenuator(stack.url)
+    want = {
+        sid: _score_on_stack(stack.url, _variant(text, -1))[0]
+        for sid, text in (("r1", EPISODE_WEAK_TB), ("r2", EPISODE_GOOD_TB))
+    }
+    assert want["r1"]["passed"] is False and want["r2"]["passed"] is True
+
+    started: list[str] = []
+    answered: list[str] = []
+    victim = None
+    with concurrent.futures.ThreadPoolExecutor(EPISODES) as pool:
+        futures = [pool.submit(_run_episode, stack.url, n, started, answered) for n in range(EPISODES)]
+        while victim is None and len(answered) < 2 * EPISODES and not all(f.done() for f in futures):
+            if len(answered) >= KILL_AFTER:
+                # a worker running one of the episodes' steps (not another test's leftover job)
+                steps = {job for episode_id in list(started) for job in _episode_jobs(rc, episode_id).values()}
+                victim = kill_mid_job(stack, rc, jobs=steps)
+            time.sleep(0.05)
+        assert victim is not None, f"no worker was seen running a step's job ({len(answered)} steps answered)"
+        victim.reload()
+        if victim.status != "running":  # docker kill counts as a manual stop: no restart policy
+            victim.start()
+        done, _ = concurrent.futures.wait(futures, timeout=1200)
+    runs = [f.result() for f in futures]  # an episode's assertion error is raised here
+    assert len(done) == EPISODES
+
+    for n, run in enumerate(runs):
+        one, two = run["answers"]["r1"], run["answers"]["r2"]
+        assert one["done"] is False and one["observation"]["round"] == 1, n
+        assert two["done"] is True and two["observation"]["round"] == 2 and two["observation"]["passed"] is True, n
+        for sid, answer in run["answers"].items():
+            assert answer["reward"] == want[sid]["reward"], (n, sid, answer["observation"]["message"])
+            assert answer["observation"]["coverage"]["overall"] == want[sid]["coverage"]["overall"], (n, sid)
+        state = run["state"]
+        assert state["done"] is True and state["round"] == 2 and state["step_ids"] == ["r1", "r2"], (n, state)
+        assert [r["reward"] for r in state["history"]] == [one["reward"], two["reward"]], n
+
+    # the service's own count: one job per step sent, each simulated once
+    jobs = [job for run in runs for job in _episode_jobs(rc, run["episode_id"]).values()]
+    assert len(jobs) == len(set(jobs)) == 2 * EPISODES
+    deliveries = [int(rc.get(f"reward-service:job:{j}:deliveries") or 0) for j in jobs]
+    sims = [int(rc.get(f"reward-service:job:{j}:sims") or 0) for j in jobs]
+    assert max(deliveries) >= 2, "the kill interrupted no step's job"
+    for job, delivered, simulated in zip(jobs, deliveries, sims):
+        assert simulated == 1 if delivered == 1 else 1 <= simulated <= delivered, (job, delivered, simulated)
+    wait_healthy(victim)
+
+
+def test_openenv_and_mcp_clients_run_two_round_episodes_on_the_stack(stack, engine):
+    """OpenEnv's own client (WebSocket session) and fastmcp's client (``reward-service mcp
+    --url`` over stdio) each run a two-round episode on the stack: round 2's observation holds
+    round 1's uncovered points, and a step's reward is /v1/score's for the same testbench (the
+    same job: the step's request is /v1/score's) and the host engine's own simulation of it."""
+    import asyncio
+
+    import redis
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+    from openenv.core.generic_client import GenericEnvClient
+
+    from reward_service.feedback import uncovered_by_kind
+    from reward_service.models import SvTestbench
+    from reward_service.problems.cvdp import load_problems
+
+    rc = redis.Redis.from_url(stack.redis_url)
+    _load_attenuator(stack.url)
+    problem = load_problems(EPISODE_EXAMPLES / "attenuator.jsonl")[ATTENUATOR].spec()
+
+    def check_round_one(episode_id: str, answer: dict, text: str) -> None:
+        host = engine.score(problem.request(SvTestbench(files={"tb.sv": text})))
+        scored, job_id = _score_on_stack(stack.url, text)
+        assert _episode_jobs(rc, episode_id)["r1"] == job_id  # the step's request is /v1/score's
+        assert answer["reward"] == scored["reward"] == host.reward and answer["done"] is False
+        assert answer["observation"]["coverage"]["overall"] == host.coverage.overall < 0.9
+        # what the model reads for round 2: round 1's uncovered points, by kind
+        eda = answer["observation"]["eda_result"]
+        assert eda["uncovered"] == uncovered_by_kind(host.uncovered, sources=problem.design.files, max_items=50)
+        assert eda["listed_points"] == len(scored["uncovered"]) == len(host.uncovered) > 0
+        toggles = eda["uncovered"]["toggles"]
+        assert {"file": "Attenuator.sv", "line": 6, "signal": "data", "bits": "1-4", "never": "toggled"} in toggles
+
+    # the first request builds the OpenEnv front end (openenv-core imports gradio: slow in a busy
+    # container), so that the WebSocket client's open timeout is not spent on it
+    health = httpx.get(f"{stack.url}/openenv/health", timeout=300)
+    assert health.json() == {"status": "healthy"}, health.text
+    weak, good = _variant(EPISODE_WEAK_TB, 1001), _variant(EPISODE_GOOD_TB, 1001)
+    with GenericEnvClient(base_url=f"{stack.url}/openenv", message_timeout_s=600).sync() as env:
+        first = env.reset(problem_id=ATTENUATOR, options={"rounds": 2})
+        episode_id = first.observation["episode_id"]
+        assert first.observation["instance"] == "uut" and first.done is False
+        one = env.step({"kind": "submit", "stimulus": episode_sv(weak), "step_id": "r1"})
+        check_round_one(episode_id, {"reward": one.reward, "done": one.done, "observation": one.observation}, weak)
+        two = env.step({"kind": "submit", "stimulus": episode_sv(good), "step_id": "r2"})
+        assert two.done is True and two.observation["passed"] is True
+        assert two.reward == _score_on_stack(stack.url, good)[0]["reward"] >= 1.9
+        assert env.state()["round"] == 2
+
+    weak, good = _variant(EPISODE_WEAK_TB, 1002), _variant(EPISODE_GOOD_TB, 1002)
+    transport = StdioTransport(
+        command=sys.executable,
+        args=["-m", "reward_service", "mcp", "--url", stack.url],
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # this checkout's package
+        cwd=str(REPO),
+    )
+
+    async def mcp_episode() -> None:
+        async with Client(transport, timeout=600) as client:
+            first = (await client.call_tool("reset", {"problem_id": ATTENUATOR, "rounds": 2})).structured_content
+            episode_id = first["observation"]["episode_id"]
+            one = (await client.call_tool("submit", {"code": weak, "step_id": "r1"})).structured_content
+            check_round_one(episode_id, one, weak)
+            two = (await client.call_tool("submit", {"code": good, "step_id": "r2"})).structured_content
+            assert two["done"] is True and two["observation"]["passed"] is True
+            assert two["reward"] == _score_on_stack(stack.url, good)[0]["reward"] >= 1.9
+            state = (await client.call_tool("state", {})).structured_content
+            assert state["step_ids"] == ["r1", "r2"] and state["done"] is True
+
+    asyncio.run(mcp_episode())
+
+
+def test_an_episode_continues_across_an_api_restart(stack):
+    """Service mode keeps episodes in Redis: the API container restarted while round 2 is
+    scoring, the client's retries get round 1's answer again and round 2's once, and each
+    round was simulated once."""
+    import redis
+
+    rc = redis.Redis.from_url(stack.redis_url)
+    _load_attenuator(stack.url)
+    actions = {
+        sid: {"kind": "submit", "stimulus": episode_sv(_variant(text, 2001))}
+        for sid, text in (("r1", EPISODE_WEAK_TB), ("r2", EPISODE_GOOD_TB))
+    }
+    with httpx.Client(base_url=stack.url, timeout=120) as client:
+        reset = client.post("/v1/episodes", json={"problem_id": ATTENUATOR, "options": {"rounds": 2}})
+        assert reset.status_code == 201, reset.text
+        episode_id = reset.json()["observation"]["episode_id"]
+        one = _step(client, episode_id, "r1", actions["r1"])
+        pending = client.post(f"/v1/episodes/{episode_id}/step?wait=0", json={"step_id": "r2", "action": actions["r2"]})
+        assert pending.status_code in (200, 202), pending.text  # 202 unless the worker was quicker
+        stack.containers("api")[0].restart(timeout=10)
+        stack.wait_ready()
+        assert _step(client, episode_id, "r1", actions["r1"]) == one
+        two = _step(client, episode_id, "r2", actions["r2"])
+        assert two["done"] is True and two["observation"]["passed"] is True
+        state = client.get(f"/v1/episodes/{episode_id}").json()
+    assert state["step_ids"] == ["r1", "r2"] and [r["round"] for r in state["history"]] == [1, 2]
+    jobs = _episode_jobs(rc, episode_id)
+    assert [int(rc.get(f"reward-service:job:{jobs[sid]}:sims") or 0) for sid in ("r1", "r2")] == [1, 1]
