@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, wait_healthy, warm_worker_cache
-from conftest import CID012, STIMULUS, cid012_rows, rtl_files
+from conftest import CID012, STIMULUS, cid012_rows, rtl_files, run_trainer_example
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 from test_episodes import EXAMPLES as EPISODE_EXAMPLES
 from test_episodes import GOOD_TB as EPISODE_GOOD_TB
@@ -860,6 +860,22 @@ def test_100_concurrent_episodes_survive_a_sigkilled_worker(stack):
     for job, delivered, simulated in zip(jobs, deliveries, sims):
         assert simulated == 1 if delivered == 1 else 1 <= simulated <= delivered, (job, delivered, simulated)
     wait_healthy(victim)
+
+
+@pytest.mark.slow
+def test_trl_environment_factory_runs_two_round_episodes_on_the_stack(stack, engine, tmp_path):
+    """TRL's ``GRPOTrainer(environment_factory=CoverageEnvironment)`` (examples/trainers/
+    trl_environment_tiny.py, what is real and what is scripted: tests/test_trl_environment.py)
+    for one step of 2 rollouts against the stack: each rollout's episode on the stack has two
+    rounds whose rewards are ``/v1/score``'s and the host engine's own simulation's, and round
+    2's observation is round 1's feedback with its uncovered points."""
+    from test_trl_environment import EXAMPLE, check_rollouts
+
+    _load_attenuator(stack.url)
+    data, stdout = run_trainer_example(
+        EXAMPLE, stack.url, tmp_path / "history.json", "--steps", "1", "--generations", "2"
+    )
+    check_rollouts(data, stdout, stack.url, 1, 2, host_engine=engine)
 
 
 def test_openenv_and_mcp_clients_run_two_round_episodes_on_the_stack(stack, engine):

@@ -60,23 +60,32 @@ def submitted(messages: list[dict]) -> list[tuple[str, str]]:
 @pytest.mark.slow
 def test_environment_factory_runs_two_round_episodes_scored_by_the_service(trainer_service, run):
     data, stdout = run
+    check_rollouts(data, stdout, trainer_service, STEPS, GENERATIONS)
+
+
+def check_rollouts(data: dict, stdout: str, service_url: str, steps: int, generations: int, host_engine=None) -> None:
+    """The assertions on an example run (:func:`run`'s JSON and stdout) against the service at
+    ``service_url``; with ``host_engine``, each testbench's reward is also this process's own
+    simulation of it (on the compose stack, ``/v1/score`` of a testbench an episode step already
+    scored returns that step's job, so only the host engine is an independent figure)."""
     assert data["sft_losses"][-1] < 0.1 < data["sft_losses"][0], stdout  # the warm start learned the demonstration
     rollouts = data["rollouts"]
-    assert len(rollouts) == STEPS * GENERATIONS, stdout
+    assert len(rollouts) == steps * generations, stdout
     assert len({r["episode_id"] for r in rollouts}) == len(rollouts)  # one fresh episode per rollout
 
     # TRL logged the environment's reward (get_reward), step by step
-    steps = [e for e in data["log_history"] if "reward" in e]
-    assert len(steps) == STEPS, stdout
-    for i, entry in enumerate(steps):
-        mine = [r["reward"] for r in rollouts[i * GENERATIONS : (i + 1) * GENERATIONS]]
+    steps_logged = [e for e in data["log_history"] if "reward" in e]
+    assert len(steps_logged) == steps, stdout
+    for i, entry in enumerate(steps_logged):
+        mine = [r["reward"] for r in rollouts[i * generations : (i + 1) * generations]]
         assert entry["rewards/CoverageEnvironment/mean"] == pytest.approx(statistics.fmean(mine), abs=1e-5)
         assert entry["reward"] == pytest.approx(statistics.fmean(mine), abs=1e-5)
         assert entry["tools/call_frequency"] == 2 and entry["tools/failure_frequency"] == 0
 
-    with RewardClient(trainer_service, timeout=600) as client:
+    with RewardClient(service_url, timeout=600) as client:
         problem = client.get_problem(PROBLEM_ID)
         scores: dict[str, object] = {}
+        host_rewards: dict[str, float] = {}
         for rollout in rollouts:
             rounds = submitted(rollout["completion"])
             assert len(rounds) == 2, rollout["completion"]
@@ -88,6 +97,11 @@ def test_environment_factory_runs_two_round_episodes_scored_by_the_service(train
                     )
             one, two = scores[first_tb], scores[second_tb]
             assert one.status == two.status == Status.ok
+            if host_engine is not None:
+                for tb in (first_tb, second_tb):
+                    if tb not in host_rewards:
+                        host_rewards[tb] = host_engine.score(problem.request(tb)).reward
+                assert [host_rewards[first_tb], host_rewards[second_tb]] == [one.reward, two.reward]
 
             # the service holds the episode TRL's rollout played: two rounds, each rewarded as /v1/score
             state = client.get_episode(rollout["episode_id"])
@@ -106,4 +120,4 @@ def test_environment_factory_runs_two_round_episodes_scored_by_the_service(train
             assert last_obs.startswith("Coverage of the DUT") and last_obs.endswith("The episode is over.")
             assert "Target 90%: met" in last_obs
     assert len(scores) == 2  # the policy reproduced the demonstration's two testbenches
-    assert "GRPO step 2: reward mean" in stdout
+    assert f"GRPO step {steps}: reward mean" in stdout
