@@ -57,7 +57,7 @@ def test_blocking_write_after_repeated_edge_is_a_race_and_is_ordered():
     race = found.races[0]
     assert (race.dut_file, race.dut_line, race.dut_scope, race.ordered) == ("acc.sv", 4, "tb.dut", True)
     edited = races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"]
-    assert "repeat (2) @(posedge clk) #0;\n    rst = 0;" in edited
+    assert "repeat (2) @(posedge clk) #0 ;\n    rst = 0;" in edited
     assert edited.count("\n") == text.count("\n")  # lines stay where the model wrote them
     assert "@(negedge clk) en = 1;" in edited  # the falling-edge drive is no race: left alone
 
@@ -83,7 +83,7 @@ def test_nonblocking_write_at_the_edge_is_no_race_but_is_scheduled():
     text = tb("    @(posedge clk); rst <= 0;")
     found = check(text)
     assert found.races == ()
-    assert races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"].count("@(posedge clk) #0;") == 1
+    assert races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"].count("@(posedge clk) #0 ;") == 1
 
 
 def test_race_through_a_task_a_testbench_always_and_dut_logic():
@@ -94,8 +94,8 @@ def test_race_through_a_task_a_testbench_always_and_dut_logic():
     found = check(text)
     assert lines_of(found) == [("write", 5, "tb.din", "posedge tb.clk"), ("write", 6, "tb.en", "posedge tb.clk")]
     edited = races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"]
-    assert "task drive(input [3:0] v); @(posedge clk) #0; din = v;" in edited
-    assert "always @(posedge clk) #0 en = ~en;" in edited
+    assert "task drive(input [3:0] v); @(posedge clk) #0 ; din = v;" in edited
+    assert "always @(posedge clk) #0  en = ~en;" in edited
 
 
 def test_testbench_read_of_a_blocking_dut_update_is_a_race():
@@ -189,3 +189,68 @@ def test_issue_table_rows_score_as_ieee_on_every_engine(engine, op: str):
         assert [(r.kind, r.line, r.signal) for r in result.races] == ([("write", 7, "tb.rst")] if op == "=" else [])
     assert results["fast"].reward == results["verilator"].reward
     assert results["fast"].coverage.metrics == results["verilator"].coverage.metrics
+
+
+# -- red team: the inserted #0 must not change what the stimulus writes -------------------------
+
+FSM = """\
+module fsm(input logic clk, input logic rst, input logic go, output logic [1:0] out);
+  logic [3:0] state;
+  always @(posedge clk) begin
+    if (rst) state <= 0;
+    else if (go) state <= (state == 4'd2) ? 4'd0 : state + 4'd1;
+  end
+  always @(*) case (state) 4'd0: out = 0; 4'd1: out = 1; 4'd2: out = 2; 4'd9: out = 3; default: out = 0; endcase
+endmodule
+"""
+
+GLUED = """\
+module tb;
+  logic clk = 0, rst = 1, go = 0; wire [1:0] out;
+  struct packed { logic [3:0] state; } _dut;
+  fsm dut(.clk(clk), .rst(rst), .go(go), .out(out));
+  always #5 clk = ~clk;
+  initial begin
+    repeat (2) @(posedge clk);
+    rst = 0;
+    @(posedge clk)_dut.state = 4'd9;
+    go = 0;
+    repeat (3) @(posedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_inserted_delay_cannot_glue_to_the_next_token():
+    """``@(posedge clk)_dut.state = ...`` writes the testbench's ``_dut``; the race after it puts
+    a ``#0`` after that control. Glued (``#0_dut.state``) the number would absorb the ``_`` and
+    the simulators would write ``dut.state``, a DUT register the check never saw written
+    (red-team finding: reward 1.44 with the FSM's unreachable state 9 covered, honest 1.32)."""
+    found = sv.check(sv.SvSources(design={"fsm.sv": FSM}, stimulus={"tb.sv": GLUED}, defines={}))
+    assert found.violations == () and found.schedule_edits
+    scheduled = races.scheduled_files({"tb.sv": GLUED}, found.schedule_edits)["tb.sv"]
+    assert "@(posedge clk) #0 _dut.state = 4'd9;" in scheduled
+    assert len(scheduled.splitlines()) == len(GLUED.splitlines())
+    again = sv.check(sv.SvSources(design={"fsm.sv": FSM}, stimulus={"tb.sv": scheduled}, defines={}))
+    assert again.violations == ()
+
+
+@pytest.mark.parametrize("engine_name", ["fast", "verilator"])
+def test_glued_write_scores_as_the_testbench_variable_it_names(engine, engine_name: str):
+    """On both engines the glued stimulus scores as written (a write to the testbench's
+    ``_dut``): state 9's line stays uncovered, no violation, the same figures as with a space."""
+    request = {
+        "design": {"files": {"fsm.sv": FSM}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GLUED}},
+        "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
+        "engine": engine_name,
+    }
+    glued = engine.score(request)
+    spaced = engine.score(
+        {**request, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GLUED.replace(")_dut", ") _dut")}}}
+    )
+    assert glued.status.value == spaced.status.value == "ok", (glued.message, spaced.message)
+    assert glued.violations == [] and glued.engine == engine_name
+    assert glued.coverage.metrics == spaced.coverage.metrics and glued.reward == spaced.reward
+    assert any(p.file == "fsm.sv" and p.line == 7 for p in glued.uncovered)  # the case item of state 9

@@ -7,7 +7,7 @@ go on the scored result either way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reward_service.models import (
     CocotbStimulus,
@@ -56,14 +56,13 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
         return StimulusCheck()
     from reward_service.integrity import races, sv  # pyslang: loaded on first use
 
-    found = sv.check(
-        sv.SvSources(
-            design=design.files,
-            stimulus=stimulus.files,
-            defines=request.build.defines,
-            include_dirs=tuple(request.build.include_dirs),
-        )
+    sources = sv.SvSources(
+        design=design.files,
+        stimulus=stimulus.files,
+        defines=request.build.defines,
+        include_dirs=tuple(request.build.include_dirs),
     )
+    found = sv.check(sources)
     violations = list(found.violations) if refuses_dut_writes(request) else []
     pinned = set(request.stimulus_policy.pinned_parameters) if request.stimulus_policy else set()
     for site in found.overrides:
@@ -93,6 +92,13 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
         for r in found.races
     ]
     scheduled = races.scheduled_files(stimulus.files, found.schedule_edits) if found.schedule_edits else None
+    if scheduled is not None and refuses_dut_writes(request):
+        # what the simulators compile is checked too: an insertion must never change what the
+        # stimulus writes (the check above saw the text as written)
+        again = sv.check(replace(sources, stimulus=scheduled))
+        seen = {(v.kind, v.target) for v in violations}
+        violations += [v for v in again.violations if (v.kind, v.target) not in seen]
+        violations.sort(key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
     return StimulusCheck(violations, [site.override for site in found.overrides], found_races, scheduled)
 
 

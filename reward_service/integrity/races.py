@@ -77,7 +77,7 @@ class Race:
 @dataclass(frozen=True)
 class Analysis:
     """What :func:`analyse` found: the ``races`` (file and line order) and the ``edits`` that
-    make the stimulus follow the chosen order: (stimulus file, byte offset) where ``" #0"`` is
+    make the stimulus follow the chosen order: (stimulus file, byte offset) where ``" #0 "`` is
     inserted, sorted."""
 
     races: tuple[Race, ...]
@@ -457,8 +457,10 @@ class _Analyser:
 
 
 def scheduled_files(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) -> dict[str, str]:
-    """``files`` (name -> text) with ``" #0"`` inserted at each edit (file, byte offset of the
-    UTF-8 text, as :func:`analyse` gives them); lines and every other byte stay as they are."""
+    """``files`` (name -> text) with ``" #0 "`` inserted at each edit (file, byte offset of the
+    UTF-8 text, as :func:`analyse` gives them); lines and every other byte stay as they are.
+    The spaces on both sides keep the ``0`` a token of its own: ``@(posedge clk)_x`` must not
+    become ``#0_x`` (a number absorbing the identifier's ``_``, then a write to ``x``)."""
     by_file: dict[str, list[int]] = defaultdict(list)
     for name, offset in edits:
         by_file[name].append(offset)
@@ -466,7 +468,7 @@ def scheduled_files(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) 
     for name, offsets in by_file.items():
         data = out[name].encode("utf-8")
         for offset in sorted(set(offsets), reverse=True):
-            data = data[:offset] + b" #0" + data[offset:]
+            data = data[:offset] + b" #0 " + data[offset:]
         out[name] = data.decode("utf-8")
     return out
 
