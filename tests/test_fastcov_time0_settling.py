@@ -13,7 +13,7 @@ import pytest
 from reward_service.fastcov.compare import diff_points
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import semantics_diff  # noqa: E402
+import semantics_diff
 
 METRICS = ["toggle"]
 
