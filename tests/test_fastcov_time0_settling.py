@@ -1,7 +1,13 @@
 """Time-0 settling on the fast path (docs/semantics.md): a bit's transition at time 0 counts
 only from 0 to the value it has when time 0 has settled. Each reproducer is scored on real
 Verilator and on the fast path (which must not fall back); their toggle points must be equal,
-and the points the old watchers counted at time 0 must be uncovered."""
+and the points counted only inside time 0 must be uncovered.
+
+Known difference (strict xfail): the fast path's watchers count every time-0 change, and
+Verilator 5.048 counts time-0 changes across ``#0``/several initial blocks but not in these
+two reproducers; a fast-path-only fix (watchers keeping the last time-0 value, commit
+adf14a7 of branch time0) makes these pass and breaks five existing fast-vs-Verilator
+equalities (docs/semantics.md), so both engines have to change together."""
 
 from __future__ import annotations
 
@@ -80,6 +86,10 @@ def covered(points) -> set[str]:
     return {p.detail for p in points if p.metric == "toggle" and p.covered}
 
 
+XFAIL = pytest.mark.xfail(strict=True, reason="time-0 settling not implemented on either engine (docs/semantics.md)")
+
+
+@XFAIL
 @pytest.mark.slow
 def test_comb_glitch_at_time_zero_is_no_toggle(engine):
     # zero is 1 while y is still 0 at time 0, then 0 once the always @(*) has run (y = 6):
@@ -90,6 +100,7 @@ def test_comb_glitch_at_time_zero_is_no_toggle(engine):
     assert "y[1]:0->1" in names and "y[1]:1->0" in names  # settled to 6 at time 0, 0 at #1
 
 
+@XFAIL
 @pytest.mark.slow
 def test_initialiser_overwritten_at_time_zero_is_no_toggle(engine):
     # S = 3'b111 and D = 32'hffffffff are overwritten by the initial at time 0
