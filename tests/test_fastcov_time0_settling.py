@@ -1,0 +1,111 @@
+"""Time-0 settling on the fast path (docs/semantics.md): a bit's transition at time 0 counts
+only from 0 to the value it has when time 0 has settled. Each reproducer is scored on real
+Verilator and on the fast path (which must not fall back); their toggle points must be equal,
+and the points counted only inside time 0 must be uncovered.
+
+Known difference (strict xfail): the fast path's watchers count every time-0 change, and
+Verilator 5.048 counts time-0 changes across ``#0``/several initial blocks but not in these
+two reproducers; a fast-path-only fix (watchers keeping the last time-0 value, commit
+adf14a7 of branch time0) makes these pass and breaks five existing fast-vs-Verilator
+equalities (docs/semantics.md), so both engines have to change together."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from reward_service.fastcov.compare import diff_points
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import semantics_diff
+
+METRICS = ["toggle"]
+
+ALU = """\
+module alu (input wire [1:0] op, input wire [7:0] a, input wire [7:0] b,
+            output reg [7:0] y, output wire zero);
+  always @(*) begin
+    case (op)
+      2'b00: y = a + b;
+      2'b01: y = a - b;
+      2'b10: y = a & b;
+      default: y = a | b;
+    endcase
+  end
+  assign zero = (y == 0);
+endmodule
+"""
+ALU_TB = """\
+module tb;
+  reg [1:0] op;
+  reg [7:0] a, b;
+  wire [7:0] y;
+  wire zero;
+  alu dut (.op(op), .a(a), .b(b), .y(y), .zero(zero));
+  initial begin
+    op = 0; a = 8'd3; b = 8'd3;
+    #1 op = 1;
+    #1 op = 2; a = 8'hF0; b = 8'h0F;
+    #1 $display("y=%h zero=%b", y, zero);
+    $finish;
+  end
+endmodule
+"""
+
+
+def toggles(engine, name: str, design: dict[str, str], tb: str, scope: str):
+    """The scored run of one engine; asserts it ran on that engine without a fallback."""
+    run = engine.scored(
+        {
+            "design": {"files": design},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "coverage": {"scope": scope, "metrics": METRICS},
+            "engine": name,
+            "limits": {"run_s": 20},
+        }
+    )
+    result = run.result
+    assert result.status == "ok" and result.engine == name and not result.fallback, (
+        f"{result.status} {result.fallback} {result.message}"
+    )
+    return run
+
+
+def fast_equals_verilator(engine, design: dict[str, str], tb: str, scope: str = "dut"):
+    """Fast path and Verilator toggle points must be equal; returns Verilator's points."""
+    reference = toggles(engine, "verilator", design, tb, scope)
+    fast = toggles(engine, "fast", design, tb, scope)
+    diff = diff_points(fast.points, reference.points, set(METRICS))
+    assert diff.equal, diff.describe(40)
+    return reference.points
+
+
+def covered(points) -> set[str]:
+    return {p.detail for p in points if p.metric == "toggle" and p.covered}
+
+
+XFAIL = pytest.mark.xfail(strict=True, reason="time-0 settling not implemented on either engine (docs/semantics.md)")
+
+
+@XFAIL
+@pytest.mark.slow
+def test_comb_glitch_at_time_zero_is_no_toggle(engine):
+    # zero is 1 while y is still 0 at time 0, then 0 once the always @(*) has run (y = 6):
+    # it settles at 0, rises at #1 (3 - 3) and stays 1 (0xF0 & 0x0F): no fall
+    points = fast_equals_verilator(engine, {"alu.v": ALU}, ALU_TB)
+    names = covered(points)
+    assert "zero:1->0" not in names and "zero:0->1" in names, sorted(names)
+    assert "y[1]:0->1" in names and "y[1]:1->0" in names  # settled to 6 at time 0, 0 at #1
+
+
+@XFAIL
+@pytest.mark.slow
+def test_initialiser_overwritten_at_time_zero_is_no_toggle(engine):
+    # S = 3'b111 and D = 32'hffffffff are overwritten by the initial at time 0
+    points = fast_equals_verilator(engine, {"mux8.sv": semantics_diff.TIME0_DUT}, semantics_diff.TIME0_TB)
+    names = covered(points)
+    # S counts 0..7 from time 0: S[2] rises at #40 and never falls; the initialiser's 1s are no rise
+    assert "S[2]:1->0" not in names and "S[2]:0->1" in names, sorted(names)
+    assert "Y[2]:1->0" not in names, sorted(names)
