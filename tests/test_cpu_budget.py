@@ -32,16 +32,17 @@ DUT = """module dut(input logic clk, input logic [3:0] a, output logic [3:0] y);
   always_ff @(posedge clk) y <= a + 1;
 endmodule
 """
-#: ~1.5 CPU s on the fast path here (500k cycles; 6 s of wall time at a load of 8 on the 2 cores,
-#: past the 4 s the wall clock used to allow).
+#: ~1.5 CPU s on the fast path here (2M cycles: 500k took 1.5 s until the toggle watchers parked
+#: once saturated, 0.36 s since; wall time at load is several times that, past what a wall clock
+#: would allow).
 SV_NEAR = """module tb;
   logic clk=0; logic [3:0] a=0, y;
   dut uut(.clk(clk), .a(a), .y(y));
   always #1 clk = ~clk;
-  initial begin repeat (500000) begin @(posedge clk); a = a + 1; end $finish; end
+  initial begin repeat (2000000) begin @(posedge clk); a = a + 1; end $finish; end
 endmodule
 """
-SV_FOREVER = SV_NEAR.replace("repeat (500000)", "forever")
+SV_FOREVER = SV_NEAR.replace("repeat (2000000)", "forever")
 #: cocotb start-up plus one CPU second of Python (a loop on the process's CPU clock: the same
 #: CPU at any load).
 COCOTB_NEAR = """import time

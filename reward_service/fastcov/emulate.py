@@ -209,7 +209,11 @@ def mark_endings(source: SourceFile) -> None:
             expr = node.expr.left if node.expr.kind == _K.InvocationExpression else node.expr
             if expr.kind == _K.SystemName and expr.systemIdentifier.valueText in ("$stop", "$finish"):
                 name = expr.systemIdentifier.valueText
-                source.wrap(node, _depth(node)).before.append(f'$display("{name} called");')
+                # vvp -n's $stop ends the run before the time step's nonblocking updates, its
+                # $finish after them, as Verilator does for both (rs_main.cpp): a $stop at a DUT
+                # edge must not lose that edge's register updates on the fast path only
+                end = " $finish;" if name == "$stop" else ""
+                source.wrap(node, _depth(node)).before.append(f'$display("{name} called");{end}')
 
 
 _LOOPS = {_K.ForLoopStatement, _K.LoopStatement, _K.DoWhileStatement, _K.ForeverStatement, _K.ForeachLoopStatement}

@@ -180,6 +180,11 @@ def _search(
             )
         )
         witness.frames = max(witness.frames, frames)
+        if res.exit_code != 0 and not res.timed_out:
+            # ABC crashed, ran out of memory or the sandbox failed: our fault, never "nothing
+            # reachable" (ceiling.closure keeps only an ok closure)
+            witness.status, witness.reason = "error", f"yosys-abc exited {res.exit_code}: {res.output[-500:]}"
+            return witness
         cexes = _read_cexes((work / "cex.txt").read_text() if (work / "cex.txt").exists() else "", aig.inputs)
         progress = False
         for index, steps in sorted(cexes.items(), key=lambda item: len(item[1])):

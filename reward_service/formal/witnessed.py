@@ -7,6 +7,8 @@ scoring engine to count a sample's ``undecided`` points."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,12 @@ def store(
     """Keep a design's closure: the witnessed keys (covered by every replay) and its summary."""
     path = _path(cache_dir, design, top)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"witnessed": [list(k) for k in witnessed], "summary": summary}))
-    tmp.replace(path)
+    # a temporary file of its own: two closure runs of one design (CLI, bench, test workers)
+    # must not write into each other's file before the atomic replace
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps({"witnessed": [list(k) for k in witnessed], "summary": summary}))
+    os.replace(tmp, path)
 
 
 def load(cache_dir: Path, design: dict[str, str], top: str | None) -> tuple[set[PointKey], dict[str, Any]] | None:
