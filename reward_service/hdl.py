@@ -261,6 +261,9 @@ def design_macros_set_by(stimulus: dict[str, str], design: dict[str, str], dirs:
     return out
 
 
+_UNNAMED_BUFFER = re.compile(r"<unnamed_buffer\d+>")
+
+
 def foreign_files(source_manager: Any, request_paths: Iterable[str]) -> list[str]:
     """The paths of the files a pyslang ``source_manager`` holds that are none of
     ``request_paths`` (the paths the request's own files were given to it under): files an
@@ -274,7 +277,10 @@ def foreign_files(source_manager: Any, request_paths: Iterable[str]) -> list[str
     for buffer in source_manager.getAllBuffers():
         if source_manager.getBufferKind(buffer).name in ("Macro", "MacroArg"):
             continue
-        path = os.path.realpath(str(source_manager.getFullPath(buffer)))
+        given = str(source_manager.getFullPath(buffer))
+        if source_manager.getBufferKind(buffer).name != "IncludeFile" and _UNNAMED_BUFFER.fullmatch(given):
+            continue  # pyslang's own text (the predefines), never a file
+        path = os.path.realpath(given)
         if path not in allowed:
             foreign.append(path)
     return foreign
