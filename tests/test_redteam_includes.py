@@ -62,3 +62,31 @@ def test_stimulus_header_shadowing_a_design_include_is_invalid(engine: Engine, e
     )
     assert shadow.status == "invalid_input"
     assert "alu_defs.vh" in (shadow.message or "")
+
+
+def test_design_include_resolves_beside_the_file_on_every_engine(engine: Engine) -> None:
+    """Icarus (the fast path) finds a design's `include beside the including file first, as
+    Verilator does: rtl/x.vh (8 bits) before the root's x.vh (2 bits)."""
+    dut = (
+        '`include "x.vh"\nmodule a(input logic clk, input logic [7:0] d, output logic [`W-1:0] q);\n'
+        "  always_ff @(posedge clk) q <= d[`W-1:0];\nendmodule\n"
+    )
+    tb = (
+        "module tb; logic clk = 0; logic [7:0] d = 0; wire [7:0] q; a dut(.clk(clk), .d(d), .q(q));\n"
+        " always #5 clk = ~clk;\n"
+        " initial begin repeat (3) @(negedge clk); d = 8'hff; repeat (3) @(negedge clk); $finish; end\nendmodule\n"
+    )
+    design = {"rtl/a.v": dut, "x.vh": "`define W 2\n", "rtl/x.vh": "`define W 8\n"}
+    toggles = {}
+    for eng in ("fast", "verilator"):
+        r = engine.score(
+            {
+                "design": {"files": design},
+                "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+                "coverage": {"scope": "dut", "metrics": ["line", "toggle"]},
+                "engine": eng,
+            }
+        )
+        assert r.status == "ok" and r.engine == eng
+        toggles[eng] = (r.coverage.metrics["toggle"].covered, r.coverage.metrics["toggle"].total)
+    assert toggles == {"fast": (18, 34), "verilator": (18, 34)}
