@@ -5,9 +5,11 @@ from included files, not a parser."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 #: A Verilog string literal (backslash escapes included).
@@ -257,3 +259,28 @@ def design_macros_set_by(stimulus: dict[str, str], design: dict[str, str], dirs:
             if read:
                 out[hit] = read
     return out
+
+
+_UNNAMED_BUFFER = re.compile(r"<unnamed_buffer\d+>")
+
+
+def foreign_files(source_manager: Any, request_paths: Iterable[str]) -> list[str]:
+    """The paths of the files a pyslang ``source_manager`` holds that are none of
+    ``request_paths`` (the paths the request's own files were given to it under): files an
+    `` `include`` pulled from the host's disk (an absolute path, ``..``, or a name built by
+    macro pasting that no text check sees). Macro expansion buffers are not files. A non-empty
+    answer means the parse read a file that is not part of the request: its result must not be
+    used nor reported (its text could leak through it)."""
+    # realpath: a temporary folder's path may reach pyslang through a symlink
+    allowed = {os.path.realpath(p) for p in request_paths}
+    foreign = []
+    for buffer in source_manager.getAllBuffers():
+        if source_manager.getBufferKind(buffer).name in ("Macro", "MacroArg"):
+            continue
+        given = str(source_manager.getFullPath(buffer))
+        if source_manager.getBufferKind(buffer).name != "IncludeFile" and _UNNAMED_BUFFER.fullmatch(given):
+            continue  # pyslang's own text (the predefines), never a file
+        path = os.path.realpath(given)
+        if path not in allowed:
+            foreign.append(path)
+    return foreign

@@ -202,9 +202,12 @@ class FastSimulator(SimulatorBackend):
         runs: :func:`stamp_token` puts the token into the run's copy of the compiled DUT).
         Headers and data files are written as they are: the placeholder in them is the
         design's, not ours. Raises :class:`Unsupported`."""
-        # headers too: instrument() reads those a design file includes (a testbench's are never read)
+        # the design's headers only: instrument() reads those a design file includes, and a
+        # stimulus header must never stand in for one (prepare refuses a name that could)
         headers = [
-            n for n in job.include_files if n.lower().endswith(hdl.HEADER_SUFFIXES) and n not in job.design_files
+            n
+            for n in job.include_files
+            if n.lower().endswith(hdl.HEADER_SUFFIXES) and n not in job.design_files and n not in job.stimulus_sources
         ]
         design = {n: (job.src / n).read_text(encoding="utf-8") for n in [*job.design_files, *headers]}
         inst = instrumented(

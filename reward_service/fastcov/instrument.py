@@ -132,6 +132,12 @@ def _parse(
         compilation.addSyntaxTree(s.tree)
     for name, text in (context or {}).items():
         compilation.addSyntaxTree(_tree(name, text, sm, options, folder))
+    given = [*files, *(context or {})]
+    # the folder holds the request's files only (parse writes them there)
+    paths = [str(p) for p in Path(folder).rglob("*") if p.is_file()] if folder else given
+    foreign = hdl.foreign_files(sm, paths)
+    if foreign:  # an `include the text check did not see (macro pasting): never used nor reported
+        raise Unsupported(f"an `include reads {foreign[0]}, a file that is not part of the request")
     return sources, compilation
 
 

@@ -50,7 +50,9 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
     """Check ``stimulus`` against ``request``'s policy before the sample runs. SystemVerilog
     stimulus (:func:`reward_service.integrity.sv.check`): its writes into the DUT when the policy
     refuses them (:func:`refuses_dut_writes`), an override of a parameter the policy pins
-    (kind ``parameter_override``), and every DUT parameter override it makes. cocotb stimulus
+    (kind ``parameter_override``), and every DUT parameter override it makes; under every
+    policy, an `` `include`` that read a host file not of the request (kind
+    ``include_outside_request``, nothing else reported). cocotb stimulus
     is checked at its simulator-interface write path while it runs: nothing here."""
     if not isinstance(stimulus, SvTestbench):
         return StimulusCheck()
@@ -63,6 +65,17 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
         include_dirs=tuple(request.build.include_dirs),
     )
     found = sv.check(sources)
+    if found.foreign_files:  # refused under every policy: the file is not part of the request
+        return StimulusCheck(
+            [
+                IntegrityViolation(
+                    kind="include_outside_request",
+                    target=path,
+                    message=f"an `include reads {path}, a file that is not part of the request",
+                )
+                for path in found.foreign_files
+            ]
+        )
     violations = list(found.violations) if refuses_dut_writes(request) else []
     pinned = set(request.stimulus_policy.pinned_parameters) if request.stimulus_policy else set()
     for site in found.overrides:
@@ -114,7 +127,12 @@ def refusal(violations: list[IntegrityViolation]) -> ScoreResult:
     shown = [f"{v.file}:{v.line} {v.kind} {v.target}" if v.file else f"{v.kind} {v.target}" for v in violations]
     more = len(shown) - MESSAGE_VIOLATIONS
     text = "; ".join(shown[:MESSAGE_VIOLATIONS]) + (f"; and {more} more" if more > 0 else "")
-    if all(v.kind == "parameter_override" for v in violations):
+    if any(v.kind == "include_outside_request" for v in violations):
+        message = (
+            f"refused: an `include of the stimulus names a file that is not part of the request ({text}); "
+            "every included file must be one of the request's files (docs/integrity.md)"
+        )
+    elif all(v.kind == "parameter_override" for v in violations):
         message = f"refused: the stimulus overrides DUT parameters the problem pins ({text}) (docs/integrity.md)"
     else:
         message = (

@@ -118,6 +118,9 @@ class SvCheck:
     overrides: tuple[OverrideSite, ...]
     races: tuple[races.Race, ...] = ()
     schedule_edits: tuple[tuple[str, int], ...] = ()
+    #: files an `include read from the host's disk that are not the request's: when any, the
+    #: check found nothing else (no override is reported: it could carry such a file's text)
+    foreign_files: tuple[str, ...] = ()
 
 
 def check(sources: SvSources) -> SvCheck:
@@ -150,6 +153,7 @@ def check(sources: SvSources) -> SvCheck:
         overrides=tuple(OverrideSite(o.override.model_copy(), o.file, o.line) for o in hit.overrides),
         races=hit.races,
         schedule_edits=hit.schedule_edits,
+        foreign_files=hit.foreign_files,
     )
 
 
@@ -182,6 +186,9 @@ class _Checker:
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SvCheck:
         trees, parse_errors = self._parse()
+        foreign = hdl.foreign_files(self.sm, [_ROOT + n for n in self.data])
+        if foreign:  # nothing read from such a file may reach the result
+            return SvCheck(violations=(), overrides=(), foreign_files=tuple(foreign))
         self._line_directives()
         compilation = ast.Compilation()
         for tree in trees:

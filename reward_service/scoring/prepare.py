@@ -8,6 +8,7 @@ problem and the request's fields do not combine) for input that cannot be simula
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
@@ -68,6 +69,14 @@ def check(
             f"the stimulus `includes design file {name!r} and sets macro(s) "
             f"{', '.join(macros)} that it reads, which would change the DUT; set "
             "design macros with build.defines (CLI --define) instead"
+        )
+    shadow = _design_includes_of_stimulus(design.files, stimulus.files, dirs)
+    if shadow:
+        # simulators search the include dirs in different orders (and Icarus its cwd, the root):
+        # one could compile the stimulus's file into the DUT where another compiles the design's
+        raise InvalidInput(
+            f'design file {shadow[0]!r} includes "{shadow[1]}", which could resolve to stimulus file '
+            f"{shadow[2]!r}: rename the stimulus file (a design's `include must name design files only)"
         )
     if isinstance(stimulus, SvTestbench):
         stim_texts = [t for n, t in stimulus.files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)]
@@ -131,6 +140,23 @@ def _keep_cocotb19_on_icarus(request: ScoreRequest, stimulus: CocotbStimulus) ->
 
 
 _GENERATE_LABEL = r"\bbegin\s*:\s*{}\b"
+
+
+def _design_includes_of_stimulus(
+    design: Mapping[str, str], stimulus: Mapping[str, str], dirs: list[str]
+) -> tuple[str, str, str] | None:
+    """The first (design file, `include name, stimulus file) where a design file's `include
+    could resolve to a stimulus file: beside the design file, at the root (a simulator's cwd)
+    or in any search dir, whatever the order; None when there is none."""
+    for name, text in design.items():
+        if not name.lower().endswith(hdl.HDL_SUFFIXES):
+            continue
+        for target in hdl.include_targets(text):
+            for base in (posixpath.dirname(name), "", *dirs):
+                candidate = posixpath.normpath(posixpath.join(base, target))
+                if candidate in stimulus:
+                    return name, target, candidate
+    return None
 
 
 def _check_scope(scope: str, top: str, stim_texts: list[str], design_texts: list[str], design_modules: set[str]) -> str:

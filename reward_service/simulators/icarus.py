@@ -168,7 +168,7 @@ nplus=$1
 shift
 st=/work/obj/status
 ( shift "$nplus"
-  exec "$iverilog" -g2012 -o /work/obj/sim.vvp -s "$top" "$@" >/work/obj/status/build.log 2>&1 )
+  exec "$iverilog" -g2012 -grelative-include -o /work/obj/sim.vvp -s "$top" "$@" >/work/obj/status/build.log 2>&1 )
 rc=$?
 if [ "$rc" -eq 0 ] && [ ! -s /work/obj/sim.vvp ]; then rc=255; fi   # errors counted modulo 256
 echo "$rc" >"$st/build.rc"
