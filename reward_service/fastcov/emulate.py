@@ -442,32 +442,26 @@ class _PureArguments:
             if n.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) and hasattr(n.prototype.name, "identifier")
         }
         declared = {n.name.valueText for n in nodes if n.kind == _K.Declarator}
-        declared |= {
-            t.valueText for n in nodes if n.kind == _K.ImplicitAnsiPort for t in [n.declarator.name]
-        }
+        declared |= {t.valueText for n in nodes if n.kind == _K.ImplicitAnsiPort for t in [n.declarator.name]}
         self.variables = declared - subroutines
 
     def __call__(self, node: Any) -> bool:
         if node is None:
             return True
+        n: Any
         for n in [node, *_walk(node)]:
             if not isinstance(n, syntax.SyntaxNode):
                 continue
             if n.kind in _EFFECTS or "Assignment" in str(n.kind):
                 return False
-            if n.kind in (_K.IdentifierName, _K.IdentifierSelectName) and n.identifier.valueText not in self.variables:
+            if (
+                n.kind in (_K.IdentifierName, _K.IdentifierSelectName)
+                and n.getFirstToken().valueText not in self.variables
+            ):
                 return False
-            if n.kind == _K.SystemName:
+            if n.kind == _K.SystemName:  # `$random`
                 return False
-        return all(t.kind != TokenKind.SystemIdentifier for t in _all_tokens(node))
-
-
-def _all_tokens(node: Any):
-    for child in node:
-        if isinstance(child, syntax.SyntaxNode):
-            yield from _all_tokens(child)
-        elif child is not None and hasattr(child, "kind"):
-            yield child
+        return True
 
 
 def _strip_covergroup_use(
