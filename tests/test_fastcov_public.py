@@ -290,6 +290,71 @@ def test_a_covergroup_use_that_cannot_be_taken_out_keeps_the_file_as_written():
     assert skipped == ["tb.sv"] and out["tb.sv"] == passed
 
 
+SIDE_EFFECT_TB = """module tb;
+  logic clk = 0, up = 0, kill = 0;
+  logic [2:0] q;
+  cnt dut (.*);
+  covergroup cg_b with function sample(bit b); coverpoint b; endgroup
+  cg_b c;
+  function automatic bit kill_it(); kill = 1; return 1'b0; endfunction
+  always #5 clk = ~clk;
+  initial begin
+    c = new();
+    c.sample(kill_it());
+    if (!kill) up = 1;
+    repeat (4) @(negedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "c.sample(kill_it());",
+        "c.sample(kill_it);",  # a function called without parentheses
+        "c.sample(q++ == 0);",
+        "c.sample($random);",
+        "c.option.weight = kill_it();",
+    ],
+)
+def test_a_covergroup_statement_with_side_effects_is_not_blanked(use):
+    from reward_service.fastcov.instrument import emulate_testbench
+
+    tb = SIDE_EFFECT_TB.replace("c.sample(kill_it());", use)
+    out, skipped = emulate_testbench({"tb.sv": tb})
+    assert skipped == ["tb.sv"] and out["tb.sv"] == tb
+    pure = SIDE_EFFECT_TB.replace("c.sample(kill_it());", "c.sample(q[0] & ~kill);")
+    out, skipped = emulate_testbench({"tb.sv": pure})
+    assert skipped == [] and "sample" not in out["tb.sv"]
+
+
+@pytest.mark.slow
+def test_a_covergroup_sample_with_side_effects_is_scored_as_verilator_does(engine):
+    """Red team: blanking `c.sample(kill_it())` dropped the call's effect, so the fast path ran
+    another testbench (1.741 against Verilator's 1.324)."""
+    design = {"cnt.sv": COUNTER}
+    reference = engine.score(_request(design, SIDE_EFFECT_TB, "verilator"))
+    fast = engine.score(_request(design, SIDE_EFFECT_TB, "fast"))
+    assert reference.status == fast.status == "ok", fast.message
+    assert fast.engine == "verilator" and fast.reward == reference.reward
+    # up stays 0: q never counts
+    assert reference.coverage.metrics["toggle"].covered < reference.coverage.metrics["toggle"].total
+
+
+def test_sample_with_arguments_on_a_covergroup_without_a_sample_function_is_not_blanked():
+    """`c.sample(x)` compiles only with `with function sample(...)`: Verilator rejects it, so
+    the fast path must not take it out and score the testbench."""
+    from reward_service.fastcov.instrument import emulate_testbench
+
+    tb = SIDE_EFFECT_TB.replace(" with function sample(bit b); coverpoint b;", " @(posedge clk); coverpoint up;")
+    out, skipped = emulate_testbench({"tb.sv": tb.replace("c.sample(kill_it());", "c.sample(kill);")})
+    assert skipped == ["tb.sv"]
+    out, skipped = emulate_testbench({"tb.sv": tb.replace("c.sample(kill_it());", "c.sample();")})
+    assert skipped == []
+
+
 # -- data files ----------------------------------------------------------------------------------
 
 
@@ -326,6 +391,57 @@ def test_reading_the_requests_data_files_keeps_the_fast_path(text):
 
     tb = f"module tb; integer f, n, x; string s; logic [7:0] mem [4]; initial begin {text} end endmodule"
     assert reads_files(SimpleNamespace(files={"tb.sv": tb}), ["vectors.txt", "data/rom.hex"]) is None
+
+
+TOKEN_READ_TB = r"""`define OPEN $fopen
+module tb;
+  logic clk = 0, up = 0;
+  logic [2:0] q;
+  cnt dut (.*);
+  integer fd, c, n;
+  always #5 clk = ~clk;
+  initial begin
+    fd = `OPEN("/work/src/cnt.sv", "r");
+    n = 0;
+    c = $fgetc(fd);
+    while (c >= 0) begin n = n + 1; c = $fgetc(fd); end
+    if (n > 0) up = 1;
+    repeat (4) @(negedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'f = `OPEN("/work/src/dut.sv", "r"); n = $fgetc(f);',  # `$fopen` behind a macro: none seen
+        "n = $fgetc(32'h8000_0000);",  # a descriptor written as a number
+        'f = $fopen("vectors.txt", "r"); n = $fgetc(32\'h8000_0003);',
+        'f = $fopen("vectors.txt", "r"); f = `OPEN("/work/src/dut.sv", "r"); n = $fgetc(f);',
+        'f = $fopen("vectors.txt", "r"); n = $fgetc(f + 1);',
+        'f = $fopen("vectors.txt", "r"); n = `P($fg, etc)(f);',  # token pasting
+    ],
+)
+def test_a_read_the_screen_cannot_trace_to_a_data_file_is_refused(text):
+    from reward_service.fastcov.screen import reads_files
+
+    tb = f"`define OPEN $fopen\n`define P(a, b) a``b\nmodule tb; integer f, n; initial begin {text} end endmodule"
+    reason = reads_files(SimpleNamespace(files={"tb.sv": tb}), ["vectors.txt"])
+    assert reason is not None, text
+
+
+@pytest.mark.slow
+def test_a_testbench_reading_the_instrumented_source_through_a_macro_is_scored_by_verilator(engine):
+    """Red team: `` `define OPEN $fopen `` hid the open, the screen let `$fgetc` through, and
+    the testbench read the run's token from the instrumented source (reward 2.0 vs 1.24)."""
+    design = {"cnt.sv": COUNTER}
+    reference = engine.score(_request(design, TOKEN_READ_TB, "verilator"))
+    fast = engine.score(_request(design, TOKEN_READ_TB, "fast"))
+    assert fast.status == reference.status == "ok", fast.message
+    assert fast.engine == "verilator" and "reads files (`$fgetc`)" in fast.fallback
+    assert fast.reward == reference.reward
 
 
 # -- `include --------------------------------------------------------------------------------------

@@ -385,6 +385,8 @@ def strip_covergroups(source: SourceFile) -> bool:
     if not groups:
         return False
     types = {g.name.valueText for g in groups}
+    # `inst.sample(x)` compiles only on a covergroup declared `with function sample(...)`
+    sampled = {g.name.valueText for g in groups if g.event is not None and g.event.kind == _K.WithFunctionSample}
     removed: list[tuple[int, int]] = []
 
     def blank(node: Any, keep: str = "") -> None:
@@ -393,12 +395,13 @@ def strip_covergroups(source: SourceFile) -> bool:
         source.replace(node, keep + "".join(c if c == "\n" else " " for c in text[len(keep) :]))
         removed.append((start, end))
 
-    instances: set[str] = set()
+    instances: dict[str, str] = {}  # instance -> its covergroup
+    pure = _PureArguments(source)
     for g in groups:
         blank(g)
     for node in _walk(source.tree.root):
         if node.kind == _K.DataDeclaration and node.type.kind == _K.NamedType and str(node.type).strip() in types:
-            instances.update(d.name.valueText for d in node.declarators)
+            instances.update((d.name.valueText, str(node.type).strip()) for d in node.declarators)
             blank(node)
     for ident in [n for n in _walk(source.tree.root) if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
         name = ident.identifier.valueText
@@ -407,13 +410,71 @@ def strip_covergroups(source: SourceFile) -> bool:
         at = source.offsets(ident)[0]
         if any(a <= at < b for a, b in removed):
             continue
-        _strip_covergroup_use(source, ident, name in types, blank, removed)
+        sample_args = name in types or instances[name] in sampled
+        _strip_covergroup_use(source, ident, name in types, blank, removed, pure, sample_args)
     return True
 
 
-def _strip_covergroup_use(source: SourceFile, ident: Any, is_type: bool, blank: Any, removed: list) -> None:
+#: Expressions that may change state: a blanked statement must not hold one in its arguments.
+_EFFECTS = {
+    _K.InvocationExpression,
+    _K.ArrayOrRandomizeMethodExpression,
+    _K.NewClassExpression,
+    _K.NewArrayExpression,
+    _K.CopyClassExpression,
+    _K.MemberAccessExpression,  # `obj.f` may call a method without parentheses
+    _K.ScopedName,  # `pkg::f` too
+    _K.NonblockingAssignmentExpression,
+    _K.PostincrementExpression,
+    _K.PostdecrementExpression,
+    _K.UnaryPreincrementExpression,
+    _K.UnaryPredecrementExpression,
+}
+
+
+class _PureArguments:
+    """Whether expressions of ``source`` are free of side effects: identifiers naming a
+    variable the file declares (not a function the file declares: ``f`` calls it without
+    parentheses), literals, selects and operators; no call, system call, assignment,
+    ``++``/``--`` or ``new``."""
+
+    def __init__(self, source: SourceFile) -> None:
+        nodes = list(_walk(source.tree.root))
+        subroutines = {
+            n.prototype.name.identifier.valueText
+            for n in nodes
+            if n.kind in (_K.FunctionDeclaration, _K.TaskDeclaration) and hasattr(n.prototype.name, "identifier")
+        }
+        declared = {n.name.valueText for n in nodes if n.kind == _K.Declarator}
+        declared |= {t.valueText for n in nodes if n.kind == _K.ImplicitAnsiPort for t in [n.declarator.name]}
+        self.variables = declared - subroutines
+
+    def __call__(self, node: Any) -> bool:
+        if node is None:
+            return True
+        n: Any
+        for n in [node, *_walk(node)]:
+            if not isinstance(n, syntax.SyntaxNode):
+                continue
+            if n.kind in _EFFECTS or "Assignment" in str(n.kind):
+                return False
+            if (
+                n.kind in (_K.IdentifierName, _K.IdentifierSelectName)
+                and n.getFirstToken().valueText not in self.variables
+            ):
+                return False
+            if n.kind == _K.SystemName:  # `$random`
+                return False
+        return True
+
+
+def _strip_covergroup_use(
+    source: SourceFile, ident: Any, is_type: bool, blank: Any, removed: list, pure: Any, sample_args: bool
+) -> None:
     """One use of a covergroup (``is_type``) or of an instance, the name ``ident``: see
-    :func:`strip_covergroups`."""
+    :func:`strip_covergroups`. ``pure``: :class:`_PureArguments` of the file (a blanked
+    statement's arguments must have no side effect to lose); ``sample_args``: whether the
+    instance's covergroup declares ``with function sample`` (else ``sample(x)`` does not compile)."""
     node = ident
     while node.parent is not None and node.parent.kind == _K.ScopedName and node.parent.left is node:
         node = node.parent
@@ -427,7 +488,15 @@ def _strip_covergroup_use(source: SourceFile, ident: Any, is_type: bool, blank: 
             removed.append(source.offsets(parent))
             return
         statement = parent.parent
-        if not is_type and last in _COVERGROUP_CALLS and statement.kind == _K.ExpressionStatement:
+        args = parent.arguments
+        has_args = args is not None and len(args.parameters) > 0
+        if (
+            not is_type
+            and last in _COVERGROUP_CALLS
+            and statement.kind == _K.ExpressionStatement
+            and pure(args)
+            and (sample_args or not (last == "sample" and has_args))
+        ):
             blank(statement, ";")
             return
     elif (
@@ -436,7 +505,10 @@ def _strip_covergroup_use(source: SourceFile, ident: Any, is_type: bool, blank: 
         and parent.kind == _K.AssignmentExpression
         and parent.left is node
         and parent.parent.kind == _K.ExpressionStatement
-        and (parent.right.kind == _K.NewClassExpression or (len(dotted) > 2 and dotted[1] in ("option", "type_option")))
+        and (
+            (parent.right.kind == _K.NewClassExpression and pure(parent.right.argList))
+            or (len(dotted) > 2 and dotted[1] in ("option", "type_option") and pure(parent.right))
+        )
     ):
         blank(parent.parent, ";")
         return

@@ -53,6 +53,12 @@ def reads_files(stimulus: Any, data_files: Collection[str] = ()) -> str | None:
     copied as written into the simulation's cwd, they hold no token) is not refused: it can
     open nothing else to read, and ``$fscanf``/``$fgets``/... read only what it opened."""
     data = {posixpath.normpath(n) for n in data_files}
+    # a macro whose body names a file task (`define OPEN $fopen) hides the call from the screen
+    hides_file_tasks = any(
+        _FILE_TASK_MACRO.search(hdl.strip_comments_only(text))
+        for name, text in stimulus.files.items()
+        if not name.endswith(".py")
+    )
     for name, text in stimulus.files.items():
         if TOKEN_PLACEHOLDER in text:
             return f"{name} holds `{TOKEN_PLACEHOLDER}`, the text the fast path replaces with its coverage token"
@@ -62,9 +68,18 @@ def reads_files(stimulus: Any, data_files: Collection[str] = ()) -> str | None:
                 return f"{name} names the fast path's files (`{m.group(0)}`)"
             continue
         code = hdl.strip_comments_only(text)
+        if "``" in code:
+            return f"{name} pastes tokens in a macro (``` `` ```): the screen cannot see the system tasks it makes"
         opened = list(_files_opened_for_reading(code))
-        if all(target is not None and target in data for _, target in opened):
-            continue  # reads only the request's own data files (none: reads no file)
+        # The allowance needs an open it can see: with none (`$fopen` behind a macro, or a
+        # descriptor written as a number) a `$fgetc` reads what the screen does not know.
+        if (
+            opened
+            and all(target is not None and target in data for _, target in opened)
+            and not hides_file_tasks
+            and _reads_only_opened(code)
+        ):
+            continue  # reads only the request's own data files
         m = _SV_READS.search(hdl.strip_comments(text))
         if m:
             return f"{name} reads files (`{m.group(0)}`){_not_data(opened, data)}"
@@ -72,6 +87,32 @@ def reads_files(stimulus: Any, data_files: Collection[str] = ()) -> str | None:
             if what.startswith("`$fopen`"):
                 return f"{name} opens a file for reading ({what}){_not_data(opened, data)}"
     return None
+
+
+#: A `` `define `` whose body names a file system task (``$fopen``, ``$fgetc``, ``$readmemh``, ...).
+_FILE_TASK_MACRO = re.compile(r"`define\b(?:[^\n]|\\\n)*?\$(?:f\w|readmem|ungetc)")
+#: The start of a read call that takes a descriptor (not ``$readmem``, which names its file).
+_SV_FD_READS = re.compile(r"\$(?:fgets|fgetc|ungetc|fscanf|fread|fseek|frewind|ftell)\s*\(")
+
+
+def _reads_only_opened(code: str) -> bool:
+    """Whether every descriptor-taking read call in ``code`` reads a plain variable that the
+    file assigns only ``= $fopen(...)`` (whose names :func:`_files_opened_for_reading` checks):
+    not a number (``$fgetc(32'h8000_0000)``), an expression, or a variable set otherwise
+    (``fd = `OPEN(...)``). ``$fgets``/``$fread`` take the descriptor second, ``$ungetc`` too."""
+    plain = hdl.STRING_LITERAL.sub(lambda m: '""', code)
+    for call in _SV_FD_READS.finditer(plain):
+        task = call.group(0)
+        args = plain[call.end() :]
+        second = task.startswith(("$fgets", "$fread", "$ungetc"))
+        m = re.match(r"\s*(?:[^,()]*,\s*)?([A-Za-z_]\w*)\s*[,)]" if second else r"\s*([A-Za-z_]\w*)\s*[,)]", args)
+        if m is None:
+            return False
+        fd = m.group(1)
+        sets = list(re.finditer(rf"(?<![\w$.]){fd}\s*(?:<=|=(?!=)|\+\+|--|[-+*/|&^]=)", plain))
+        if not sets or any(not re.match(r"\s*\$fopen\s*\(", plain[s.end() :]) for s in sets):
+            return False
+    return True
 
 
 def _not_data(opened: list[tuple[str, str | None]], data: set[str]) -> str:
