@@ -43,7 +43,7 @@ PY
 then
   echo "install.sh: $PYTHON is not a Python >= 3.11 with pip that pip may install into (a venv, pyenv," >&2
   echo "  or a python.org build; Debian's own python3 refuses pip installs). Make one and re-run, e.g.:" >&2
-  echo "  apt-get install python3-venv && python3 -m venv /opt/reward-service/venv && . /opt/reward-service/venv/bin/activate" >&2
+  echo "  apt-get update && apt-get install -y python3-venv && python3 -m venv /opt/reward-service/venv && . /opt/reward-service/venv/bin/activate" >&2
   exit 1
 fi
 
