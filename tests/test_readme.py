@@ -285,7 +285,9 @@ def test_install_stops_before_apt_on_a_python_pip_cannot_install_into(tmp_path):
         run = install_sh(PYTHON=python)
         assert run.returncode == 1, (python, run.stderr)
         assert "python3 -m venv /opt/reward-service/venv" in run.stderr, run.stderr
-        assert "apt-get install" not in run.stderr.replace("e.g.:\n  apt-get update && apt-get install -y python3-venv", ""), run.stderr
+        assert "apt-get install" not in run.stderr.replace(
+            "e.g.:\n  apt-get update && apt-get install -y python3-venv", ""
+        ), run.stderr
         assert "install.sh: apt-get install" not in run.stderr and "cocotb 1.9" not in run.stderr
 
 
