@@ -146,14 +146,18 @@ def _design_includes_of_stimulus(
     design: Mapping[str, str], stimulus: Mapping[str, str], dirs: list[str]
 ) -> tuple[str, str, str] | None:
     """The first (design file, `include name, stimulus file) where a design file's `include
-    could resolve to a stimulus file: beside the design file, at the root (a simulator's cwd)
-    or in any search dir, whatever the order; None when there is none."""
+    could resolve both to a design file and to a stimulus file (beside the design file, at the
+    root, a simulator's cwd, or in any search dir, whatever the order): the stimulus's file
+    would shadow the design's on some simulator. None when there is none. A header only the
+    stimulus gives (the design expects it from the testbench) is no shadow."""
     for name, text in design.items():
         if not name.lower().endswith(hdl.HDL_SUFFIXES):
             continue
         for target in hdl.include_targets(text):
-            for base in (posixpath.dirname(name), "", *dirs):
-                candidate = posixpath.normpath(posixpath.join(base, target))
+            candidates = [posixpath.normpath(posixpath.join(b, target)) for b in (posixpath.dirname(name), "", *dirs)]
+            if not any(c in design for c in candidates):
+                continue
+            for candidate in candidates:
                 if candidate in stimulus:
                     return name, target, candidate
     return None
