@@ -125,15 +125,7 @@ def closure(
     covered: dict[str, set] = {}
     points = None
     for name in REPLAY_ENGINES:
-        scored = engine.scored(
-            {
-                "design": {"files": design, "toplevel": top or witness.top},
-                "stimulus": {"kind": "sv_testbench", "files": {"closure_tb.sv": tb}},
-                "simulator": "verilator",
-                "engine": name,
-                "coverage": {"scope": instance, "metrics": metrics},
-            }
-        )
+        scored = engine.scored(_replay(design, top or witness.top, "closure_tb.sv", tb, name, instance, metrics))
         if scored.result.status != "ok":
             out.status, out.reason = "replay failed", f"{name}: {scored.result.status}: {scored.result.message}"
             break
@@ -230,13 +222,7 @@ def soundness(
         tb = to_testbench(random_steps(shape, steps, seed), instance)
         for name in engines:
             scored = engine.scored(
-                {
-                    "design": {"files": design, "toplevel": top or shape.top},
-                    "stimulus": {"kind": "sv_testbench", "files": {"random_tb.sv": tb}},
-                    "simulator": "verilator",
-                    "engine": name,
-                    "coverage": {"scope": instance, "metrics": list(DEFAULT_METRICS)},
-                }
+                _replay(design, top or shape.top, "random_tb.sv", tb, name, instance, list(DEFAULT_METRICS))
             )
             if scored.result.status != "ok":
                 out.status, out.reason = "replay failed", f"{name}, seed {seed}: {scored.result.message}"
@@ -244,3 +230,17 @@ def soundness(
             covered |= {key_of(p) for p in scored.points if p.covered} & dead
     out.covered = sorted(covered)
     return out
+
+
+def _replay(
+    design: dict[str, str], top: str | None, name: str, tb: str, engine: str, instance: str, metrics: list[str]
+) -> dict[str, Any]:
+    """The score request replaying testbench ``tb`` (file ``name``) on ``design`` with ``engine``
+    (``fast``/``verilator``), coverage of ``instance`` in ``metrics``."""
+    return {
+        "design": {"files": design, "toplevel": top},
+        "stimulus": {"kind": "sv_testbench", "files": {name: tb}},
+        "simulator": "verilator",
+        "engine": engine,
+        "coverage": {"scope": instance, "metrics": metrics},
+    }
