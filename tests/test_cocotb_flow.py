@@ -339,6 +339,16 @@ def test_icarus_model_key_covers_the_build_inputs(tmp_path):
     assert key() == key()
 
 
+def _slow_to_build_dut(stages: int) -> str:
+    """A DUT whose iverilog build takes about ``stages`` / 20000 CPU seconds: a chain of
+    ``stages`` continuous assignments from input ``a`` to output ``y``."""
+    chain = "\n".join(f"  assign w[{i + 1}] = (w[{i}] ^ {i}) + (w[{i}] >> 1);" for i in range(stages))
+    return (
+        "module dut(input clk, input [31:0] a, output [31:0] y);\n"
+        f"  wire [31:0] w [0:{stages}];\n  assign w[0] = a;\n{chain}\n  assign y = w[{stages}];\nendmodule\n"
+    )
+
+
 def test_icarus_build_failures_are_not_cached(tmp_path):
     """A build that failed on the sources or hit its time limit publishes nothing; the next
     sample of the design builds again."""
@@ -353,9 +363,12 @@ def test_icarus_build_failures_are_not_cached(tmp_path):
     )
     out = run_cocotb(bad, "icarus")
     assert out.build_failed and not out.build_cached
+    # ~1 CPU second of iverilog (elaboration of a 20000-stage chain), 20x its limit: a build
+    # that ends on its own before the budget is judged would not be a timeout
+    slow_dut = _slow_to_build_dut(20000)
     slow = make_job(
         tmp_path / "slow",
-        {"dut.sv": FCOV_DUT % ""},
+        {"dut.sv": slow_dut},
         {"test_x.py": "import cocotb\n"},
         "dut",
         "test_x",
@@ -366,7 +379,7 @@ def test_icarus_build_failures_are_not_cached(tmp_path):
     assert out.build_failed and out.build.timed_out and not out.build_cached
     assert not [p for p in (cache / "models").iterdir() if p.is_dir()]
     again = make_job(
-        tmp_path / "again", {"dut.sv": FCOV_DUT % ""}, {"test_x.py": "import cocotb\n"}, "dut", "test_x", cache
+        tmp_path / "again", {"dut.sv": slow_dut}, {"test_x.py": "import cocotb\n"}, "dut", "test_x", cache
     )
     out = run_cocotb(again, "icarus")
     assert not out.build_failed and not out.build_cached, log_of(out)
