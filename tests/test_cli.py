@@ -21,14 +21,15 @@ def _env(cache: Path, columns: int | None) -> dict[str, str]:
     return env
 
 
-def cli(*args: str, cache: Path, columns: int | None = None) -> subprocess.CompletedProcess:
+def cli(*args: str, cache: Path, columns: int | None = None, **env: str) -> subprocess.CompletedProcess:
     """Run the CLI with stdout and stderr piped and no terminal at all (stdin /dev/null, a new
-    session: no /dev/tty even when pytest runs in one), ``COLUMNS`` unset unless given."""
+    session: no /dev/tty even when pytest runs in one), ``COLUMNS`` unset unless given, ``env``
+    added to its environment."""
     return subprocess.run(
         [sys.executable, "-m", "reward_service", *args],
         capture_output=True,
         text=True,
-        env=_env(cache, columns),
+        env={**_env(cache, columns), **env},
         timeout=300,
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -201,6 +202,24 @@ def test_failed_sample_exits_1_and_usage_error_exits_2(tmp_path, design_files, s
     assert out.returncode == 2 and "iverilog" in out.stderr
     out = cli("score", "--design", str(design_files[0]), "--cocotb", str(bad), cache=shared_cache_dir)
     assert out.returncode == 2 and "--toplevel" in out.stderr
+
+
+def test_sandbox_failure_exits_3_with_its_reason_and_no_traceback(tmp_path, design_files):
+    """Our failure (here: the sample's work dir cannot be made) is the status line and one
+    warning naming it, exit 3; the traceback is left to debug logging."""
+    args = [a for p in design_files for a in ("--design", str(p))]
+    out = cli(
+        "score",
+        *args,
+        "--testbench",
+        str(STIMULUS / PID / "weak.sv"),
+        cache=tmp_path / "cache",
+        REWARD_SERVICE_WORK_ROOT=str(tmp_path / "missing"),
+    )
+    assert out.returncode == 3, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    assert "sandbox failure: " in out.stderr and str(tmp_path / "missing") in out.stderr
+    assert "sandbox_error" in out.stdout
 
 
 def test_problems_lists_cid012(shared_cache_dir):

@@ -118,7 +118,10 @@ class Engine:
         except self.reraise:
             raise
         except (SandboxError, ToolMissing, OSError) as exc:
-            log.exception("sandbox failure")
+            # the result's message says what failed; the traceback is for whoever debugs the
+            # sandbox (a CLI user would get it before the status line that says the same)
+            log.warning("sandbox failure: %s: %s", type(exc).__name__, exc)
+            log.debug("sandbox failure", exc_info=True)
             scored = Scored(ScoreResult.infrastructure_failure(f"{type(exc).__name__}: {exc}", timings=timings))
         except Exception as exc:  # a bug of ours must not look like the model's fault
             log.exception("internal error while scoring")
