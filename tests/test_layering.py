@@ -152,3 +152,18 @@ def test_an_engine_without_the_fast_path_says_so(tmp_path):
     wired = composition.Engine(Settings(cache_dir=tmp_path, result_cache=False))
     assert wired.plugins is composition.PLUGINS
     assert wired.plugins.fast_path is not None and wired.plugins.prover is not None
+
+
+def test_the_plug_ins_import_only_the_scoring_types():
+    """The fast path and the prover are plug-ins of the scoring pipeline: of it they import only
+    the contract (``scoring.types``), never the engine or its stages, and never the composition
+    root (``reward_service.engine``), which imports them."""
+    modules = sorted([*(PACKAGE / "fastcov").rglob("*.py"), *(PACKAGE / "formal").rglob("*.py")])
+    assert len(modules) > 10
+    bad = [
+        line
+        for path in modules
+        for line in offending(path, ("reward_service.scoring", "reward_service.engine"))
+        if not line.endswith("imports reward_service.scoring.types") and ".scoring.types." not in line
+    ]
+    assert bad == []
