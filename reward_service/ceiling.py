@@ -175,6 +175,22 @@ def ceiling_of(
     return closure(design, top, instance, metrics, engine, budget_s, cache_dir).to_json()
 
 
+def shown_attainable(summary: dict[str, Any], metrics: list[str]) -> float | None:
+    """The overall coverage (percent, on the reachable figure: points proved unreachable left
+    out, as CVDP TARGETs are judged) that the witnessed points of a closure ``summary``
+    (:meth:`Closure.to_json`) show attainable: the mean over ``metrics`` with reachable points
+    of witnessed / (total - unreachable). A lower bound of the ceiling (undecided points may
+    add); None when no metric has reachable points or the closure did not replay."""
+    if summary.get("status") != "ok":
+        return None
+    shares = []
+    for m in metrics:
+        c = summary.get("metrics", {}).get(m)
+        if c and c["total"] > c["unreachable"]:
+            shares.append(c["witnessed"] / (c["total"] - c["unreachable"]))
+    return 100.0 * sum(shares) / len(shares) if shares else None
+
+
 @dataclass
 class Soundness:
     """A random-stimulus run against a design's proofs: ``seeds`` replayed, ``steps`` each,

@@ -702,7 +702,7 @@ def list_problems(
 def _print_ceiling(problems: list[Any], json_out: bool, again: bool) -> None:
     """``problems --ceiling``: each problem's closure (reward_service.ceiling), a JSON line or
     a table row per problem as it finishes."""
-    from reward_service.ceiling import ceiling_of
+    from reward_service.ceiling import ceiling_of, shown_attainable
     from reward_service.engine import Engine
     from reward_service.settings import get_settings
 
@@ -729,10 +729,10 @@ def _print_ceiling(problems: list[Any], json_out: bool, again: bool) -> None:
             sys.stdout.flush()
             continue
         for m, c in metrics.items():
-            reach = c["total"] - c["unreachable"]
             # what the witnessed points show attainable on the reachable figure (undecided ones may add)
-            shown = f"{100 * c['witnessed'] / reach:.2f}" if reach else "-"
-            table.add_row(p.id, m, *(str(c[f]) for f in fields), shown, f"{p.target_percent:g}")
+            shown = shown_attainable(summary, [m])
+            text = "-" if shown is None else f"{shown:.2f}"
+            table.add_row(p.id, m, *(str(c[f]) for f in fields), text, f"{p.target_percent:g}")
     if not json_out:
         print_table(console, table)
 

@@ -252,3 +252,43 @@ def test_problems_ceiling_and_the_results_undecided_points(tmp_path: Path):
     after = engine.score(request)
     assert all(c.undecided == 0 for c in after.coverage.metrics.values()), after.coverage.metrics
     assert after.coverage.overall == before.coverage.overall  # the figures do not move
+
+    # eval-cvdp --ceiling reads the kept closure: the TARGET is shown attainable, nothing undecided
+    completions = tmp_path / "C.jsonl"
+    sample = {"problem_id": pid, "sample_id": "weak", "completion": (STIMULUS / pid / "weak.sv").read_text()}
+    completions.write_text(json.dumps(sample) + "\n")
+    report_json = tmp_path / "report.json"
+    args = [
+        "eval-cvdp",
+        "--completions",
+        str(completions),
+        "--problems",
+        str(CID012),
+        "--out",
+        str(tmp_path / "R.jsonl"),
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "reward_service", *args, "--ceiling", "--report-json", str(report_json)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(report_json.read_text())
+    assert report["ceiling"] == {
+        "problems": {
+            pid: {
+                "status": "ok",
+                "undecided": 0,
+                "shown_attainable_percent": 100.0,
+                "target_percent": load_problems(CID012)[pid].target_percent,
+                "target_shown_attainable": True,
+            }
+        },
+        "not_shown": [],
+    }
+    assert "TARGET shown attainable for 1 of 1 problems." in out.stdout
+    (record,) = [json.loads(line) for line in (tmp_path / "R.jsonl").read_text().splitlines()]
+    assert record["undecided"] == {m: 0 for m in ("line", "branch", "toggle", "expr")}

@@ -273,6 +273,34 @@ def rescore_cmd(
     _finish(report, outcome)
 
 
+def _ceilings(problems: list[Any]) -> dict[str, Any]:
+    """The ``ceiling`` section of an eval-cvdp report: per problem its closure's ``status``,
+    ``undecided`` points (all metrics), the overall it shows attainable on the reachable figure
+    (:func:`~reward_service.ceiling.shown_attainable`, percent) and whether that meets its
+    TARGET; then the ids whose TARGET is ``not_shown`` attainable. Closures come from the local
+    cache (``reward-service problems --ceiling`` keeps them) or are run now."""
+    from reward_service.ceiling import ceiling_of, shown_attainable
+    from reward_service.engine import Engine
+    from reward_service.settings import get_settings
+
+    settings = get_settings()
+    engine = Engine(settings.model_copy(update={"result_cache": False}))
+    per: dict[str, Any] = {}
+    for p in problems:
+        summary = ceiling_of(
+            dict(p.design.files), p.design.toplevel, p.dut_instance, list(p.metrics), settings.cache_dir, engine
+        )
+        shown = shown_attainable(summary, list(p.metrics))
+        per[p.id] = {
+            "status": summary["status"],
+            "undecided": sum(summary.get("metrics", {}).get(m, {}).get("undecided", 0) for m in p.metrics),
+            "shown_attainable_percent": shown,
+            "target_percent": p.target_percent,
+            "target_shown_attainable": shown is not None and p.target_percent is not None and shown >= p.target_percent,
+        }
+    return {"problems": per, "not_shown": [pid for pid, c in per.items() if not c["target_shown_attainable"]]}
+
+
 def eval_cvdp_cmd(
     completions: _Completions,
     problems: Annotated[
@@ -297,6 +325,15 @@ def eval_cvdp_cmd(
     quiet: _Quiet = False,
     verbose: _Verbose = False,
     no_cache: _NoCache = False,
+    ceiling: Annotated[
+        bool,
+        typer.Option(
+            "--ceiling",
+            metavar="",
+            help="also each problem's attainable ceiling (proved + witnessed points, docs/formal.md): "
+            "kept closures are read, missing ones run here (up to minutes per design)",
+        ),
+    ] = False,
 ) -> None:
     """CVDP-ECov evaluation: Pass@1 and mean coverage of the cid012 problems, non-agentic and agentic apart.
 
@@ -319,6 +356,8 @@ def eval_cvdp_cmd(
     metrics = [m for m in ALL_METRICS if any(m in p.metrics for p in loaded.values())]
     report["problems_in_file"] = len(loaded)
     report["metric_mapping"] = metric_mapping(metrics)
+    if ceiling:
+        report["ceiling"] = _ceilings([loaded[pid] for pid in report["by_problem"]])
     _write_json(report_json, report)
     table = render_cvdp_table(report, metrics, problems_total=len(loaded))
     if report_md:

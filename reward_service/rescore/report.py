@@ -362,5 +362,14 @@ def render_cvdp_table(report: Mapping[str, Any], metrics: Sequence[str], problem
             f"**Incomplete**: {report['pending']} samples not scored, {report['sandbox_errors']} "
             "infrastructure failures; re-run to finish."
         )
+    ceiling = report.get("ceiling")
+    if ceiling is not None:
+        per = ceiling["problems"]
+        missed = ", ".join(f"{pid} ({per[pid]['undecided']} undecided)" for pid in ceiling["not_shown"])
+        lines.append(
+            f"Ceiling (points proved unreachable or witnessed by a replayed closure testbench, docs/formal.md): "
+            f"TARGET shown attainable for {len(per) - len(ceiling['not_shown'])} of {len(per)} problems"
+            + (f"; not shown: {missed}." if missed else ".")
+        )
     lines += ["", metric_mapping(metrics), ""]
     return "\n".join(lines)

@@ -132,7 +132,8 @@ def result_record(sample: Sample, result: ScoreResult, problem_sha256: str | Non
     ``sandbox_error``), ``coverage`` (``overall`` and each measured metric's ratio in [0, 1],
     None when the metric has no points or is unavailable), ``points`` (metric -> ``[covered,
     total]``), ``overall_reachable`` (overall without proved-unreachable points, None when not
-    proved), ``unreachable`` (metric -> points proved unreachable, the metrics with any), ``message`` (at most 500 characters), ``engine``, ``versions``,
+    proved), ``unreachable`` (metric -> points proved unreachable, the metrics with any), ``undecided``
+    (metric -> points neither proved, covered nor witnessed, where a proof applied), ``message`` (at most 500 characters), ``engine``, ``versions``,
     ``completion_sha256`` (:attr:`Sample.digest`) and ``problem_sha256`` (:func:`problem_digest`).
     """
     metrics = result.coverage.metrics
@@ -149,6 +150,7 @@ def result_record(sample: Sample, result: ScoreResult, problem_sha256: str | Non
         "points": {name: [m.covered, m.total] for name, m in metrics.items() if m.available},
         "overall_reachable": result.coverage.overall_reachable,  # proved points excluded (docs/formal.md)
         "unreachable": {name: m.unreachable for name, m in metrics.items() if m.unreachable},
+        "undecided": {name: m.undecided for name, m in metrics.items() if m.undecided is not None},
         "message": result.message[:_MESSAGE_CHARS],
         "engine": result.engine,
         "versions": result.versions,
