@@ -255,6 +255,10 @@ def run(
         except ServiceDown as exc:
             outcome.stopped_by = outcome.stopped_by or str(exc)
             return
+        if outcome.interrupted and result.status == Status.sandbox_error:
+            # the Ctrl-C can reach a step being spawned at that instant (before it is in a
+            # session of its own): ours, and re-scored by the next run like any sample not written
+            return
         store.append(result_record(sample, result, digests.get(sample.problem_id)))
         outcome.scored += 1
         outcome.sandbox_errors += result.status == Status.sandbox_error

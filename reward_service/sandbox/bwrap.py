@@ -510,7 +510,17 @@ class BwrapSandbox(Sandbox):
                 # The shell could not move into it, so bwrap never ran. (A step killed at once, e.g.
                 # by a tiny time limit, may end before the shell moved: then it is that limit's.)
                 if not (killed or timed_out) and not cgroup.charged():
-                    raise SandboxError(f"the step could not enter its cgroup: {out.text().strip()[:300]}")
+                    if proc.returncode is not None and proc.returncode < 0:
+                        # a signal to the worker's process group (a terminal's Ctrl-C) reaches a
+                        # step spawned in that instant, before it is in a session of its own
+                        raise SandboxError(
+                            f"the step was ended by {signal.Signals(-proc.returncode).name} before it entered "
+                            "its cgroup (a signal to the worker's process group as the step started)"
+                        )
+                    raise SandboxError(
+                        f"the step could not enter its cgroup (exit status {proc.returncode}): "
+                        f"{out.text().strip()[:300]}"
+                    )
                 oom, pids = cgroup.oom(), cgroup.pids_exhausted()
             else:
                 assert watch is not None, "a step without a cgroup has a tree watch"
