@@ -378,9 +378,7 @@ def test_icarus_build_failures_are_not_cached(tmp_path):
     out = run_cocotb(slow, "icarus")
     assert out.build_failed and out.build.timed_out and not out.build_cached
     assert not [p for p in (cache / "models").iterdir() if p.is_dir()]
-    again = make_job(
-        tmp_path / "again", {"dut.sv": slow_dut}, {"test_x.py": "import cocotb\n"}, "dut", "test_x", cache
-    )
+    again = make_job(tmp_path / "again", {"dut.sv": slow_dut}, {"test_x.py": "import cocotb\n"}, "dut", "test_x", cache)
     out = run_cocotb(again, "icarus")
     assert not out.build_failed and not out.build_cached, log_of(out)
     assert (cache / "models" / icarus_model_key(again) / "sim.vvp").is_file()
