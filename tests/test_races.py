@@ -98,8 +98,7 @@ def test_race_through_a_task_a_testbench_always_and_dut_logic():
     assert "always @(posedge clk) #0  en = ~en;" in edited
 
 
-def test_testbench_read_of_a_blocking_dut_update_is_a_race():
-    stimulus = """\
+COUNTER_TB = """\
 module tb;
   logic clk = 0, go = 1, seen = 0; wire [3:0] q;
   cnt dut(.clk(clk), .go(go), .q(q));
@@ -112,7 +111,10 @@ module tb;
   end
 endmodule
 """
-    found = check(stimulus, COUNTER, "cnt.sv")
+
+
+def test_testbench_read_of_a_blocking_dut_update_is_a_race():
+    found = check(COUNTER_TB, COUNTER, "cnt.sv")
     assert lines_of(found) == [("read", 7, "tb.q", "posedge tb.clk")]  # the $display's read only prints
 
 
@@ -254,3 +256,97 @@ def test_glued_write_scores_as_the_testbench_variable_it_names(engine, engine_na
     assert glued.violations == [] and glued.engine == engine_name
     assert glued.coverage.metrics == spaced.coverage.metrics and glued.reward == spaced.reward
     assert any(p.file == "fsm.sv" and p.line == 7 for p in glued.uncovered)  # the case item of state 9
+
+
+# -- red team: every write form the integrity check knows is a write at the edge too -------------
+
+#: The reset release of the issue 19 table written in each form of reward_service/integrity/
+#: lvalues.py: (declarations before the initial block, statement at the edge). Each writes
+#: ``rst`` (and the pattern ``en``) blocking where the DUT samples it: a race to order.
+WRITE_FORMS = {
+    "streaming": ("", "{>>{rst}} = 1'b0;"),
+    "assignment_pattern": ("  typedef struct {logic r; logic e;} pair_t;\n", "'{rst, en} = pair_t'{1'b0, 1'b0};"),
+    "task_output": ("  task automatic zero(output logic v); v = 0; endtask\n", "zero(rst);"),
+    "function_output": ("  function automatic void zero(output logic v); v = 0; endfunction\n", "zero(rst);"),
+    "task_inout": ("  task automatic flip(inout logic v); v = ~v; endtask\n", "flip(rst);"),
+    "task_ref": ("  task automatic clear(ref logic v); v = 0; endtask\n", "clear(rst);"),
+    "decrement": ("", "rst--;"),
+    "increment": ("", "++rst;"),
+    "compound": ("", "rst ^= 1'b1;"),
+    "system_task_output": ("", '$sscanf("0", "%d", rst);'),
+    # the task waits for the edge itself; its output is copied to rst when it returns there
+    "waiting_task_output": ("  task automatic rel(output logic v); @(posedge clk); v = 0; endtask\n", "rel(rst);"),
+}
+
+#: Forms neither Icarus 11 nor Verilator 5.048 compiles: analysed, not scored.
+UNCOMPILED_FORMS = frozenset({"assignment_pattern"})
+
+
+def form_text(form: str) -> str:
+    decls, stmt = WRITE_FORMS[form]
+    decls = decls or "\n"  # one line either way: the statement stays on line 8
+    wait = "@(posedge clk);" if form == "waiting_task_output" else "repeat (2) @(posedge clk);"
+    return f"""\
+module tb;
+  logic clk = 0, rst = 1, en = 0; logic [3:0] din = 0; wire [7:0] sum;
+  acc dut(.clk(clk), .rst(rst), .en(en), .din(din), .sum(sum));
+  always #5 clk = ~clk;
+{decls}  initial begin
+    {wait}
+    {stmt}
+    @(negedge clk) begin en = 1; din = 3; end
+    @(negedge clk) begin en = 1; din = 5; end
+    repeat (2) @(posedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize("form", sorted(WRITE_FORMS))
+def test_every_write_form_at_the_edge_is_a_race_and_is_ordered(form: str):
+    """The race analysis sees the writes the integrity check sees (one helper for both): each
+    form racing the DUT's sampling of ``rst`` is reported, ordered, and once ordered (the
+    ``#0`` inserted) the scheduled text has no race left."""
+    text = form_text(form)
+    found = check(text, TABLE_DUT)
+    expected = [("write", 8, "tb.rst", "posedge tb.clk")]
+    if form == "assignment_pattern":
+        expected.insert(0, ("write", 8, "tb.en", "posedge tb.clk"))
+    assert lines_of(found) == expected
+    assert all(r.ordered for r in found.races) and found.schedule_edits
+    assert found.violations == ()
+    scheduled = races.scheduled_files({"tb.sv": text}, found.schedule_edits)["tb.sv"]
+    assert check(scheduled, TABLE_DUT).races == ()
+
+
+@pytest.mark.parametrize("update", ["q++;", "q += 1;", "{>>{q}} = q + 4'd1;"])
+def test_dut_blocking_update_in_any_form_meets_a_testbench_read(update: str):
+    """The DUT side too: a blocking update by increment, compound assignment or streaming
+    concatenation is what a testbench read at that edge races."""
+    found = check(COUNTER_TB, COUNTER.replace("q = q + 1;", update), "cnt.sv")
+    assert lines_of(found) == [("read", 7, "tb.q", "posedge tb.clk")]
+
+
+@pytest.mark.parametrize("form", sorted(set(WRITE_FORMS) - UNCOMPILED_FORMS))
+def test_every_write_form_scores_as_ordered_on_both_engines(engine, form: str):
+    """Each form scored with ``engine: fast`` and ``engine: verilator``: the DUT sees rst=1 at
+    the edge the testbench releases it (our order), so the implicit else of ``if (en)`` stays
+    uncovered (branch 1/2, as in the issue table), and both engines give the same figures.
+    Unordered, Icarus and Verilator 5.048 let the testbench run first (branch 2/2). Forms
+    Icarus does not compile (streaming, function outputs, ref) go to Verilator on the fast
+    path too."""
+    results = {}
+    for name in ("fast", "verilator"):
+        request = {
+            "design": {"files": {"acc.sv": TABLE_DUT}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": form_text(form)}},
+            "coverage": {"scope": "dut", "metrics": ["line", "branch", "toggle"]},
+            "engine": name,
+        }
+        results[name] = result = engine.score(request)
+        assert result.status.value == "ok", (name, result.message)
+        assert [(r.kind, r.line, r.signal, r.ordered) for r in result.races] == [("write", 8, "tb.rst", True)], name
+        assert (result.coverage.metrics["branch"].covered, result.coverage.metrics["branch"].total) == (1, 2), name
+    assert results["fast"].coverage.metrics == results["verilator"].coverage.metrics
+    assert results["fast"].reward == results["verilator"].reward

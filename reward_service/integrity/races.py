@@ -39,6 +39,8 @@ from typing import Any
 
 from pyslang import ast
 
+from reward_service.integrity.lvalues import node_writes, written_arguments, written_symbols
+
 _SK = ast.SymbolKind
 _EK = ast.ExpressionKind
 _ST = ast.StatementKind
@@ -185,7 +187,7 @@ class _Analyser:
         for assign in assigns:
             if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
                 self.comb.append(
-                    (self._ids(_roots(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
+                    (self._ids(written_symbols(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
                 )
         for block in blocks:
             if self.sites.dut_body(block.parentScope) is not None:
@@ -223,7 +225,7 @@ class _Analyser:
             if expr.kind == _EK.Assignment:  # an output: the outer side is written
                 outer = expr.left
                 if outer.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
-                    self.comb.append((self._ids(_roots(outer)), self._ids([internal])))
+                    self.comb.append((self._ids(written_symbols(outer)), self._ids([internal])))
             elif expr.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
                 self.comb.append((self._ids([internal]), self._ids(_reads(expr))))
 
@@ -241,15 +243,14 @@ class _Analyser:
         else:
             inner = body
         # everything the process references (its own targets too: only the testbench's writes can meet them)
-        reads = self._ids(_reads(inner))
+        reads, blocking, nonblocking = _accesses(inner)
         if edges:
-            blocking = self._ids(_blocking_writes(inner))
-            self.dut.append(_DutProcess(edges, reads, blocking, where[0] or "?", where[1], scope))
+            self.dut.append(_DutProcess(edges, self._ids(reads), self._ids(blocking), where[0] or "?", where[1], scope))
             self.clocks.update(edges)
         elif block.procedureKind in (ast.ProceduralBlockKind.AlwaysComb, ast.ProceduralBlockKind.AlwaysLatch) or (
             block.procedureKind == ast.ProceduralBlockKind.Always and body.kind == _ST.Timed
         ):
-            self.comb.append((self._ids(_blocking_writes(inner) + _nonblocking_writes(inner)), reads))
+            self.comb.append((self._ids(blocking + nonblocking), self._ids(reads)))
 
     def _edges(self, timing: Any, *, any_change: bool = False) -> list[tuple[_Edge, str]]:
         """The clock edges of an event control (``@(posedge clk or negedge rst_n)``) with the
@@ -262,7 +263,7 @@ class _Analyser:
         name = _EDGE_NAMES.get(timing.edge, "edge" if any_change else None)
         if name is None:
             return []
-        roots = _roots(timing.expr)
+        roots = written_symbols(timing.expr)
         if len(roots) != 1:
             return []
         symbol = roots[0]
@@ -393,25 +394,41 @@ class _Analyser:
             if timing is not None:  # `x = @(posedge clk) v`: not rewritable
                 at = frozenset((e, c, None) for e, c, _ in self._resume(timing, state))
             self._reads(expr.right, state)
-            for symbol in _roots(expr.left):
+            selectors: list[Any] = []
+            written = written_symbols(expr.left, selectors)
+            for symbol in written:
                 self._write(symbol, expr, at, blocking=not expr.isNonBlocking)
-            for index in _index_reads(expr.left):
-                self._read(index, expr, state)
+            if state:
+                for symbol in _reads_all(selectors) + (written if expr.isCompound else []):
+                    self._read(symbol, expr, state)
             return at if timing is not None else state
         if kind == _EK.Call and not expr.isSystemCall:
             sub = expr.subroutine
             for arg in expr.arguments:
                 self._reads(arg, state)
+            after = state
             if sub is not None and getattr(sub, "subroutineKind", None) == ast.SubroutineKind.Task:
                 key = (str(sub.hierarchicalPath), state)
                 if key not in self.task_memo:
                     self.task_memo[key] = state  # a recursive call sees the caller's state
                     self.task_memo[key] = self._walk(sub.body, state)
-                return self.task_memo[key]
-            return state
+                after = self.task_memo[key]
+            for lhs, direction in written_arguments(expr):
+                # output/inout: copied out on return; ref: written whenever the body writes it
+                at = after if direction != ast.ArgumentDirection.Ref else state | after
+                for symbol in written_symbols(lhs):
+                    self._write(symbol, expr, at, blocking=True)
+            return after
         if kind == _EK.Call and expr.subroutineName in _PRINTING:
             return state
-        self._reads(expr, state)
+        if state:  # reads, and the writes inside: `x++`, `$sscanf(s, "%d", x)`, `y = (x = v)`
+            reads, blocking, nonblocking = _accesses(expr)
+            for symbol in reads:
+                self._read(symbol, expr, state)
+            for symbol in blocking:
+                self._write(symbol, expr, state, blocking=True)
+            for symbol in nonblocking:
+                self._write(symbol, expr, state, blocking=False)
         return state
 
     def _reads(self, expr: Any, state: frozenset[_At]) -> None:
@@ -484,45 +501,6 @@ def _closure(start: set[int], graph: dict[int, set[int]]) -> set[int]:
     return seen
 
 
-def _roots(lhs: Any) -> list[Any]:
-    """The symbols an lvalue writes (the root of each select, each operand of a concatenation)."""
-    out: list[Any] = []
-    stack = [lhs]
-    while stack:
-        e = stack.pop()
-        if e is None:
-            continue
-        kind = e.kind
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            out.append(e.symbol)
-        elif kind in (_EK.ElementSelect, _EK.RangeSelect, _EK.MemberAccess):
-            stack.append(e.value)
-        elif kind == _EK.Concatenation:
-            stack.extend(e.operands)
-        elif kind == _EK.Conversion:
-            stack.append(e.operand)
-    return out
-
-
-def _index_reads(lhs: Any) -> list[Any]:
-    """The symbols read by the index expressions of an lvalue (``mem[addr] = v`` reads addr)."""
-    out: list[Any] = []
-    stack = [lhs]
-    while stack:
-        e = stack.pop()
-        if e is None:
-            continue
-        if e.kind == _EK.ElementSelect:
-            out.extend(_reads(e.selector))
-            stack.append(e.value)
-        elif e.kind == _EK.RangeSelect:
-            out.extend(_reads(e.left) + _reads(e.right))
-            stack.append(e.value)
-        elif e.kind == _EK.Concatenation:
-            stack.extend(e.operands)
-    return out
-
-
 def _reads(expr: Any) -> list[Any]:
     """Every variable or net an expression reads (named and hierarchical references)."""
     out: list[Any] = []
@@ -539,21 +517,26 @@ def _reads(expr: Any) -> list[Any]:
     return out
 
 
-def _blocking_writes(stmt: Any) -> list[Any]:
-    return _writes(stmt, nonblocking=False)
+def _reads_all(exprs: Iterable[Any]) -> list[Any]:
+    return [symbol for e in exprs for symbol in _reads(e)]
 
 
-def _nonblocking_writes(stmt: Any) -> list[Any]:
-    return _writes(stmt, nonblocking=True)
+def _accesses(node: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """What a statement or expression accesses, in one visit: (the variables and nets it reads
+    or writes, the symbols it writes blocking, those it writes nonblocking)."""
+    reads: list[Any] = []
+    blocking: list[Any] = []
+    nonblocking: list[Any] = []
 
-
-def _writes(stmt: Any, *, nonblocking: bool) -> list[Any]:
-    out: list[Any] = []
-
-    def visit(node: Any) -> Any:
-        if getattr(node, "kind", None) == _EK.Assignment and bool(node.isNonBlocking) == nonblocking:
-            out.extend(_roots(node.left))
+    def visit(n: Any) -> Any:
+        kind = getattr(n, "kind", None)
+        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
+            if n.symbol.kind in (_SK.Variable, _SK.Net):
+                reads.append(n.symbol)
+        else:
+            for lhs, is_nonblocking in node_writes(n):
+                (nonblocking if is_nonblocking else blocking).extend(written_symbols(lhs))
         return ast.VisitAction.Advance
 
-    stmt.visit(visit)
-    return out
+    node.visit(visit)
+    return reads, blocking, nonblocking

@@ -37,6 +37,13 @@ from pyslang import ast, parsing, syntax
 
 from reward_service import hdl
 from reward_service.integrity import races
+from reward_service.integrity.lvalues import (
+    INCREMENTS,
+    WRITING_SYSTEM_CALLS,
+    node_writes,
+    written_arguments,
+    written_symbols,
+)
 from reward_service.models import IntegrityViolation, ParameterOverride
 
 log = logging.getLogger(__name__)
@@ -45,35 +52,6 @@ _ROOT = "/rs/"  # where the in-memory files live (includes resolve among them, n
 _SK = ast.SymbolKind
 _EK = ast.ExpressionKind
 _SX = syntax.SyntaxKind
-
-#: System subroutines that write some of their arguments, and from which argument on
-#: (``None``: only the listed ones). Index lists are 0-based argument positions.
-_WRITING_SYSTEM_CALLS: dict[str, tuple[int, ...] | int] = {
-    "$readmemh": (1,),
-    "$readmemb": (1,),
-    "$sreadmemh": (0,),
-    "$sreadmemb": (0,),
-    "$fread": (0,),
-    "$fgets": (0,),
-    "$sscanf": 2,  # every argument from the third on
-    "$fscanf": 2,
-    "$value$plusargs": (1,),
-    "$sformat": (0,),
-    "$swrite": (0,),
-    "$swriteb": (0,),
-    "$swriteh": (0,),
-    "$swriteo": (0,),
-    "$cast": (0,),
-    "$deposit": (0,),
-    "$random": (0,),
-    "$dist_uniform": (0,),
-    "$dist_normal": (0,),
-    "$dist_exponential": (0,),
-    "$dist_poisson": (0,),
-    "$dist_chi_square": (0,),
-    "$dist_t": (0,),
-    "$dist_erlang": (0,),
-}
 
 
 @dataclass(frozen=True)
@@ -372,7 +350,7 @@ class _Checker:
                 self._assignment(node)
             elif kind == _EK.Call:
                 self._call(node)
-            elif kind == _EK.UnaryOp and node.op in _INCREMENTS:
+            elif kind == _EK.UnaryOp and node.op in INCREMENTS:
                 self._targets("assignment", node, node.operand)
             elif kind == ast.StatementKind.ProceduralAssign:
                 self._targets("force" if node.isForce else "procedural_assign", node, _assign_lhs(node.assignment))
@@ -448,27 +426,18 @@ class _Checker:
         where = self._in_stimulus(call.sourceRange.start)
         if where is None:
             return
-        args = list(call.arguments)
-        if call.isSystemCall:
-            name = call.subroutineName
-            spec = _WRITING_SYSTEM_CALLS.get(name)
-            if spec is None:
-                return
-            picked = args[spec:] if isinstance(spec, int) else [args[i] for i in spec if i < len(args)]
-            for arg in picked:
-                self._targets("system_task", call, arg, via=name)
-            return
+        for lhs, _ in written_arguments(call):
+            if call.isSystemCall:
+                self._targets("system_task", call, lhs, via=call.subroutineName)
+            else:
+                self._targets("argument", call, lhs, via=call.subroutine.name)
         sub = call.subroutine
-        if sub is None:
+        if call.isSystemCall or sub is None:
             return
-        for formal, arg in zip(list(sub.arguments), args, strict=False):
-            if formal.direction in (ast.ArgumentDirection.Ref, ast.ArgumentDirection.Out, ast.ArgumentDirection.InOut):
-                lhs = arg.left if arg.kind == _EK.Assignment else arg
-                self._targets("argument", call, lhs, via=sub.name)
         path = self._dut_path(sub)
         if path is not None:
             written = _writes_outside(sub)
-            dut_written = sorted(p for p in (self._dut_path(s) for s in written) if p)
+            dut_written = sorted({p for p in (self._dut_path(s) for s in written) if p})
             if dut_written:
                 self._add(
                     "dut_subroutine_call",
@@ -486,7 +455,7 @@ class _Checker:
             where = self._in_stimulus(node.sourceRange.start)
         if where is None or lhs is None:
             return
-        for symbol in _written_symbols(lhs):
+        for symbol in written_symbols(lhs):
             path = self._dut_path(symbol)
             if path is not None:
                 what = f"{via} writes" if via else _VERB.get(kind, "writes")
@@ -573,7 +542,7 @@ class _Checker:
                         self._add("defparam", where, path, f"defparam {path} changes the DUT")
             elif kind == _SX.InvocationExpression:
                 name = str(node.left).strip()
-                spec = _WRITING_SYSTEM_CALLS.get(name)
+                spec = WRITING_SYSTEM_CALLS.get(name)
                 if spec is not None and node.arguments is not None:
                     args = [str(a) for a in node.arguments.parameters if isinstance(a.kind, syntax.SyntaxKind)]
                     picked = args[spec:] if isinstance(spec, int) else [args[i] for i in spec if i < len(args)]
@@ -652,10 +621,6 @@ _SYNTAX_ASSIGNMENTS = {
     _SX.ArithmeticLeftShiftAssignmentExpression: "assignment",
     _SX.ArithmeticRightShiftAssignmentExpression: "assignment",
 }
-_INCREMENTS = frozenset(
-    {ast.UnaryOperator.Preincrement, ast.UnaryOperator.Predecrement}
-    | {ast.UnaryOperator.Postincrement, ast.UnaryOperator.Postdecrement}
-)
 _SYNTAX_INCREMENTS = frozenset(
     {_SX.PostincrementExpression, _SX.PostdecrementExpression}
     | {_SX.UnaryPreincrementExpression, _SX.UnaryPredecrementExpression}
@@ -680,50 +645,19 @@ def _assign_lhs(expr: Any) -> Any:
     return expr.left if expr is not None and expr.kind == _EK.Assignment else expr
 
 
-def _written_symbols(lhs: Any) -> list[Any]:
-    """The symbols an lvalue expression writes: the root of each select/member access, each
-    operand of a concatenation or streaming concatenation, each element of an assignment
-    pattern; a hierarchical reference's target."""
-    out: list[Any] = []
-    stack = [lhs]
-    while stack:
-        e = stack.pop()
-        if e is None:
-            continue
-        kind = e.kind
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            out.append(e.symbol)
-        elif kind in (_EK.ElementSelect, _EK.RangeSelect, _EK.MemberAccess):
-            stack.append(e.value)
-        elif kind == _EK.Concatenation:
-            stack.extend(e.operands)
-        elif kind == _EK.Streaming:
-            stack.extend(s.operand for s in e.streams)
-        elif kind in (_EK.SimpleAssignmentPattern, _EK.StructuredAssignmentPattern, _EK.ReplicatedAssignmentPattern):
-            stack.extend(e.elements)
-        elif kind == _EK.Conversion:
-            stack.append(e.operand)
-        elif kind == _EK.Assignment:  # an output argument bound as `actual = <formal>`
-            stack.append(e.left)
-        else:
-            ref = e.getSymbolReference() if hasattr(e, "getSymbolReference") else None
-            if ref is not None:
-                out.append(ref)
-    return out
-
-
 def _writes_outside(sub: Any) -> list[Any]:
     """The symbols a subroutine's body writes that are not its own locals or arguments."""
     written: list[Any] = []
 
     def visit(node: Any) -> Any:
         kind = getattr(node, "kind", None)
-        if kind == _EK.Assignment:
-            written.extend(_written_symbols(node.left))
-        elif kind == ast.StatementKind.ProceduralAssign:
-            written.extend(_written_symbols(_assign_lhs(node.assignment)))
+        if kind == ast.StatementKind.ProceduralAssign:
+            written.extend(written_symbols(_assign_lhs(node.assignment)))
         elif kind == ast.StatementKind.ProceduralDeassign:
-            written.extend(_written_symbols(node.lvalue))
+            written.extend(written_symbols(node.lvalue))
+        else:
+            for lhs, _ in node_writes(node):
+                written.extend(written_symbols(lhs))
         return ast.VisitAction.Advance
 
     sub.visit(visit)
