@@ -25,7 +25,9 @@ The walk is a per-process abstract interpretation over statements: the state is 
 clock edges (with the event control that resumed the process at each) the process may be at;
 an event control on a DUT clock sets it, a delay or ``wait`` clears it (an explicit ``#0`` after
 the edge is already ordered), branches and loops join their states, tasks are walked with the
-caller's state. Not covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
+caller's state. A write is any form :mod:`reward_service.integrity.lvalues` names (the
+integrity check's own analysis). The testbench is walked first, noting its accesses at a DUT
+clock edge; the DUT's code (most of the work) is read only when there is one. Not covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
 rewritten), clocking blocks (their drives are scheduled by the standard), edge controls written
 in a macro or in ``always_ff`` code (reported, not rewritten), clocks derived through logic.
 """
@@ -106,11 +108,47 @@ _Edge = tuple[int, str]
 _At = tuple[_Edge, str, tuple[str, int] | None]
 
 
-def analyse(root: Any, sites: Sites) -> Analysis:
+@dataclass
+class Parts:
+    """The symbols of an elaboration the analysis starts from, each list in the pre-order of a
+    visit of the root: ``instances``, procedural ``blocks`` and continuous ``assigns``. The
+    integrity check collects them on the walk it makes anyway (:func:`collect` is that walk
+    alone)."""
+
+    instances: list[Any]
+    blocks: list[Any]
+    assigns: list[Any]
+
+
+def collect(root: Any) -> Parts:
+    """The :class:`Parts` of ``root`` (a pyslang RootSymbol), by a visit that does not enter
+    procedural blocks or continuous assignments."""
+    parts = Parts([], [], [])
+
+    def visit(node: Any) -> Any:
+        kind = getattr(node, "kind", None)
+        if kind == _SK.Instance:
+            parts.instances.append(node)
+        elif kind == _SK.ProceduralBlock:
+            parts.blocks.append(node)
+            return ast.VisitAction.Skip
+        elif kind == _SK.ContinuousAssign:
+            parts.assigns.append(node)
+            return ast.VisitAction.Skip
+        return ast.VisitAction.Advance
+
+    root.visit(visit)
+    return parts
+
+
+def analyse(root: Any, sites: Sites, parts: Parts | None = None, *, prefilter: bool = True) -> Analysis:
     """The testbench-DUT races of the elaborated ``root`` (a pyslang RootSymbol of design and
-    stimulus) and the ``#0`` insertions that order them (module docstring). Never raises for
-    constructs it does not model: they are skipped (no race reported for them)."""
-    return _Analyser(sites).run(root)
+    stimulus) and the ``#0`` insertions that order them (module docstring); ``parts``: its
+    :class:`Parts` when the caller has them (else :func:`collect`). ``prefilter=False`` reads
+    the DUT's code even when no testbench access falls at a DUT clock edge (the same result,
+    slower: for tests). Never raises for constructs it does not model: they are skipped (no
+    race reported for them)."""
+    return _Analyser(sites, prefilter=prefilter).run(parts if parts is not None else collect(root))
 
 
 class _Classes:
@@ -147,8 +185,9 @@ class _DutProcess:
 
 
 class _Analyser:
-    def __init__(self, sites: Sites) -> None:
+    def __init__(self, sites: Sites, *, prefilter: bool = True) -> None:
         self.sites = sites
+        self.prefilter = prefilter
         self.classes = _Classes()
         self.dut: list[_DutProcess] = []
         self.comb: list[tuple[set[int], set[int]]] = []  # (written classes, read classes) of DUT comb logic
@@ -158,45 +197,44 @@ class _Analyser:
         self.task_memo: dict[tuple[str, frozenset[_At]], frozenset[_At]] = {}
         self.reads_at: dict[_Edge, dict[int, _DutProcess]] = {}
         self.blocking_at: dict[_Edge, dict[int, _DutProcess]] = {}
-        self.clocks: set[_Edge] = set()
+        self.clocks: dict[_Edge, None] = {}  # an ordered set: the order of the DUT's blocks
+        # testbench accesses at a DUT clock edge: (write, symbol, node, state, blocking)
+        self.pending: list[tuple[bool, Any, Any, frozenset[_At], bool]] = []
         self.no_edit = False  # inside an always_ff of the testbench
 
     # -- driver --------------------------------------------------------------------------------
-    def run(self, root: Any) -> Analysis:
-        instances: list[Any] = []
-        blocks: list[Any] = []
-        assigns: list[Any] = []
-
-        def visit(node: Any) -> Any:
-            kind = getattr(node, "kind", None)
-            if kind == _SK.Instance:
-                instances.append(node)
-            elif kind == _SK.ProceduralBlock:
-                blocks.append(node)
-                return ast.VisitAction.Skip
-            elif kind == _SK.ContinuousAssign:
-                assigns.append(node)
-                return ast.VisitAction.Skip
-            return ast.VisitAction.Advance
-
-        root.visit(visit)
-        for inst in instances:  # nets first: every class must be final before ids are taken
+    def run(self, parts: Parts) -> Analysis:
+        for inst in parts.instances:  # nets first: every class must be final before ids are taken
             self._join_ports(inst)
-        for inst in instances:
-            self._port_logic(inst)
-        for assign in assigns:
-            if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
-                self.comb.append(
-                    (self._ids(written_symbols(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
-                )
-        for block in blocks:
+        dut_blocks: list[tuple[Any, list[_Edge], Any]] = []
+        for block in parts.blocks:
             if self.sites.dut_body(block.parentScope) is not None:
-                self._dut_block(block)
+                edges, inner = self._dut_timing(block)
+                dut_blocks.append((block, edges, inner))
+                self.clocks.update(dict.fromkeys(edges))
             elif self.sites.in_stimulus(block.location) is not None:
                 self.tb_blocks.append(block)
-        self._close()
+        # The testbench first: its walk needs only the DUT's clocks and notes each access made
+        # at one of their edges. Without any, no DUT process can meet the testbench at an edge
+        # and the DUT's code (most of the work) is not read.
         for block in self.tb_blocks:
             self._tb_block(block)
+        if self.pending or not self.prefilter:
+            for inst in parts.instances:
+                self._port_logic(inst)
+            for assign in parts.assigns:
+                if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
+                    self.comb.append(
+                        (self._ids(written_symbols(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
+                    )
+            for block, edges, inner in dut_blocks:
+                self._dut_block(block, edges, inner)
+            self._close()
+            for write, symbol, node, state, blocking in self.pending:
+                if write:
+                    self._meet_write(symbol, node, state, blocking=blocking)
+                else:
+                    self._meet_read(symbol, node, state)
         races = sorted(self.races.values(), key=lambda r: (r.file, r.line, r.signal, r.edge, r.kind))
         return Analysis(races=tuple(races), edits=tuple(sorted(self.edits)))
 
@@ -229,27 +267,29 @@ class _Analyser:
             elif expr.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
                 self.comb.append((self._ids([internal]), self._ids(_reads(expr))))
 
-    def _dut_block(self, block: Any) -> None:
+    def _dut_timing(self, block: Any) -> tuple[list[_Edge], Any]:
+        """The clock edges a DUT procedural block waits on (none: not an edge process) and the
+        statement they resume."""
         body = block.body
-        where = self.sites.where(block.location)
-        scope = str(self.sites.dut_body(block.parentScope).parentInstance.hierarchicalPath)
-        edges: list[_Edge] = []
         if block.procedureKind in (ast.ProceduralBlockKind.Always, ast.ProceduralBlockKind.AlwaysFF):
             if body.kind == _ST.Timed:
-                edges = [e for e, _ in self._edges(body.timing)]
-                inner = body.stmt
-            else:
-                inner = body
-        else:
-            inner = body
+                return [e for e, _ in self._edges(body.timing)], body.stmt
+        return [], body
+
+    def _dut_block(self, block: Any, edges: list[_Edge], inner: Any) -> None:
+        kind = block.procedureKind
+        comb = kind in (ast.ProceduralBlockKind.AlwaysComb, ast.ProceduralBlockKind.AlwaysLatch) or (
+            kind == ast.ProceduralBlockKind.Always and block.body.kind == _ST.Timed
+        )
+        if not edges and not comb:  # initial, final, a level-less always: meets no edge
+            return
         # everything the process references (its own targets too: only the testbench's writes can meet them)
         reads, blocking, nonblocking = _accesses(inner)
         if edges:
+            where = self.sites.where(block.location)
+            scope = str(self.sites.dut_body(block.parentScope).parentInstance.hierarchicalPath)
             self.dut.append(_DutProcess(edges, self._ids(reads), self._ids(blocking), where[0] or "?", where[1], scope))
-            self.clocks.update(edges)
-        elif block.procedureKind in (ast.ProceduralBlockKind.AlwaysComb, ast.ProceduralBlockKind.AlwaysLatch) or (
-            block.procedureKind == ast.ProceduralBlockKind.Always and body.kind == _ST.Timed
-        ):
+        else:
             self.comb.append((self._ids(blocking + nonblocking), self._ids(reads)))
 
     def _edges(self, timing: Any, *, any_change: bool = False) -> list[tuple[_Edge, str]]:
@@ -438,6 +478,14 @@ class _Analyser:
             self._read(symbol, expr, state)
 
     def _read(self, symbol: Any, node: Any, state: frozenset[_At]) -> None:
+        if state:
+            self.pending.append((False, symbol, node, state, False))
+
+    def _write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
+        if state:
+            self.pending.append((True, symbol, node, state, blocking))
+
+    def _meet_read(self, symbol: Any, node: Any, state: frozenset[_At]) -> None:
         c = self.classes.id(symbol)
         for edge, clock, site in state:
             for dut_edge in self._matches(edge) or ():
@@ -445,7 +493,7 @@ class _Analyser:
                 if proc is not None:
                     self._race("read", symbol, node, edge, clock, site, proc)
 
-    def _write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
+    def _meet_write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
         c = self.classes.id(symbol)
         for edge, clock, site in state:
             for dut_edge in self._matches(edge) or ():
@@ -503,37 +551,32 @@ def _closure(start: set[int], graph: dict[int, set[int]]) -> set[int]:
 
 def _reads(expr: Any) -> list[Any]:
     """Every variable or net an expression reads (named and hierarchical references)."""
-    out: list[Any] = []
-
-    def visit(node: Any) -> Any:
-        kind = getattr(node, "kind", None)
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            if node.symbol.kind in (_SK.Variable, _SK.Net):
-                out.append(node.symbol)
-        return ast.VisitAction.Advance
-
-    if expr is not None:
-        expr.visit(visit)
-    return out
+    return _accesses(expr, writes=False)[0] if expr is not None else []
 
 
 def _reads_all(exprs: Iterable[Any]) -> list[Any]:
     return [symbol for e in exprs for symbol in _reads(e)]
 
 
-def _accesses(node: Any) -> tuple[list[Any], list[Any], list[Any]]:
-    """What a statement or expression accesses, in one visit: (the variables and nets it reads
-    or writes, the symbols it writes blocking, those it writes nonblocking)."""
+_NAMED = frozenset({_EK.NamedValue, _EK.HierarchicalValue})
+_SIGNALS = frozenset({_SK.Variable, _SK.Net})
+_WRITING = frozenset({_EK.Assignment, _EK.UnaryOp, _EK.Call})  # the kinds lvalues.node_writes answers
+
+
+def _accesses(node: Any, *, writes: bool = True) -> tuple[list[Any], list[Any], list[Any]]:
+    """What a statement or expression accesses, in one visit: (the variables and nets it
+    references, the symbols it writes blocking, those it writes nonblocking; both empty unless
+    ``writes``)."""
     reads: list[Any] = []
     blocking: list[Any] = []
     nonblocking: list[Any] = []
 
     def visit(n: Any) -> Any:
         kind = getattr(n, "kind", None)
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            if n.symbol.kind in (_SK.Variable, _SK.Net):
+        if kind in _NAMED:
+            if n.symbol.kind in _SIGNALS:
                 reads.append(n.symbol)
-        else:
+        elif writes and kind in _WRITING:
             for lhs, is_nonblocking in node_writes(n):
                 (nonblocking if is_nonblocking else blocking).extend(written_symbols(lhs))
         return ast.VisitAction.Advance

@@ -146,8 +146,13 @@ _LOCK = threading.Lock()
 
 
 class _Checker:
-    def __init__(self, sources: SvSources) -> None:
+    """One check of ``sources``. ``shortcuts=False`` walks the design's code too and has the
+    race analysis read the DUT's code whatever the testbench does: the same result, slower
+    (tests/test_races.py compares the two)."""
+
+    def __init__(self, sources: SvSources, *, shortcuts: bool = True) -> None:
         self.sources = sources
+        self.shortcuts = shortcuts
         self.sm = pyslang.SourceManager()
         self.design_names = {n for n in sources.design if n.lower().endswith(hdl.HDL_SUFFIXES)}
         self.stimulus_names = {n for n in sources.stimulus if n.lower().endswith(hdl.HDL_SUFFIXES)}
@@ -160,6 +165,8 @@ class _Checker:
         self.data = {n: t.encode("utf-8") for n, t in {**sources.design, **sources.stimulus}.items()}
         self.newlines: dict[str, list[int]] = {}
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
+        self.design_code_is_designs = False
+        self.parts: races.Parts | None = None
 
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SvCheck:
@@ -175,6 +182,7 @@ class _Checker:
         errors = parse_errors or any(
             d.isError() and d.code not in _BINDING_NEUTRAL for d in compilation.getAllDiagnostics()
         )
+        self.design_code_is_designs = self.shortcuts and self._design_code_is_designs()
         try:
             self._elaborated(root)
         except Exception:  # a pyslang binding we do not know: the syntax scan still names the writes
@@ -183,7 +191,8 @@ class _Checker:
         found_races = races.Analysis(races=(), edits=())
         if not errors:  # what the simulators compile is what pyslang bound
             try:
-                found_races = races.analyse(root, self._sites())
+                parts = self.parts if self.shortcuts else None
+                found_races = races.analyse(root, self._sites(), parts, prefilter=self.shortcuts)
             except Exception:  # a construct the analysis does not know: no race reported, none ordered
                 log.exception("race analysis failed; the stimulus is simulated as written")
         if errors:  # what pyslang could not bind may still be a write: scan the text too
@@ -284,6 +293,10 @@ class _Checker:
             in_stimulus=self._in_stimulus, dut_body=self._outer_dut_body, offset=self._offset, where=self._where
         )
 
+    def _in_design(self, loc: Any) -> bool:
+        name, _ = self._where(loc)
+        return name is not None and name in self.design_names
+
     def _in_stimulus(self, loc: Any) -> tuple[str, int] | None:
         name, line = self._where(loc)
         if name is None or name not in self.stimulus_names:
@@ -341,10 +354,40 @@ class _Checker:
                 return None if port.direction == ast.ArgumentDirection.In else path
         return path
 
+    def _design_code_is_designs(self) -> bool:
+        """Whether every line of code located in a design file is the design's: no file is
+        both a design and a stimulus file, and no design file (or header it includes)
+        includes a stimulus file. Then nothing the walk reports can lie in such code."""
+        if self.design_names & self.stimulus_names:
+            return False
+        for buffer in self.sm.getAllBuffers():
+            if self.sm.getBufferKind(buffer).name != "IncludeFile":
+                continue
+            raw = str(self.sm.getFullPath(buffer))
+            if raw.startswith(_ROOT) and raw[len(_ROOT) :] in self.stimulus_names:
+                name, _ = self._where(self.sm.getIncludedFrom(buffer))
+                if name is None or name not in self.stimulus_names:
+                    return False
+        return True
+
     def _elaborated(self, root: Any) -> None:
+        """Walk the elaboration for writes into the DUT, collecting on the way the
+        :class:`races.Parts` the race analysis starts from (``self.parts``)."""
+        parts = self.parts = races.Parts([], [], [])
+
         def visit(node: Any) -> Any:
             kind = getattr(node, "kind", None)
             if isinstance(kind, ast.SymbolKind):
+                if kind == _SK.ProceduralBlock:
+                    parts.blocks.append(node)
+                elif kind == _SK.ContinuousAssign:
+                    parts.assigns.append(node)
+                elif kind == _SK.Instance:
+                    parts.instances.append(node)
+                if kind in _CODE_SYMBOLS and self.design_code_is_designs and self._in_design(node.location):
+                    # the design's own code: every write in it is located in a design file,
+                    # where nothing is reported (most of the walk on a large DUT)
+                    return ast.VisitAction.Skip
                 return self._symbol(node)
             if kind == _EK.Assignment:
                 self._assignment(node)
@@ -585,6 +628,9 @@ class _Checker:
 
 
 _GENERIC_KINDS = ("assignment", "nonblocking_assignment")
+
+#: Symbols that hold code and no instance, skipped by the walk when written in a design file.
+_CODE_SYMBOLS = frozenset({_SK.ProceduralBlock, _SK.ContinuousAssign, _SK.Subroutine})
 
 #: pyslang errors that leave every name bound (no reason for the syntax scan): a design file
 #: without `timescale beside a testbench with one, which the simulators accept.
