@@ -385,7 +385,7 @@ def corpus_sources() -> list[tuple[str, sv.SvSources]]:
 def test_shortcuts_find_what_the_full_walk_finds():
     """The check's shortcuts (the design's own code not walked for writes, the DUT's code not
     read when no testbench access falls at a DUT clock edge, one walk collecting what the race
-    analysis starts from) give the full walk's violations, races and edits on every testbench
+    analysis starts from, a testbench statement walked once per state) give the full walk's violations, races and edits on every testbench
     of the corpus; the corpus has races, and one write located in DUT code (a header of the
     stimulus that the design includes) that must stay seen."""
     total_races = 0
@@ -397,3 +397,24 @@ def test_shortcuts_find_what_the_full_walk_finds():
         if name == "design_includes_stimulus":
             assert [(v.file, v.target) for v in fast.violations] == [("hdr.svh", "tb.dut.q")]
     assert total_races >= 20
+
+
+def test_nested_loops_are_walked_once_per_state(monkeypatch):
+    """Red team: a loop's body is walked twice (its second pass starts where the first ended),
+    so 24 nested loops were 2^24 walks of the innermost statement (minutes of integrity check
+    per sample, before any simulator limit applies). A statement walked again from the same
+    state keeps its first answer: the walks grow with the depth, the race is still found."""
+    walks = 0
+    once = races._Analyser._walk_once
+
+    def counted(self, stmt, state):
+        nonlocal walks
+        walks += 1
+        return once(self, stmt, state)
+
+    monkeypatch.setattr(races._Analyser, "_walk_once", counted)
+    depth = 24
+    body = "    " + "repeat (2) begin " * depth + "@(posedge clk); rst = 0; " + "end " * depth
+    found = check(tb(body))
+    assert lines_of(found) == [("write", 6, "tb.rst", "posedge tb.clk")] and found.races[0].ordered
+    assert walks < 50 * depth, walks

@@ -27,7 +27,9 @@ an event control on a DUT clock sets it, a delay or ``wait`` clears it (an expli
 the edge is already ordered), branches and loops join their states, tasks are walked with the
 caller's state. A write is any form :mod:`reward_service.integrity.lvalues` names (the
 integrity check's own analysis). The testbench is walked first, noting its accesses at a DUT
-clock edge; the DUT's code (most of the work) is read only when there is one. Not covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
+clock edge; the DUT's code (most of the work) is read only when there is one. A statement
+is walked once per state (loops nested in loops would otherwise take 2^depth walks). Not
+covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
 rewritten), clocking blocks (their drives are scheduled by the standard), edge controls written
 in a macro or in ``always_ff`` code (reported, not rewritten), clocks derived through logic.
 """
@@ -141,14 +143,14 @@ def collect(root: Any) -> Parts:
     return parts
 
 
-def analyse(root: Any, sites: Sites, parts: Parts | None = None, *, prefilter: bool = True) -> Analysis:
+def analyse(root: Any, sites: Sites, parts: Parts | None = None, *, shortcuts: bool = True) -> Analysis:
     """The testbench-DUT races of the elaborated ``root`` (a pyslang RootSymbol of design and
     stimulus) and the ``#0`` insertions that order them (module docstring); ``parts``: its
-    :class:`Parts` when the caller has them (else :func:`collect`). ``prefilter=False`` reads
-    the DUT's code even when no testbench access falls at a DUT clock edge (the same result,
-    slower: for tests). Never raises for constructs it does not model: they are skipped (no
+    :class:`Parts` when the caller has them (else :func:`collect`). ``shortcuts=False`` reads
+    the DUT's code even when no testbench access falls at a DUT clock edge and walks a
+    statement again from a state it was walked from (the same result, slower: for tests). Never raises for constructs it does not model: they are skipped (no
     race reported for them)."""
-    return _Analyser(sites, prefilter=prefilter).run(parts if parts is not None else collect(root))
+    return _Analyser(sites, shortcuts=shortcuts).run(parts if parts is not None else collect(root))
 
 
 class _Classes:
@@ -185,9 +187,9 @@ class _DutProcess:
 
 
 class _Analyser:
-    def __init__(self, sites: Sites, *, prefilter: bool = True) -> None:
+    def __init__(self, sites: Sites, *, shortcuts: bool = True) -> None:
         self.sites = sites
-        self.prefilter = prefilter
+        self.shortcuts = shortcuts
         self.classes = _Classes()
         self.dut: list[_DutProcess] = []
         self.comb: list[tuple[set[int], set[int]]] = []  # (written classes, read classes) of DUT comb logic
@@ -195,6 +197,8 @@ class _Analyser:
         self.races: dict[tuple[str, int, str, str, str], Race] = {}
         self.edits: set[tuple[str, int]] = set()
         self.task_memo: dict[tuple[str, frozenset[_At]], frozenset[_At]] = {}
+        # the statement objects are the elaboration's own (pyslang hands out one wrapper each)
+        self.walk_memo: dict[tuple[Any, frozenset[_At], bool], frozenset[_At]] = {}
         self.reads_at: dict[_Edge, dict[int, _DutProcess]] = {}
         self.blocking_at: dict[_Edge, dict[int, _DutProcess]] = {}
         self.clocks: dict[_Edge, None] = {}  # an ordered set: the order of the DUT's blocks
@@ -219,7 +223,7 @@ class _Analyser:
         # and the DUT's code (most of the work) is not read.
         for block in self.tb_blocks:
             self._tb_block(block)
-        if self.pending or not self.prefilter:
+        if self.pending or not self.shortcuts:
             for inst in parts.instances:
                 self._port_logic(inst)
             for assign in parts.assigns:
@@ -358,6 +362,18 @@ class _Analyser:
         return found or None
 
     def _walk(self, stmt: Any, state: frozenset[_At]) -> frozenset[_At]:
+        """The state after ``stmt`` run from ``state``, its accesses noted. A statement walked
+        again from the same state (a loop's second pass, loops nested in loops: 2^depth walks)
+        notes the same accesses again: its first answer stands."""
+        if not self.shortcuts:
+            return self._walk_once(stmt, state)
+        key = (stmt, state, self.no_edit)
+        after = self.walk_memo.get(key)
+        if after is None:
+            after = self.walk_memo[key] = self._walk_once(stmt, state)
+        return after
+
+    def _walk_once(self, stmt: Any, state: frozenset[_At]) -> frozenset[_At]:
         kind = stmt.kind
         if kind == _ST.List:
             for s in stmt.list:

@@ -192,7 +192,7 @@ class _Checker:
         if not errors:  # what the simulators compile is what pyslang bound
             try:
                 parts = self.parts if self.shortcuts else None
-                found_races = races.analyse(root, self._sites(), parts, prefilter=self.shortcuts)
+                found_races = races.analyse(root, self._sites(), parts, shortcuts=self.shortcuts)
             except Exception:  # a construct the analysis does not know: no race reported, none ordered
                 log.exception("race analysis failed; the stimulus is simulated as written")
         if errors:  # what pyslang could not bind may still be a write: scan the text too
