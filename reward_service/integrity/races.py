@@ -574,9 +574,11 @@ def _reads_all(exprs: Iterable[Any]) -> list[Any]:
     return [symbol for e in exprs for symbol in _reads(e)]
 
 
-_NAMED = frozenset({_EK.NamedValue, _EK.HierarchicalValue})
-_SIGNALS = frozenset({_SK.Variable, _SK.Net})
-_WRITING = frozenset({_EK.Assignment, _EK.UnaryOp, _EK.Call})  # the kinds lvalues.node_writes answers
+# tuples, not sets: `in` on a tuple compares by identity first, a set calls the Python-level
+# Enum.__hash__ of pyslang's kinds (visible in a profile of the visit)
+_NAMED = (_EK.NamedValue, _EK.HierarchicalValue)
+_SIGNALS = (_SK.Variable, _SK.Net)
+_WRITING = (_EK.Assignment, _EK.UnaryOp, _EK.Call)  # the kinds lvalues.node_writes answers
 
 
 def _accesses(node: Any, *, writes: bool = True) -> tuple[list[Any], list[Any], list[Any]]:

@@ -629,8 +629,9 @@ class _Checker:
 
 _GENERIC_KINDS = ("assignment", "nonblocking_assignment")
 
-#: Symbols that hold code and no instance, skipped by the walk when written in a design file.
-_CODE_SYMBOLS = frozenset({_SK.ProceduralBlock, _SK.ContinuousAssign, _SK.Subroutine})
+#: Symbols that hold code and no instance, skipped by the walk when written in a design file
+#: (a tuple: pyslang's kinds are Python enums, whose hash a set would call at every symbol).
+_CODE_SYMBOLS = (_SK.ProceduralBlock, _SK.ContinuousAssign, _SK.Subroutine)
 
 #: pyslang errors that leave every name bound (no reason for the syntax scan): a design file
 #: without `timescale beside a testbench with one, which the simulators accept.
