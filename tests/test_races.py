@@ -231,6 +231,11 @@ def test_inserted_delay_cannot_glue_to_the_next_token():
     (red-team finding: reward 1.44 with the FSM's unreachable state 9 covered, honest 1.32)."""
     found = sv.check(sv.SvSources(design={"fsm.sv": FSM}, stimulus={"tb.sv": GLUED}, defines={}))
     assert found.violations == () and found.schedule_edits
+    # the spaces keep `#0` tokens of their own: the policy need not elaborate the result again
+    assert races.only_delays_added({"tb.sv": GLUED}, found.schedule_edits)
+    # an insertion that splits or joins tokens is no delay: the policy checks that text again
+    inside = GLUED.index("@(posedge clk)_dut") + len("@(posedge c")
+    assert not races.only_delays_added({"tb.sv": GLUED}, [("tb.sv", inside)])
     scheduled = races.scheduled_files({"tb.sv": GLUED}, found.schedule_edits)["tb.sv"]
     assert "@(posedge clk) #0 _dut.state = 4'd9;" in scheduled
     assert len(scheduled.splitlines()) == len(GLUED.splitlines())
@@ -385,7 +390,8 @@ def corpus_sources() -> list[tuple[str, sv.SvSources]]:
 def test_shortcuts_find_what_the_full_walk_finds():
     """The check's shortcuts (the design's own code not walked for writes, the DUT's code not
     read when no testbench access falls at a DUT clock edge, one walk collecting what the race
-    analysis starts from, a testbench statement walked once per state) give the full walk's violations, races and edits on every testbench
+    analysis starts from, a testbench statement walked once per state, the scheduled text not
+    elaborated again when it differs only by the inserted delays) give the full walk's violations, races and edits on every testbench
     of the corpus; the corpus has races, and one write located in DUT code (a header of the
     stimulus that the design includes) that must stay seen."""
     total_races = 0
@@ -394,6 +400,12 @@ def test_shortcuts_find_what_the_full_walk_finds():
         full = sv._Checker(sources, shortcuts=False).run()
         assert fast == full, name
         total_races += len(full.races)
+        if full.schedule_edits:  # the policy's re-check of the scheduled text is skipped: sound here
+            stimulus = dict(sources.stimulus)
+            assert races.only_delays_added(stimulus, full.schedule_edits), name
+            scheduled = races.scheduled_files(stimulus, full.schedule_edits)
+            again = sv.check(sv.SvSources(sources.design, scheduled, {}))
+            assert {(v.kind, v.target) for v in again.violations} == {(v.kind, v.target) for v in full.violations}
         if name == "design_includes_stimulus":
             assert [(v.file, v.target) for v in fast.violations] == [("hdr.svh", "tb.dut.q")]
     assert total_races >= 20

@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyslang import ast
+import pyslang
+from pyslang import ast, parsing
 
 from reward_service.integrity.lvalues import node_writes, written_arguments, written_symbols
 
@@ -552,6 +553,44 @@ def scheduled_files(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) 
             data = data[:offset] + b" #0 " + data[offset:]
         out[name] = data.decode("utf-8")
     return out
+
+
+def only_delays_added(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) -> bool:
+    """Whether :func:`scheduled_files` of ``files`` and ``edits`` differs from ``files``, token
+    for token (pyslang's lexer, before preprocessing), only by a ``#`` ``0`` pair at each edit.
+    Then the scheduled text writes what the text as written writes (an integrity check of it
+    finds nothing new); False (check it) when an insertion joined a neighbouring token, as
+    ``#0`` glued to ``_x`` would make the number ``0_`` and the name ``x``."""
+    scheduled = scheduled_files(files, edits)
+    by_file: dict[str, set[int]] = defaultdict(set)
+    for name, offset in edits:
+        by_file[name].add(offset)
+    for name, offsets in by_file.items():
+        expected: list[tuple[Any, str]] = []
+        pending = sorted(offsets)
+        for kind, text, offset in _tokens(files[name]):
+            while pending and pending[0] <= offset:
+                expected += [(_TOK.Hash, "#"), (_TOK.IntegerLiteral, "0")]
+                pending.pop(0)
+            expected.append((kind, text))
+        if pending or [(k, t) for k, t, _ in _tokens(scheduled[name])] != expected:
+            return False
+    return True
+
+
+_TOK = parsing.TokenKind
+
+
+def _tokens(text: str) -> list[tuple[Any, str, int]]:
+    """(kind, raw text, byte offset) of each token of ``text``, end of file included."""
+    sm = pyslang.SourceManager()
+    lexer = parsing.Lexer(sm.assignText("/rs/lex.sv", text), pyslang.BumpAllocator(), pyslang.Diagnostics(), sm)
+    out = []
+    while True:
+        token = lexer.lex()
+        out.append((token.kind, token.rawText, token.location.offset))
+        if token.kind == _TOK.EndOfFile:
+            return out
 
 
 def _closure(start: set[int], graph: dict[int, set[int]]) -> set[int]:
