@@ -291,21 +291,8 @@ def form_text(form: str) -> str:
     decls, stmt = WRITE_FORMS[form]
     decls = decls or "\n"  # one line either way: the statement stays on line 8
     wait = "@(posedge clk);" if form == "waiting_task_output" else "repeat (2) @(posedge clk);"
-    return f"""\
-module tb;
-  logic clk = 0, rst = 1, en = 0; logic [3:0] din = 0; wire [7:0] sum;
-  acc dut(.clk(clk), .rst(rst), .en(en), .din(din), .sum(sum));
-  always #5 clk = ~clk;
-{decls}  initial begin
-    {wait}
-    {stmt}
-    @(negedge clk) begin en = 1; din = 3; end
-    @(negedge clk) begin en = 1; din = 5; end
-    repeat (2) @(posedge clk);
-    $finish;
-  end
-endmodule
-"""
+    drives = "    @(negedge clk) begin en = 1; din = 3; end\n    @(negedge clk) begin en = 1; din = 5; end"
+    return tb(f"    {wait}\n    {stmt}\n{drives}\n    repeat (2) @(posedge clk);", decls)
 
 
 @pytest.mark.parametrize("form", sorted(WRITE_FORMS))
