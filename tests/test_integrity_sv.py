@@ -585,3 +585,27 @@ def test_cli_refuses_and_allows(tmp_path, monkeypatch, shared_cache_dir):
     allowed = CliRunner().invoke(app, [*args, "--dut-writes", "allow"])
     assert allowed.exit_code == 0, allowed.output
     assert "status: ok" in allowed.output
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "cnt++;",  # an increment
+        "cnt += 8'd1;",  # a compound assignment
+        "{>>{cnt}} = 8'd1;",  # a streaming concatenation
+        '$sscanf("1", "%d", cnt);',  # a system task writing an argument
+        "set(cnt);",  # a call writing an output argument
+    ],
+)
+def test_dut_function_writing_dut_state_in_any_form_is_refused(body: str):
+    """A DUT function called by the testbench that writes DUT state: refused whichever write
+    form its body uses (the forms of reward_service/integrity/lvalues.py; an increment or an
+    output argument once went unseen)."""
+    design = {
+        "d.sv": "module d(input clk);\n  logic [7:0] cnt;\n"
+        "  function automatic void set(output logic [7:0] v); v = 1; endfunction\n"
+        f"  function automatic void bump(); {body} endfunction\nendmodule\n"
+    }
+    tb = "module tb; reg clk = 0;\n  d dut(.clk(clk));\n  initial dut.bump();\nendmodule\n"
+    found = dut_writes(SvSources(design, {"tb.sv": tb}, {}))
+    assert [(v.kind, v.line, v.target) for v in found] == [("dut_subroutine_call", 3, "tb.dut.cnt")]

@@ -25,7 +25,11 @@ The walk is a per-process abstract interpretation over statements: the state is 
 clock edges (with the event control that resumed the process at each) the process may be at;
 an event control on a DUT clock sets it, a delay or ``wait`` clears it (an explicit ``#0`` after
 the edge is already ordered), branches and loops join their states, tasks are walked with the
-caller's state. Not covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
+caller's state. A write is any form :mod:`reward_service.integrity.lvalues` names (the
+integrity check's own analysis). The testbench is walked first, noting its accesses at a DUT
+clock edge; the DUT's code (most of the work) is read only when there is one. A statement
+is walked once per state (loops nested in loops would otherwise take 2^depth walks). Not
+covered: intra-assignment controls (``x = @(posedge clk) v``: reported, not
 rewritten), clocking blocks (their drives are scheduled by the standard), edge controls written
 in a macro or in ``always_ff`` code (reported, not rewritten), clocks derived through logic.
 """
@@ -37,7 +41,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyslang import ast
+import pyslang
+from pyslang import ast, parsing
+
+from reward_service.integrity.lvalues import node_writes, written_arguments, written_symbols
 
 _SK = ast.SymbolKind
 _EK = ast.ExpressionKind
@@ -104,11 +111,47 @@ _Edge = tuple[int, str]
 _At = tuple[_Edge, str, tuple[str, int] | None]
 
 
-def analyse(root: Any, sites: Sites) -> Analysis:
+@dataclass
+class Parts:
+    """The symbols of an elaboration the analysis starts from, each list in the pre-order of a
+    visit of the root: ``instances``, procedural ``blocks`` and continuous ``assigns``. The
+    integrity check collects them on the walk it makes anyway (:func:`collect` is that walk
+    alone)."""
+
+    instances: list[Any]
+    blocks: list[Any]
+    assigns: list[Any]
+
+
+def collect(root: Any) -> Parts:
+    """The :class:`Parts` of ``root`` (a pyslang RootSymbol), by a visit that does not enter
+    procedural blocks or continuous assignments."""
+    parts = Parts([], [], [])
+
+    def visit(node: Any) -> Any:
+        kind = getattr(node, "kind", None)
+        if kind == _SK.Instance:
+            parts.instances.append(node)
+        elif kind == _SK.ProceduralBlock:
+            parts.blocks.append(node)
+            return ast.VisitAction.Skip
+        elif kind == _SK.ContinuousAssign:
+            parts.assigns.append(node)
+            return ast.VisitAction.Skip
+        return ast.VisitAction.Advance
+
+    root.visit(visit)
+    return parts
+
+
+def analyse(root: Any, sites: Sites, parts: Parts | None = None, *, shortcuts: bool = True) -> Analysis:
     """The testbench-DUT races of the elaborated ``root`` (a pyslang RootSymbol of design and
-    stimulus) and the ``#0`` insertions that order them (module docstring). Never raises for
-    constructs it does not model: they are skipped (no race reported for them)."""
-    return _Analyser(sites).run(root)
+    stimulus) and the ``#0`` insertions that order them (module docstring); ``parts``: its
+    :class:`Parts` when the caller has them (else :func:`collect`). ``shortcuts=False`` reads
+    the DUT's code even when no testbench access falls at a DUT clock edge and walks a
+    statement again from a state it was walked from (the same result, slower: for tests). Never raises for constructs it does not model: they are skipped (no
+    race reported for them)."""
+    return _Analyser(sites, shortcuts=shortcuts).run(parts if parts is not None else collect(root))
 
 
 class _Classes:
@@ -145,8 +188,9 @@ class _DutProcess:
 
 
 class _Analyser:
-    def __init__(self, sites: Sites) -> None:
+    def __init__(self, sites: Sites, *, shortcuts: bool = True) -> None:
         self.sites = sites
+        self.shortcuts = shortcuts
         self.classes = _Classes()
         self.dut: list[_DutProcess] = []
         self.comb: list[tuple[set[int], set[int]]] = []  # (written classes, read classes) of DUT comb logic
@@ -154,47 +198,48 @@ class _Analyser:
         self.races: dict[tuple[str, int, str, str, str], Race] = {}
         self.edits: set[tuple[str, int]] = set()
         self.task_memo: dict[tuple[str, frozenset[_At]], frozenset[_At]] = {}
+        # the statement objects are the elaboration's own (pyslang hands out one wrapper each)
+        self.walk_memo: dict[tuple[Any, frozenset[_At], bool], frozenset[_At]] = {}
         self.reads_at: dict[_Edge, dict[int, _DutProcess]] = {}
         self.blocking_at: dict[_Edge, dict[int, _DutProcess]] = {}
-        self.clocks: set[_Edge] = set()
+        self.clocks: dict[_Edge, None] = {}  # an ordered set: the order of the DUT's blocks
+        # testbench accesses at a DUT clock edge: (write, symbol, node, state, blocking)
+        self.pending: list[tuple[bool, Any, Any, frozenset[_At], bool]] = []
         self.no_edit = False  # inside an always_ff of the testbench
 
     # -- driver --------------------------------------------------------------------------------
-    def run(self, root: Any) -> Analysis:
-        instances: list[Any] = []
-        blocks: list[Any] = []
-        assigns: list[Any] = []
-
-        def visit(node: Any) -> Any:
-            kind = getattr(node, "kind", None)
-            if kind == _SK.Instance:
-                instances.append(node)
-            elif kind == _SK.ProceduralBlock:
-                blocks.append(node)
-                return ast.VisitAction.Skip
-            elif kind == _SK.ContinuousAssign:
-                assigns.append(node)
-                return ast.VisitAction.Skip
-            return ast.VisitAction.Advance
-
-        root.visit(visit)
-        for inst in instances:  # nets first: every class must be final before ids are taken
+    def run(self, parts: Parts) -> Analysis:
+        for inst in parts.instances:  # nets first: every class must be final before ids are taken
             self._join_ports(inst)
-        for inst in instances:
-            self._port_logic(inst)
-        for assign in assigns:
-            if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
-                self.comb.append(
-                    (self._ids(_roots(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
-                )
-        for block in blocks:
+        dut_blocks: list[tuple[Any, list[_Edge], Any]] = []
+        for block in parts.blocks:
             if self.sites.dut_body(block.parentScope) is not None:
-                self._dut_block(block)
+                edges, inner = self._dut_timing(block)
+                dut_blocks.append((block, edges, inner))
+                self.clocks.update(dict.fromkeys(edges))
             elif self.sites.in_stimulus(block.location) is not None:
                 self.tb_blocks.append(block)
-        self._close()
+        # The testbench first: its walk needs only the DUT's clocks and notes each access made
+        # at one of their edges. Without any, no DUT process can meet the testbench at an edge
+        # and the DUT's code (most of the work) is not read.
         for block in self.tb_blocks:
             self._tb_block(block)
+        if self.pending or not self.shortcuts:
+            for inst in parts.instances:
+                self._port_logic(inst)
+            for assign in parts.assigns:
+                if self.sites.dut_body(assign.parentScope) is not None and assign.assignment.kind == _EK.Assignment:
+                    self.comb.append(
+                        (self._ids(written_symbols(assign.assignment.left)), self._ids(_reads(assign.assignment.right)))
+                    )
+            for block, edges, inner in dut_blocks:
+                self._dut_block(block, edges, inner)
+            self._close()
+            for write, symbol, node, state, blocking in self.pending:
+                if write:
+                    self._meet_write(symbol, node, state, blocking=blocking)
+                else:
+                    self._meet_read(symbol, node, state)
         races = sorted(self.races.values(), key=lambda r: (r.file, r.line, r.signal, r.edge, r.kind))
         return Analysis(races=tuple(races), edits=tuple(sorted(self.edits)))
 
@@ -223,33 +268,34 @@ class _Analyser:
             if expr.kind == _EK.Assignment:  # an output: the outer side is written
                 outer = expr.left
                 if outer.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
-                    self.comb.append((self._ids(_roots(outer)), self._ids([internal])))
+                    self.comb.append((self._ids(written_symbols(outer)), self._ids([internal])))
             elif expr.kind not in (_EK.NamedValue, _EK.HierarchicalValue):
                 self.comb.append((self._ids([internal]), self._ids(_reads(expr))))
 
-    def _dut_block(self, block: Any) -> None:
+    def _dut_timing(self, block: Any) -> tuple[list[_Edge], Any]:
+        """The clock edges a DUT procedural block waits on (none: not an edge process) and the
+        statement they resume."""
         body = block.body
-        where = self.sites.where(block.location)
-        scope = str(self.sites.dut_body(block.parentScope).parentInstance.hierarchicalPath)
-        edges: list[_Edge] = []
         if block.procedureKind in (ast.ProceduralBlockKind.Always, ast.ProceduralBlockKind.AlwaysFF):
             if body.kind == _ST.Timed:
-                edges = [e for e, _ in self._edges(body.timing)]
-                inner = body.stmt
-            else:
-                inner = body
-        else:
-            inner = body
+                return [e for e, _ in self._edges(body.timing)], body.stmt
+        return [], body
+
+    def _dut_block(self, block: Any, edges: list[_Edge], inner: Any) -> None:
+        kind = block.procedureKind
+        comb = kind in (ast.ProceduralBlockKind.AlwaysComb, ast.ProceduralBlockKind.AlwaysLatch) or (
+            kind == ast.ProceduralBlockKind.Always and block.body.kind == _ST.Timed
+        )
+        if not edges and not comb:  # initial, final, a level-less always: meets no edge
+            return
         # everything the process references (its own targets too: only the testbench's writes can meet them)
-        reads = self._ids(_reads(inner))
+        reads, blocking, nonblocking = _accesses(inner)
         if edges:
-            blocking = self._ids(_blocking_writes(inner))
-            self.dut.append(_DutProcess(edges, reads, blocking, where[0] or "?", where[1], scope))
-            self.clocks.update(edges)
-        elif block.procedureKind in (ast.ProceduralBlockKind.AlwaysComb, ast.ProceduralBlockKind.AlwaysLatch) or (
-            block.procedureKind == ast.ProceduralBlockKind.Always and body.kind == _ST.Timed
-        ):
-            self.comb.append((self._ids(_blocking_writes(inner) + _nonblocking_writes(inner)), reads))
+            where = self.sites.where(block.location)
+            scope = str(self.sites.dut_body(block.parentScope).parentInstance.hierarchicalPath)
+            self.dut.append(_DutProcess(edges, self._ids(reads), self._ids(blocking), where[0] or "?", where[1], scope))
+        else:
+            self.comb.append((self._ids(blocking + nonblocking), self._ids(reads)))
 
     def _edges(self, timing: Any, *, any_change: bool = False) -> list[tuple[_Edge, str]]:
         """The clock edges of an event control (``@(posedge clk or negedge rst_n)``) with the
@@ -262,7 +308,7 @@ class _Analyser:
         name = _EDGE_NAMES.get(timing.edge, "edge" if any_change else None)
         if name is None:
             return []
-        roots = _roots(timing.expr)
+        roots = written_symbols(timing.expr)
         if len(roots) != 1:
             return []
         symbol = roots[0]
@@ -317,6 +363,18 @@ class _Analyser:
         return found or None
 
     def _walk(self, stmt: Any, state: frozenset[_At]) -> frozenset[_At]:
+        """The state after ``stmt`` run from ``state``, its accesses noted. A statement walked
+        again from the same state (a loop's second pass, loops nested in loops: 2^depth walks)
+        notes the same accesses again: its first answer stands."""
+        if not self.shortcuts:
+            return self._walk_once(stmt, state)
+        key = (stmt, state, self.no_edit)
+        after = self.walk_memo.get(key)
+        if after is None:
+            after = self.walk_memo[key] = self._walk_once(stmt, state)
+        return after
+
+    def _walk_once(self, stmt: Any, state: frozenset[_At]) -> frozenset[_At]:
         kind = stmt.kind
         if kind == _ST.List:
             for s in stmt.list:
@@ -393,25 +451,41 @@ class _Analyser:
             if timing is not None:  # `x = @(posedge clk) v`: not rewritable
                 at = frozenset((e, c, None) for e, c, _ in self._resume(timing, state))
             self._reads(expr.right, state)
-            for symbol in _roots(expr.left):
+            selectors: list[Any] = []
+            written = written_symbols(expr.left, selectors)
+            for symbol in written:
                 self._write(symbol, expr, at, blocking=not expr.isNonBlocking)
-            for index in _index_reads(expr.left):
-                self._read(index, expr, state)
+            if state:
+                for symbol in _reads_all(selectors) + (written if expr.isCompound else []):
+                    self._read(symbol, expr, state)
             return at if timing is not None else state
         if kind == _EK.Call and not expr.isSystemCall:
             sub = expr.subroutine
             for arg in expr.arguments:
                 self._reads(arg, state)
+            after = state
             if sub is not None and getattr(sub, "subroutineKind", None) == ast.SubroutineKind.Task:
                 key = (str(sub.hierarchicalPath), state)
                 if key not in self.task_memo:
                     self.task_memo[key] = state  # a recursive call sees the caller's state
                     self.task_memo[key] = self._walk(sub.body, state)
-                return self.task_memo[key]
-            return state
+                after = self.task_memo[key]
+            for lhs, direction in written_arguments(expr):
+                # output/inout: copied out on return; ref: written whenever the body writes it
+                at = after if direction != ast.ArgumentDirection.Ref else state | after
+                for symbol in written_symbols(lhs):
+                    self._write(symbol, expr, at, blocking=True)
+            return after
         if kind == _EK.Call and expr.subroutineName in _PRINTING:
             return state
-        self._reads(expr, state)
+        if state:  # reads, and the writes inside: `x++`, `$sscanf(s, "%d", x)`, `y = (x = v)`
+            reads, blocking, nonblocking = _accesses(expr)
+            for symbol in reads:
+                self._read(symbol, expr, state)
+            for symbol in blocking:
+                self._write(symbol, expr, state, blocking=True)
+            for symbol in nonblocking:
+                self._write(symbol, expr, state, blocking=False)
         return state
 
     def _reads(self, expr: Any, state: frozenset[_At]) -> None:
@@ -421,6 +495,14 @@ class _Analyser:
             self._read(symbol, expr, state)
 
     def _read(self, symbol: Any, node: Any, state: frozenset[_At]) -> None:
+        if state:
+            self.pending.append((False, symbol, node, state, False))
+
+    def _write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
+        if state:
+            self.pending.append((True, symbol, node, state, blocking))
+
+    def _meet_read(self, symbol: Any, node: Any, state: frozenset[_At]) -> None:
         c = self.classes.id(symbol)
         for edge, clock, site in state:
             for dut_edge in self._matches(edge) or ():
@@ -428,7 +510,7 @@ class _Analyser:
                 if proc is not None:
                     self._race("read", symbol, node, edge, clock, site, proc)
 
-    def _write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
+    def _meet_write(self, symbol: Any, node: Any, state: frozenset[_At], *, blocking: bool) -> None:
         c = self.classes.id(symbol)
         for edge, clock, site in state:
             for dut_edge in self._matches(edge) or ():
@@ -473,6 +555,44 @@ def scheduled_files(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) 
     return out
 
 
+def only_delays_added(files: Mapping[str, str], edits: Iterable[tuple[str, int]]) -> bool:
+    """Whether :func:`scheduled_files` of ``files`` and ``edits`` differs from ``files``, token
+    for token (pyslang's lexer, before preprocessing), only by a ``#`` ``0`` pair at each edit.
+    Then the scheduled text writes what the text as written writes (an integrity check of it
+    finds nothing new); False (check it) when an insertion joined a neighbouring token, as
+    ``#0`` glued to ``_x`` would make the number ``0_`` and the name ``x``."""
+    scheduled = scheduled_files(files, edits)
+    by_file: dict[str, set[int]] = defaultdict(set)
+    for name, offset in edits:
+        by_file[name].add(offset)
+    for name, offsets in by_file.items():
+        expected: list[tuple[Any, str]] = []
+        pending = sorted(offsets)
+        for kind, text, offset in _tokens(files[name]):
+            while pending and pending[0] <= offset:
+                expected += [(_TOK.Hash, "#"), (_TOK.IntegerLiteral, "0")]
+                pending.pop(0)
+            expected.append((kind, text))
+        if pending or [(k, t) for k, t, _ in _tokens(scheduled[name])] != expected:
+            return False
+    return True
+
+
+_TOK = parsing.TokenKind
+
+
+def _tokens(text: str) -> list[tuple[Any, str, int]]:
+    """(kind, raw text, byte offset) of each token of ``text``, end of file included."""
+    sm = pyslang.SourceManager()
+    lexer = parsing.Lexer(sm.assignText("/rs/lex.sv", text), pyslang.BumpAllocator(), pyslang.Diagnostics(), sm)
+    out = []
+    while True:
+        token = lexer.lex()
+        out.append((token.kind, token.rawText, token.location.offset))
+        if token.kind == _TOK.EndOfFile:
+            return out
+
+
 def _closure(start: set[int], graph: dict[int, set[int]]) -> set[int]:
     seen = set(start)
     stack = list(start)
@@ -484,76 +604,39 @@ def _closure(start: set[int], graph: dict[int, set[int]]) -> set[int]:
     return seen
 
 
-def _roots(lhs: Any) -> list[Any]:
-    """The symbols an lvalue writes (the root of each select, each operand of a concatenation)."""
-    out: list[Any] = []
-    stack = [lhs]
-    while stack:
-        e = stack.pop()
-        if e is None:
-            continue
-        kind = e.kind
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            out.append(e.symbol)
-        elif kind in (_EK.ElementSelect, _EK.RangeSelect, _EK.MemberAccess):
-            stack.append(e.value)
-        elif kind == _EK.Concatenation:
-            stack.extend(e.operands)
-        elif kind == _EK.Conversion:
-            stack.append(e.operand)
-    return out
-
-
-def _index_reads(lhs: Any) -> list[Any]:
-    """The symbols read by the index expressions of an lvalue (``mem[addr] = v`` reads addr)."""
-    out: list[Any] = []
-    stack = [lhs]
-    while stack:
-        e = stack.pop()
-        if e is None:
-            continue
-        if e.kind == _EK.ElementSelect:
-            out.extend(_reads(e.selector))
-            stack.append(e.value)
-        elif e.kind == _EK.RangeSelect:
-            out.extend(_reads(e.left) + _reads(e.right))
-            stack.append(e.value)
-        elif e.kind == _EK.Concatenation:
-            stack.extend(e.operands)
-    return out
-
-
 def _reads(expr: Any) -> list[Any]:
     """Every variable or net an expression reads (named and hierarchical references)."""
-    out: list[Any] = []
+    return _accesses(expr, writes=False)[0] if expr is not None else []
 
-    def visit(node: Any) -> Any:
-        kind = getattr(node, "kind", None)
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            if node.symbol.kind in (_SK.Variable, _SK.Net):
-                out.append(node.symbol)
+
+def _reads_all(exprs: Iterable[Any]) -> list[Any]:
+    return [symbol for e in exprs for symbol in _reads(e)]
+
+
+# tuples, not sets: `in` on a tuple compares by identity first, a set calls the Python-level
+# Enum.__hash__ of pyslang's kinds (visible in a profile of the visit)
+_NAMED = (_EK.NamedValue, _EK.HierarchicalValue)
+_SIGNALS = (_SK.Variable, _SK.Net)
+_WRITING = (_EK.Assignment, _EK.UnaryOp, _EK.Call)  # the kinds lvalues.node_writes answers
+
+
+def _accesses(node: Any, *, writes: bool = True) -> tuple[list[Any], list[Any], list[Any]]:
+    """What a statement or expression accesses, in one visit: (the variables and nets it
+    references, the symbols it writes blocking, those it writes nonblocking; both empty unless
+    ``writes``)."""
+    reads: list[Any] = []
+    blocking: list[Any] = []
+    nonblocking: list[Any] = []
+
+    def visit(n: Any) -> Any:
+        kind = getattr(n, "kind", None)
+        if kind in _NAMED:
+            if n.symbol.kind in _SIGNALS:
+                reads.append(n.symbol)
+        elif writes and kind in _WRITING:
+            for lhs, is_nonblocking in node_writes(n):
+                (nonblocking if is_nonblocking else blocking).extend(written_symbols(lhs))
         return ast.VisitAction.Advance
 
-    if expr is not None:
-        expr.visit(visit)
-    return out
-
-
-def _blocking_writes(stmt: Any) -> list[Any]:
-    return _writes(stmt, nonblocking=False)
-
-
-def _nonblocking_writes(stmt: Any) -> list[Any]:
-    return _writes(stmt, nonblocking=True)
-
-
-def _writes(stmt: Any, *, nonblocking: bool) -> list[Any]:
-    out: list[Any] = []
-
-    def visit(node: Any) -> Any:
-        if getattr(node, "kind", None) == _EK.Assignment and bool(node.isNonBlocking) == nonblocking:
-            out.extend(_roots(node.left))
-        return ast.VisitAction.Advance
-
-    stmt.visit(visit)
-    return out
+    node.visit(visit)
+    return reads, blocking, nonblocking

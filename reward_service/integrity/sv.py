@@ -37,6 +37,13 @@ from pyslang import ast, parsing, syntax
 
 from reward_service import hdl
 from reward_service.integrity import races
+from reward_service.integrity.lvalues import (
+    INCREMENTS,
+    WRITING_SYSTEM_CALLS,
+    node_writes,
+    written_arguments,
+    written_symbols,
+)
 from reward_service.models import IntegrityViolation, ParameterOverride
 
 log = logging.getLogger(__name__)
@@ -45,35 +52,6 @@ _ROOT = "/rs/"  # where the in-memory files live (includes resolve among them, n
 _SK = ast.SymbolKind
 _EK = ast.ExpressionKind
 _SX = syntax.SyntaxKind
-
-#: System subroutines that write some of their arguments, and from which argument on
-#: (``None``: only the listed ones). Index lists are 0-based argument positions.
-_WRITING_SYSTEM_CALLS: dict[str, tuple[int, ...] | int] = {
-    "$readmemh": (1,),
-    "$readmemb": (1,),
-    "$sreadmemh": (0,),
-    "$sreadmemb": (0,),
-    "$fread": (0,),
-    "$fgets": (0,),
-    "$sscanf": 2,  # every argument from the third on
-    "$fscanf": 2,
-    "$value$plusargs": (1,),
-    "$sformat": (0,),
-    "$swrite": (0,),
-    "$swriteb": (0,),
-    "$swriteh": (0,),
-    "$swriteo": (0,),
-    "$cast": (0,),
-    "$deposit": (0,),
-    "$random": (0,),
-    "$dist_uniform": (0,),
-    "$dist_normal": (0,),
-    "$dist_exponential": (0,),
-    "$dist_poisson": (0,),
-    "$dist_chi_square": (0,),
-    "$dist_t": (0,),
-    "$dist_erlang": (0,),
-}
 
 
 @dataclass(frozen=True)
@@ -168,8 +146,13 @@ _LOCK = threading.Lock()
 
 
 class _Checker:
-    def __init__(self, sources: SvSources) -> None:
+    """One check of ``sources``. ``shortcuts=False`` walks the design's code too and has the
+    race analysis read the DUT's code whatever the testbench does: the same result, slower
+    (tests/test_races.py compares the two)."""
+
+    def __init__(self, sources: SvSources, *, shortcuts: bool = True) -> None:
         self.sources = sources
+        self.shortcuts = shortcuts
         self.sm = pyslang.SourceManager()
         self.design_names = {n for n in sources.design if n.lower().endswith(hdl.HDL_SUFFIXES)}
         self.stimulus_names = {n for n in sources.stimulus if n.lower().endswith(hdl.HDL_SUFFIXES)}
@@ -182,6 +165,8 @@ class _Checker:
         self.data = {n: t.encode("utf-8") for n, t in {**sources.design, **sources.stimulus}.items()}
         self.newlines: dict[str, list[int]] = {}
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
+        self.design_code_is_designs = False
+        self.parts: races.Parts | None = None
 
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SvCheck:
@@ -197,6 +182,7 @@ class _Checker:
         errors = parse_errors or any(
             d.isError() and d.code not in _BINDING_NEUTRAL for d in compilation.getAllDiagnostics()
         )
+        self.design_code_is_designs = self.shortcuts and self._design_code_is_designs()
         try:
             self._elaborated(root)
         except Exception:  # a pyslang binding we do not know: the syntax scan still names the writes
@@ -205,7 +191,8 @@ class _Checker:
         found_races = races.Analysis(races=(), edits=())
         if not errors:  # what the simulators compile is what pyslang bound
             try:
-                found_races = races.analyse(root, self._sites())
+                parts = self.parts if self.shortcuts else None
+                found_races = races.analyse(root, self._sites(), parts, shortcuts=self.shortcuts)
             except Exception:  # a construct the analysis does not know: no race reported, none ordered
                 log.exception("race analysis failed; the stimulus is simulated as written")
         if errors:  # what pyslang could not bind may still be a write: scan the text too
@@ -306,6 +293,10 @@ class _Checker:
             in_stimulus=self._in_stimulus, dut_body=self._outer_dut_body, offset=self._offset, where=self._where
         )
 
+    def _in_design(self, loc: Any) -> bool:
+        name, _ = self._where(loc)
+        return name is not None and name in self.design_names
+
     def _in_stimulus(self, loc: Any) -> tuple[str, int] | None:
         name, line = self._where(loc)
         if name is None or name not in self.stimulus_names:
@@ -363,16 +354,46 @@ class _Checker:
                 return None if port.direction == ast.ArgumentDirection.In else path
         return path
 
+    def _design_code_is_designs(self) -> bool:
+        """Whether every line of code located in a design file is the design's: no file is
+        both a design and a stimulus file, and no design file (or header it includes)
+        includes a stimulus file. Then nothing the walk reports can lie in such code."""
+        if self.design_names & self.stimulus_names:
+            return False
+        for buffer in self.sm.getAllBuffers():
+            if self.sm.getBufferKind(buffer).name != "IncludeFile":
+                continue
+            raw = str(self.sm.getFullPath(buffer))
+            if raw.startswith(_ROOT) and raw[len(_ROOT) :] in self.stimulus_names:
+                name, _ = self._where(self.sm.getIncludedFrom(buffer))
+                if name is None or name not in self.stimulus_names:
+                    return False
+        return True
+
     def _elaborated(self, root: Any) -> None:
+        """Walk the elaboration for writes into the DUT, collecting on the way the
+        :class:`races.Parts` the race analysis starts from (``self.parts``)."""
+        parts = self.parts = races.Parts([], [], [])
+
         def visit(node: Any) -> Any:
             kind = getattr(node, "kind", None)
             if isinstance(kind, ast.SymbolKind):
+                if kind == _SK.ProceduralBlock:
+                    parts.blocks.append(node)
+                elif kind == _SK.ContinuousAssign:
+                    parts.assigns.append(node)
+                elif kind == _SK.Instance:
+                    parts.instances.append(node)
+                if kind in _CODE_SYMBOLS and self.design_code_is_designs and self._in_design(node.location):
+                    # the design's own code: every write in it is located in a design file,
+                    # where nothing is reported (most of the walk on a large DUT)
+                    return ast.VisitAction.Skip
                 return self._symbol(node)
             if kind == _EK.Assignment:
                 self._assignment(node)
             elif kind == _EK.Call:
                 self._call(node)
-            elif kind == _EK.UnaryOp and node.op in _INCREMENTS:
+            elif kind == _EK.UnaryOp and node.op in INCREMENTS:
                 self._targets("assignment", node, node.operand)
             elif kind == ast.StatementKind.ProceduralAssign:
                 self._targets("force" if node.isForce else "procedural_assign", node, _assign_lhs(node.assignment))
@@ -448,27 +469,18 @@ class _Checker:
         where = self._in_stimulus(call.sourceRange.start)
         if where is None:
             return
-        args = list(call.arguments)
-        if call.isSystemCall:
-            name = call.subroutineName
-            spec = _WRITING_SYSTEM_CALLS.get(name)
-            if spec is None:
-                return
-            picked = args[spec:] if isinstance(spec, int) else [args[i] for i in spec if i < len(args)]
-            for arg in picked:
-                self._targets("system_task", call, arg, via=name)
-            return
+        for lhs, _ in written_arguments(call):
+            if call.isSystemCall:
+                self._targets("system_task", call, lhs, via=call.subroutineName)
+            else:
+                self._targets("argument", call, lhs, via=call.subroutine.name)
         sub = call.subroutine
-        if sub is None:
+        if call.isSystemCall or sub is None:
             return
-        for formal, arg in zip(list(sub.arguments), args, strict=False):
-            if formal.direction in (ast.ArgumentDirection.Ref, ast.ArgumentDirection.Out, ast.ArgumentDirection.InOut):
-                lhs = arg.left if arg.kind == _EK.Assignment else arg
-                self._targets("argument", call, lhs, via=sub.name)
         path = self._dut_path(sub)
         if path is not None:
             written = _writes_outside(sub)
-            dut_written = sorted(p for p in (self._dut_path(s) for s in written) if p)
+            dut_written = sorted({p for p in (self._dut_path(s) for s in written) if p})
             if dut_written:
                 self._add(
                     "dut_subroutine_call",
@@ -486,7 +498,7 @@ class _Checker:
             where = self._in_stimulus(node.sourceRange.start)
         if where is None or lhs is None:
             return
-        for symbol in _written_symbols(lhs):
+        for symbol in written_symbols(lhs):
             path = self._dut_path(symbol)
             if path is not None:
                 what = f"{via} writes" if via else _VERB.get(kind, "writes")
@@ -573,7 +585,7 @@ class _Checker:
                         self._add("defparam", where, path, f"defparam {path} changes the DUT")
             elif kind == _SX.InvocationExpression:
                 name = str(node.left).strip()
-                spec = _WRITING_SYSTEM_CALLS.get(name)
+                spec = WRITING_SYSTEM_CALLS.get(name)
                 if spec is not None and node.arguments is not None:
                     args = [str(a) for a in node.arguments.parameters if isinstance(a.kind, syntax.SyntaxKind)]
                     picked = args[spec:] if isinstance(spec, int) else [args[i] for i in spec if i < len(args)]
@@ -617,6 +629,10 @@ class _Checker:
 
 _GENERIC_KINDS = ("assignment", "nonblocking_assignment")
 
+#: Symbols that hold code and no instance, skipped by the walk when written in a design file
+#: (a tuple: pyslang's kinds are Python enums, whose hash a set would call at every symbol).
+_CODE_SYMBOLS = (_SK.ProceduralBlock, _SK.ContinuousAssign, _SK.Subroutine)
+
 #: pyslang errors that leave every name bound (no reason for the syntax scan): a design file
 #: without `timescale beside a testbench with one, which the simulators accept.
 _BINDING_NEUTRAL = frozenset({pyslang.Diags.MissingTimeScale})
@@ -652,10 +668,6 @@ _SYNTAX_ASSIGNMENTS = {
     _SX.ArithmeticLeftShiftAssignmentExpression: "assignment",
     _SX.ArithmeticRightShiftAssignmentExpression: "assignment",
 }
-_INCREMENTS = frozenset(
-    {ast.UnaryOperator.Preincrement, ast.UnaryOperator.Predecrement}
-    | {ast.UnaryOperator.Postincrement, ast.UnaryOperator.Postdecrement}
-)
 _SYNTAX_INCREMENTS = frozenset(
     {_SX.PostincrementExpression, _SX.PostdecrementExpression}
     | {_SX.UnaryPreincrementExpression, _SX.UnaryPredecrementExpression}
@@ -680,50 +692,19 @@ def _assign_lhs(expr: Any) -> Any:
     return expr.left if expr is not None and expr.kind == _EK.Assignment else expr
 
 
-def _written_symbols(lhs: Any) -> list[Any]:
-    """The symbols an lvalue expression writes: the root of each select/member access, each
-    operand of a concatenation or streaming concatenation, each element of an assignment
-    pattern; a hierarchical reference's target."""
-    out: list[Any] = []
-    stack = [lhs]
-    while stack:
-        e = stack.pop()
-        if e is None:
-            continue
-        kind = e.kind
-        if kind in (_EK.NamedValue, _EK.HierarchicalValue):
-            out.append(e.symbol)
-        elif kind in (_EK.ElementSelect, _EK.RangeSelect, _EK.MemberAccess):
-            stack.append(e.value)
-        elif kind == _EK.Concatenation:
-            stack.extend(e.operands)
-        elif kind == _EK.Streaming:
-            stack.extend(s.operand for s in e.streams)
-        elif kind in (_EK.SimpleAssignmentPattern, _EK.StructuredAssignmentPattern, _EK.ReplicatedAssignmentPattern):
-            stack.extend(e.elements)
-        elif kind == _EK.Conversion:
-            stack.append(e.operand)
-        elif kind == _EK.Assignment:  # an output argument bound as `actual = <formal>`
-            stack.append(e.left)
-        else:
-            ref = e.getSymbolReference() if hasattr(e, "getSymbolReference") else None
-            if ref is not None:
-                out.append(ref)
-    return out
-
-
 def _writes_outside(sub: Any) -> list[Any]:
     """The symbols a subroutine's body writes that are not its own locals or arguments."""
     written: list[Any] = []
 
     def visit(node: Any) -> Any:
         kind = getattr(node, "kind", None)
-        if kind == _EK.Assignment:
-            written.extend(_written_symbols(node.left))
-        elif kind == ast.StatementKind.ProceduralAssign:
-            written.extend(_written_symbols(_assign_lhs(node.assignment)))
+        if kind == ast.StatementKind.ProceduralAssign:
+            written.extend(written_symbols(_assign_lhs(node.assignment)))
         elif kind == ast.StatementKind.ProceduralDeassign:
-            written.extend(_written_symbols(node.lvalue))
+            written.extend(written_symbols(node.lvalue))
+        else:
+            for lhs, _ in node_writes(node):
+                written.extend(written_symbols(lhs))
         return ast.VisitAction.Advance
 
     sub.visit(visit)
