@@ -1,7 +1,7 @@
 """Verilator's ``expr`` points on the fast path (reward_service/fastcov/expr*.py, issue 5).
 
 - Enumeration: the points the expression kind declares equal, key by key (file, line, column,
-  comment), the points Verilator 5.48 itself declares -- read from the ``__vlCoverInsert`` calls
+  comment), the points the selected Verilator itself declares -- read from the ``__vlCoverInsert`` calls
   of the C++ it generates (``verilator --cc`` without building: well under a second) -- on the
   construct suite in ``tests/fastcov_designs/expr/`` and on the DUTs of the 24 case testbenches.
 - Agreement (slow, real runs): the fast path (instrumented DUT on Icarus) covers exactly the
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
 
+from reward_service.fastcov.expr import begin_blocks_are_lists
 from reward_service.fastcov.expr_ir import emit_const
 from reward_service.fastcov.instrument import instrument
 from reward_service.fastcov.unit import Unsupported
@@ -160,8 +161,14 @@ def test_constants_print_as_v3number_does(width, signed, bits, text):
 )
 def test_constructs_it_cannot_place_exactly_are_refused(body, reason):
     """What cannot be enumerated or instrumented exactly raises Unsupported (the request then
-    goes to Verilator with the reason); a term Verilator itself refuses just has no points."""
+    goes to Verilator with the reason); a term Verilator itself refuses just has no points.
+    A term naming a begin block's variable is placed exactly where the selected Verilator makes
+    the block a statement list of its own (5.052: the check goes inside the block)."""
     files = {"r.sv": f"module r(input logic clk, a, b, output logic y);\n  {body}\nendmodule\n"}
+    if reason == "begin block" and begin_blocks_are_lists():
+        points = fast_expr_points(files)
+        assert len(points) == 3 and points == verilator_expr_points(files)
+        return
     if reason is None:
         assert fast_expr_points(files) == verilator_expr_points(files) == set()
         return
