@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
 
 from reward_service.fastcov.expr import begin_blocks_are_lists
 from reward_service.fastcov.expr_ir import emit_const
@@ -117,7 +116,7 @@ def test_construct_points_equal_verilators(design):
 @pytest.mark.parametrize("problem", CASES)
 def test_case_dut_points_equal_verilators(problem):
     files = case_dut(problem)
-    expected = json.loads((STIMULUS / problem / "expected.json").read_text())
+    expected = case_expected(problem)
     want = verilator_expr_points(files)
     got = fast_expr_points(files)
     assert got == want, {"verilator only": sorted(want - got)[:10], "fast only": sorted(got - want)[:10]}
@@ -221,7 +220,7 @@ def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: s
 @pytest.mark.slow
 @pytest.mark.parametrize("problem,tb", [(p, tb) for p in CASES for tb in ("weak", "good", "best")])
 def test_case_testbench_covers_the_same_expr_points(engine, problem, tb):
-    expected = json.loads((STIMULUS / problem / "expected.json").read_text())
+    expected = case_expected(problem)
     info = expected["testbenches"][tb]
     fast, reference = _agreement(
         engine,
