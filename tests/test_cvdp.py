@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CID012, STIMULUS
+from conftest import CID012, STIMULUS, case_expected
 
 from reward_service.models import DEFAULT_METRICS, Completion, RewardSpec, ScoreRequest, SvTestbench
 from reward_service.problems import Problem, find_toplevel, load_problems
 
-EXPECTED = {p.parent.name: json.loads(p.read_text()) for p in sorted(STIMULUS.glob("*/expected.json"))}
+EXPECTED = {p.parent.name: case_expected(p.parent.name) for p in sorted(STIMULUS.glob("*/expected.json"))}
 
 
 @pytest.fixture(scope="module")

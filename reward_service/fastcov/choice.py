@@ -29,6 +29,7 @@ from reward_service import hdl
 from reward_service.engine_choice import FALLBACK
 from reward_service.fastcov.backend import FastSimulator, all_metrics, design_key, instrumented
 from reward_service.fastcov.compare import diff_points
+from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.instrument import headers_of, parse
 from reward_service.fastcov.unit import Unsupported
 from reward_service.models import Design, ScoreRequest, SvTestbench
@@ -65,8 +66,9 @@ def decision_key(
     design_files: dict[str, str], toplevel: str | None, defines: Mapping[str, str | None] | None = None
 ) -> str:
     """Content key of a decision: design texts, toplevel, the build's macros (when any), the
-    metrics the fast path measures and its version."""
-    meta: list = [toplevel, list(all_metrics()), FASTCOV_VERSION]
+    metrics the fast path measures, its version and the expression point model of the selected
+    Verilator (the decision compares the fast path with that Verilator)."""
+    meta: list = [toplevel, list(all_metrics()), FASTCOV_VERSION, model_variant()]
     if defines:
         meta.append(sorted(defines.items()))
     return design_key({**design_files, "\0meta": json.dumps(meta)})

@@ -1,6 +1,6 @@
 """Verilator's ``expr`` points (``--coverage-expr``) as a fast-path point kind.
 
-Point model (Verilator 5.48, V3Coverage.cpp; details and the checks against real runs in
+Point model (Verilator 5.48 and 5.052, V3Coverage.cpp; details and the checks against real runs in
 ``docs/fastcov-expr.md``):
 
 - A *root* is a 1-bit ``&&``/``||``/``!``/``->``/``<->`` expression or a 1-bit ``&``/``|``/
@@ -15,7 +15,8 @@ Point model (Verilator 5.48, V3Coverage.cpp; details and the checks against real
   (:mod:`.expr_ir`).
 - Verilator counts a point where it appended the check: at the end of the statement list
   that holds the expression -- a procedure, an ``if`` arm, a loop (after a ``for`` loop's
-  step), a function or task; a ``begin`` block or a ``case`` item is no list of its own --
+  step), a function or task, and on Verilator 5.052 a ``begin`` block (on 5.48 a ``begin``
+  block is no list of its own: :func:`begin_blocks_are_lists`); a ``case`` item is none --
   and for continuous assignments whenever the assignment is evaluated (inputs settled). The
   instrumentation puts the flag-setting ``if`` in the same place: after the last statement of
   that list (before every ``return`` too, for a function; inside a function called from the
@@ -39,12 +40,32 @@ from reward_service.fastcov.blocks import STOP_TASKS, _off_regions, _pragma_befo
 from reward_service.fastcov.expr_ir import Lowering, VNode, _span_key, const_int_value, symbol_key
 from reward_service.fastcov.expr_model import CoverExpr, cover, roots
 from reward_service.fastcov.unit import PREFIX, Flag, ModuleUnit, Unsupported, kind_phrase, other_bodies
+from reward_service.sandbox.toolchain_probe import verilator_choice
 
 _S = ast.SymbolKind
 _T = ast.StatementKind
 _E = ast.ExpressionKind
 
 _INC_DEC = {"Preincrement", "Predecrement", "Postincrement", "Postdecrement"}
+
+
+def begin_blocks_are_lists() -> bool:
+    """Whether the Verilator the fast path must equal (the one ``REWARD_SERVICE_VERILATOR``
+    selects) counts the expression points of a ``begin`` block at the end of that block.
+
+    Verilator 5.052 (``pinned``) does: its V3Coverage makes every ``AstBegin`` a statement list
+    of its own (``visit(AstBegin)`` sets ``m_exprStmtsp``), so ``begin t = ~t; y = t & b; end``
+    is checked inside the block, a ``for`` body block before the step, a ``do`` body block
+    after every pass (also the last). The 5.48 wheel (``wheel``) does not: the checks go to the
+    end of the enclosing procedure, ``if`` arm, loop or function. ValueError for an unknown
+    setting (:func:`~reward_service.sandbox.toolchain_probe.verilator_choice`)."""
+    return verilator_choice() == "pinned"
+
+
+def model_variant() -> str:
+    """The expression point model in use (:func:`begin_blocks_are_lists`), as a cache-key part
+    for everything that keeps instrumented designs or fast-path decisions."""
+    return "expr-begin-lists" if begin_blocks_are_lists() else "expr-no-begin-lists"
 
 
 @dataclass
@@ -172,6 +193,7 @@ class _Walker:
     def __init__(self, unit: ModuleUnit, dry: bool = False, formal: bool = False) -> None:
         self.u = unit
         self.dry = dry  # only list the points (another parameter set's copy)
+        self.begin_lists = begin_blocks_are_lists()
         self.formal = formal  # the formal model's output mode (ExprKind.instrument_formal)
         self.off = _off_regions(unit.source.data)
         self.genvars: dict[Any, int] = {}
@@ -272,15 +294,26 @@ class _Walker:
             for item in s.list:
                 self.stmt(item, state, target, guard)
         elif k == _T.Block:
-            # a begin-end block is no statement list of its own for V3Coverage (only procedures,
-            # if arms, loops and functions are): its checks go where the enclosing ones go
+            # on 5.48 a begin-end block is no statement list of its own for V3Coverage (only
+            # procedures, if arms, loops and functions are): its checks go where the enclosing
+            # ones go; on 5.052 it is one: they go after its last statement. The on/off state
+            # ($stop) is not the block's own on either (V3Coverage does not restore m_state there)
             if s.blockKind.name != "Sequential":
                 raise Unsupported(f"{self.u.file}:{self.u.location(s.syntax)[0]}: fork/join in the DUT")
             items = _stmt_list(s.body)
             locals_ = {symbol_key(i.symbol) for i in items if i.kind == _T.VariableDeclaration}
             self.hidden.append((_span_key(s.syntax), locals_))
+            inner = target
+            if self.begin_lists:
+                if not any(i.kind != _T.VariableDeclaration for i in items) and any(
+                    i.kind == _T.VariableDeclaration and i.symbol.initializer is not None for i in items
+                ):
+                    raise Unsupported(
+                        f"{self.u.file}:{self.u.location(s.syntax)[0]}: a begin block of initialised declarations only"
+                    )
+                inner = self._list_end(s)
             for item in items:
-                self.stmt(item, state, target, guard)
+                self.stmt(item, state, inner, guard)
             self.hidden.pop()
         elif k == _T.ExpressionStatement:
             self.expression_stmt(s, state, target, guard)

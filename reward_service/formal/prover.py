@@ -30,6 +30,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
@@ -118,7 +119,14 @@ def design_key(design: dict[str, str], top: str | None = None, limits: tuple[flo
     is a verdict too). The yosys/ABC build is Debian bookworm's on the host and in the images
     alike; a change of it needs a PROVER_REVISION bump."""
     blob = json.dumps(
-        {"files": design, "top": top, "rev": PROVER_REVISION, "fastcov": FASTCOV_VERSION, "limits": list(limits)},
+        {
+            "files": design,
+            "top": top,
+            "rev": PROVER_REVISION,
+            "fastcov": FASTCOV_VERSION,
+            "model": model_variant(),
+            "limits": list(limits),
+        },
         sort_keys=True,
     ).encode()
     return hashlib.sha256(blob).hexdigest()

