@@ -11,6 +11,8 @@ import pytest
 from conftest import ADVERSARIAL
 from helpers import seconds_before_run
 
+from reward_service.sandbox.cpu import wall_backstop
+
 COUNTER = ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v"
 
 
@@ -88,8 +90,9 @@ def test_11_fatal_exit_ends_by_fatal(isolated, simulator):
 def test_12_hang_is_timeout_within_limit_with_coverage(isolated, simulator, tb):
     r, elapsed = score(isolated, "12-hang-no-finish-zero-delay", tb, simulator, run_s=2.0)
     assert r.status == "timeout"
-    assert elapsed < 2.0 + 2.0 + seconds_before_run(r), r.timings
-    assert r.timings["run"] < (2.0 + 2.0) * 1000
+    # the limit counts CPU seconds: a loaded machine stretches the wall clock (up to the backstop)
+    assert elapsed < wall_backstop(2.0) + seconds_before_run(r), r.timings
+    assert r.timings["run_cpu"] < (2.0 + 1.0) * 1000, r.timings
     assert r.reward == 0.0  # chorus: a timeout yields no reward
     if simulator == "verilator":  # coverage up to the kill is still reported
         assert r.ended_by == "timeout"
@@ -115,7 +118,9 @@ def test_12_zero_delay_always_is_verilator_runtime_error(isolated):
 def test_13_stop_ends_promptly_like_finish(isolated, simulator):
     r, elapsed = score(isolated, "13-stop-interactive-prompt", "tb_stop.v", simulator, run_s=10.0)
     assert r.status == "ok"
-    assert r.timings["run"] < 2000  # no interactive prompt, no wait for the limit
+    # no interactive prompt, no wait for the limit (a sleeping wait would last until the wall
+    # backstop, 70 s; the run itself is milliseconds of CPU, seconds of wall on a loaded machine)
+    assert r.timings["run"] < 10000, r.timings
     assert "end of test after 10 cycles" in r.log
     assert r.ended_by == ("stop" if simulator == "verilator" else "finish")
 
@@ -196,6 +201,6 @@ def test_19_flood_is_capped_and_stopped(isolated, simulator):
 def test_19_zero_time_flood_is_killed_at_the_time_limit(isolated, simulator):
     r, elapsed = score(isolated, "19-runaway-output-flood", "tb_flood_zero_time.v", simulator, run_s=2.0)
     assert r.status == "timeout"
-    assert r.timings["run"] < 4000
+    assert r.timings["run_cpu"] < (2.0 + 1.0) * 1000, r.timings  # CPU seconds: the wall clock varies with load
     assert "bytes of output dropped" in r.log
     healthy(isolated)
