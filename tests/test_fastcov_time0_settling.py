@@ -86,10 +86,6 @@ def covered(points) -> set[str]:
     return {p.detail for p in points if p.metric == "toggle" and p.covered}
 
 
-XFAIL = pytest.mark.xfail(strict=True, reason="time-0 settling not implemented on either engine (docs/semantics.md)")
-
-
-@XFAIL
 @pytest.mark.slow
 def test_comb_glitch_at_time_zero_is_no_toggle(engine):
     # zero is 1 while y is still 0 at time 0, then 0 once the always @(*) has run (y = 6):
@@ -100,7 +96,6 @@ def test_comb_glitch_at_time_zero_is_no_toggle(engine):
     assert "y[1]:0->1" in names and "y[1]:1->0" in names  # settled to 6 at time 0, 0 at #1
 
 
-@XFAIL
 @pytest.mark.slow
 def test_initialiser_overwritten_at_time_zero_is_no_toggle(engine):
     # S = 3'b111 and D = 32'hffffffff are overwritten by the initial at time 0

@@ -60,6 +60,14 @@ USER_STOP_FLAGS = [
     "-MAKEFLAGS",
     "OPT_GLOBAL+=-include/work/src/rs_user.h",
 ]
+#: rs_main.cpp's time-0 settling of toggle points wraps the two coverage-registration calls of
+#: a toggle point (VerilatedCovContext::_inserti(uint32_t*) and the _insertp overload with two
+#: int values) to learn which counters are toggle bits; same symbols in 5.048 and 5.052.
+TIME0_WRAPPED = (
+    "_ZN19VerilatedCovContext8_insertiEPj",
+    "_ZN19VerilatedCovContext8_insertpEPKcS1_S1_S1_S1_iS1_iS1_S1_S1_S1_S1_S1_S1_S1_",
+)
+TIME0_LINK_FLAGS = [word for symbol in TIME0_WRAPPED for word in ("-LDFLAGS", f"-Wl,--wrap={symbol}")]
 USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
 RUN_GRACE_S = 1.0  # CPU seconds: the sandbox kills this long after the watchdog in rs_main.cpp fires
 #: What the host reads of a run dir (rs_main.cpp writes both).
@@ -536,6 +544,7 @@ class VerilatorSimulator(SimulatorBackend):
             *coverage_flags(job.fsm),
             *COMMON_FLAGS,
             *USER_STOP_FLAGS,
+            *TIME0_LINK_FLAGS,
             "--prefix",
             "Vtop",
             "--top-module",
