@@ -104,3 +104,46 @@ def test_initialiser_overwritten_at_time_zero_is_no_toggle(engine):
     # S counts 0..7 from time 0: S[2] rises at #40 and never falls; the initialiser's 1s are no rise
     assert "S[2]:1->0" not in names and "S[2]:0->1" in names, sorted(names)
     assert "Y[2]:1->0" not in names, sorted(names)
+
+
+COUNTER = """\
+module cnt (input logic clk, input logic rst, input logic en, output logic [2:0] q);
+  always_ff @(posedge clk or posedge rst)
+    if (rst) q <= 0;
+    else if (en) q <= q + 1;
+endmodule
+"""
+# A reset pulse inside time 0 (across a #0, which Verilator 5.048 counted as two toggles), an
+# enable set before the #0 that stays 1, then four counting edges: q goes 0 -> 4.
+PULSE_TB = """\
+module tb;
+  logic clk = 0, rst = 0, en = 0;
+  logic [2:0] q;
+  cnt dut (.clk(clk), .rst(rst), .en(en), .q(q));
+  always #5 clk = ~clk;
+  initial begin
+    rst = 1; en = 1;
+    #0 rst = 0;
+    repeat (4) @(posedge clk);
+    #1 $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_reset_pulse_at_time_zero_counts_on_neither_engine(engine):
+    # Written out so that a change of one engine alone fails: equality alone would pass if both
+    # went back to counting time-0 round trips, these sets alone if only one did.
+    points = fast_equals_verilator(engine, {"cnt.sv": COUNTER}, PULSE_TB)
+    assert covered(points) == {
+        "clk:0->1",
+        "clk:1->0",
+        "en:0->1",  # settled at 1 at time 0, never falls
+        "q[0]:0->1",
+        "q[0]:1->0",
+        "q[1]:0->1",
+        "q[1]:1->0",
+        "q[2]:0->1",
+    }
+    assert {p.detail for p in points if p.metric == "toggle"} >= {"rst:0->1", "rst:1->0", "q[2]:1->0"}
