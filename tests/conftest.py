@@ -27,6 +27,19 @@ ADVERSARIAL = SHARED_CASES / "adversarial"
 #: problem's default policy (adapters, rescore) expect the refusal.
 FORCING_CASES = frozenset({("cvdp_copilot_ring_token_0004", "good"), ("cvdp_copilot_ring_token_0004", "best")})
 ALLOW_DUT_WRITES = {"dut_writes": "allow"}
+#: Case numbers that moved since ../shared/cases was measured (Verilator 5.048, which counted
+#: time-0 round trips across `#0`/initial blocks): the time-0 settling rule of
+#: docs/semantics.md counts a bit at time 0 only from 0 to its settled value. asyc_reset weak:
+#: the reset at time 0 takes cnt_q from 0 to 31, so release_reset_o (cnt_q < 8) is 1, then 0,
+#: within time 0 and never toggles after (the counter stops at 21): its 0->1 and 1->0 no longer
+#: count (toggle 15 -> 13 of 18). The shared files stay as measured; the tests read them
+#: through :func:`expected_testbenches`.
+TIME0_MOVED: dict[tuple[str, str], dict] = {
+    ("cvdp_copilot_asyc_reset_0004", "weak"): {
+        "coverage": {"toggle": {"covered": 13, "total": 18}},
+        "overall_percent": 78.47,
+    },
+}
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -82,6 +95,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(
                 f"cannot put {item.nodeid} in xdist group {suffix[1:]}: loadgroup would not group it"
             )
+
+
+def expected_testbenches(problem_dir: Path) -> dict[str, dict]:
+    """The ``testbenches`` of a stimulus case's expected.json with the numbers the time-0 rule
+    moved (:data:`TIME0_MOVED`) put in."""
+    testbenches = json.loads((problem_dir / "expected.json").read_text())["testbenches"]
+    for (pid, tb), moved in TIME0_MOVED.items():
+        if pid == problem_dir.name and tb in testbenches:
+            want = testbenches[tb]
+            want["coverage"] = {**want["coverage"], **moved["coverage"]}
+            want["overall_percent"] = moved["overall_percent"]
+    return testbenches
 
 
 def cid012_rows() -> dict[str, dict]:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CID012, FORCING_CASES, REPO, STIMULUS, free_port, live_server
+from conftest import CID012, FORCING_CASES, REPO, STIMULUS, expected_testbenches, free_port, live_server
 
 from reward_service.problems import load_problems
 from reward_service.rescore.report import summarise
@@ -82,7 +82,7 @@ def hand_expected(ks=KS) -> dict:
     force DUT registers (FORCING_CASES) refused: not passed, coverage 0, no metric ratios."""
     per = {}
     for d in PROBLEM_DIRS:
-        exp = json.loads((d / "expected.json").read_text())["testbenches"]
+        exp = expected_testbenches(d)  # time-0 moves: conftest.TIME0_MOVED
         kept = [tb for tb in TBS if (d.name, tb) not in FORCING_CASES]
         refused = len(TBS) - len(kept)
         passed = [exp[tb]["meets_target"] for tb in kept] + [False] * refused
