@@ -302,8 +302,8 @@ def check_own_build_failure(build: ExecResult, context: str = "") -> None:
 _MAKE_FAILED = re.compile(r"^(?:%Error: 'make .*' exited with \d+|make(?:\[\d+\])?: \*\*\* )", re.M)
 #: gcc/make/ccache/ld lines of a C++ build failure that is ours, not the sources': a file the
 #: build generates or we write is missing (incl. an unused precompiled header), ccache
-#: or a .gch failed, our main's glue did not link, the disk is full. Anchored at gcc's own line
-#: starts (``<command-line>:`` / ``file:line:col:``), so a quoted source line (`` 12 | ...``,
+#: or a .gch failed, our main's glue (vl_stop_maybe, the time-0 wraps) did not link, the disk
+#: is full. Anchored at gcc's own line starts (``<command-line>:`` / ``file:line:col:``), so a quoted source line (`` 12 | ...``,
 #: which may hold the testbench's strings) never matches.
 _OWN_FAILURE = re.compile(
     r"^(?:<command-line>|cc1plus|[\w./+-]+(?::\d+)*): (?:fatal )?error: "
@@ -312,7 +312,7 @@ _OWN_FAILURE = re.compile(
     r"|^ccache: (?:error|FATAL)\b.*"
     r"|^(?:g\+\+|c\+\+|cc1plus|ld|/usr/bin/ld)[^:\n]*: (?:fatal )?error: \S*(?:Vtop|verilated|rs_)\S*: No such file or directory"
     r"|^make(?:\[\d+\])?: \*\*\* No rule to make target '[^']*(?:Vtop|verilated|rs_)[^']*'.*"
-    r"|^[^\n]*undefined reference to `vl_stop_maybe\b.*"
+    r"|^[^\n]*undefined reference to `(?:vl_stop_maybe|__real__ZN19VerilatedCovContext)\w*\b.*"
     r"|^[^\n]*No space left on device.*",
     re.M,
 )
