@@ -303,8 +303,8 @@ _MAKE_FAILED = re.compile(r"^(?:%Error: 'make .*' exited with \d+|make(?:\[\d+\]
 #: gcc/make/ccache/ld lines of a C++ build failure that is ours, not the sources': a file the
 #: build generates or we write is missing (incl. an unused precompiled header), ccache
 #: or a .gch failed, our main's glue (vl_stop_maybe, the time-0 wraps) did not link, the disk
-#: is full. Anchored at gcc's own line starts (``<command-line>:`` / ``file:line:col:``), so a quoted source line (`` 12 | ...``,
-#: which may hold the testbench's strings) never matches.
+#: is full. Anchored at gcc's own line starts (``<command-line>:`` / ``file:line:col:``), so a
+#: quoted source line (`` 12 | ...``, which may hold the testbench's strings) never matches.
 _OWN_FAILURE = re.compile(
     r"^(?:<command-line>|cc1plus|[\w./+-]+(?::\d+)*): (?:fatal )?error: "
     r"(?:\S*/)?(?:Vtop\w*(?:\.\w+)*|rs_\w+\.(?:h|cpp)|verilated\w*\.(?:h|cpp)|\S+\.gch): No such file or directory"
