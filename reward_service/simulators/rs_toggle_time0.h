@@ -75,10 +75,12 @@ extern "C" void __wrap__ZN19VerilatedCovContext8_insertpEPKcS1_S1_S1_S1_iS1_iS1_
         valp6, key7, valp7);
 }
 
-// Once, when time 0 has settled (rs_main.cpp first takes one more sample): a bit's counts so far become 0->1 = its
-// settled value, 1->0 = 0. Counting starts from Verilator's zero state and rises and falls
-// alternate, so the settled value is rise - fall (1 or 0). Ports share their counters with the
-// connected signal (one pair, listed once per instance): the rewrite is idempotent.
+// Once, when time 0 has settled (rs_main.cpp first takes one more sample): a bit's counts so
+// far become 0->1 = its settled value, 1->0 = 0. Counting starts from Verilator's zero state
+// (the model resets its toggle shadows to 0) and rises and falls alternate, so the settled
+// value is rise - fall (1 or 0). Ports share their counters with the connected signal (one
+// pair, listed once per instance): the rewrite is idempotent. The watchdog thread may call it
+// for a run timed out within time 0 (then all of the run was time 0).
 static void settle_time0() {
     if (g_settled) return;
     g_settled = true;
