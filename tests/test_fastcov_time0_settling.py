@@ -1,13 +1,11 @@
-"""Time-0 settling on the fast path (docs/semantics.md): a bit's transition at time 0 counts
-only from 0 to the value it has when time 0 has settled. Each reproducer is scored on real
+"""Time-0 settling on both engines (docs/semantics.md): a bit's transition at time 0 counts
+only from 0 to the value it has when time 0 has settled. Each sample is scored on real
 Verilator and on the fast path (which must not fall back); their toggle points must be equal,
-and the points counted only inside time 0 must be uncovered.
-
-Known difference (strict xfail): the fast path's watchers count every time-0 change, and
-Verilator 5.048 counts time-0 changes across ``#0``/several initial blocks but not in these
-two reproducers; a fast-path-only fix (watchers keeping the last time-0 value, commit
-adf14a7 of branch time0) makes these pass and breaks five existing fast-vs-Verilator
-equalities (docs/semantics.md), so both engines have to change together."""
+and the points counted only inside time 0 must be uncovered. The two reproducers were counted
+differently by each engine before the rule (the fast path counted every time-0 change,
+Verilator 5.048 none within one initial block's straight-line code but round trips across
+``#0``); the reset pulse writes out every covered point, so a change of one engine alone fails.
+"""
 
 from __future__ import annotations
 
