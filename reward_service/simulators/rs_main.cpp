@@ -13,6 +13,7 @@
 // `1->0` = 0; transitions after time 0 count on top as usual.
 #include "verilated.h"
 #include "verilated_cov.h"
+#include "verilated_timing.h"  // VlCoroutine: a model without delays does not include it
 #include "Vtop.h"
 #include "Vtop___024root.h"
 
