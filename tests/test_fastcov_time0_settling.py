@@ -145,3 +145,32 @@ def test_reset_pulse_at_time_zero_counts_on_neither_engine(engine):
         "q[2]:0->1",
     }
     assert {p.detail for p in points if p.metric == "toggle"} >= {"rst:0->1", "rst:1->0", "q[2]:1->0"}
+
+
+# No delay anywhere: the whole run is time 0 (events run out there; a model without timing)
+ALU_TIME0_ONLY_TB = """\
+module tb;
+  reg [1:0] op;
+  reg [7:0] a, b;
+  wire [7:0] y;
+  wire zero;
+  alu dut (.op(op), .a(a), .b(b), .y(y), .zero(zero));
+  initial begin
+    op = 2; a = 8'hF0; b = 8'h3C;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_a_run_that_never_leaves_time_zero_counts_its_settled_values(engine):
+    points = fast_equals_verilator(engine, {"alu.v": ALU}, ALU_TIME0_ONLY_TB)
+    # op = 2, a = F0, b = 3C, y = a & b = 30: rises to the settled 1s only; zero (1 while y is
+    # still 0) settles at 0: no point
+    assert covered(points) == {
+        "op[1]:0->1",
+        *(f"a[{i}]:0->1" for i in range(4, 8)),
+        *(f"b[{i}]:0->1" for i in range(2, 6)),
+        "y[4]:0->1",
+        "y[5]:0->1",
+    }
