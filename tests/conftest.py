@@ -27,6 +27,19 @@ ADVERSARIAL = SHARED_CASES / "adversarial"
 #: problem's default policy (adapters, rescore) expect the refusal.
 FORCING_CASES = frozenset({("cvdp_copilot_ring_token_0004", "good"), ("cvdp_copilot_ring_token_0004", "best")})
 ALLOW_DUT_WRITES = {"dut_writes": "allow"}
+#: Case numbers that moved since ../shared/cases was measured (Verilator 5.048, which counted
+#: time-0 round trips across `#0`/initial blocks): the time-0 settling rule of
+#: docs/semantics.md counts a bit at time 0 only from 0 to its settled value. asyc_reset weak:
+#: the reset at time 0 takes cnt_q from 0 to 31, so release_reset_o (cnt_q < 8) is 1, then 0,
+#: within time 0 and never toggles after (the counter stops at 21): its 0->1 and 1->0 no longer
+#: count (toggle 15 -> 13 of 18). The shared files stay as measured; the tests read them
+#: through :func:`case_expected`.
+TIME0_MOVED: dict[tuple[str, str], dict] = {
+    ("cvdp_copilot_asyc_reset_0004", "weak"): {
+        "coverage": {"toggle": {"covered": 13, "total": 18}},
+        "overall_percent": 78.47,
+    },
+}
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -98,11 +111,17 @@ MOVED_ON_5052 = {
 
 
 def case_expected(problem_id: str) -> dict:
-    """A stimulus case's expected.json with the numbers of the selected Verilator: on 5.052 those of
-    :data:`MOVED_ON_5052` replace 5.48's (which must still be what the file says)."""
+    """A stimulus case's expected.json with the numbers our engines give now: those the time-0 rule
+    moved (:data:`TIME0_MOVED`), and on 5.052 those of :data:`MOVED_ON_5052` in place of 5.48's
+    (which must still be what the file says)."""
     from reward_service.sandbox.toolchain_probe import verilator_choice
 
     expected = json.loads((STIMULUS / problem_id / "expected.json").read_text())
+    for (pid, tb), moved in TIME0_MOVED.items():  # on every engine and version
+        if pid == problem_id and tb in expected["testbenches"]:
+            want = expected["testbenches"][tb]
+            want["coverage"] = {**want["coverage"], **moved["coverage"]}
+            want["overall_percent"] = moved["overall_percent"]
     if verilator_choice() == "pinned":
         for (pid, tb), (metric, old, new, overall) in MOVED_ON_5052.items():
             if pid != problem_id:

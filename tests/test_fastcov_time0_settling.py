@@ -1,13 +1,11 @@
-"""Time-0 settling on the fast path (docs/semantics.md): a bit's transition at time 0 counts
-only from 0 to the value it has when time 0 has settled. Each reproducer is scored on real
+"""Time-0 settling on both engines (docs/semantics.md): a bit's transition at time 0 counts
+only from 0 to the value it has when time 0 has settled. Each sample is scored on real
 Verilator and on the fast path (which must not fall back); their toggle points must be equal,
-and the points counted only inside time 0 must be uncovered.
-
-Known difference (strict xfail): the fast path's watchers count every time-0 change, and
-Verilator 5.048 counts time-0 changes across ``#0``/several initial blocks but not in these
-two reproducers; a fast-path-only fix (watchers keeping the last time-0 value, commit
-adf14a7 of branch time0) makes these pass and breaks five existing fast-vs-Verilator
-equalities (docs/semantics.md), so both engines have to change together."""
+and the points counted only inside time 0 must be uncovered. The two reproducers were counted
+differently by each engine before the rule (the fast path counted every time-0 change,
+Verilator 5.048 none within one initial block's straight-line code but round trips across
+``#0``); the reset pulse writes out every covered point, so a change of one engine alone fails.
+"""
 
 from __future__ import annotations
 
@@ -86,10 +84,6 @@ def covered(points) -> set[str]:
     return {p.detail for p in points if p.metric == "toggle" and p.covered}
 
 
-XFAIL = pytest.mark.xfail(strict=True, reason="time-0 settling not implemented on either engine (docs/semantics.md)")
-
-
-@XFAIL
 @pytest.mark.slow
 def test_comb_glitch_at_time_zero_is_no_toggle(engine):
     # zero is 1 while y is still 0 at time 0, then 0 once the always @(*) has run (y = 6):
@@ -100,7 +94,6 @@ def test_comb_glitch_at_time_zero_is_no_toggle(engine):
     assert "y[1]:0->1" in names and "y[1]:1->0" in names  # settled to 6 at time 0, 0 at #1
 
 
-@XFAIL
 @pytest.mark.slow
 def test_initialiser_overwritten_at_time_zero_is_no_toggle(engine):
     # S = 3'b111 and D = 32'hffffffff are overwritten by the initial at time 0
@@ -109,3 +102,75 @@ def test_initialiser_overwritten_at_time_zero_is_no_toggle(engine):
     # S counts 0..7 from time 0: S[2] rises at #40 and never falls; the initialiser's 1s are no rise
     assert "S[2]:1->0" not in names and "S[2]:0->1" in names, sorted(names)
     assert "Y[2]:1->0" not in names, sorted(names)
+
+
+COUNTER = """\
+module cnt (input logic clk, input logic rst, input logic en, output logic [2:0] q);
+  always_ff @(posedge clk or posedge rst)
+    if (rst) q <= 0;
+    else if (en) q <= q + 1;
+endmodule
+"""
+# A reset pulse inside time 0 (across a #0, which Verilator 5.048 counted as two toggles), an
+# enable set before the #0 that stays 1, then four counting edges: q goes 0 -> 4.
+PULSE_TB = """\
+module tb;
+  logic clk = 0, rst = 0, en = 0;
+  logic [2:0] q;
+  cnt dut (.clk(clk), .rst(rst), .en(en), .q(q));
+  always #5 clk = ~clk;
+  initial begin
+    rst = 1; en = 1;
+    #0 rst = 0;
+    repeat (4) @(posedge clk);
+    #1 $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_reset_pulse_at_time_zero_counts_on_neither_engine(engine):
+    # Written out so that a change of one engine alone fails: equality alone would pass if both
+    # went back to counting time-0 round trips, these sets alone if only one did.
+    points = fast_equals_verilator(engine, {"cnt.sv": COUNTER}, PULSE_TB)
+    assert covered(points) == {
+        "clk:0->1",
+        "clk:1->0",
+        "en:0->1",  # settled at 1 at time 0, never falls
+        "q[0]:0->1",
+        "q[0]:1->0",
+        "q[1]:0->1",
+        "q[1]:1->0",
+        "q[2]:0->1",
+    }
+    assert {p.detail for p in points if p.metric == "toggle"} >= {"rst:0->1", "rst:1->0", "q[2]:1->0"}
+
+
+# No delay anywhere: the whole run is time 0 (events run out there; a model without timing)
+ALU_TIME0_ONLY_TB = """\
+module tb;
+  reg [1:0] op;
+  reg [7:0] a, b;
+  wire [7:0] y;
+  wire zero;
+  alu dut (.op(op), .a(a), .b(b), .y(y), .zero(zero));
+  initial begin
+    op = 2; a = 8'hF0; b = 8'h3C;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_a_run_that_never_leaves_time_zero_counts_its_settled_values(engine):
+    points = fast_equals_verilator(engine, {"alu.v": ALU}, ALU_TIME0_ONLY_TB)
+    # op = 2, a = F0, b = 3C, y = a & b = 30: rises to the settled 1s only; zero (1 while y is
+    # still 0) settles at 0: no point
+    assert covered(points) == {
+        "op[1]:0->1",
+        *(f"a[{i}]:0->1" for i in range(4, 8)),
+        *(f"b[{i}]:0->1" for i in range(2, 6)),
+        "y[4]:0->1",
+        "y[5]:0->1",
+    }

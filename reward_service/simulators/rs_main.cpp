@@ -6,21 +6,29 @@
 // (2) writes coverage on every ending, including Verilator runtime errors (exit callback) and
 // the run's CPU-time limit (a watchdog thread: the limit counts the CPU this process used, not
 // the wall clock, so a loaded machine cannot time a run out), (3) records how the run ended in
-// rs_end.txt, and
-// (4) writes coverage per instance.
+// rs_end.txt,
+// (4) writes coverage per instance, and (5) applies the time-0 settling rule to toggle points
+// (docs/semantics.md, "Time-0 settling and toggles"): when time first leaves 0 (or at the end
+// if it never does), each toggle bit's counts so far become `0->1` = the value it settled to,
+// `1->0` = 0; transitions after time 0 count on top as usual.
 #include "verilated.h"
 #include "verilated_cov.h"
+#include "verilated_timing.h"  // VlCoroutine: a model without delays does not include it
 #include "Vtop.h"
+#include "Vtop___024root.h"
 
+#include "rs_toggle_time0.h"  // settle_time0(): the time-0 rule for toggle points
 #include "rs_stops.h"  // generated per build: RS_STOPS, the "file:line" of each $stop call
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 #include <ctime>
 #include <unistd.h>
 
@@ -32,10 +40,32 @@ static std::atomic<bool> g_written{false};
 // (so /proc/self/environ no longer shows it).
 static char g_token[96] = {0};
 
+// Verilator samples a toggle signal written by a timed process (initial, `#`, `@`) when its
+// delay trigger fires, before the processes due then resume: a value written after that last
+// sample at time 0 (after a `#0`) is counted only at the next trigger, after time 0. One more
+// trigger at time 0 (a coroutine that does nothing, due at the current time in the active
+// region: the scheduler's UINT64_MAX delay, its fork..join_none sentinel; a delay of 0 would
+// wait in the inactive region, which raises no trigger) makes the model take that sample while
+// still at time 0. Only for a model with timing (it has a delay scheduler).
+template <typename Root>
+static VlCoroutine rs_time0_wake(Root* rootp) {
+    co_await rootp->__VdlySched.delay(std::numeric_limits<uint64_t>::max(), nullptr, "rs_main.cpp",
+                                      __LINE__);
+}
+
+template <typename Root>
+static void sample_time0(Root* rootp, Vtop* topp) {
+    if constexpr (requires { rootp->__VdlySched; }) {
+        rs_time0_wake(rootp);
+        topp->eval();
+    }
+}
+
 static void write_end(const char* why) {
     // Only the first ending writes; later ones (e.g. the watchdog racing a normal end) return.
     bool expected = false;
     if (!g_written.compare_exchange_strong(expected, true)) return;
+    settle_time0();  // time never left 0: all of the run was time 0
     // One record per instance (Verilator's default merges the instances of a module into one
     // record, `tb.*`): the host keeps the DUT instance's own hierarchy and merges within it
     // (reward_service/coverage/instances.py), so a reference-model instance does not count.
@@ -101,7 +131,14 @@ int main(int argc, char** argv, char**) {
 
     while (VL_LIKELY(!contextp->gotFinish())) {
         topp->eval();
-        if (!topp->eventsPending()) break;
+        const bool pending = topp->eventsPending();
+        // time 0 has settled when time leaves it (a `#0` wakes up at 0 again) or events run out
+        if (!g_settled && (!pending || topp->nextTimeSlot() > 0) && !contextp->gotFinish()) {
+            sample_time0(topp->rootp, topp.get());
+            settle_time0();
+            if (contextp->gotFinish()) break;
+        }
+        if (!pending) break;
         contextp->time(topp->nextTimeSlot());
     }
     const char* why = contextp->gotError() ? "stop" : contextp->gotFinish() ? "finish" : "no_events";

@@ -60,6 +60,17 @@ USER_STOP_FLAGS = [
     "-MAKEFLAGS",
     "OPT_GLOBAL+=-include/work/src/rs_user.h",
 ]
+#: rs_main.cpp's time-0 settling of toggle points wraps the two coverage-registration calls of
+#: a toggle point (VerilatedCovContext::_inserti(uint32_t*) and the _insertp overload with two
+#: int values) to learn which counters are toggle bits; same symbols in 5.048 and 5.052.
+TIME0_WRAPPED = (
+    "_ZN19VerilatedCovContext8_insertiEPj",
+    "_ZN19VerilatedCovContext8_insertpEPKcS1_S1_S1_S1_iS1_iS1_S1_S1_S1_S1_S1_S1_S1_",
+)
+TIME0_LINK_FLAGS = [word for symbol in TIME0_WRAPPED for word in ("-LDFLAGS", f"-Wl,--wrap={symbol}")]
+TIME0_HEADER = Path(__file__).with_name("rs_toggle_time0.h")
+#: cocotb's Verilator main gets the same rule from this file (VPI callbacks at the end of time 0).
+COCOTB_TIME0_CPP = Path(__file__).with_name("rs_cocotb_time0.cpp")
 USER_STOP_DECL = "void vl_stop_maybe(const char* filename, int linenum, const char* hier, bool maybe);\n"
 RUN_GRACE_S = 1.0  # CPU seconds: the sandbox kills this long after the watchdog in rs_main.cpp fires
 #: What the host reads of a run dir (rs_main.cpp writes both).
@@ -291,9 +302,9 @@ def check_own_build_failure(build: ExecResult, context: str = "") -> None:
 _MAKE_FAILED = re.compile(r"^(?:%Error: 'make .*' exited with \d+|make(?:\[\d+\])?: \*\*\* )", re.M)
 #: gcc/make/ccache/ld lines of a C++ build failure that is ours, not the sources': a file the
 #: build generates or we write is missing (incl. an unused precompiled header), ccache
-#: or a .gch failed, our main's glue did not link, the disk is full. Anchored at gcc's own line
-#: starts (``<command-line>:`` / ``file:line:col:``), so a quoted source line (`` 12 | ...``,
-#: which may hold the testbench's strings) never matches.
+#: or a .gch failed, our main's glue (vl_stop_maybe, the time-0 wraps) did not link, the disk
+#: is full. Anchored at gcc's own line starts (``<command-line>:`` / ``file:line:col:``), so a
+#: quoted source line (`` 12 | ...``, which may hold the testbench's strings) never matches.
 _OWN_FAILURE = re.compile(
     r"^(?:<command-line>|cc1plus|[\w./+-]+(?::\d+)*): (?:fatal )?error: "
     r"(?:\S*/)?(?:Vtop\w*(?:\.\w+)*|rs_\w+\.(?:h|cpp)|verilated\w*\.(?:h|cpp)|\S+\.gch): No such file or directory"
@@ -301,7 +312,7 @@ _OWN_FAILURE = re.compile(
     r"|^ccache: (?:error|FATAL)\b.*"
     r"|^(?:g\+\+|c\+\+|cc1plus|ld|/usr/bin/ld)[^:\n]*: (?:fatal )?error: \S*(?:Vtop|verilated|rs_)\S*: No such file or directory"
     r"|^make(?:\[\d+\])?: \*\*\* No rule to make target '[^']*(?:Vtop|verilated|rs_)[^']*'.*"
-    r"|^[^\n]*undefined reference to `vl_stop_maybe\b.*"
+    r"|^[^\n]*undefined reference to `(?:vl_stop_maybe|__real__ZN19VerilatedCovContext)\w*\b.*"
     r"|^[^\n]*No space left on device.*",
     re.M,
 )
@@ -441,10 +452,19 @@ def check_solver(
 # cocotb: the DUT model, built once per design
 
 
+def cocotb_time0_args() -> list[str]:
+    """The build arguments that link :data:`COCOTB_TIME0_CPP` into a cocotb model: the file
+    (written into the build's cwd by :func:`_build_cocotb_model`), the link wraps, and a define
+    naming the content of both C++ files, so that the model key changes with them."""
+    digest = hashlib.sha256(COCOTB_TIME0_CPP.read_bytes() + TIME0_HEADER.read_bytes()).hexdigest()[:16]
+    return [*TIME0_LINK_FLAGS, "-CFLAGS", f"-DRS_TIME0_REV={digest}", COCOTB_TIME0_CPP.name]
+
+
 def cocotb_build_args(job: Job) -> list[str]:
     """The Verilator flags of ``job``'s cocotb DUT model (part of :func:`cocotb_model_key`):
-    coverage, :data:`COCOTB_FLAGS`, the defines and top-level parameter overrides."""
-    return [*coverage_flags(job.fsm), *COCOTB_FLAGS, *job.define_args(), *parameter_args(job)]
+    coverage, :data:`COCOTB_FLAGS`, the time-0 rule of toggle points (:func:`cocotb_time0_args`),
+    the defines and top-level parameter overrides."""
+    return [*coverage_flags(job.fsm), *COCOTB_FLAGS, *cocotb_time0_args(), *job.define_args(), *parameter_args(job)]
 
 
 def cocotb_model_key(job: Job, build_args: list[str]) -> str:
@@ -474,6 +494,8 @@ def _build_cocotb_model(job: Job, tools: Path, out: SimRun, build_args: list[str
     # coverage.dat: relative dirs (the build's cwd is src) keep the request's names, where
     # the absolute ones lost every point of `include "core.v"` beside rtl/top.v.
     relative = [f"-I{posixpath.relpath(d, cocotb_flow.SRC)}" for d in cocotb_flow.include_dirs(job)]
+    for source in (COCOTB_TIME0_CPP, TIME0_HEADER):
+        (job.src / source.name).write_text(source.read_text())
     spec = cocotb_flow.build_spec(job, "verilator", [*build_args, *relative], [], cocotb_flow.MODEL)
     out.build, status = cocotb_flow.run_build(
         job,
@@ -511,6 +533,7 @@ class VerilatorSimulator(SimulatorBackend):
         out = SimRun()
         (job.root / "obj").mkdir(exist_ok=True)
         (job.src / "rs_main.cpp").write_text(MAIN_CPP.read_text())
+        (job.src / TIME0_HEADER.name).write_text(TIME0_HEADER.read_text())
         (job.src / "rs_user.h").write_text(USER_STOP_DECL)
         (job.src / "rs_stops.h").write_text(
             stops_header(job.src, job.design_files + job.stimulus_files + job.include_files)
@@ -536,6 +559,7 @@ class VerilatorSimulator(SimulatorBackend):
             *coverage_flags(job.fsm),
             *COMMON_FLAGS,
             *USER_STOP_FLAGS,
+            *TIME0_LINK_FLAGS,
             "--prefix",
             "Vtop",
             "--top-module",
