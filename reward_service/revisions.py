@@ -12,10 +12,10 @@ from __future__ import annotations
 from reward_service import __version__
 
 #: The engine's measurement and classification (instances, statuses, build flow).
-ENGINE_REVISION = "6"
+ENGINE_REVISION = "7"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
-FASTCOV_VERSION = "7"
+FASTCOV_VERSION = "8"
 #: The unreachability prover's verdicts (also keys its verdict cache).
 PROVER_REVISION = "10"
 
