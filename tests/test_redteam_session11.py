@@ -53,3 +53,18 @@ def test_macro_hidden_dollar_c_forging_coverage_is_refused(engine, form: str, en
         forged.reward,
         _toggle(forged) if forged.coverage else None,
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hole: a DPI import whose `import` keyword comes from a macro passes the host-code screen; "
+    "libc's system() is then called from the testbench (rc=32512: it ran, the sandbox has no /bin/sh)",
+)
+def test_macro_hidden_dpi_import_is_refused(engine) -> None:
+    dpi = (
+        "\n`define IMP import\n"
+        '  `IMP "DPI-C" function int system(input string cmd);\n'
+        '  int rc; initial begin rc = system("true"); $display("rc=%0d", rc); end\n'
+    )
+    r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + dpi, 1), "verilator"))
+    assert r.status == "invalid_input" and "could forge coverage" in r.message, (r.status, r.reward, r.log[-300:])
