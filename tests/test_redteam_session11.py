@@ -68,3 +68,16 @@ def test_macro_hidden_dpi_import_is_refused(engine) -> None:
     )
     r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + dpi, 1), "verilator"))
     assert r.status == "invalid_input" and "could forge coverage" in r.message, (r.status, r.reward, r.log[-300:])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hole: the own-failure pattern `^[^\\n]*undefined reference to `__real__...` is not anchored at a "
+    "linker line, so gcc quoting a failing line of the sample's own C++ ($c via a macro) makes its "
+    "compile_error (reward 0) a sandbox_error (no reward, retried)",
+)
+def test_quoted_own_failure_text_is_not_a_sandbox_error(engine) -> None:
+    bad = '\n`define HC $c\n  initial #1 `HC("int rs_a = ; /* undefined reference to `__real__ZN19VerilatedCovContext_x */");\n'
+    r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + bad, 1), "verilator"))
+    # the sample's own error: refused host code, or at least its compile_error, never ours
+    assert r.status in ("invalid_input", "compile_error"), (r.status, r.message[:200])
