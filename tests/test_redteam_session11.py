@@ -1,5 +1,5 @@
-"""Red-team session 11: reproducers of reward holes found in review (each a strict xfail until
-the engine refuses it; the honest score it is compared with is measured, not assumed)."""
+"""Red-team session 11: reproducers of reward holes found in review, each now refused (the honest
+score it is compared with is measured, not assumed)."""
 
 from __future__ import annotations
 
@@ -34,11 +34,6 @@ def _toggle(r) -> tuple[int, int]:
     return m.covered, m.total
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: `$c` hidden behind a macro passes the host-code screen (raw-text regex) and "
-    "its C++ forges every coverage counter: toggle 42/56 -> 56/56, reward 1.9375 -> 2.0",
-)
 @pytest.mark.parametrize("form", sorted(HIDDEN_HOST_CODE))
 @pytest.mark.parametrize("eng", ["verilator", "auto"])
 def test_macro_hidden_dollar_c_forging_coverage_is_refused(engine, form: str, eng: str) -> None:
@@ -47,19 +42,15 @@ def test_macro_hidden_dollar_c_forging_coverage_is_refused(engine, form: str, en
     forged = engine.score(
         _req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + HIDDEN_HOST_CODE[form], 1), eng)
     )
-    # what the engine must do: refuse it like the plain `$c(` (tests/test_tamper.py)
-    assert forged.status == "invalid_input" and "could forge coverage" in forged.message, (
+    # refused like the plain `$c(` (tests/test_tamper.py: invalid_input by the raw-text screen;
+    # here by the integrity check on the preprocessed tokens: refused, under every policy)
+    assert forged.status == "refused" and "could forge coverage" in forged.message, (
         forged.status,
         forged.reward,
         _toggle(forged) if forged.coverage else None,
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a DPI import whose `import` keyword comes from a macro passes the host-code screen; "
-    "libc's system() is then called from the testbench (rc=32512: it ran, the sandbox has no /bin/sh)",
-)
 def test_macro_hidden_dpi_import_is_refused(engine) -> None:
     dpi = (
         "\n`define IMP import\n"
@@ -67,17 +58,29 @@ def test_macro_hidden_dpi_import_is_refused(engine) -> None:
         '  int rc; initial begin rc = system("true"); $display("rc=%0d", rc); end\n'
     )
     r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + dpi, 1), "verilator"))
-    assert r.status == "invalid_input" and "could forge coverage" in r.message, (r.status, r.reward, r.log[-300:])
+    assert r.status == "refused" and "could forge coverage" in r.message, (r.status, r.reward, r.log[-300:])
+    assert [(v.kind, v.target) for v in r.violations] == [("host_code", "a DPI import/export")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: the own-failure pattern `^[^\\n]*undefined reference to `__real__...` is not anchored at a "
-    "linker line, so gcc quoting a failing line of the sample's own C++ ($c via a macro) makes its "
-    "compile_error (reward 0) a sandbox_error (no reward, retried)",
-)
 def test_quoted_own_failure_text_is_not_a_sandbox_error(engine) -> None:
     bad = '\n`define HC $c\n  initial #1 `HC("int rs_a = ; /* undefined reference to `__real__ZN19VerilatedCovContext_x */");\n'
     r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + bad, 1), "verilator"))
     # the sample's own error: refused host code, or at least its compile_error, never ours
-    assert r.status in ("invalid_input", "compile_error"), (r.status, r.message[:200])
+    assert r.status in ("refused", "compile_error"), (r.status, r.message[:200])
+
+
+def test_own_failure_lines_are_the_linkers_not_quoted_source() -> None:
+    """The build-failure classifier takes a missing-symbol line of the linker as ours, never a
+    source line the compiler quotes (a sample's text)."""
+    from reward_service.simulators.verilator import _OWN_FAILURE
+
+    ours = [
+        "Vtop__ALL.o:(.text+0x1f): undefined reference to `vl_stop_maybe(char const*, int, bool)'",
+        "rs_main.cpp:(.text.startup+0x3c): undefined reference to `__real__ZN19VerilatedCovContext8_insertiEPj'",
+        "/usr/bin/ld: rs_main.o: undefined reference to `__real__ZN19VerilatedCovContext8_insertiEPj'",
+    ]
+    quoted = [
+        "   42 |   int rs_a = ; /* undefined reference to `__real__ZN19VerilatedCovContext_x */",
+        "Vtb.cpp:42:5: error: x undefined reference to `vl_stop_maybe'",
+    ]
+    assert [bool(_OWN_FAILURE.search(line)) for line in ours + quoted] == [True] * 3 + [False] * 2

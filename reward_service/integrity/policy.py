@@ -52,7 +52,9 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
     refuses them (:func:`refuses_dut_writes`), an override of a parameter the policy pins
     (kind ``parameter_override``), and every DUT parameter override it makes; under every
     policy, an `` `include`` that read a host file not of the request (kind
-    ``include_outside_request``, nothing else reported). cocotb stimulus
+    ``include_outside_request``, nothing else reported) and host code run in the simulator
+    after preprocessing (kind ``host_code``: `$c` or a DPI import/export however macros spell
+    it; nothing else reported). cocotb stimulus
     is checked at its simulator-interface write path while it runs: nothing here."""
     if not isinstance(stimulus, SvTestbench):
         return StimulusCheck()
@@ -74,6 +76,20 @@ def check_stimulus(request: ScoreRequest, design: Design, stimulus: SvTestbench 
                     message=f"an `include reads {path}, a file that is not part of the request",
                 )
                 for path in found.foreign_files
+            ]
+        )
+    if found.host_code:  # refused under every policy: the stimulus could forge its coverage
+        return StimulusCheck(
+            [
+                IntegrityViolation(
+                    kind="host_code",
+                    file=file,
+                    line=line,
+                    target=what,
+                    message=f"{what} runs host code inside the simulator (Verilator $c / DPI); "
+                    "stimulus may not use it, it could forge coverage",
+                )
+                for file, line, what in found.host_code
             ]
         )
     violations = list(found.violations) if refuses_dut_writes(request) else []
@@ -136,6 +152,11 @@ def refusal(violations: list[IntegrityViolation]) -> ScoreResult:
         message = (
             f"refused: an `include of the stimulus names a file that is not part of the request ({text}); "
             "every included file must be one of the request's files (docs/integrity.md)"
+        )
+    elif any(v.kind == "host_code" for v in violations):
+        message = (
+            f"refused: the stimulus runs host code inside the simulator ({text}): Verilator $c and DPI "
+            "imports/exports are refused under every policy, it could forge coverage (docs/integrity.md)"
         )
     elif all(v.kind == "parameter_override" for v in violations):
         message = f"refused: the stimulus overrides DUT parameters the problem pins ({text}) (docs/integrity.md)"

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 _ROOT = "/rs/"  # where the in-memory files live (includes resolve among them, never on disk)
 _SK = ast.SymbolKind
+#: Verilator's inline C++ system functions and tasks ($c, $c8.., $cpure, $cpure8..)
+_HOST_CALL = re.compile(r"\$c(?:pure)?\d*")
 _EK = ast.ExpressionKind
 _SX = syntax.SyntaxKind
 
@@ -99,6 +101,10 @@ class SvCheck:
     #: files an `include read from the host's disk that are not the request's: when any, the
     #: check found nothing else (no override is reported: it could carry such a file's text)
     foreign_files: tuple[str, ...] = ()
+    #: host code the stimulus runs inside the simulator after preprocessing, ``(file, line,
+    #: construct)``: Verilator's inline C++ (`$c`, `$cN`, `$cpure...`) or a DPI import/export,
+    #: however macros spell it; when any, the check found nothing else
+    host_code: tuple[tuple[str, int, str], ...] = ()
 
 
 def check(sources: SvSources) -> SvCheck:
@@ -132,6 +138,7 @@ def check(sources: SvSources) -> SvCheck:
         races=hit.races,
         schedule_edits=hit.schedule_edits,
         foreign_files=hit.foreign_files,
+        host_code=hit.host_code,
     )
 
 
@@ -174,6 +181,9 @@ class _Checker:
         foreign = hdl.foreign_files(self.sm, [_ROOT + n for n in self.data])
         if foreign:  # nothing read from such a file may reach the result
             return SvCheck(violations=(), overrides=(), foreign_files=tuple(foreign))
+        host_code = self._host_code(trees)
+        if host_code:
+            return SvCheck(violations=(), overrides=(), host_code=host_code)
         self._line_directives()
         compilation = ast.Compilation()
         for tree in trees:
@@ -205,6 +215,26 @@ class _Checker:
             races=found_races.races,
             schedule_edits=found_races.edits,
         )
+
+    def _host_code(self, trees: list[Any]) -> tuple[tuple[str, int, str], ...]:
+        """Host code the stimulus runs in the simulator, found on the preprocessed token stream
+        (a raw-text screen misses `` `define HC $c `` or a macro-made `import`): each `$c...`
+        system name and each DPI import/export whose expansion site is a stimulus file (a
+        design's own use is the design's), ``(file, line, construct)``."""
+        found: list[tuple[str | None, int, str]] = []
+
+        def visit(node: Any) -> Any:
+            if isinstance(node, parsing.Token):
+                if node.kind == parsing.TokenKind.SystemIdentifier and _HOST_CALL.fullmatch(node.valueText):
+                    found.append((*self._where(node.location), node.valueText))
+                return ast.VisitAction.Advance
+            if node.kind in (syntax.SyntaxKind.DPIImport, syntax.SyntaxKind.DPIExport):
+                found.append((*self._where(node.sourceRange.start), "a DPI import/export"))
+            return ast.VisitAction.Advance
+
+        for tree in trees:
+            tree.root.visit(visit)
+        return tuple(sorted({(f, line, what) for f, line, what in found if f is not None and f in self.stimulus_names}))
 
     def _parse(self) -> tuple[list[Any], bool]:
         """One syntax tree of every compilation unit (design files first, as the builds order

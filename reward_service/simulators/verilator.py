@@ -312,7 +312,10 @@ _OWN_FAILURE = re.compile(
     r"|^ccache: (?:error|FATAL)\b.*"
     r"|^(?:g\+\+|c\+\+|cc1plus|ld|/usr/bin/ld)[^:\n]*: (?:fatal )?error: \S*(?:Vtop|verilated|rs_)\S*: No such file or directory"
     r"|^make(?:\[\d+\])?: \*\*\* No rule to make target '[^']*(?:Vtop|verilated|rs_)[^']*'.*"
-    r"|^[^\n]*undefined reference to `(?:vl_stop_maybe|__real__ZN19VerilatedCovContext)\w*\b.*"
+    # the linker's own line (`x.o:(.text+0x1f): ...` or `/usr/bin/ld: x.o: ...`), never a source
+    # line the compiler quotes (`  12 |  ...`): a sample's text must not make its failure ours
+    r"|^(?:(?:/usr/bin/)?ld: )?[\w./+-]+:(?:\([^)\n]*\):)? undefined reference to "
+    r"`(?:vl_stop_maybe|__real__ZN19VerilatedCovContext)\w*\b.*"
     r"|^[^\n]*No space left on device.*",
     re.M,
 )
