@@ -49,8 +49,9 @@ class Closure:
     ``reason``; nothing witnessed); ``proof``/``witness``: the two halves; ``testbench``: the
     closure testbench text; ``metrics``: per metric; ``not_replayed``: per engine, keys the
     model claims that the replay did not cover; ``proved_but_covered``: proved keys a replay
-    covered; ``undecided_keys``: the keys of the undecided points; ``seconds``: proof + search
-    + replays."""
+    covered; ``undecided_keys``: the keys of the undecided points; ``replayed_on``: the engine
+    that scored each replay (the fast path may decline a design: then Verilator scored both);
+    ``seconds``: proof + search + replays."""
 
     status: str
     proof: ProofResult
@@ -61,6 +62,7 @@ class Closure:
     not_replayed: dict[str, list[tuple]] = field(default_factory=dict)
     proved_but_covered: list[tuple] = field(default_factory=list)
     undecided_keys: list[tuple] = field(default_factory=list)
+    replayed_on: dict[str, str | None] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -80,6 +82,7 @@ class Closure:
             "not_replayed": {e: [list(k) for k in keys] for e, keys in self.not_replayed.items()},
             "proved_but_covered": [list(k) for k in self.proved_but_covered],
             "undecided_points": [list(k) for k in self.undecided_keys[:200]],
+            "replayed_on": self.replayed_on,
             "seconds": self.seconds,
         }
 
@@ -126,6 +129,7 @@ def closure(
     points = None
     for name in REPLAY_ENGINES:
         scored = engine.scored(_replay(design, top or witness.top, "closure_tb.sv", tb, name, instance, metrics))
+        out.replayed_on[name] = scored.result.engine
         if scored.result.status != "ok":
             out.status, out.reason = "replay failed", f"{name}: {scored.result.status}: {scored.result.message}"
             break

@@ -149,6 +149,7 @@ def test_the_closure_testbench_replays_every_claim(engine, name):
     result = ceiling.closure(design, engine=engine)
     assert result.status == "ok", result.reason
     assert result.not_replayed == {"fast": [], "verilator": []}
+    assert result.replayed_on == {"fast": "fast", "verilator": "verilator"}  # both engines really replayed
     assert result.proved_but_covered == []
     assert result.undecided == 0, json.dumps(result.to_json())
     assert sum(m.witnessed for m in result.metrics.values()) >= len(result.witness.claimed)
