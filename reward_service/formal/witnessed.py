@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from reward_service import hdl
+from reward_service.revisions import ENGINE_REVISION
 from reward_service.formal.model import PointKey
 from reward_service.formal.prover import design_key
 
 
 def _path(cache_dir: Path, design: dict[str, str], top: str | None) -> Path:
     # the prover's key (its HDL files, as the engine proves them) without time limits: a
-    # witnessed point is reachable whatever they were
+    # witnessed point is reachable whatever they were; and the engine's revision: the points are
+    # what the engine's replays covered
     design = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}
-    return cache_dir / "ceiling" / f"{design_key(design, top, (0.0, 0))}.json"
+    return cache_dir / "ceiling" / f"{design_key(design, top, (0.0, 0))}-e{ENGINE_REVISION}.json"
 
 
 def store(

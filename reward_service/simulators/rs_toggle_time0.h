@@ -7,6 +7,7 @@
 #include "verilated.h"
 #include "verilated_cov.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -33,7 +34,7 @@ struct TogglePair {
 static std::vector<TogglePair> g_toggles;
 static uint32_t* g_inserting = nullptr;   // the counter of the point being registered
 static uint32_t* g_fall_pending = nullptr;  // a toggle bit's 1->0 counter, until its 0->1 one
-static bool g_settled = false;
+static std::atomic<bool> g_settled{false};  // the watchdog's timeout ending may race the main loop
 
 static bool ends_with(const char* s, const char* tail) {
     const size_t n = std::strlen(s), m = std::strlen(tail);
@@ -82,8 +83,7 @@ extern "C" void __wrap__ZN19VerilatedCovContext8_insertpEPKcS1_S1_S1_S1_iS1_iS1_
 // pair, listed once per instance): the rewrite is idempotent. The watchdog thread may call it
 // for a run timed out within time 0 (then all of the run was time 0).
 static void settle_time0() {
-    if (g_settled) return;
-    g_settled = true;
+    if (g_settled.exchange(true)) return;
     for (const TogglePair& t : g_toggles) {
         *t.rise = *t.rise > *t.fall ? 1 : 0;
         *t.fall = 0;
