@@ -23,7 +23,7 @@ try:
 except ModuleNotFoundError as exc:  # the bare install is the client (pyproject): no CLI packages
     raise SystemExit(
         f"the reward-service command needs the server install (pip install '.[server]' from a "
-        f"checkout, or scripts/install.sh); this is a client-only install ({exc})"
+        f"checkout, or scripts/install.sh); the server's packages are missing: a client-only install, or none ({exc})"
     ) from None
 
 from reward_service.console import make_console, pipe_width, print_table

@@ -27,6 +27,7 @@ MIRROR="${DEBIAN_MIRROR:-$( (grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /et
   | grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')}"
 MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 
+command -v docker >/dev/null || { echo "build_images: docker not found: install and start Docker Engine first" >&2; exit 1; }
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }
 
 if ! have_image debian:bookworm; then

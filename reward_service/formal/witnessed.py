@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from reward_service import hdl
-from reward_service.revisions import ENGINE_REVISION
 from reward_service.formal.model import PointKey
 from reward_service.formal.prover import design_key
+from reward_service.revisions import ENGINE_REVISION
 
 
 def _path(cache_dir: Path, design: dict[str, str], top: str | None) -> Path:
