@@ -278,8 +278,9 @@ def wait_healthy(container, timeout: float = 120) -> None:
 
 def kill_mid_job(stack: Stack, redis_client, jobs: Container[str] | None = None) -> object | None:
     """SIGKILL a worker container while it runs a job (one of ``jobs``, job ids, when given):
-    it is frozen first (docker pause) and killed only if it still holds the job's lease then,
-    so the kill cannot land just after the job finished (a CI run lost that race under load).
+    it is frozen first (docker pause) and killed only if it still holds the job's lease then and
+    the job has no stored result, so the kill cannot land just after the job finished (CI runs
+    lost that race under load).
     Returns the container, or None when no worker was busy."""
     import docker
 
@@ -292,7 +293,11 @@ def kill_mid_job(stack: Stack, redis_client, jobs: Container[str] | None = None)
     except docker.errors.APIError:  # it may have just gone idle or been restarted
         return None
     value = redis_client.get(key) or b""
-    if value and value.split()[0].decode() == victim.attrs["Config"]["Hostname"]:
+    job_id = key.decode().removeprefix("reward-service:job:").removesuffix(":lease")
+    # the lease is released just after the result is stored: a kill between the two leaves
+    # nothing to run again (a CI run met it), so the job must also have no result yet
+    stored = redis_client.exists(f"celery-task-meta-{job_id}")
+    if value and value.split()[0].decode() == victim.attrs["Config"]["Hostname"] and not stored:
         victim.kill(signal="SIGKILL")
         return victim
     victim.unpause()
