@@ -13,6 +13,7 @@ empty).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,28 @@ def ceiling_of(
         if kept is not None and set(metrics) <= set(kept[1].get("metrics_asked", [])):
             return kept[1]
     return closure(design, top, instance, metrics, engine, budget_s, cache_dir).to_json()
+
+
+def problem_ceilings(problems: Iterable[Any], again: bool = False) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """``(problem, closure summary)`` for each registered problem (``Problem``: its design, top,
+    DUT instance and metrics) in turn, by :func:`ceiling_of` under the settings' cache dir with
+    one engine without the result cache; ``again`` runs kept closures anew."""
+    from reward_service.engine import Engine
+    from reward_service.settings import get_settings
+
+    settings = get_settings()
+    engine = Engine(settings.model_copy(update={"result_cache": False}))
+    for p in problems:
+        summary = ceiling_of(
+            dict(p.design.files),
+            p.design.toplevel,
+            p.dut_instance,
+            list(p.metrics),
+            settings.cache_dir,
+            engine,
+            again=again,
+        )
+        yield p, summary
 
 
 def shown_attainable(summary: dict[str, Any], metrics: list[str]) -> float | None:

@@ -702,26 +702,13 @@ def list_problems(
 def _print_ceiling(problems: list[Any], json_out: bool, again: bool) -> None:
     """``problems --ceiling``: each problem's closure (reward_service.ceiling), a JSON line or
     a table row per problem as it finishes."""
-    from reward_service.ceiling import ceiling_of, shown_attainable
-    from reward_service.engine import Engine
-    from reward_service.settings import get_settings
+    from reward_service.ceiling import problem_ceilings, shown_attainable
 
-    settings = get_settings()
-    engine = Engine(settings.model_copy(update={"result_cache": False}))
     fields = ("total", "unreachable", "witnessed", "undecided")
     table = Table()
     for col in ("id", "metric", *fields, "shown attainable %", "target %"):
         table.add_column(col, overflow="fold", no_wrap=col == "id")
-    for p in problems:
-        summary = ceiling_of(
-            dict(p.design.files),
-            p.design.toplevel,
-            p.dut_instance,
-            list(p.metrics),
-            settings.cache_dir,
-            engine,
-            again=again,
-        )
+    for p, summary in problem_ceilings(problems, again):
         metrics = {m: {f: summary["metrics"].get(m, {}).get(f, 0) for f in fields} for m in p.metrics}
         if json_out:
             line = {"id": p.id, "target_percent": p.target_percent, "status": summary["status"], "metrics": metrics}

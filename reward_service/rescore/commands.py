@@ -279,17 +279,10 @@ def _ceilings(problems: list[Any]) -> dict[str, Any]:
     (:func:`~reward_service.ceiling.shown_attainable`, percent) and whether that meets its
     TARGET; then the ids whose TARGET is ``not_shown`` attainable. Closures come from the local
     cache (``reward-service problems --ceiling`` keeps them) or are run now."""
-    from reward_service.ceiling import ceiling_of, shown_attainable
-    from reward_service.engine import Engine
-    from reward_service.settings import get_settings
+    from reward_service.ceiling import problem_ceilings, shown_attainable
 
-    settings = get_settings()
-    engine = Engine(settings.model_copy(update={"result_cache": False}))
     per: dict[str, Any] = {}
-    for p in problems:
-        summary = ceiling_of(
-            dict(p.design.files), p.design.toplevel, p.dut_instance, list(p.metrics), settings.cache_dir, engine
-        )
+    for p, summary in problem_ceilings(problems):
         shown = shown_attainable(summary, list(p.metrics))
         per[p.id] = {
             "status": summary["status"],
