@@ -150,3 +150,14 @@ def test_missing_default_problems_is_a_usage_error(tmp_path, shared_cache_dir):
         env=cli_env(shared_cache_dir),
     )
     assert proc.returncode == 2 and "cid012.jsonl" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shipped_examples_are_release_rows():
+    """examples/cvdp/cid012_examples.jsonl (README's eval-cvdp example from any checkout) is exactly
+    the cid012 rows of the problems the example completions answer, unmodified."""
+    shipped = (REPO / "examples" / "cvdp" / "cid012_examples.jsonl").read_text().splitlines()
+    release = {json.loads(line)["id"]: line for line in CID012.read_text().splitlines()}
+    answered = {json.loads(line)["problem_id"] for line in EXAMPLE.read_text().splitlines()}
+    assert sorted(json.loads(line)["id"] for line in shipped) == sorted(answered)
+    assert all(line == release[json.loads(line)["id"]] for line in shipped)
+    assert set(load_problems(REPO / "examples" / "cvdp" / "cid012_examples.jsonl")) == answered
