@@ -17,7 +17,7 @@ ENGINE_REVISION = "7"
 #: ``auto`` decisions).
 FASTCOV_VERSION = "8"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "10"
+PROVER_REVISION = "11"
 
 
 def results_revision() -> dict[str, str]:

@@ -54,6 +54,7 @@ endmodule
 
 DESIGNS = {"deep.sv": DEEP, "neg.sv": NEG}
 
+
 #: Outside the proof's semantics (two clock edges, a latch): the witness search drives every
 #: input at every global step, the clock first.
 TWO_EDGES = """module two(input clk, input rst_n, input d, input en, output reg a, output reg b, output reg q);
@@ -153,6 +154,23 @@ def test_the_closure_testbench_replays_every_claim(engine, name):
     assert result.proved_but_covered == []
     assert result.undecided == 0, json.dumps(result.to_json())
     assert sum(m.witnessed for m in result.metrics.values()) >= len(result.witness.claimed)
+
+
+@pytest.mark.slow
+def test_an_async_reset_starts_inactive_so_the_first_step_asserting_it_is_an_edge(engine):
+    """thermostat_0003 (a latch: searched with every input free) resets at the witness's first
+    step (i_rst = 0, active low, `always @(posedge i_clk or negedge i_rst)`). The model applies
+    the reset as a level; a simulator only on i_rst's negedge. The replay's i_rst starts at 1,
+    so that step is an edge and the DUT resets as the model did; when it started at 0 (as every
+    other input), the AMBIENT arm's `else if (i_temp_feedback[2])` claim did not replay on
+    either engine."""
+    result = ceiling.closure(rtl_files(cid012_rows()["cvdp_copilot_thermostat_0003"]), engine=engine)
+    assert result.status == "ok", result.reason
+    assert result.witness.idle == {"i_rst": 1}
+    assert result.witness.steps[0]["i_rst"] == 0
+    assert result.not_replayed == {"fast": [], "verilator": []}
+    # the one point left: `default:` of a 3-bit state with 7 states (unproved: the latch)
+    assert [k[1:] for k in result.undecided_keys] == [(326, "line", "case")]
 
 
 @pytest.mark.slow

@@ -51,7 +51,10 @@ class Witness:
     undecided; ``reason`` says why) or ``error``. ``ports``: the DUT's ports; ``clock``: the
     clock port and its active edge (``posedge``/``negedge``; None: no flip-flops, or a design
     searched with every input free at every global step: ``clocks`` then names the inputs
-    that clock something, driven first in a step, the others one time unit later); ``steps``:
+    that clock something, driven first in a step, the others one time unit later); ``idle``:
+    input port name -> its value at time 0 where that is not 0 (the inactive level of the
+    asynchronous set, reset and load inputs that are port bits, so that a first step asserting
+    one makes the edge the DUT's process waits for; the model sees them as levels); ``steps``:
     per step, input port name -> value (``clock`` not included); ``claimed``: point key ->
     the first step after which the model has it covered; ``frames``: the deepest ``bmc3``
     window used; ``seconds``: wall time; ``notes``: counterexamples that did not simulate
@@ -62,6 +65,7 @@ class Witness:
     ports: list[Port] = field(default_factory=list)
     clock: tuple[str, str] | None = None
     clocks: list[str] = field(default_factory=list)
+    idle: dict[str, int] = field(default_factory=dict)
     steps: list[dict[str, int]] = field(default_factory=list)
     claimed: dict[PointKey, int] = field(default_factory=dict)
     reason: str = ""
@@ -160,7 +164,14 @@ def _search(
     aig = tie_inputs(aig, tied)
     outputs = read_map(work / "model.map")
     goals = _Goals(model, outputs, len(aig.outputs), skip)
-    witness = Witness("ok", top=model.top, ports=ports, clock=clock, clocks=_clock_ports(pre) if ticks else [])
+    witness = Witness(
+        "ok",
+        top=model.top,
+        ports=ports,
+        clock=clock,
+        clocks=_clock_ports(pre) if ticks else [],
+        idle=_async_idle(pre, drivable),
+    )
     state = list(aig.init)
     trace: list[list[int]] = []
     while frames <= max_frames and time.monotonic() < deadline - 1:
@@ -341,6 +352,49 @@ def _clock_ports(pre: dict) -> list[str]:
     return sorted(n for n, p in pre["ports"].items() if p["direction"] == "input" and set(p["bits"]) & seen)
 
 
+#: Asynchronous control ports of yosys's flip-flop and latch cells and the parameter holding
+#: each one's active level (one level for all the port's bits).
+_ASYNC_CONTROLS = {
+    "$adff": (("ARST", "ARST_POLARITY"),),
+    "$adffe": (("ARST", "ARST_POLARITY"),),
+    "$adlatch": (("ARST", "ARST_POLARITY"),),
+    "$aldff": (("ALOAD", "ALOAD_POLARITY"),),
+    "$aldffe": (("ALOAD", "ALOAD_POLARITY"),),
+    "$dffsr": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
+    "$dffsre": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
+    "$dlatchsr": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
+}
+
+
+def _async_idle(pre: dict, drivable: set[str]) -> dict[str, int]:
+    """Input port name -> value at time 0 (only ports with a bit at 1): every port bit that
+    directly is an asynchronous set/reset/load control starts at its inactive level. The model
+    applies such a control as a level from the zero state on; a simulator applies it on its
+    edge (``always @(posedge clk or negedge rst_n)``), and a port that starts at the level a
+    first step asserts makes no edge: the DUT would start unreset where the model is reset.
+    A bit used at both levels, or reached only through logic, is left at 0."""
+    levels: dict[int, set[int]] = {}
+    for cell in pre.get("cells", {}).values():
+        conns, params = cell.get("connections", {}), cell.get("parameters", {})
+        for port, polarity in _ASYNC_CONTROLS.get(cell["type"], ()):
+            raw = params.get(polarity, 1)  # the JSON writes parameters as binary strings
+            active = int(raw, 2) & 1 if isinstance(raw, str) else int(raw) & 1
+            for bit in conns.get(port, []):
+                if isinstance(bit, int):
+                    levels.setdefault(bit, set()).add(1 - active)
+    idle: dict[str, int] = {}
+    for name, port in pre.get("ports", {}).items():
+        if port["direction"] != "input" or name not in drivable:
+            continue
+        value = 0
+        for offset, bit in enumerate(port["bits"]):
+            if levels.get(bit) == {1}:
+                value |= 1 << offset
+        if value:
+            idle[name] = value
+    return idle
+
+
 def _read_inputs(path: Path) -> dict[int, tuple[str, int]]:
     """AIG input index -> (port name, bit) from the ``write_aiger -map`` file."""
     out = {}
@@ -390,13 +444,15 @@ def random_steps(witness: Witness, steps: int, seed: int) -> Witness:
         ports=list(witness.ports),
         clock=witness.clock,
         clocks=list(witness.clocks),
+        idle=dict(witness.idle),
         steps=sequence,
     )
 
 
 def to_testbench(witness: Witness, instance: str = "dut", half_period: int = 5) -> str:
     """The witness as a plain SystemVerilog testbench: one ``reg`` per DUT input port (0 at
-    time 0, the clock at its inactive level), one ``wire`` per output, the DUT instantiated
+    time 0; the clock and the asynchronous controls of ``witness.idle`` at their inactive
+    level), one ``wire`` per output, the DUT instantiated
     by name as ``instance``, and per step the inputs driven ``half_period`` time units before
     the clock's active edge (no clock: one evaluation per step)."""
     top = witness.top
@@ -405,6 +461,7 @@ def to_testbench(witness: Witness, instance: str = "dut", half_period: int = 5) 
         width = f"[{p.width - 1}:0] " if p.width > 1 else ""
         if p.direction == "input":
             start = 1 if witness.clock and p.name == witness.clock[0] and witness.clock[1] == "negedge" else 0
+            start = witness.idle.get(p.name, start)
             decls.append(f"  reg {width}{p.name} = {start};")
         else:
             decls.append(f"  wire {width}{p.name};")
