@@ -15,7 +15,7 @@ from reward_service import __version__
 ENGINE_REVISION = "7"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
-FASTCOV_VERSION = "8"
+FASTCOV_VERSION = "9"
 #: The unreachability prover's verdicts (also keys its verdict cache).
 PROVER_REVISION = "11"
 

@@ -101,6 +101,8 @@ class ToggleKind:
                 unit.insert_after(decl.parent, " " + text)
             else:
                 unit.tail.append(text)
+        if signals:
+            unit.declare(_time0_latch())  # after the header: the watchers in generate blocks read it
 
 
 def _signals(scope: Any, scoped: bool = False):
@@ -292,17 +294,34 @@ def _array_watcher(unit: ModuleUnit, sig: ToggleSignal, shadow: str, ref: str) -
     )
 
 
+#: The module's "time 0 is over" latch (:func:`_time0_latch`).
+LATE0 = f"{PREFIX}late0"
+
+
+def _time0_latch() -> str:
+    """Declaration and process of :data:`LATE0`, set one time precision unit of the module
+    after time 0: a delay that rounds to 0 in the module's precision runs within time 0, so
+    the process grows it tenfold until time has moved (its last wait is one precision unit).
+    Watchers that see it set call no system function (``_count``)."""
+    return (
+        f"bit {LATE0}; initial begin : {PREFIX}late0_b real d; d = 1e-18; #(d); "
+        f"while ($realtime == 0) begin d = d * 10; #(d); end {LATE0} = 1; end"
+    )
+
+
 def _count(rise: str, fall: str, current: str, previous: str, late: str) -> str:
     """Statement ORing a new value's transitions into the sticky vectors. At time 0 only the
     value the bit settles to counts, as a rise from 0 (docs/semantics.md, time-0 settling):
     the rise bits are the latest time-0 value, no falls; from the first change after time 0
     on, transitions from that settled value count. ``$realtime``: a fractional first delay
-    is no longer time 0 in the module's unit. ``late`` latches "after time 0" so that later
-    changes call no system function: Icarus ends a thread that calls one after ``$finish``,
-    and a change in ``$finish``'s own time step must still count."""
+    is no longer time 0 in the module's unit. ``late`` (this watcher's) and :data:`LATE0` (the
+    module's, set one precision unit after time 0) latch "after time 0" so that a change then
+    calls no system function: Icarus ends a thread that calls one after ``$finish``, and a
+    change in ``$finish``'s own time step must still count (``@(posedge done) $finish;``: the
+    rise of ``done`` that woke the testbench)."""
     counts = f"{rise} |= {current} & ~{previous}; {fall} |= ~{current} & {previous};"
     return (
-        f"if ({late}) begin {counts} end else if ($realtime == 0) {rise} = {current}; "
+        f"if ({late} || {LATE0}) begin {counts} end else if ($realtime == 0) {rise} = {current}; "
         f"else begin {late} = 1; {counts} end"
     )
 
