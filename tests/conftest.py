@@ -207,5 +207,8 @@ def isolated(shared_cache_dir, tmp_path):
     engine = Engine(Settings(cache_dir=shared_cache_dir, result_cache=False, work_root=work))
     before = tree(tmp_path)
     yield engine
+    from reward_service.scoring import workdir
+
+    assert workdir.drain(60), "work dirs still being removed after 60 s"
     assert tree(tmp_path) == before, "something was written outside the sample's work dir"
     assert not sandbox_processes(work), "a sandbox process was left behind"

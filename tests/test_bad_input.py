@@ -9,6 +9,8 @@ import pytest
 from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
 from helpers import seconds_before_run
 
+from reward_service.sandbox.cpu import wall_backstop
+
 PID = "cvdp_copilot_Attenuator_0011"
 GOOD_TB = (STIMULUS / PID / "good.sv").read_text()
 RTL = rtl_files(cid012_rows()[PID])
@@ -72,11 +74,12 @@ def test_run_time_limit_ends_within_limit_plus_2s(isolated, simulator):
     tb = GOOD_TB.replace("$finish;", "")
     started = time.monotonic()
     r = isolated.score(request(tb, simulator, limits={"run_s": 2}))
-    elapsed_run = r.timings["run"] / 1000
     assert r.status == "timeout" and r.reward == 0.0
-    assert elapsed_run < 2 + 2
+    # the limit counts CPU seconds (docs/sandbox.md): the step's CPU is bounded, its wall clock
+    # stretches with the machine's load (7.3 s at load 8 for a 2 s budget), up to the backstop
+    assert r.timings["run_cpu"] < (2 + 2) * 1000, r.timings
     # the whole scoring: nothing after the kill waits on it (1 s for measuring and finishing)
-    assert time.monotonic() - started < 2 + 2 + seconds_before_run(r) + 1, r.timings
+    assert time.monotonic() - started < wall_backstop(2) + seconds_before_run(r) + 1, r.timings
 
 
 def test_memory_bomb_in_sv_is_resource_limit(isolated):

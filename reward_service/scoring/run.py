@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from reward_service import hdl
 from reward_service.integrity import cocotb_guard
 from reward_service.models import SvTestbench
 from reward_service.sandbox import Sandbox
+from reward_service.scoring import workdir
 from reward_service.scoring.measure import measure
 from reward_service.scoring.types import Prepared, Prover, Scored
 from reward_service.settings import Settings
@@ -115,7 +115,7 @@ def simulate(
         result.engine = simulator.name
         return scored
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        workdir.remove_later(root)  # off this thread: on some disks removal costs as much as the run
 
 
 def _guard_ports(design: Mapping[str, str], toplevel: str) -> tuple[tuple[str, ...] | None, str | None]:
