@@ -261,13 +261,13 @@ def string_parameters(source: SourceFile) -> None:
     :class:`Unsupported` for any other use (``<``, a concatenation, a port, a function
     argument: their semantics differ)."""
     names: set[str] = set()
-    for node in [source.tree.root, *_walk(source.tree.root)]:
+    for node in [source.tree.root, *source.nodes()]:
         if node.kind == _K.ParameterDeclaration and node.type.kind == _K.StringType:
             names.update(d.name.valueText for d in node.declarators)
             source.replace(node.type, " " * len(str(node.type.keyword.valueText)))
     if not names:
         return
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind != _K.IdentifierName or node.identifier.valueText not in names:
             continue
         parent = node.parent
@@ -381,7 +381,8 @@ def strip_covergroups(source: SourceFile) -> bool:
     ``inst.get_inst_coverage()`` and ``cg::get_coverage()`` become ``0.0``. Line numbers are
     kept. Raises :class:`Unsupported` for any other use of a covergroup or its instances (the
     file then stays as written, and Icarus rejects it). Returns whether it found any."""
-    groups = [n for n in _walk(source.tree.root) if n.kind == _K.CovergroupDeclaration]
+    # the file's one listing (SourceFile.nodes): the passes after this one scan it too
+    groups = [n for n in source.nodes() if n.kind == _K.CovergroupDeclaration]
     if not groups:
         return False
     types = {g.name.valueText for g in groups}
@@ -399,11 +400,11 @@ def strip_covergroups(source: SourceFile) -> bool:
     pure = _PureArguments(source)
     for g in groups:
         blank(g)
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.DataDeclaration and node.type.kind == _K.NamedType and str(node.type).strip() in types:
             instances.update((d.name.valueText, str(node.type).strip()) for d in node.declarators)
             blank(node)
-    for ident in [n for n in _walk(source.tree.root) if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
+    for ident in [n for n in source.nodes() if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
         name = ident.identifier.valueText
         if name not in instances and name not in types:
             continue
@@ -439,7 +440,7 @@ class _PureArguments:
     ``++``/``--`` or ``new``."""
 
     def __init__(self, source: SourceFile) -> None:
-        nodes = list(_walk(source.tree.root))
+        nodes = source.nodes()
         subroutines = {
             n.prototype.name.identifier.valueText
             for n in nodes

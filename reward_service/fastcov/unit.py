@@ -137,7 +137,7 @@ class SourceFile:
         """Every syntax node of the file (:func:`walk` of its root), listed once: the tree does
         not change while insertions are collected, and each emulation pass scans it all."""
         if self._nodes is None:
-            self._nodes = list(walk(self.tree.root))
+            self._nodes = nodes_under(self.tree.root)
         return self._nodes
 
     # -- positions ------------------------------------------------------------------------
@@ -438,6 +438,23 @@ def other_bodies(unit: ModuleUnit) -> list[Any]:
     except Exception as exc:
         raise Unsupported(f"{unit.file}: pyslang cannot elaborate every instance of {unit.name}: {exc}") from exc
     return [b for key, b in found.items() if key != mine]
+
+
+def nodes_under(node: Any) -> list[Any]:
+    """Every syntax node under ``node``, as :func:`walk` lists them (depth first in source
+    order, ``node`` itself excluded), collected by pyslang's own traversal (``visit``, which
+    calls back for every node and token, ``node`` first): about half the cost of :func:`walk`'s
+    Python loop over each node's children, on every sample's testbench."""
+    node_type = syntax.SyntaxNode
+    found: list[Any] = []
+    append = found.append
+
+    def keep(item: Any) -> None:
+        if isinstance(item, node_type):
+            append(item)
+
+    node.visit(keep)
+    return found[1:]  # the first call is for ``node`` itself
 
 
 def walk(node: Any) -> Iterator[Any]:
