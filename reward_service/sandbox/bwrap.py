@@ -652,12 +652,28 @@ def _wait(proc: subprocess.Popen, usage: list[float], timeout: float) -> int:
     """:func:`_reap` until the step ended; raises ``subprocess.TimeoutExpired`` after
     ``timeout`` seconds."""
     end, pause = time.monotonic() + timeout, 0.0005
-    while (code := _reap(proc, usage)) is None:
-        if time.monotonic() >= end:
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        time.sleep(pause)
-        pause = min(0.01, pause * 2)
-    return code
+    # woken by the kernel when bwrap exits (a pidfd: readable once it is a zombie), not by
+    # polling: after the step's output closed, bwrap is usually a millisecond or two from its end
+    pidfd = exited = None
+    if proc.returncode is None:
+        with contextlib.suppress(OSError, AttributeError):  # pidfd_open: Linux >= 5.3
+            pidfd = os.pidfd_open(proc.pid)
+            exited = select.poll()
+            exited.register(pidfd, select.POLLIN)
+    try:
+        while (code := _reap(proc, usage)) is None:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            if exited is not None:
+                exited.poll(max(1, int(left * 1000)))
+            else:
+                time.sleep(min(pause, left))
+                pause = min(0.01, pause * 2)
+        return code
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _cpu_used(
