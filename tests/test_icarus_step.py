@@ -60,6 +60,19 @@ def test_a_testbench_rewriting_the_build_files_changes_nothing(engine, engine_na
     assert result.engine == engine_name and "forged" not in result.log
 
 
+def test_the_compiled_model_is_read_only_during_the_run(engine):
+    """sim.vvp is in the step's one ``chmod`` too: the fast path's host reads it after the run
+    (its placeholder check), so the testbench must not be able to rewrite it."""
+    body = """  initial begin
+    fd = $fopen("/work/obj/sim.vvp", "w"); $display("sim.vvp fd=%0d", fd);
+    fd = $fopen("/work/obj/status/build.rc", "a"); $display("build.rc fd=%0d", fd);
+    #4 $finish;
+  end"""
+    result = score(engine, tb(body), "icarus")
+    assert result.status == "ok", result.message
+    assert "sim.vvp fd=0" in result.log and "build.rc fd=0" in result.log, result.log
+
+
 @pytest.mark.parametrize("engine_name", ENGINES)
 def test_finish_and_return_124_is_not_a_timeout(engine, engine_name):
     result = score(engine, tb("  initial begin a = 3; #20 $finish_and_return(124); end"), engine_name)

@@ -64,9 +64,9 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
     """Rewrite variable data types of every module in ``source`` to 2-state (see above). With
     ``inputs_only_except``: only the input ports, and not those of that module (cocotb's
     toplevel, whose signals the test reads as logic vectors)."""
-    nets = _net_names(source.nodes())
+    nets = _net_names(source.of_kind(_K.NetDeclaration))
     inputs_only = inputs_only_except is not None
-    for node in source.nodes():
+    for node in source.of_kind(_K.RegType, _K.LogicType, _K.IntegerType, _K.VariablePortHeader, _K.NetPortHeader):
         k = node.kind
         parent = node.parent
         if inputs_only and (_module_name(node) == inputs_only_except or not _input_port_part(node)):
@@ -153,8 +153,8 @@ def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
 
 def zero_arrays(source: SourceFile) -> None:
     """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
-    driven = _continuously_driven(source.nodes())
-    for node in source.nodes():
+    driven = _continuously_driven(source.of_kind(_K.ContinuousAssign, _K.HierarchyInstantiation))
+    for node in source.of_kind(_K.DataDeclaration, _K.ImplicitAnsiPort):
         if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
         elif (
@@ -204,7 +204,7 @@ def mark_endings(source: SourceFile) -> None:
     """Print ``$stop called`` / ``$finish called`` before every ``$stop`` / ``$finish``: with
     ``vvp -n`` both end the run silently (as does running out of events), and ``ended_by``
     should say which ending it was."""
-    for node in source.nodes():
+    for node in source.of_kind(_K.ExpressionStatement):
         if node.kind == _K.ExpressionStatement:
             expr = node.expr.left if node.expr.kind == _K.InvocationExpression else node.expr
             if expr.kind == _K.SystemName and expr.systemIdentifier.valueText in ("$stop", "$finish"):
@@ -228,7 +228,7 @@ def jumps_as_disable(source: SourceFile) -> None:
     test, as after ``continue``). The block kinds' flags stay where they were: a ``continue``
     sets the body's flag before it jumps (blocks.py), a ``break`` does not."""
     names: dict[tuple[str, tuple[int, int]], str] = {}
-    for node in source.nodes():
+    for node in source.of_kind(_K.JumpStatement):
         if node.kind != _K.JumpStatement or node.breakOrContinue.valueText not in ("break", "continue"):
             continue
         word = node.breakOrContinue.valueText
@@ -261,13 +261,13 @@ def string_parameters(source: SourceFile) -> None:
     :class:`Unsupported` for any other use (``<``, a concatenation, a port, a function
     argument: their semantics differ)."""
     names: set[str] = set()
-    for node in [source.tree.root, *_walk(source.tree.root)]:
+    for node in [source.tree.root, *source.of_kind(_K.ParameterDeclaration)]:
         if node.kind == _K.ParameterDeclaration and node.type.kind == _K.StringType:
             names.update(d.name.valueText for d in node.declarators)
             source.replace(node.type, " " * len(str(node.type.keyword.valueText)))
     if not names:
         return
-    for node in _walk(source.tree.root):
+    for node in source.of_kind(_K.IdentifierName):
         if node.kind != _K.IdentifierName or node.identifier.valueText not in names:
             continue
         parent = node.parent
@@ -381,7 +381,8 @@ def strip_covergroups(source: SourceFile) -> bool:
     ``inst.get_inst_coverage()`` and ``cg::get_coverage()`` become ``0.0``. Line numbers are
     kept. Raises :class:`Unsupported` for any other use of a covergroup or its instances (the
     file then stays as written, and Icarus rejects it). Returns whether it found any."""
-    groups = [n for n in _walk(source.tree.root) if n.kind == _K.CovergroupDeclaration]
+    # the file's one listing of nodes by kind (SourceFile.of_kind): the passes after this one use it too
+    groups = source.of_kind(_K.CovergroupDeclaration)
     if not groups:
         return False
     types = {g.name.valueText for g in groups}
@@ -399,11 +400,11 @@ def strip_covergroups(source: SourceFile) -> bool:
     pure = _PureArguments(source)
     for g in groups:
         blank(g)
-    for node in _walk(source.tree.root):
+    for node in source.nodes():
         if node.kind == _K.DataDeclaration and node.type.kind == _K.NamedType and str(node.type).strip() in types:
             instances.update((d.name.valueText, str(node.type).strip()) for d in node.declarators)
             blank(node)
-    for ident in [n for n in _walk(source.tree.root) if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
+    for ident in [n for n in source.nodes() if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)]:
         name = ident.identifier.valueText
         if name not in instances and name not in types:
             continue
@@ -439,7 +440,7 @@ class _PureArguments:
     ``++``/``--`` or ``new``."""
 
     def __init__(self, source: SourceFile) -> None:
-        nodes = list(_walk(source.tree.root))
+        nodes = source.nodes()
         subroutines = {
             n.prototype.name.identifier.valueText
             for n in nodes
@@ -534,7 +535,7 @@ def comb_at_time_zero(source: SourceFile) -> None:
     triggered: set[tuple[int, int]] = set()
     reads: dict[tuple[int, int], dict[str, set[str] | None]] = {}
     types = _Types(source)
-    for node in source.nodes():
+    for node in source.of_kind(_K.AlwaysCombBlock, _K.AlwaysBlock):
         if node.kind == _K.AlwaysCombBlock:
             body, keyword = node.statement, "always @(*)"
         elif (

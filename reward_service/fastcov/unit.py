@@ -132,13 +132,35 @@ class SourceFile:
         self._wraps: dict[tuple[int, int], _Wrap] = {}
         self._seq = 0
         self._nodes: list[Any] | None = None
+        self._by_kind: dict[int, list[int]] | None = None
 
     def nodes(self) -> list[Any]:
         """Every syntax node of the file (:func:`walk` of its root), listed once: the tree does
         not change while insertions are collected, and each emulation pass scans it all."""
         if self._nodes is None:
-            self._nodes = list(walk(self.tree.root))
+            self._nodes = nodes_under(self.tree.root)
         return self._nodes
+
+    def of_kind(self, *kinds: Any) -> list[Any]:
+        """The nodes of :meth:`nodes` whose kind is one of ``kinds`` (``SyntaxKind`` members),
+        in source order. The nodes are indexed by kind once: each emulation pass then visits
+        only the nodes it rewrites, where a scan of every node costs ~0.25 µs a node per pass
+        (the ``kind`` property and an enum comparison) on each sample's testbench. Keyed by the
+        members' ids (they are singletons): an enum's own hash is Python code."""
+        if self._by_kind is None:
+            index: dict[int, list[int]] = {}
+            for i, node in enumerate(self.nodes()):
+                key = id(node.kind)
+                found = index.get(key)
+                if found is None:
+                    index[key] = [i]
+                else:
+                    found.append(i)
+            self._by_kind = index
+        nodes, index = self.nodes(), self._by_kind
+        if len(kinds) == 1:
+            return [nodes[i] for i in index.get(id(kinds[0]), ())]
+        return [nodes[i] for i in sorted(i for k in kinds for i in index.get(id(k), ()))]
 
     # -- positions ------------------------------------------------------------------------
     def _file_loc(self, loc: Any) -> Any:
@@ -438,6 +460,23 @@ def other_bodies(unit: ModuleUnit) -> list[Any]:
     except Exception as exc:
         raise Unsupported(f"{unit.file}: pyslang cannot elaborate every instance of {unit.name}: {exc}") from exc
     return [b for key, b in found.items() if key != mine]
+
+
+def nodes_under(node: Any) -> list[Any]:
+    """Every syntax node under ``node``, as :func:`walk` lists them (depth first in source
+    order, ``node`` itself excluded), collected by pyslang's own traversal (``visit``, which
+    calls back for every node and token, ``node`` first): about half the cost of :func:`walk`'s
+    Python loop over each node's children, on every sample's testbench."""
+    node_type = syntax.SyntaxNode
+    found: list[Any] = []
+    append = found.append
+
+    def keep(item: Any) -> None:
+        if isinstance(item, node_type):
+            append(item)
+
+    node.visit(keep)
+    return found[1:]  # the first call is for ``node`` itself
 
 
 def walk(node: Any) -> Iterator[Any]:

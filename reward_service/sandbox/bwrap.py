@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -153,11 +154,36 @@ def _system_paths(names: tuple[str, ...], path: str) -> tuple[str, ...] | None:
 _NOFILE = 4096
 #: prlimit's one line when setrlimit fails (util-linux: "failed to set the %s resource limit").
 _PRLIMIT_REFUSED = re.compile(r"prlimit: failed to set the [A-Z]+ resource limit: [^\n]*")
-#: Cgroup mode: moves itself into the step's cgroups (the arguments before "--": their
-#: cgroup.procs files) and execs bwrap, so the whole sandboxed tree starts inside them. A shell
-#: rather than a ``preexec_fn``, which would fork the worker instead of vfork-ing it (see
-#: rlimit_prefix). If a write fails nothing runs; ``run`` then finds the memory cgroup never charged.
-_ENTER_CGROUP = 'for f; do shift; [ "$f" = -- ] && break; echo $$ >"$f" || exit 1; done; exec "$@"'
+#: Cgroup mode: sets the step's rlimits (no core files, ``RLIMIT_FSIZE`` of ``$1`` 512-byte
+#: blocks, ``$2`` descriptors; soft = hard, as prlimit sets them without cgroups), moves itself
+#: into the step's cgroups (the arguments before "--": their cgroup.procs files) and execs bwrap,
+#: so the whole sandboxed tree starts inside them with those limits. A shell rather than a
+#: ``preexec_fn``, which would fork the worker instead of vfork-ing it (see rlimit_prefix). The
+#: limits are the shell's ``ulimit`` rather than prlimit inside the sandbox (one program less
+#: per step, ~0.8 ms of CPU): none of these three is counted per user namespace (RLIMIT_NPROC,
+#: which is, is set only without cgroups) and bwrap's tree inherits them; the step, with no
+#: capabilities, cannot raise them. The worker's hard limits are checked first
+#: (:func:`_limits_refused`), as prlimit inside the sandbox could not raise them either. If a
+#: write fails nothing runs; ``run`` then finds the memory cgroup never charged.
+_ENTER_CGROUP = (
+    'ulimit -c 0 && ulimit -f "$1" && ulimit -n "$2" || exit 1; shift 2; '
+    'for f; do shift; [ "$f" = -- ] && break; echo $$ >"$f" || exit 1; done; exec "$@"'
+)
+
+
+def _limits_refused(file_mb: int) -> str | None:
+    """Which of a cgroup-mode step's rlimits (:data:`_ENTER_CGROUP`) is above the worker's own
+    hard limit, in words, or None. Without capabilities the limit could not be raised (the
+    step's prlimit without cgroups fails the same way); the root shell that sets them could, so
+    this is checked here and the step is refused as it would be without cgroups."""
+    for name, which, wanted in (
+        ("FSIZE", resource.RLIMIT_FSIZE, file_mb * 1024 * 1024),
+        ("NOFILE", resource.RLIMIT_NOFILE, _NOFILE),
+    ):
+        hard = resource.getrlimit(which)[1]
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            return f"the worker's hard {name} limit is {hard}, below the step's {wanted}"
+    return None
 
 
 class BwrapSandbox(Sandbox):
@@ -338,17 +364,13 @@ class BwrapSandbox(Sandbox):
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
-        # The rlimits are set inside the step's user namespace (no preexec_fn in the worker, see
-        # rlimit_prefix); without cgroups also RLIMIT_AS and RLIMIT_NPROC, which is counted there
-        # alone (see proctree).
-        cgroups = self.use_cgroups
-        prefix = rlimit_prefix(
-            None if cgroups else spec.processes,
-            None if cgroups else spec.memory_mb,
-            spec.file_mb,
-            _NOFILE,
-            self.prlimit or "prlimit",
-        )
+        # Without cgroups the rlimits are set inside the step's user namespace (no preexec_fn in
+        # the worker, see rlimit_prefix), RLIMIT_AS and RLIMIT_NPROC too, which is counted there
+        # alone (see proctree); with cgroups the shell entering them sets the three others
+        # (_ENTER_CGROUP, in _execute).
+        if self.use_cgroups:
+            return argv + list(spec.argv)
+        prefix = rlimit_prefix(spec.processes, spec.memory_mb, spec.file_mb, _NOFILE, self.prlimit or "prlimit")
         return argv + prefix + list(spec.argv)
 
     def minimal_root(self, spec: ExecSpec, toolchain: Toolchain) -> Path | None:
@@ -397,6 +419,11 @@ class BwrapSandbox(Sandbox):
         the limits and watches of ``spec``."""
         cgroup = None
         if self.use_cgroups:
+            refused = _limits_refused(spec.file_mb)
+            if refused is not None:  # the step's program would never run: ours, not the sample's
+                raise SandboxError(
+                    f"the sandbox cannot set the step's limits: {refused} (raise the worker's hard limit)"
+                )
             try:
                 cgroup = CgroupV1(spec.memory_mb, spec.processes)
             except OSError as exc:
@@ -422,7 +449,18 @@ class BwrapSandbox(Sandbox):
                 os.write(args_fd, b"".join(a.encode() + b"\0" for a in options))
                 os.lseek(args_fd, 0, os.SEEK_SET)
                 enter = (
-                    [] if cgroup is None else ["/bin/sh", "-c", _ENTER_CGROUP, "rs-cgroup", *cgroup.procs_files(), "--"]
+                    []
+                    if cgroup is None
+                    else [
+                        "/bin/sh",
+                        "-c",
+                        _ENTER_CGROUP,
+                        "rs-cgroup",
+                        str(spec.file_mb * 2048),  # 512-byte blocks
+                        str(_NOFILE),
+                        *cgroup.procs_files(),
+                        "--",
+                    ]
                 )
                 proc = subprocess.Popen(
                     [*enter, argv[0], "--args", str(args_fd), *argv[split:]],
@@ -614,12 +652,28 @@ def _wait(proc: subprocess.Popen, usage: list[float], timeout: float) -> int:
     """:func:`_reap` until the step ended; raises ``subprocess.TimeoutExpired`` after
     ``timeout`` seconds."""
     end, pause = time.monotonic() + timeout, 0.0005
-    while (code := _reap(proc, usage)) is None:
-        if time.monotonic() >= end:
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        time.sleep(pause)
-        pause = min(0.01, pause * 2)
-    return code
+    # woken by the kernel when bwrap exits (a pidfd: readable once it is a zombie), not by
+    # polling: after the step's output closed, bwrap is usually a millisecond or two from its end
+    pidfd = exited = None
+    if proc.returncode is None:
+        with contextlib.suppress(OSError, AttributeError):  # pidfd_open: Linux >= 5.3
+            pidfd = os.pidfd_open(proc.pid)
+            exited = select.poll()
+            exited.register(pidfd, select.POLLIN)
+    try:
+        while (code := _reap(proc, usage)) is None:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            if exited is not None:
+                exited.poll(max(1, int(left * 1000)))
+            else:
+                time.sleep(min(pause, left))
+                pause = min(0.01, pause * 2)
+        return code
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _cpu_used(
