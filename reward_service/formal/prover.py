@@ -32,6 +32,7 @@ from filelock import FileLock
 
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
+from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
@@ -281,24 +282,32 @@ _FLAG_WORD = re.compile(re.escape(FLAG_PREFIX) + r"\w+")
 _FILE_LINE = re.compile(r"([\w./+-]+\.s?v[h]?):(\d+)")
 
 
-def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
+def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None = None) -> str:
     """The yosys script of the model's AIG. ``ticks``: the witness search's lowering of a
     design the proof does not model (several clock edges, latches, memories, async loads):
     memories mapped to flip-flops, every flip-flop and latch made logic of a global step by
     ``clk2fflogic`` (a clock is an input; a flip-flop takes the value its input had at the
-    step before the one its clock edge is seen in)."""
+    step before the one its clock edge is seen in). ``netlist``: start from this JSON netlist
+    (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files."""
     names = " ".join(sorted(model.files))
     lowering = (
         ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
         if ticks
         else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
     )
-    return "\n".join(
-        [
+    front = (
+        [f"read_json {netlist}", f"hierarchy -top {model.top}"]
+        if netlist
+        else [
             f"read_verilog -formal -sv {names}",
             f"hierarchy -check -top {model.top}",
             f"prep -top {model.top} -flatten",
             "write_json pre.json",
+        ]
+    )
+    return "\n".join(
+        [
+            *front,
             *lowering,
             "setundef -undriven -anyseq",
             "setundef -anyseq",
@@ -307,8 +316,13 @@ def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
             f"expose w:*{FLAG_PREFIX}* w:*{TOGGLE_PREFIX}*",
             "techmap",
             "aigmap",
+            # the witness model: techmap's own undefined bits (a shift or a division out of
+            # range in a large design) become free choices too, as setundef made the others
+            *(["setundef -anyseq"] if ticks else []),
             "opt_clean",
-            "write_json final.json",
+            # the proof reads the final netlist's constant bits; the witness search does not
+            # (and a large design's netlist is over the sandbox's file size limit)
+            *([] if ticks else ["write_json final.json"]),
             "write_aiger -zinit -map model.map model.aig",
             "",
         ]
@@ -399,18 +413,21 @@ def synthesize(
         (work / name).write_text(text)
     (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
     (work / "model.ys").write_text(_yosys_script(model, ticks))
-    res = sandbox.run(
-        ExecSpec(
-            argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
-            workdir=work,
-            timeout_s=timeout_s,
-            memory_mb=2048,
-            output_kb=64,
-        )
-    )
+    start = time.monotonic()
+    res = _yosys(sandbox, work, "model.ys", timeout_s)
+    pre = work / "pre.json"
+    if ticks and pre.exists() and res.exit_code != 0 and not res.timed_out and not res.limit_hit:
+        # write_aiger crashes on a combinational loop (a process that reads a variable
+        # before it writes it, a latch fed by itself): the witness model cuts each loop at
+        # the previous step's value and lowers the netlist again (never used for a proof)
+        netlist = json.loads(pre.read_text())
+        if model.top in netlist.get("modules", {}) and cut_loops(netlist, model.top):
+            (work / "cut.json").write_text(json.dumps(netlist))
+            (work / "model.aig").unlink(missing_ok=True)
+            (work / "cut.ys").write_text(_yosys_script(model, ticks, netlist="cut.json"))
+            res = _yosys(sandbox, work, "cut.ys", max(1.0, timeout_s - (time.monotonic() - start)))
     if res.timed_out:
         return "timeout", f"yosys: over {timeout_s:g} s"
-    pre = work / "pre.json"
     if pre.exists() and not ticks:
         why = _check_netlist(json.loads(pre.read_text()), model.top)
         if why:
@@ -420,12 +437,26 @@ def synthesize(
     if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
         return "unsupported", f"yosys over its limit ({res.limit_hit})"
     if res.exit_code != 0 or not (work / "model.aig").exists():
-        return "unsupported", "yosys: " + (
-            f"crashed (signal {-(res.exit_code or 0)})"
-            if (res.exit_code or 0) < 0
-            else _first_error(res.output + _read(work / "yosys.log"))
-        )
+        code = res.exit_code or 0
+        error = _first_error(res.output + _read(work / "yosys.log"))
+        if code < 0 or (code > 128 and "ERROR" not in error):  # a signal (as the sandbox's shell reports it)
+            # 11: write_aiger on a combinational loop; 25: a file over the sandbox's size limit
+            error = f"crashed (signal {-code if code < 0 else code - 128})"
+        return "unsupported", "yosys: " + error
     return None
+
+
+def _yosys(sandbox: Sandbox, work: Path, script: str, timeout_s: float):
+    """Run the yosys ``script`` in ``work`` (log in ``yosys.log``)."""
+    return sandbox.run(
+        ExecSpec(
+            argv=["yosys", "-q", "-l", "yosys.log", "-s", script],
+            workdir=work,
+            timeout_s=timeout_s,
+            memory_mb=2048,
+            output_kb=64,
+        )
+    )
 
 
 def _aig_outputs(path: Path) -> int:
