@@ -112,3 +112,32 @@ def test_every_claim_of_the_cut_model_replays(engine):
     assert result.replayed_on == {"fast": "fast", "verilator": "verilator"}
     assert result.proved_but_covered == []
     assert result.undecided == 0, json.dumps(result.to_json())
+
+
+#: Verilator iterates the process until it settles: at `c == 3` it never does (`n` 4 -> 0 -> 4
+#: ...), a run-time error (DIDNOTCONVERGE); Icarus evaluates it once per trigger.
+OSC = """module osc(input clk, input go, output reg [2:0] c);
+  reg [2:0] n;
+  always @(*) begin
+    if (n == 3'd4) n = 3'd0;
+    else n = c + 3'd1;
+  end
+  always @(posedge clk) if (go) c <= n;
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_a_sequence_the_design_fails_on_is_replayed_up_to_a_prefix(engine):
+    """The closure sequence reaches `c == 3`, where Verilator stops with DIDNOTCONVERGE: the
+    closure is the longest prefix both engines replay, its claims those made before it ends
+    (each replays), and the points only the oscillation reaches stay undecided."""
+    result = ceiling.closure({"osc.sv": OSC}, engine=engine)
+    assert result.status == "ok", result.reason
+    assert result.reason.startswith("the first ") and "DIDNOTCONVERGE" in result.reason, result.reason
+    shown, full = (int(w) for w in result.reason.split()[2:5:2])
+    assert 0 < shown == len(result.witness.steps) < full
+    assert all(step < shown for step in result.witness.claimed.values())
+    assert result.not_replayed == {"fast": [], "verilator": []}
+    assert ("osc.sv", 4, "branch", "if") in result.undecided_keys  # `n == 4` settles on Verilator only in the loop
+    assert result.metrics["branch"].witnessed >= 1 and result.metrics["line"].undecided == 0
