@@ -141,3 +141,40 @@ def test_a_sequence_the_design_fails_on_is_replayed_up_to_a_prefix(engine):
     assert result.not_replayed == {"fast": [], "verilator": []}
     assert ("osc.sv", 4, "branch", "if") in result.undecided_keys  # `n == 4` settles on Verilator only in the loop
     assert result.metrics["branch"].witnessed >= 1 and result.metrics["line"].undecided == 0
+
+
+#: A third edge whose arm loads a non-constant value: yosys 0.23's proc refuses it ("Async
+#: reset \load_n yields non-constant value"); the witness model tests `load_n` at the clock.
+ASYNC_LOAD = """module al(input clk, input rst_n, input load_n, input d, output reg q, output reg [1:0] n);
+  always @(posedge clk or negedge rst_n or negedge load_n)
+    if (!rst_n) q <= 1'b0;
+    else if (!load_n) q <= d;
+    else q <= ~q;
+  always @(posedge clk) n <= n + {1'b0, q};
+endmodule
+"""
+
+
+def test_an_async_load_is_made_synchronous_in_the_witness_model_only():
+    assert prove({"al.sv": ASYNC_LOAD}).status == "unsupported"
+    model = build_model({"al.sv": ASYNC_LOAD}, timing=False)
+    assert "negedge load_n" in model.files["al.sv"]
+    witness = search({"al.sv": ASYNC_LOAD}, refused=True)
+    assert witness.status == "ok", witness.reason
+    assert ("al.sv", 4, "branch", "elsif") in witness.claimed or any(k[1] == 4 for k in witness.claimed)
+
+
+@pytest.mark.slow
+def test_the_synchronous_load_is_an_approximation_the_replay_judges(engine):
+    """A simulator loads `q` at `load_n`'s edge (1 time unit after the clock in the closure
+    testbench), the model at the next clock edge: `q`'s own points replay, but the counter
+    `n` that sums `q` at the clock sees other values, and the model's claims on its upper
+    bits do not all replay. Those are listed and stay undecided, never witnessed."""
+    result = ceiling.closure({"al.sv": ASYNC_LOAD}, engine=engine)
+    assert result.status == "ok", result.reason
+    assert result.proved_but_covered == []
+    missing = {k for keys in result.not_replayed.values() for k in keys}
+    assert missing <= {k for k in result.witness.claimed if k[3].startswith("n[")}, sorted(missing)
+    assert missing <= set(result.undecided_keys)
+    q_points = [k for k in result.witness.claimed if k[3].startswith("q:") or k[2] in ("line", "branch")]
+    assert q_points and not set(q_points) & missing

@@ -415,6 +415,25 @@ def synthesize(
     (work / "model.ys").write_text(_yosys_script(model, ticks))
     start = time.monotonic()
     res = _yosys(sandbox, work, "model.ys", timeout_s)
+    for _ in range(4):
+        # yosys 0.23's proc refuses an asynchronous control that loads a non-constant value
+        # (`always @(posedge clk or negedge rst_n or negedge cs_n) ... else if (!cs_n) q <= d;`,
+        # an async reset of a memory word): the witness model makes that control synchronous
+        # (tested at the clock's edge only) and reads the design again; the replay judges
+        # the states this misses or adds (never used for a proof)
+        found = ticks and res.exit_code != 0 and _ASYNC_LOAD.search(_read(work / "yosys.log") + res.output)
+        if not found:
+            break
+        changed = False
+        for name in model.files:
+            text = (work / name).read_text()
+            synchronous = _without_edge(text, found.group(1))
+            if synchronous != text:
+                (work / name).write_text(synchronous)
+                changed = True
+        if not changed:
+            break
+        res = _yosys(sandbox, work, "model.ys", max(1.0, timeout_s - (time.monotonic() - start)))
     pre = work / "pre.json"
     if ticks and pre.exists() and res.exit_code != 0 and not res.timed_out and not res.limit_hit:
         # write_aiger crashes on a combinational loop (a process that reads a variable
@@ -444,6 +463,26 @@ def synthesize(
             error = f"crashed (signal {-code if code < 0 else code - 128})"
         return "unsupported", "yosys: " + error
     return None
+
+
+_ASYNC_LOAD = re.compile(r"Async reset \\?([A-Za-z_][\w$]*) yields non-constant value")
+_EVENT_LIST = re.compile(r"@\s*\(([^()]*)\)")
+
+
+def _without_edge(text: str, signal: str) -> str:
+    """``text`` with the edge of ``signal`` taken out of every event list that names another
+    edge too (``@(posedge clk or negedge cs_n)`` -> ``@(posedge clk)``)."""
+    edge = rf"(?:posedge|negedge)\s+{re.escape(signal)}\b"
+
+    def drop(m: re.Match) -> str:
+        inner = m.group(1)
+        if len(re.findall(r"\b(?:posedge|negedge)\b", inner)) < 2 or not re.search(edge, inner):
+            return m.group(0)
+        inner = re.sub(rf"\s*(?:\bor\b|,)\s*{edge}", "", inner)
+        inner = re.sub(rf"{edge}\s*(?:\bor\b|,)\s*", "", inner)
+        return f"@({inner})"
+
+    return _EVENT_LIST.sub(drop, text)
 
 
 def _yosys(sandbox: Sandbox, work: Path, script: str, timeout_s: float):
