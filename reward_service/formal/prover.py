@@ -256,6 +256,34 @@ endmodule
 """
 
 
+#: Division and remainder by zero (techmap rules for ``$div``/``$mod``, applied once: the inner
+#: cell is not mapped again). yosys's divider gives all ones for ``a / 0``, Verilator 0 and
+#: Icarus ``x``: a point reached only through a zero divisor (``if (b == 0 && a / b == 0)``)
+#: was proved unreachable while Verilator covers it. The result is a free choice there, as an
+#: ``x`` is (the witness search ties it to 0: Verilator's value).
+DIV_MAP = "rs_div_map.v"
+_DIV_MAP_TEXT = "\n".join(
+    f"""(* techmap_celltype = "${op}" *)
+module _rs_{op} (A, B, Y);
+  parameter A_SIGNED = 0;
+  parameter B_SIGNED = 0;
+  parameter A_WIDTH = 1;
+  parameter B_WIDTH = 1;
+  parameter Y_WIDTH = 1;
+  input [A_WIDTH-1:0] A;
+  input [B_WIDTH-1:0] B;
+  output [Y_WIDTH-1:0] Y;
+  wire [Y_WIDTH-1:0] y, any;
+  \\${op} #(.A_SIGNED(A_SIGNED), .B_SIGNED(B_SIGNED), .A_WIDTH(A_WIDTH), .B_WIDTH(B_WIDTH), .Y_WIDTH(Y_WIDTH))
+    op (.A(A), .B(B), .Y(y));
+  \\$anyseq #(.WIDTH(Y_WIDTH)) by_zero (.Y(any));
+  assign Y = (B == 0) ? any : y;
+endmodule
+"""
+    for op in ("div", "mod")
+)
+
+
 def _has_expr(model: FormalModel) -> bool:
     return any(key[2] == "expr" and provers for key, provers in model.points)
 
@@ -290,7 +318,7 @@ def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None =
     step before the one its clock edge is seen in). ``netlist``: start from this JSON netlist
     (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files."""
     names = " ".join(sorted(model.files))
-    lowering = (
+    lowering = [f"techmap -max_iter 1 -map {DIV_MAP} t:$div t:$mod"] + (
         ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
         if ticks
         else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
@@ -412,6 +440,7 @@ def synthesize(
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
     (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
+    (work / DIV_MAP).write_text(_DIV_MAP_TEXT)
     (work / "model.ys").write_text(_yosys_script(model, ticks))
     start = time.monotonic()
     res = _yosys(sandbox, work, "model.ys", timeout_s)
