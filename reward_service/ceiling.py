@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -124,19 +124,34 @@ def closure(
         out = Closure("no witness", proof, witness, reason=witness.reason or "the search reached no point")
         out.seconds = round(time.monotonic() - start, 3)
         return out
-    tb = to_testbench(witness, instance)
-    out = Closure("ok", proof, witness, testbench=tb)
-    covered: dict[str, set] = {}
-    points = None
-    for name in REPLAY_ENGINES:
-        scored = engine.scored(_replay(design, top or witness.top, "closure_tb.sv", tb, name, instance, metrics))
-        out.replayed_on[name] = scored.result.engine
-        if scored.result.status != "ok":
-            out.status, out.reason = "replay failed", f"{name}: {scored.result.status}: {scored.result.message}"
-            break
-        covered[name] = {key_of(p) for p in scored.points if p.covered}
-        if name == "verilator" or points is None:
-            points = scored.points
+    replay = _replay_both(engine, design, top, witness, instance, metrics)
+    if replay.failed is not None and replay.failed[1] == "runtime_error" and len(witness.steps) > 1:
+        # the design fails at run time under some input sequence (Verilator's
+        # DIDNOTCONVERGE on a process that reads its own output): the longest prefix found
+        # that both engines replay is the closure, its claims those it reaches
+        full, why = len(witness.steps), replay.failed
+        ok, bad, best = 0, full, None
+        for _ in range(PREFIX_TRIES):
+            mid = (ok + bad) // 2
+            if mid <= ok:
+                break
+            short = replace(witness, steps=witness.steps[:mid])
+            attempt = _replay_both(engine, design, top, short, instance, metrics)
+            if attempt.failed is None:
+                ok, best = mid, attempt
+            else:
+                bad = mid
+        if best is not None:
+            witness.steps = witness.steps[:ok]
+            witness.claimed = {k: t for k, t in witness.claimed.items() if t < ok}
+            replay = best
+            replay.note = f"the first {ok} of {full} steps replayed ({why[0]}: {why[1]}: {why[2][:200]})"
+    out = Closure("ok", proof, witness, testbench=replay.testbench, reason=replay.note)
+    out.replayed_on = replay.replayed_on
+    covered, points = replay.covered, replay.points
+    if replay.failed is not None:
+        name, status, message = replay.failed
+        out.status, out.reason = "replay failed", f"{name}: {status}: {message}"
     for name, keys in covered.items():
         out.not_replayed[name] = sorted(k for k in witness.claimed if k not in keys and k[2] in metrics)
     out.proved_but_covered = sorted(k for k in dead if any(k in keys for keys in covered.values()))
@@ -272,6 +287,45 @@ def soundness(
                 return out
             covered |= {key_of(p) for p in scored.points if p.covered} & dead
     out.covered = sorted(covered)
+    return out
+
+
+#: Replays of prefixes (a binary search for the longest one) when the closure sequence makes
+#: the design fail at run time.
+PREFIX_TRIES = 5
+
+
+@dataclass
+class _Replay:
+    """The replays of one closure testbench: per engine the keys covered, the points of the
+    last replay (Verilator's when it ran), the engine that scored each one, and the first
+    failure ((engine, status, message); None: every replay scored)."""
+
+    testbench: str
+    covered: dict[str, set] = field(default_factory=dict)
+    points: list[Any] | None = None
+    replayed_on: dict[str, str | None] = field(default_factory=dict)
+    failed: tuple[str, str, str] | None = None
+    note: str = ""
+
+
+def _replay_both(
+    engine: Any, design: dict[str, str], top: str | None, witness: Witness, instance: str, metrics: list[str]
+) -> _Replay:
+    """Replay ``witness``'s testbench on :data:`REPLAY_ENGINES` (stopping at the first that
+    does not score)."""
+    out = _Replay(to_testbench(witness, instance))
+    for name in REPLAY_ENGINES:
+        scored = engine.scored(
+            _replay(design, top or witness.top, "closure_tb.sv", out.testbench, name, instance, metrics)
+        )
+        out.replayed_on[name] = scored.result.engine
+        if scored.result.status != "ok":
+            out.failed = (name, str(scored.result.status), scored.result.message)
+            break
+        out.covered[name] = {key_of(p) for p in scored.points if p.covered}
+        if name == "verilator" or out.points is None:
+            out.points = scored.points
     return out
 
 

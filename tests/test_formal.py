@@ -566,3 +566,55 @@ def test_points_decided_by_synthesis_are_constant():
         kinds.setdefault(key[2], set()).add(kind)
     assert kinds["expr"] == {"constant"} and kinds["branch"] == {"constant"}
     assert sum(1 for k in proof.unreachable if k[2] == "expr") == 3
+
+
+#: `a / 0`: yosys's divider gives all ones, Verilator 0 (Icarus x). The arm needs the zero
+#: divisor's quotient to be 0; Verilator covers it with a = 5, b = 0.
+DIV_BY_ZERO = """module dz(input clk, input [3:0] a, input [3:0] b, output reg hit, output reg [3:0] r);
+  wire [3:0] q = a / b;
+  always @(posedge clk) begin
+    hit <= 1'b0;
+    if (b == 4'd0 && q == 4'd0 && a == 4'd5) hit <= 1'b1;
+    r <= (b == 4'd0 && a == 4'd5) ? a % b : 4'd9;
+  end
+endmodule
+"""
+
+DIV_BY_ZERO_TB = """`timescale 1ns/1ps
+module tb;
+  reg clk = 0; reg [3:0] a = 0, b = 0; wire hit; wire [3:0] r;
+  dz dut(.clk(clk), .a(a), .b(b), .hit(hit), .r(r));
+  initial begin
+    a = 5; b = 0; #5 clk = 1; #5 clk = 0; #5 clk = 1; #5 clk = 0;
+    a = 1; b = 1; #5 clk = 1; #5 clk = 0; #5 $finish;
+  end
+endmodule
+"""
+
+
+def test_a_division_by_zero_is_any_value():
+    """Found with the counterexample first: the model proved `hit <= 1` (line 5) and `hit`'s
+    toggles unreachable while Verilator covers them (below). The quotient and remainder of a
+    zero divisor are now free, so nothing that depends on them is proved; the toggles of `r`
+    that only `a % 0` could set (bits 1 and 2: 9 is 1001) are not proved either."""
+    proof = prove({"dz.sv": DIV_BY_ZERO})
+    assert proof.status == "proved", proof.reason
+    proved = set(proof.unreachable)
+    assert ("dz.sv", 5, "branch", "if") not in proved
+    assert not {k for k in proved if k[2] == "toggle" and k[3].startswith(("hit", "r[1]", "r[2]"))}, sorted(proved)
+
+
+@pytest.mark.slow
+def test_verilator_covers_what_a_division_by_zero_reaches(engine):
+    scored = engine.scored(
+        {
+            "design": {"files": {"dz.sv": DIV_BY_ZERO}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": DIV_BY_ZERO_TB}},
+            "simulator": "verilator",
+            "engine": "verilator",
+            "coverage": {"scope": "dut", "metrics": ["branch", "toggle"]},
+        }
+    )
+    assert scored.result.status == "ok", scored.result.message
+    covered = {(p.line, p.metric, p.detail) for p in scored.points if p.covered}
+    assert (5, "branch", "if") in covered and (1, "toggle", "hit:0->1") in covered, sorted(covered)

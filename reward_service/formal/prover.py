@@ -32,6 +32,7 @@ from filelock import FileLock
 
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
+from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
@@ -255,6 +256,34 @@ endmodule
 """
 
 
+#: Division and remainder by zero (techmap rules for ``$div``/``$mod``, applied once: the inner
+#: cell is not mapped again). yosys's divider gives all ones for ``a / 0``, Verilator 0 and
+#: Icarus ``x``: a point reached only through a zero divisor (``if (b == 0 && a / b == 0)``)
+#: was proved unreachable while Verilator covers it. The result is a free choice there, as an
+#: ``x`` is (the witness search ties it to 0: Verilator's value).
+DIV_MAP = "rs_div_map.v"
+_DIV_MAP_TEXT = "\n".join(
+    f"""(* techmap_celltype = "${op}" *)
+module _rs_{op} (A, B, Y);
+  parameter A_SIGNED = 0;
+  parameter B_SIGNED = 0;
+  parameter A_WIDTH = 1;
+  parameter B_WIDTH = 1;
+  parameter Y_WIDTH = 1;
+  input [A_WIDTH-1:0] A;
+  input [B_WIDTH-1:0] B;
+  output [Y_WIDTH-1:0] Y;
+  wire [Y_WIDTH-1:0] y, any;
+  \\${op} #(.A_SIGNED(A_SIGNED), .B_SIGNED(B_SIGNED), .A_WIDTH(A_WIDTH), .B_WIDTH(B_WIDTH), .Y_WIDTH(Y_WIDTH))
+    op (.A(A), .B(B), .Y(y));
+  \\$anyseq #(.WIDTH(Y_WIDTH)) by_zero (.Y(any));
+  assign Y = (B == 0) ? any : y;
+endmodule
+"""
+    for op in ("div", "mod")
+)
+
+
 def _has_expr(model: FormalModel) -> bool:
     return any(key[2] == "expr" and provers for key, provers in model.points)
 
@@ -281,24 +310,32 @@ _FLAG_WORD = re.compile(re.escape(FLAG_PREFIX) + r"\w+")
 _FILE_LINE = re.compile(r"([\w./+-]+\.s?v[h]?):(\d+)")
 
 
-def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
+def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None = None) -> str:
     """The yosys script of the model's AIG. ``ticks``: the witness search's lowering of a
     design the proof does not model (several clock edges, latches, memories, async loads):
     memories mapped to flip-flops, every flip-flop and latch made logic of a global step by
     ``clk2fflogic`` (a clock is an input; a flip-flop takes the value its input had at the
-    step before the one its clock edge is seen in)."""
+    step before the one its clock edge is seen in). ``netlist``: start from this JSON netlist
+    (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files."""
     names = " ".join(sorted(model.files))
-    lowering = (
+    lowering = [f"techmap -max_iter 1 -map {DIV_MAP} t:$div t:$mod"] + (
         ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
         if ticks
         else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
     )
-    return "\n".join(
-        [
+    front = (
+        [f"read_json {netlist}", f"hierarchy -top {model.top}"]
+        if netlist
+        else [
             f"read_verilog -formal -sv {names}",
             f"hierarchy -check -top {model.top}",
             f"prep -top {model.top} -flatten",
             "write_json pre.json",
+        ]
+    )
+    return "\n".join(
+        [
+            *front,
             *lowering,
             "setundef -undriven -anyseq",
             "setundef -anyseq",
@@ -307,8 +344,13 @@ def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
             f"expose w:*{FLAG_PREFIX}* w:*{TOGGLE_PREFIX}*",
             "techmap",
             "aigmap",
+            # the witness model: techmap's own undefined bits (a shift or a division out of
+            # range in a large design) become free choices too, as setundef made the others
+            *(["setundef -anyseq"] if ticks else []),
             "opt_clean",
-            "write_json final.json",
+            # the proof reads the final netlist's constant bits; the witness search does not
+            # (and a large design's netlist is over the sandbox's file size limit)
+            *([] if ticks else ["write_json final.json"]),
             "write_aiger -zinit -map model.map model.aig",
             "",
         ]
@@ -398,19 +440,42 @@ def synthesize(
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
     (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
+    (work / DIV_MAP).write_text(_DIV_MAP_TEXT)
     (work / "model.ys").write_text(_yosys_script(model, ticks))
-    res = sandbox.run(
-        ExecSpec(
-            argv=["yosys", "-q", "-l", "yosys.log", "-s", "model.ys"],
-            workdir=work,
-            timeout_s=timeout_s,
-            memory_mb=2048,
-            output_kb=64,
-        )
-    )
+    start = time.monotonic()
+    res = _yosys(sandbox, work, "model.ys", timeout_s)
+    for _ in range(4):
+        # yosys 0.23's proc refuses an asynchronous control that loads a non-constant value
+        # (`always @(posedge clk or negedge rst_n or negedge cs_n) ... else if (!cs_n) q <= d;`,
+        # an async reset of a memory word): the witness model makes that control synchronous
+        # (tested at the clock's edge only) and reads the design again; the replay judges
+        # the states this misses or adds (never used for a proof)
+        found = ticks and res.exit_code != 0 and _ASYNC_LOAD.search(_read(work / "yosys.log") + res.output)
+        if not found:
+            break
+        changed = False
+        for name in model.files:
+            text = (work / name).read_text()
+            synchronous = _without_edge(text, found.group(1))
+            if synchronous != text:
+                (work / name).write_text(synchronous)
+                changed = True
+        if not changed:
+            break
+        res = _yosys(sandbox, work, "model.ys", max(1.0, timeout_s - (time.monotonic() - start)))
+    pre = work / "pre.json"
+    if ticks and pre.exists() and res.exit_code != 0 and not res.timed_out and not res.limit_hit:
+        # write_aiger crashes on a combinational loop (a process that reads a variable
+        # before it writes it, a latch fed by itself): the witness model cuts each loop at
+        # the previous step's value and lowers the netlist again (never used for a proof)
+        netlist = json.loads(pre.read_text())
+        if model.top in netlist.get("modules", {}) and cut_loops(netlist, model.top):
+            (work / "cut.json").write_text(json.dumps(netlist))
+            (work / "model.aig").unlink(missing_ok=True)
+            (work / "cut.ys").write_text(_yosys_script(model, ticks, netlist="cut.json"))
+            res = _yosys(sandbox, work, "cut.ys", max(1.0, timeout_s - (time.monotonic() - start)))
     if res.timed_out:
         return "timeout", f"yosys: over {timeout_s:g} s"
-    pre = work / "pre.json"
     if pre.exists() and not ticks:
         why = _check_netlist(json.loads(pre.read_text()), model.top)
         if why:
@@ -420,12 +485,46 @@ def synthesize(
     if res.limit_hit:  # memory (2048 MB), processes or output: the design's size, as a timeout is
         return "unsupported", f"yosys over its limit ({res.limit_hit})"
     if res.exit_code != 0 or not (work / "model.aig").exists():
-        return "unsupported", "yosys: " + (
-            f"crashed (signal {-(res.exit_code or 0)})"
-            if (res.exit_code or 0) < 0
-            else _first_error(res.output + _read(work / "yosys.log"))
-        )
+        code = res.exit_code or 0
+        error = _first_error(res.output + _read(work / "yosys.log"))
+        if code < 0 or (code > 128 and "ERROR" not in error):  # a signal (as the sandbox's shell reports it)
+            # 11: write_aiger on a combinational loop; 25: a file over the sandbox's size limit
+            error = f"crashed (signal {-code if code < 0 else code - 128})"
+        return "unsupported", "yosys: " + error
     return None
+
+
+_ASYNC_LOAD = re.compile(r"Async reset \\?([A-Za-z_][\w$]*) yields non-constant value")
+_EVENT_LIST = re.compile(r"@\s*\(([^()]*)\)")
+
+
+def _without_edge(text: str, signal: str) -> str:
+    """``text`` with the edge of ``signal`` taken out of every event list that names another
+    edge too (``@(posedge clk or negedge cs_n)`` -> ``@(posedge clk)``)."""
+    edge = rf"(?:posedge|negedge)\s+{re.escape(signal)}\b"
+
+    def drop(m: re.Match) -> str:
+        inner = m.group(1)
+        if len(re.findall(r"\b(?:posedge|negedge)\b", inner)) < 2 or not re.search(edge, inner):
+            return m.group(0)
+        inner = re.sub(rf"\s*(?:\bor\b|,)\s*{edge}", "", inner)
+        inner = re.sub(rf"{edge}\s*(?:\bor\b|,)\s*", "", inner)
+        return f"@({inner})"
+
+    return _EVENT_LIST.sub(drop, text)
+
+
+def _yosys(sandbox: Sandbox, work: Path, script: str, timeout_s: float):
+    """Run the yosys ``script`` in ``work`` (log in ``yosys.log``)."""
+    return sandbox.run(
+        ExecSpec(
+            argv=["yosys", "-q", "-l", "yosys.log", "-s", script],
+            workdir=work,
+            timeout_s=timeout_s,
+            memory_mb=2048,
+            output_kb=64,
+        )
+    )
 
 
 def _aig_outputs(path: Path) -> int:
