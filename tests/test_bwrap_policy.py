@@ -244,13 +244,16 @@ def test_an_exception_raised_into_a_step_kills_it(tmp_path, use_cgroups):
     def raise_interrupt(signum, frame):
         raise _Interrupt()
 
+    # a duration of this test's own: the check below reads every process of the machine, and
+    # the other parametrisation may be sleeping in another xdist worker at the same time
+    duration = f"37.{os.getpid()}{int(use_cgroups)}"
     before = signal.signal(signal.SIGALRM, raise_interrupt)
     signal.setitimer(signal.ITIMER_REAL, 1.0)
     start = time.monotonic()
     try:
         with pytest.raises(_Interrupt):
             BwrapSandbox(use_cgroups=use_cgroups).run(
-                ExecSpec(argv=["/bin/sleep", "37"], workdir=tmp_path, timeout_s=60)
+                ExecSpec(argv=["/bin/sleep", duration], workdir=tmp_path, timeout_s=60)
             )
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -263,6 +266,6 @@ def test_an_exception_raised_into_a_step_kills_it(tmp_path, use_cgroups):
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if cmd[:2] == [b"/bin/sleep", b"37"] and state != "Z":
+        if cmd[:2] == [b"/bin/sleep", duration.encode()] and state != "Z":
             left.append(pid)
     assert left == []
