@@ -451,6 +451,11 @@ class _Checker:
         elif kind == _SK.NetAlias:
             for expr in node.netReferences:
                 self._targets("net_alias", expr, expr, where_node=node)
+        elif kind == _SK.ClockVar and node.direction in (ast.ArgumentDirection.Out, ast.ArgumentDirection.InOut):
+            # `output w = dut.u_core.state_q`: every `cb.w <= v` writes the item's expression (an
+            # item without one names the signal of that name in the block's scope, which pyslang
+            # gives as its expression too); refused at the item, whether or not it is driven
+            self._targets("clocking_output", node, node.initializer, where_node=node)
         elif kind == _SK.ContinuousAssign:
             expr = node.assignment
             if expr.kind == _EK.Assignment:
@@ -624,6 +629,13 @@ class _Checker:
                         where = self._in_stimulus(node.sourceRange.start)
                         if path and where:
                             self._add("system_task", where, path, f"{name} writes {path}")
+            elif kind == _SX.ClockingItem and "out" in str(node.direction):  # output, inout
+                for decl in node.decls:
+                    value = getattr(decl, "value", None)
+                    path = into_dut(str(value.expr)) if value is not None else None
+                    where = self._in_stimulus(decl.sourceRange.start)
+                    if path and where:
+                        self._add("clocking_output", where, path, f"{_VERB['clocking_output']} {path}")
             elif kind == _SX.BindDirective:
                 target = str(node.target).strip()
                 where = self._in_stimulus(node.sourceRange.start)
@@ -677,6 +689,7 @@ _VERB = {
     "event_trigger": "triggers",
     "disable": "disables",
     "argument": "an output/ref argument writes",
+    "clocking_output": "a clocking block output drives",
 }
 
 #: `line <n> "<file>" <level>, or a `line whose file name is not a literal (a macro).

@@ -9,24 +9,37 @@ testbench text so that Verilator executes IEEE 1800-2023 14.16 (synchronous driv
 
 - the clocking block stays (its event, ``@(cb)``, ``##n`` through ``default clocking``, its
   inputs); its ``output`` items are removed from it;
-- per block ``cb``: ``rs_cbl_cb_t`` (the ``$realtime`` of the block's last clocking event) and
-  ``rs_cbl_cb_f`` (an event has happened), and a process ``always @(cb)`` that records the event
-  and applies the pending drives; per output ``x``: a pending value ``rs_cbl_cb_x_p`` (``x``'s
-  type) and mask ``rs_cbl_cb_x_m`` (1 bit, or ``x``'s type when a drive selects bits of ``x``);
-- each drive ``cb.x <= v;`` (or ``cb.x[sel] <= v;``) becomes: when the clocking event of ``cb``
-  happened in the current time step, ``x <= #skew v`` (the drive matures at this event, 14.16),
-  otherwise ``v`` is stored as the pending drive (it matures at the next event). The recording
-  process and a testbench process resumed by the same event run in either order; both orders
-  give the same result: if the testbench runs first it stores the drive and the recorder applies
-  it in this time step, else the testbench sees the event and drives itself. Several drives
-  maturing at one event: the last executed wins (14.16.2), in both paths (a later pending store
-  overwrites, a later ``<=`` lands later).
+- per block ``cb``: ``rs_cbl_cb_t`` (the ``$realtime`` of the block's last clocking event),
+  ``rs_cbl_cb_f`` (an event has happened), ``rs_cbl_cb_a`` (an application is armed), a process
+  ``initial forever begin @<event>; ...`` that records each event and arms the application
+  when drives are pending, and a task ``rs_cbl_cb_apply`` that, after ``#0``, writes the pending
+  drives to their variables with ``<=`` and clears them; per output ``x``: a pending value
+  ``rs_cbl_cb_x_p`` (``x``'s type) and mask ``rs_cbl_cb_x_m`` (1 bit, or ``x``'s type when a
+  drive selects bits of ``x``);
+- each drive ``cb.x <= v;`` (or ``cb.x[sel] <= v;``) stores ``v`` as pending (a later store of
+  the same bits overwrites: the last drive maturing at an event wins, 14.16.2) and, when the
+  clocking event of ``cb`` already happened in the current time step, arms the application
+  (the drive matures at this event, 14.16); otherwise it matures at the next event, whose
+  recording process arms it. The recording process and a testbench process resumed by the same
+  event run in either order with the same result: the testbench stores, and whichever of the two
+  runs second arms (at most one application is armed at a time; a drive executed after it ran
+  arms another, later in the same time step).
 
-The output skew is the item's or the block's ``default output`` (``#3``, ``#2ns``, ``#1.5``;
-none: 0, where the standard's drive lands in the Re-NBA region and ours in the NBA region of the
-same time step: the same for any process that samples at a clock edge). Everything is written
-on the lines of the constructs it replaces (new declarations after ``endclocking``), so every
-file:line a result names is the model's.
+Why so, and not ``x <= v`` in the testbench process: Verilator before 5.050 turns ``<=`` in
+``initial`` code into ``=`` (verilator#4384), which would write before the DUT samples at that
+edge, or block the testbench for the skew (``x = #2 v``); the application's ``#0`` makes it run
+after the active region (after every DUT process woken by the edge) on every version, where a
+``<=`` and an ``=`` give the same. The recording process is a timed process, not ``always
+@(posedge clk)``: Verilator 5.048/5.052 let a testbench process resumed by ``##n`` read the
+values such a static process wrote at that edge stale (measured). Skew: the write is ``x <= v``
+at the event's time step for none (the standard's drive lands in its Re-NBA region, ours in the
+NBA region of the same time step, after the DUT's edge processes either way), a ``fork``ed
+``#skew x <= v`` (``v`` taken at the event) for ``#3``, ``#2ns``, ``#1.5`` (the item's or the
+block's ``default output``). Two drives of one output maturing at the same event with a skew,
+the second executed after the first was applied, land at the same time in the order the two
+forked processes resume (first forked first in Icarus and Verilator; the standard leaves the
+order of such processes open). Everything is written on the lines of the constructs it replaces
+(new declarations after ``endclocking``), so every file:line a result names is the model's.
 
 A block is left as written (today's behaviour; Verilator then runs it with #7938) when its use is
 outside what the lowering reproduces exactly: an ``inout`` item or an ``input output`` one, an
@@ -35,9 +48,11 @@ whose variable is not declared as a plain integral variable (``logic``/``bit``/`
 at most one packed dimension when a drive selects bits, no unpacked one) in the module before the
 block, or is declared again in an inner scope; a drive with an intra-assignment cycle delay
 (``cb.x <= ##2 v``), one that is not a statement of its own, spans lines, or precedes the block;
-any other use of the block's name (``tb.cb.x``, ``cb`` from another module, a ``bind``); a block
-in an interface or program; a file with macros or includes (the text the simulator compiles is
-not the text parsed here) or that pyslang does not parse cleanly.
+any other use of the block's name (``tb.cb.x``, ``cb`` from another module, a ``bind``); a drive
+in a function, ``always_ff``/``always_comb``/``always_latch`` or ``final`` (no ``fork`` there);
+a select drive with an output skew; a block in an interface or program; a file with macros or
+includes (the text the simulator compiles is not the text parsed here) or that pyslang does not
+parse cleanly.
 
 The lowered text writes only variables the testbench module declares (the clocking block's own
 targets, checked above), so it never writes what the text as written did not.
@@ -204,8 +219,12 @@ def _plan(
     for stmt, _, _, _ in drives:
         if _start(stmt) < block_start:
             raise _Keep("a drive precedes the clocking block")
+        _check_context(stmt)
+    for o in outputs.values():
+        if o.selects and o.skew:
+            raise _Keep(f"{cb}.{o.name} is driven through a select with an output skew")
     edits = [(_start(item), _end(item), _blank(data[_start(item) : _end(item)])) for item in removed]
-    edits.append((_end(block), _end(block), " " + _state(cb, outputs)))
+    edits.append((_end(block), _end(block), " " + _state(cb, _flat(block.event), outputs)))
     for stmt, out, sel, rhs in drives:
         start, end = _start(stmt.expr), _end(stmt)
         if b"\n" in data[start:end]:
@@ -294,6 +313,28 @@ def _uses(module: Any, block: Any, cb: str, outputs: dict[str, _Output], inputs:
     return drives
 
 
+#: Code a drive may not sit in: the lowered drive forks the applying task (no ``fork`` in a
+#: function, ``always_ff``/``always_comb``/``always_latch`` or ``final``).
+_NO_FORK = frozenset(
+    {
+        _SX.FunctionDeclaration,
+        _SX.AlwaysFFBlock,
+        _SX.AlwaysCombBlock,
+        _SX.AlwaysLatchBlock,
+        _SX.FinalBlock,
+    }
+)
+
+
+def _check_context(stmt: Any) -> None:
+    """Raise :class:`_Keep` when the drive statement ``stmt`` lies where a ``fork`` may not."""
+    node = stmt.parent
+    while node is not None:
+        if node.kind in _NO_FORK:
+            raise _Keep(f"a drive in {node.kind.name}")
+        node = node.parent
+
+
 def _foreign_uses(cb: str, module: Any, file: str, files: Mapping[str, str], parsed: Mapping[str, Any]) -> None:
     """Raise :class:`_Keep` when a stimulus file names ``cb`` outside ``module``, unless in
     another module that declares its own block ``cb`` and names it only as a first path part."""
@@ -323,34 +364,42 @@ def _foreign_uses(cb: str, module: Any, file: str, files: Mapping[str, str], par
 # -- text ----------------------------------------------------------------------------------------
 
 
-def _state(cb: str, outputs: dict[str, _Output]) -> str:
-    """The declarations and the recording process of ``cb``, on one line."""
+def _state(cb: str, event: str, outputs: dict[str, _Output]) -> str:
+    """The declarations, the recording process and the applying task of ``cb`` (clocking
+    ``event``, as written after ``@``), on one line."""
     p = f"{PREFIX}{cb}_"
-    parts = [f"realtime {p}t = 0.0; bit {p}f = 1'b0;"]
+    parts = [f"realtime {p}t = 0.0; bit {p}f = 1'b0; bit {p}a = 1'b0;"]
     apply = []
+    pending = []
     for o in outputs.values():
         mask_type = o.decl_type if o.selects else "bit"
         parts.append(f"{o.decl_type} {p}{o.name}_p; {mask_type} {p}{o.name}_m = '0;")
-        skew = f"{o.skew} " if o.skew else ""
-        if o.selects:
-            apply.append(
-                f"if (|{p}{o.name}_m) begin for (int {p}k = $low({o.name}); {p}k <= $high({o.name}); {p}k++) "
-                f"if ({p}{o.name}_m[{p}k]) {o.name}[{p}k] <= {skew}{p}{o.name}_p[{p}k]; {p}{o.name}_m = '0; end"
+        pending.append(f"{p}{o.name}_m != '0")
+        if o.selects:  # a select needs no skew (_plan keeps such a block as written otherwise)
+            write = (
+                f"for (int {p}k = $low({o.name}); {p}k <= $high({o.name}); {p}k++) "
+                f"if ({p}{o.name}_m[{p}k]) {o.name}[{p}k] <= {p}{o.name}_p[{p}k];"
             )
+        elif o.skew:
+            write = f"fork begin automatic {o.decl_type} {p}v = {p}{o.name}_p; {o.skew} {o.name} <= {p}v; end join_none"
         else:
-            apply.append(f"if ({p}{o.name}_m) begin {o.name} <= {skew}{p}{o.name}_p; {p}{o.name}_m = 1'b0; end")
-    parts.append(f"always @({cb}) begin {p}t = $realtime; {p}f = 1'b1; {' '.join(apply)} end")
+            write = f"{o.name} <= {p}{o.name}_p;"
+        apply.append(f"if ({p}{o.name}_m != '0) begin {write} {p}{o.name}_m = '0; end")
+    parts.append(f"task automatic {p}apply(); #0; {p}a = 1'b0; {' '.join(apply)} endtask")
+    parts.append(
+        f"initial forever begin @{event}; {p}t = $realtime; {p}f = 1'b1; "
+        f"if (({' || '.join(pending)}) && !{p}a) begin {p}a = 1'b1; fork {p}apply(); join_none end end"
+    )
     return " ".join(parts)
 
 
 def _drive(cb: str, o: _Output, sel: str, rhs: str) -> str:
     """The statement replacing ``cb.<o>[sel] <= rhs;``."""
     p = f"{PREFIX}{cb}_"
-    skew = f"{o.skew} " if o.skew else ""
     mark = "'1" if o.selects else "1'b1"
     return (
-        f"begin if ({p}f && {p}t == $realtime) {o.name}{sel} <= {skew}{rhs}; "
-        f"else begin {p}{o.name}_p{sel} = {rhs}; {p}{o.name}_m{sel} = {mark}; end end"
+        f"begin {p}{o.name}_p{sel} = {rhs}; {p}{o.name}_m{sel} = {mark}; "
+        f"if ({p}f && {p}t == $realtime && !{p}a) begin {p}a = 1'b1; fork {p}apply(); join_none end end"
     )
 
 
