@@ -3,8 +3,10 @@
 A clocking ``output``/``inout`` item whose expression is DUT state (``output w =
 dut.u_core.state_q;`` then ``cb.w <= 5``) writes that state at every drive; before kind
 ``clocking_output`` the check saw only a write to the clockvar (a testbench symbol) and scored
-such a sample, on every policy. Scored through the engine on ``verilator`` and ``fast``: a
-refused sample simulates nothing."""
+such a sample, on every policy. The same for a clocking output (or ``force``, ``assign``) on the
+testbench net a DUT output port drives: that port's toggle points counted the testbench's
+values. Scored through the engine on ``verilator`` and ``fast``: a refused sample simulates
+nothing."""
 
 from __future__ import annotations
 
@@ -152,3 +154,51 @@ def test_driving_the_dut_inputs_through_a_block_stays_free(engine: Engine) -> No
     uncovered = {u.detail for u in r.uncovered if u.metric == "toggle"}
     assert {"q[0]:0->1", "q[1]:0->1", "q[0]:1->0"}.isdisjoint(uncovered)
     assert "q[2]:0->1" in uncovered
+
+
+OUT_DUT = """\
+module core(input logic clk, input logic rst, output logic [3:0] q);
+  always_ff @(posedge clk) if (rst) q <= 0; else q <= q;
+endmodule
+"""
+OUT_HEAD = (
+    "module tb;\n  logic clk = 0, rst = 1; wire [3:0] q;\n  core dut(.clk(clk), .rst(rst), .q(q));\n"
+    "  always #5 clk = ~clk;\n"
+)
+
+#: A write to the testbench net a DUT output port drives: the port's toggle points counted it
+#: (measured before the fix: toggle 12/12 on both engines against 4/12 without the write).
+PORT_NET_CASES = {
+    "clocking_output_on_the_port_net": (
+        OUT_HEAD + "  clocking cb @(posedge clk); output q; endclocking\n"
+        "  initial begin #12 rst = 0; @(cb); cb.q <= 4'hf; @(cb); cb.q <= 0; #60 $finish; end\nendmodule\n",
+        [("clocking_output", "tb.dut.q")],
+    ),
+    "force_on_the_port_net": (
+        OUT_HEAD + "  initial begin #12 rst = 0; #10 force q = 15; #10 force q = 0; #60 $finish; end\nendmodule\n",
+        [("force", "tb.dut.q")],
+    ),
+    "force_on_a_bit_of_the_port_net": (
+        OUT_HEAD + "  initial begin #12 rst = 0; #10 force q[1] = 1; #60 $finish; end\nendmodule\n",
+        [("force", "tb.dut.q")],
+    ),
+}
+
+
+@pytest.mark.parametrize("eng", ["fast", "verilator"])
+@pytest.mark.parametrize("case", sorted(PORT_NET_CASES))
+def test_writes_to_what_a_dut_output_drives_are_refused(engine: Engine, case: str, eng: str) -> None:
+    tb, refused = PORT_NET_CASES[case]
+    r = _score(engine, tb, eng, design=OUT_DUT)
+    assert r.status == "refused", (r.status, r.message)
+    assert sorted((v.kind, v.target) for v in r.violations) == sorted(refused)
+
+
+@pytest.mark.parametrize("eng", ["fast", "verilator"])
+def test_reading_what_a_dut_output_drives_stays_free(engine: Engine, eng: str) -> None:
+    tb = OUT_HEAD + (
+        "  logic [3:0] r;\n  initial begin #12 rst = 0; #10 r = q; $display(q); #60 $finish; end\nendmodule\n"
+    )
+    r = _score(engine, tb, eng, design=OUT_DUT)
+    assert r.status == "ok", r.message
+    assert (r.coverage.metrics["toggle"].covered, r.coverage.metrics["toggle"].total) == (4, 12)

@@ -174,6 +174,9 @@ class _Checker:
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
         self.design_code_is_designs = False
         self.parts: races.Parts | None = None
+        #: writes to testbench symbols (kind, where, path, via): a write to a net or variable
+        #: an output port of the DUT instance drives is a write of that port (_port_drivers)
+        self.testbench_writes: list[tuple[str, tuple[str, int], str, str | None]] = []
 
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SvCheck:
@@ -195,6 +198,7 @@ class _Checker:
         self.design_code_is_designs = self.shortcuts and self._design_code_is_designs()
         try:
             self._elaborated(root)
+            self._port_drivers()
         except Exception:  # a pyslang binding we do not know: the syntax scan still names the writes
             log.exception("integrity check: the elaborated design could not be walked; syntax scan only")
             errors = True
@@ -496,7 +500,35 @@ class _Checker:
             elif getattr(conn.port, "direction", None) in (ast.ArgumentDirection.InOut, ast.ArgumentDirection.Ref):
                 self._targets("port_connection", expr, expr, where_node=inst)
 
+    def _port_drivers(self) -> None:
+        """Writes of the testbench to what an output port of an outermost DUT instance drives
+        (``wire [3:0] q; top dut(.q(q));`` then ``force q = 15``, ``cb.q <= 15`` through a
+        clocking block, ``assign q = ...``): the DUT's output port is DUT state (its toggle points
+        count), so such a write is one into the DUT, reported as the port."""
+        if not self.testbench_writes or self.parts is None:
+            return
+        driven: dict[str, str] = {}
+        for inst in self.parts.instances:
+            if not self._is_design_definition(inst.definition) or self._outer_dut_body(inst.parentScope) is not None:
+                continue
+            if self._in_stimulus(inst.location) is None:
+                continue
+            for conn in inst.portConnections:
+                expr = conn.expression
+                if expr is None or expr.kind != _EK.Assignment:  # output ports only
+                    continue
+                for symbol in written_symbols(expr.left):
+                    driven.setdefault(str(symbol.hierarchicalPath), f"{inst.hierarchicalPath}.{conn.port.name}")
+        for kind, where, path, via in self.testbench_writes:
+            port = driven.get(path)
+            if port is not None:
+                what = f"{via} writes" if via else _VERB.get(kind, "writes")
+                self._add(kind, where, port, f"{what} {path}, which output port {port} drives")
+
     def _assignment(self, expr: Any) -> None:
+        if expr.right.kind == _EK.EmptyArgument:  # an output port connection (`.q(q)`): _instance's
+            self._targets("port_connection", expr, expr.left)
+            return
         kind = "nonblocking_assignment" if expr.isNonBlocking else "assignment"
         self._targets(kind, expr, expr.left)
 
@@ -538,6 +570,8 @@ class _Checker:
             if path is not None:
                 what = f"{via} writes" if via else _VERB.get(kind, "writes")
                 self._add(kind, where, path, f"{what} {path}")
+            elif kind != "port_connection":  # judged once every DUT output connection is known
+                self.testbench_writes.append((kind, where, str(symbol.hierarchicalPath), via))
 
     def _reads_only(self, expr: Any) -> None:
         """Visit ``expr`` (a right-hand side) for the calls inside it."""
