@@ -526,8 +526,13 @@ class _Checker:
                 self._add(kind, where, port, f"{what} {path}, which output port {port} drives")
 
     def _assignment(self, expr: Any) -> None:
-        if expr.right.kind == _EK.EmptyArgument:  # an output port connection (`.q(q)`): _instance's
-            self._targets("port_connection", expr, expr.left)
+        right = expr.right
+        while right.kind == _EK.Conversion:  # `.*` / `.q(q)` of another type than the port's
+            right = right.operand
+        if right.kind == _EK.EmptyArgument:
+            # an output port connection (`.q(q)`) or output argument (`t(q)`): _instance and
+            # _call report those with their own kinds (a testbench signal an output port drives
+            # is no write of the testbench's)
             return
         kind = "nonblocking_assignment" if expr.isNonBlocking else "assignment"
         self._targets(kind, expr, expr.left)
