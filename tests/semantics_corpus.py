@@ -162,13 +162,16 @@ def generate(seeds: int | Sequence[int], cycles: int = 8, idioms: Sequence[str] 
 
 
 def scheduled(batch: Batch) -> Batch:
-    """``batch`` with its races ordered the documented way (the ``#0`` insertions of the race
-    analysis, as the scoring engine applies them)."""
+    """``batch`` as the scoring engine compiles it: its races ordered the documented way (the
+    ``#0`` insertions of the race analysis), then its clocking-block output drives lowered
+    (:mod:`reward_service.simulators.clocking`, which the engine applies before a Verilator
+    build; Icarus compiles no clocking block, lowered or not)."""
     from reward_service.integrity import races, sv
+    from reward_service.simulators import clocking
 
     found = sv.check(sv.SvSources(design=batch.design, stimulus=batch.stimulus, defines={}))
     files = races.scheduled_files(batch.stimulus, found.schedule_edits)
-    return Batch(batch.design, files, batch.top, batch.expected)
+    return Batch(batch.design, clocking.lower(files).files, batch.top, batch.expected)
 
 
 _LINE = re.compile(r"^S tb\.u_(\w+)_s(\d+)\.dut .*$", re.M)

@@ -174,6 +174,9 @@ class _Checker:
         self.design_modules = {m for n in self.design_names for m in hdl.module_names(sources.design[n])}
         self.design_code_is_designs = False
         self.parts: races.Parts | None = None
+        #: writes to testbench symbols (kind, where, path, via): a write to a net or variable
+        #: an output port of the DUT instance drives is a write of that port (_port_drivers)
+        self.testbench_writes: list[tuple[str, tuple[str, int], str, str | None]] = []
 
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SvCheck:
@@ -195,6 +198,7 @@ class _Checker:
         self.design_code_is_designs = self.shortcuts and self._design_code_is_designs()
         try:
             self._elaborated(root)
+            self._port_drivers()
         except Exception:  # a pyslang binding we do not know: the syntax scan still names the writes
             log.exception("integrity check: the elaborated design could not be walked; syntax scan only")
             errors = True
@@ -456,6 +460,11 @@ class _Checker:
         elif kind == _SK.NetAlias:
             for expr in node.netReferences:
                 self._targets("net_alias", expr, expr, where_node=node)
+        elif kind == _SK.ClockVar and node.direction in (ast.ArgumentDirection.Out, ast.ArgumentDirection.InOut):
+            # `output w = dut.u_core.state_q`: every `cb.w <= v` writes the item's expression (an
+            # item without one names the signal of that name in the block's scope, which pyslang
+            # gives as its expression too); refused at the item, whether or not it is driven
+            self._targets("clocking_output", node, node.initializer, where_node=node)
         elif kind == _SK.ContinuousAssign:
             expr = node.assignment
             if expr.kind == _EK.Assignment:
@@ -496,7 +505,40 @@ class _Checker:
             elif getattr(conn.port, "direction", None) in (ast.ArgumentDirection.InOut, ast.ArgumentDirection.Ref):
                 self._targets("port_connection", expr, expr, where_node=inst)
 
+    def _port_drivers(self) -> None:
+        """Writes of the testbench to what an output port of an outermost DUT instance drives
+        (``wire [3:0] q; top dut(.q(q));`` then ``force q = 15``, ``cb.q <= 15`` through a
+        clocking block, ``assign q = ...``): the DUT's output port is DUT state (its toggle points
+        count), so such a write is one into the DUT, reported as the port."""
+        if not self.testbench_writes or self.parts is None:
+            return
+        driven: dict[str, str] = {}
+        for inst in self.parts.instances:
+            if not self._is_design_definition(inst.definition) or self._outer_dut_body(inst.parentScope) is not None:
+                continue
+            if self._in_stimulus(inst.location) is None:
+                continue
+            for conn in inst.portConnections:
+                expr = conn.expression
+                if expr is None or expr.kind != _EK.Assignment:  # output ports only
+                    continue
+                for symbol in written_symbols(expr.left):
+                    driven.setdefault(str(symbol.hierarchicalPath), f"{inst.hierarchicalPath}.{conn.port.name}")
+        for kind, where, path, via in self.testbench_writes:
+            port = driven.get(path)
+            if port is not None:
+                what = f"{via} writes" if via else _VERB.get(kind, "writes")
+                self._add(kind, where, port, f"{what} {path}, which output port {port} drives")
+
     def _assignment(self, expr: Any) -> None:
+        right = expr.right
+        while right.kind == _EK.Conversion:  # `.*` / `.q(q)` of another type than the port's
+            right = right.operand
+        if right.kind == _EK.EmptyArgument:
+            # an output port connection (`.q(q)`) or output argument (`t(q)`): _instance and
+            # _call report those with their own kinds (a testbench signal an output port drives
+            # is no write of the testbench's)
+            return
         kind = "nonblocking_assignment" if expr.isNonBlocking else "assignment"
         self._targets(kind, expr, expr.left)
 
@@ -538,6 +580,8 @@ class _Checker:
             if path is not None:
                 what = f"{via} writes" if via else _VERB.get(kind, "writes")
                 self._add(kind, where, path, f"{what} {path}")
+            elif kind != "port_connection":  # judged once every DUT output connection is known
+                self.testbench_writes.append((kind, where, str(symbol.hierarchicalPath), via))
 
     def _reads_only(self, expr: Any) -> None:
         """Visit ``expr`` (a right-hand side) for the calls inside it."""
@@ -629,6 +673,13 @@ class _Checker:
                         where = self._in_stimulus(node.sourceRange.start)
                         if path and where:
                             self._add("system_task", where, path, f"{name} writes {path}")
+            elif kind == _SX.ClockingItem and "out" in str(node.direction):  # output, inout
+                for decl in node.decls:
+                    value = getattr(decl, "value", None)
+                    path = into_dut(str(value.expr)) if value is not None else None
+                    where = self._in_stimulus(decl.sourceRange.start)
+                    if path and where:
+                        self._add("clocking_output", where, path, f"{_VERB['clocking_output']} {path}")
             elif kind == _SX.BindDirective:
                 target = str(node.target).strip()
                 where = self._in_stimulus(node.sourceRange.start)
@@ -682,6 +733,7 @@ _VERB = {
     "event_trigger": "triggers",
     "disable": "disables",
     "argument": "an output/ref argument writes",
+    "clocking_output": "a clocking block output drives",
 }
 
 #: `line <n> "<file>" <level>, or a `line whose file name is not a literal (a macro).

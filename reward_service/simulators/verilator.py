@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import posixpath
 import re
@@ -24,6 +25,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from reward_service import hdl
 from reward_service.models import CODE_METRICS
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
@@ -31,6 +33,8 @@ from reward_service.sandbox.cpu import wall_backstop
 from reward_service.sandbox.toolchain import Toolchain, require_verilator
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
+
+log = logging.getLogger(__name__)
 
 #: Verilator flags every build uses: warnings are not fatal (lint noise in model-written code is
 #: not a reason to score 0; real errors still fail), and the C++ standard the wheel needs.
@@ -137,6 +141,31 @@ def neutralize_metacomments(text: str) -> tuple[str, int]:
 
 
 _STOP_CALL = re.compile(r"\$stop\b")
+
+
+def lower_clocking_drives(src: Path, names: list[str]) -> None:
+    """Rewrite the clocking-block output drives of the testbench files ``names`` (relative to
+    ``src``) in place so that Verilator runs them as IEEE 1800 14.16 says
+    (:mod:`reward_service.simulators.clocking`; verilator#7938 drops some as written). A file
+    the lowering cannot handle exactly stays as written."""
+    texts = {}
+    for name in names:
+        if name.lower().endswith(hdl.HDL_SUFFIXES):
+            text = (src / name).read_text()
+            if "clocking" in text:
+                texts[name] = text
+    if not texts:
+        return
+    from reward_service.simulators import clocking  # pyslang: loaded when a testbench has a clocking block
+
+    done = clocking.lower(texts)
+    for name in done.lowered:
+        log.debug("clocking drives lowered: %s", name)
+    for where, why in done.kept:
+        log.debug("clocking block kept as written: %s (%s)", where, why)
+    for name, text in done.files.items():
+        if text != texts[name]:
+            (src / name).write_text(text)
 
 
 def stimulus_coverage_off(files: list[str]) -> str:
@@ -551,6 +580,7 @@ class VerilatorSimulator(SimulatorBackend):
                 rewritten += n
         if rewritten:
             out.notes.append(f"{rewritten} comment(s) starting with 'verilator' were read as plain comments")
+        lower_clocking_drives(job.src, [*job.stimulus_files, *stimulus_included])
         (job.src / "rs_cov_off.vlt").write_text(stimulus_coverage_off(job.stimulus_sources))
         env, binds = build_env(job)
         argv = [
