@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from filelock import FileLock
 
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
+from reward_service.formal import ticks_proof
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
@@ -89,7 +91,9 @@ class ProofResult:
     one-by-one runs: ``unreachable`` holds the proved points only, the others count as
     undecided), ``unsupported`` (not modelled: all undecided), ``timeout`` (nothing decided)
     or ``error`` (all undecided); ``seconds``: wall time of the run; ``kinds``: per key of
-    ``unreachable`` (same order), how it was proved (:data:`PROOF_KINDS`)."""
+    ``unreachable`` (same order), how it was proved (:data:`PROOF_KINDS`); ``model``: the
+    model the verdict is on, ``edges`` (one step per clock edge) or ``ticks`` (every input
+    free at every step, :mod:`.ticks_proof`: a design the one-edge model refuses)."""
 
     status: str
     points: int = 0
@@ -102,6 +106,7 @@ class ProofResult:
     notes: list[str] = field(default_factory=list)
     #: metric -> [points, points proved unreachable] (a finished run only)
     per_metric: dict[str, list[int]] = field(default_factory=dict)
+    model: str = "edges"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -189,7 +194,7 @@ def _prove(
     except Exception as exc:  # a parser failure leaves the points undecided
         return ProofResult("unsupported", reason=f"model: {exc}")
     sandbox = sandbox or get_sandbox("bwrap")
-    result = _run(model, sandbox, timeout_s, per_property_ms)
+    result = _run_any(model, sandbox, timeout_s, per_property_ms)
     if not kept(result) and result.status == "unsupported" and _has_expr(model):
         # yosys 0.23 does not read every term text the fast path's checks use: the design's
         # other points are still proved, its expression points stay undecided. Only when the
@@ -204,7 +209,7 @@ def _prove(
             result.seconds = round(time.monotonic() - start, 3)
             return result
         model = plain
-        result = _run(model, sandbox, timeout_s, per_property_ms)
+        result = _run_any(model, sandbox, timeout_s, per_property_ms)
         result.notes.insert(0, f"expression checks left out ({why})")
     result.seconds = round(time.monotonic() - start, 3)
     return result
@@ -253,6 +258,16 @@ module _rs_adffe (CLK, ARST, EN, D, Q);
   assign Q = (active && !old) ? ARST_VALUE : q;
 endmodule
 """
+
+
+def _run_any(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int) -> ProofResult:
+    """:func:`_run` on the one-edge model; for a design whose netlist that model refuses (several
+    clock edges, a latch, a memory, ...), the proof on the every-input-free model
+    (:func:`.ticks_proof.prove_ticks`), which keeps the one-edge verdict when it proves nothing."""
+    result = _run(model, sandbox, timeout_s, per_property_ms)
+    if result.status == "unsupported" and ticks_proof.applies(result.reason):
+        result = ticks_proof.prove_ticks(model, sandbox, timeout_s, per_property_ms, result)
+    return result
 
 
 def _has_expr(model: FormalModel) -> bool:
@@ -316,17 +331,23 @@ def _yosys_script(model: FormalModel, ticks: bool = False) -> str:
 
 
 def _run(
-    model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int, at_once: bool = True
+    model: FormalModel,
+    sandbox: Sandbox,
+    timeout_s: float,
+    per_property_ms: int,
+    at_once: bool = True,
+    lower: Callable[[FormalModel, Sandbox, Path, float], tuple[str, str] | None] | None = None,
 ) -> ProofResult:
     """Prove ``model``'s properties. ``at_once=False`` skips the run over all outputs and goes
-    straight to the one-by-one runs (tests compare the two routes' verdicts)."""
+    straight to the one-by-one runs (tests compare the two routes' verdicts). ``lower``: the
+    yosys step that writes the AIG (default :func:`synthesize`, the one-edge model)."""
     base = ProofResult("error", points=len(model.points), undecided=len(model.points), notes=model.notes[:50])
     if not model.properties:
         base.status, base.reason = "unsupported", "no point has a property"
         return base
     work = Path(tempfile.mkdtemp(prefix="rs_formal_"))
     try:
-        failed = synthesize(model, sandbox, work, timeout_s)
+        failed = (lower or synthesize)(model, sandbox, work, timeout_s)
         if failed is not None:
             base.status, base.reason = failed
             return base
