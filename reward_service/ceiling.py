@@ -76,6 +76,7 @@ class Closure:
             "status": self.status,
             "reason": self.reason,
             "proof_status": self.proof.status,
+            "proof_model": self.proof.model,
             "witness_status": self.witness.status,
             "steps": len(self.witness.steps),
             "claimed": len(self.witness.claimed),

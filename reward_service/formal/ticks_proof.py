@@ -339,6 +339,12 @@ def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) ->
             [
                 "read_rtlil ticks_cut.il",
                 f"techmap -map {TICKS_MAP} t:$dff t:$adff t:$dlatch",
+                # combinational clean-up only (no opt_dff: it may replace a flip-flop whose
+                # initial value is undefined by a constant, where Verilator starts it at 0);
+                # merges the clock-history flip-flops of one clock (a memory has hundreds)
+                "opt_expr",
+                "opt_merge",
+                "opt_clean",
                 "setundef -undriven -anyseq",
                 "setundef -anyseq",
                 "setundef -init -zero",
