@@ -261,9 +261,14 @@ endmodule
 
 
 def _run_any(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int) -> ProofResult:
-    """:func:`_run` on the one-edge model; for a design whose netlist that model refuses (several
+    """:func:`_run` on the one-edge model (delayed continuous assignments' targets free, other
+    delays refused: :func:`.ticks_proof.undelayed`); for a design whose netlist that model refuses (several
     clock edges, a latch, a memory, ...), the proof on the every-input-free model
     (:func:`.ticks_proof.prove_ticks`), which keeps the one-edge verdict when it proves nothing."""
+    model, why = ticks_proof.undelayed(model)
+    if why:
+        n = len(model.points)
+        return ProofResult("unsupported", points=n, undecided=n, reason=why, notes=model.notes[:50])
     result = _run(model, sandbox, timeout_s, per_property_ms)
     if result.status == "unsupported" and ticks_proof.applies(result.reason):
         result = ticks_proof.prove_ticks(model, sandbox, timeout_s, per_property_ms, result)

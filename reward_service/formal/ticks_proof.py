@@ -28,6 +28,9 @@ free at every step, and the state moves the way a simulator's processes move it:
   edge in the middle of a time step, after the flip-flops it depends on have updated),
   set/reset and async-load flip-flops (their processes run on the controls' edges, yosys's
   cells on their levels);
+- (both models, :func:`undelayed`) the targets of a continuous assignment with a delay
+  (``assign #1 y = a;``, blanked from the text: yosys ignores the delay, a simulator shows
+  ``y`` lagging ``a``); a delay anywhere else refuses the design;
 - memories are mapped to flip-flops (``memory_map``) first, enables and synchronous resets
   to logic (``dffunmap``), and the result is checked as above.
 
@@ -49,6 +52,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -289,6 +293,61 @@ def without_cells(rtlil: str, top: str, names: set[str]) -> str:
 
 def _json_name(rtlil_id: str) -> str:
     return rtlil_id[1:] if rtlil_id.startswith("\\") else rtlil_id
+
+
+def without_delays(name: str, text: str) -> tuple[str, str | None]:
+    """The model file ``text`` with every continuous assignment that has a delay
+    (``assign #1 y = a;``) blanked (same length, newlines kept), so that its targets are
+    undriven, hence free at every step; and why the file is refused (None: it is not): a delay
+    anywhere else (a procedure's ``#5``, ``q <= #1 d``, ``wire #1 w = a``). yosys ignores
+    delays: it would make ``y`` equal ``a`` at every step, where a simulator shows ``y`` lagging
+    for the delay (``a != y`` covered)."""
+    from pyslang import syntax
+
+    tree = syntax.SyntaxTree.fromText(text, name)
+    cut: list[tuple[int, int]] = []
+    other: list[int] = []
+
+    def walk(node: syntax.SyntaxNode, in_assign: bool) -> None:
+        for child in node:
+            if not isinstance(child, syntax.SyntaxNode):
+                continue
+            if child.kind == syntax.SyntaxKind.ContinuousAssign and getattr(child, "delay", None) is not None:
+                cut.append((child.sourceRange.start.offset, child.sourceRange.end.offset))
+                walk(child, True)
+            elif child.kind == syntax.SyntaxKind.DelayControl and not in_assign:
+                other.append(child.sourceRange.start.offset)
+            else:
+                walk(child, in_assign)
+
+    walk(tree.root, False)
+    if other:
+        line = text.count("\n", 0, other[0]) + 1
+        return text, f"{name}:{line}: a delay outside a continuous assignment is not modelled"
+    for start, end in sorted(cut, reverse=True):
+        text = text[:start] + re.sub(r"[^\n]", " ", text[start:end]) + text[end:]
+    return text, None
+
+
+def undelayed(model: FormalModel) -> tuple[FormalModel, str | None]:
+    """``model`` with the continuous assignments that have a delay blanked
+    (:func:`without_delays`; a note says how many), and why it is refused (a delay anywhere
+    else; None: it is not). For both models: a free value covers every value a lagging target
+    shows a simulator, at any evaluation."""
+    files: dict[str, str] = {}
+    cut = 0
+    for name, text in model.files.items():
+        files[name], why = without_delays(name, text)
+        if why:
+            return model, why
+        cut += len(_ASSIGN_DELAY.findall(text)) if files[name] != text else 0
+    if files == model.files:
+        return model, None
+    note = "the targets of continuous assignments with a delay are free at every step (yosys ignores the delay)"
+    return replace(model, files=files, notes=[note, *model.notes]), None
+
+
+_ASSIGN_DELAY = re.compile(r"\bassign\s*#")
 
 
 def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) -> tuple[str, str] | None:
