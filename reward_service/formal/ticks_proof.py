@@ -19,7 +19,11 @@ free at every step, and the state moves the way a simulator's processes move it:
   runs like its process: at a clock edge or at the reset's edge to its active level it takes
   the reset value if the reset is active, else its input. While the reset is held and no edge
   comes it keeps its value (a reset already active at time 0 makes no edge: the flip-flop
-  keeps its initial value until the next clock edge, as in a simulator);
+  keeps its initial value until the next clock edge, as in a simulator). At any step the
+  flip-flops of one reset may also all run without an edge (a free choice per reset bit and
+  level, ``PULSE``): a testbench's zero-width reset pulse (``rst_n = 0; rst_n = 1;``) wakes
+  their processes on Icarus after the pulse ended, and they take their inputs with no clock
+  edge (the fast path covers what that reaches; Verilator sees no change);
 - the model's flags in combinational blocks (``$dlatch`` on a flag) are sticky: set at any
   step their condition holds;
 - **free at every step** (an ``$anyseq``: any value, so nothing is proved from them): every
@@ -122,20 +126,22 @@ module _rs_ticks_dff (CLK, D, Q);
   \\$ff #(.WIDTH(WIDTH)) ff (.D(active_edge ? D : Q), .Q(Q));
 endmodule
 
-(* techmap_celltype = "$adff" *)
-module _rs_ticks_adff (CLK, ARST, D, Q);
+module rs_ticks_adff (CLK, ARST, PULSE, D, Q);
   parameter WIDTH = 1;
   parameter CLK_POLARITY = 1'b1;
   parameter ARST_POLARITY = 1'b1;
   parameter ARST_VALUE = 0;
-  input CLK, ARST;
+  input CLK, ARST, PULSE;
   input [WIDTH-1:0] D;
   output [WIDTH-1:0] Q;
   wire idle, off;
   wire on = ARST == ARST_POLARITY;
   \\$ff #(.WIDTH(1)) past_clock (.D(CLK != CLK_POLARITY), .Q(idle));
   \\$ff #(.WIDTH(1)) past_reset (.D(!on), .Q(off));
-  wire run = (idle && CLK == CLK_POLARITY) || (off && on);
+  // PULSE (free, one per reset and level): a reset pulse of zero width (`rst_n = 0; rst_n = 1;`
+  // in a testbench) wakes every process on that reset; Icarus runs them after the pulse ended,
+  // and they take their inputs with no clock edge
+  wire run = (idle && CLK == CLK_POLARITY) || (off && on) || PULSE;
   \\$ff #(.WIDTH(WIDTH)) ff (.D(run ? (on ? ARST_VALUE : D) : Q), .Q(Q));
 endmodule
 
@@ -291,6 +297,54 @@ def without_cells(rtlil: str, top: str, names: set[str]) -> str:
     return "".join(out)
 
 
+def pulse_groups(netlist: dict, top: str, free: list[str]) -> dict[str, int]:
+    """Per ``$adff`` cell of ``top`` modelled exactly (not in ``free``), the index of its
+    zero-width-pulse choice: one per reset bit and active level, shared by every flip-flop a
+    pulse on that reset wakes (their processes run together, on the values of that moment)."""
+    groups: dict[tuple, int] = {}
+    out: dict[str, int] = {}
+    skip = set(free)
+    for name, cell in netlist["modules"][top]["cells"].items():
+        if cell["type"] != "$adff" or name in skip:
+            continue
+        raw = cell.get("parameters", {}).get("ARST_POLARITY", 1)
+        level = int(raw, 2) & 1 if isinstance(raw, str) else int(raw) & 1
+        key = (tuple(cell["connections"]["ARST"]), level)
+        out[name] = groups.setdefault(key, len(groups))
+    return out
+
+
+def with_pulses(rtlil: str, top: str, pulses: dict[str, int]) -> str:
+    """``rtlil`` with each ``$adff`` cell of ``pulses`` (name as ``write_json`` names it ->
+    pulse index) made an ``rs_ticks_adff`` whose ``PULSE`` is the wire ``__rs_pulse<index>``
+    (declared in ``top``, undriven: free at every step). Raises ``ValueError`` when a cell is
+    not found."""
+    out: list[str] = []
+    in_top = False
+    current: str | None = None
+    found: set[str] = set()
+    for line in rtlil.splitlines(keepends=True):
+        words = line.split()
+        if words[:1] == ["module"]:
+            in_top = _json_name(words[1]) == top
+            out.append(line)
+            if in_top:
+                out.extend(f"  wire \\__rs_pulse{i}\n" for i in sorted(set(pulses.values())))
+            continue
+        if in_top and len(words) == 3 and words[:2] == ["cell", "$adff"] and _json_name(words[2]) in pulses:
+            current = _json_name(words[2])
+            found.add(current)
+            out.append(line.replace("cell $adff ", "cell \\rs_ticks_adff ", 1))
+            continue
+        if current is not None and words == ["end"]:
+            out.append(f"    connect \\PULSE \\__rs_pulse{pulses[current]}\n")
+            current = None
+        out.append(line)
+    if found != set(pulses):
+        raise ValueError(f"cells not found in the RTLIL text: {sorted(set(pulses) - found)[:3]}")
+    return "".join(out)
+
+
 def _json_name(rtlil_id: str) -> str:
     return rtlil_id[1:] if rtlil_id.startswith("\\") else rtlil_id
 
@@ -383,11 +437,13 @@ def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) ->
     failed = _yosys(sandbox, work, "ticks1.ys", timeout_s)
     if failed:
         return failed
-    why, free, why_free = classify(json.loads((work / "ticks.json").read_text()), model.top)
+    netlist = json.loads((work / "ticks.json").read_text())
+    why, free, why_free = classify(netlist, model.top)
     if why:
         return "unsupported", f"every-input-free model: {why}"
     try:
         cut = without_cells((work / "ticks.il").read_text(), model.top, set(free))
+        cut = with_pulses(cut, model.top, pulse_groups(netlist, model.top, free))
     except ValueError as exc:
         return "error", f"every-input-free model: {exc}"
     (work / "ticks_cut.il").write_text(cut)
@@ -397,7 +453,7 @@ def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) ->
         "\n".join(
             [
                 "read_rtlil ticks_cut.il",
-                f"techmap -map {TICKS_MAP} t:$dff t:$adff t:$dlatch",
+                f"techmap -map {TICKS_MAP} t:$dff t:rs_ticks_adff t:$dlatch",
                 # combinational clean-up only (no opt_dff: it may replace a flip-flop whose
                 # initial value is undefined by a constant, where Verilator starts it at 0);
                 # merges the clock-history flip-flops of one clock (a memory has hundreds)
