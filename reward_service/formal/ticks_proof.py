@@ -526,10 +526,11 @@ def prove_ticks(
     (``unsupported``, its reason a netlist refusal). Returns the new verdict (``model``
     ``ticks``; its first note says why the one-edge model refused the design and what was
     left free) when it proved some point unreachable; ``refused`` with a note when it proved
-    none, refused the design or ran out of time (the design's verdict, and the result's note
-    about it, stay the one-edge model's); an ``error`` verdict (not kept: it may be the
-    environment's) as it is."""
-    from reward_service.formal.prover import _run, kept
+    none, refused the design, ran out of time or yosys failed on its lowering (the design's
+    verdict, kept, and the result's note about it stay the one-edge model's: a yosys error
+    here is the design's, since the same yosys read and flattened it for the one-edge model);
+    an ``error`` verdict (a tool that did not run, ABC output not read: not kept) as it is."""
+    from reward_service.formal.prover import _run
 
     free: list[str] = []
 
@@ -544,7 +545,7 @@ def prove_ticks(
         left = f"; free at every step: {free[0]}" if free and free[0] else ""
         result.notes.insert(0, f"one-edge model: {refused.reason}; proved on the every-input-free model{left}")
         return result
-    if not kept(result):
+    if result.status == "error":  # a tool that did not run, ABC output not read: not kept
         return result
     what = f"{result.status}, no point proved" if result.status in ("proved", "partial") else result.status
     refused.notes.insert(0, f"every-input-free model: {what}" + (f": {result.reason}" if result.reason else ""))
