@@ -144,10 +144,32 @@ endmodule
 """,
         (8, "branch", "if"),
     ),
+    # The same pulse runs the process's `else` branch for a register it does not reset (a
+    # plain flip-flop in yosys's netlist, `r`), with no clock edge either.
+    "zero_width_unreset.v": (
+        """module zero_width_unreset(input clk, input rst_n, input d, output reg q, output reg r, output reg n,
+                          output reg hit);
+  reg seen = 1'b0;
+  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else begin q <= 1'b1; r <= d; end
+  always @(posedge clk) seen <= 1'b1;
+  always @(negedge clk) n <= d;
+  always @(*) begin
+    hit = 1'b0;
+    if (r && !seen) hit = 1'b1;
+  end
+endmodule
+""",
+        """module tb; reg clk = 0, rst_n = 1, d = 1; wire q, r, n, hit;
+  zero_width_unreset dut(.clk(clk), .rst_n(rst_n), .d(d), .q(q), .r(r), .n(n), .hit(hit));
+  initial begin #5 rst_n = 0; rst_n = 1; #5 $finish; end
+endmodule
+""",
+        (9, "branch", "if"),
+    ),
 }
 
 #: Points only the fast path (Icarus) covers: Verilator does not see a zero-width pulse.
-FAST_ONLY = {"zero_width_reset.v"}
+FAST_ONLY = {"zero_width_reset.v", "zero_width_unreset.v"}
 
 
 def _key(name: str, point: tuple[int, str, str]) -> tuple[str, int, str, str]:

@@ -20,10 +20,11 @@ free at every step, and the state moves the way a simulator's processes move it:
   the reset value if the reset is active, else its input. While the reset is held and no edge
   comes it keeps its value (a reset already active at time 0 makes no edge: the flip-flop
   keeps its initial value until the next clock edge, as in a simulator). At any step the
-  flip-flops of one reset may also all run without an edge (a free choice per reset bit and
-  level, ``PULSE``): a testbench's zero-width reset pulse (``rst_n = 0; rst_n = 1;``) wakes
-  their processes on Icarus after the pulse ended, and they take their inputs with no clock
-  edge (the fast path covers what that reaches; Verilator sees no change);
+  flip-flops of one reset (and the unreset ones of the same processes) may also all run
+  without an edge (a free choice per reset bit and level, ``PULSE``): a testbench's
+  zero-width reset pulse (``rst_n = 0; rst_n = 1;``) wakes their processes on Icarus after
+  the pulse ended, and they take their inputs with no clock edge (the fast path covers what
+  that reaches; Verilator sees no change);
 - the model's flags in combinational blocks (``$dlatch`` on a flag) are sticky: set at any
   step their condition holds;
 - **free at every step** (an ``$anyseq``: any value, so nothing is proved from them): every
@@ -124,6 +125,18 @@ module _rs_ticks_dff (CLK, D, Q);
   \\$ff #(.WIDTH(1)) past_clock (.D(CLK != CLK_POLARITY), .Q(idle));
   wire active_edge = idle && CLK == CLK_POLARITY;
   \\$ff #(.WIDTH(WIDTH)) ff (.D(active_edge ? D : Q), .Q(Q));
+endmodule
+
+module rs_ticks_dff (CLK, PULSE, D, Q);
+  parameter WIDTH = 1;
+  parameter CLK_POLARITY = 1'b1;
+  input CLK, PULSE;
+  input [WIDTH-1:0] D;
+  output [WIDTH-1:0] Q;
+  wire idle;
+  \\$ff #(.WIDTH(1)) past_clock (.D(CLK != CLK_POLARITY), .Q(idle));
+  wire run = (idle && CLK == CLK_POLARITY) || PULSE;
+  \\$ff #(.WIDTH(WIDTH)) ff (.D(run ? D : Q), .Q(Q));
 endmodule
 
 module rs_ticks_adff (CLK, ARST, PULSE, D, Q);
@@ -298,25 +311,38 @@ def without_cells(rtlil: str, top: str, names: set[str]) -> str:
 
 
 def pulse_groups(netlist: dict, top: str, free: list[str]) -> dict[str, int]:
-    """Per ``$adff`` cell of ``top`` modelled exactly (not in ``free``), the index of its
-    zero-width-pulse choice: one per reset bit and active level, shared by every flip-flop a
-    pulse on that reset wakes (their processes run together, on the values of that moment)."""
-    groups: dict[tuple, int] = {}
-    out: dict[str, int] = {}
+    """Per flip-flop of ``top`` modelled exactly (not in ``free``) that a zero-width reset
+    pulse can run, the index of its pulse choice: one per reset bit and active level, shared
+    by every flip-flop such a pulse wakes. Those are the ``$adff`` cells of that reset and
+    the ``$dff`` cells of the same processes (yosys's ``src`` attribute: a register its
+    process does not reset, ``else r <= d;``, is a plain flip-flop there, and the process
+    runs its ``else`` branch at the pulse too)."""
+    cells = netlist["modules"][top]["cells"]
     skip = set(free)
-    for name, cell in netlist["modules"][top]["cells"].items():
+    groups: dict[tuple, int] = {}
+    by_process: dict[str, int] = {}
+    out: dict[str, int] = {}
+    for name, cell in cells.items():
         if cell["type"] != "$adff" or name in skip:
             continue
         raw = cell.get("parameters", {}).get("ARST_POLARITY", 1)
         level = int(raw, 2) & 1 if isinstance(raw, str) else int(raw) & 1
         key = (tuple(cell["connections"]["ARST"]), level)
         out[name] = groups.setdefault(key, len(groups))
+        src = cell.get("attributes", {}).get("src")
+        if src:
+            by_process.setdefault(src, out[name])
+    for name, cell in cells.items():
+        src = cell.get("attributes", {}).get("src")
+        if cell["type"] == "$dff" and name not in skip and src in by_process:
+            out[name] = by_process[src]
     return out
 
 
 def with_pulses(rtlil: str, top: str, pulses: dict[str, int]) -> str:
-    """``rtlil`` with each ``$adff`` cell of ``pulses`` (name as ``write_json`` names it ->
-    pulse index) made an ``rs_ticks_adff`` whose ``PULSE`` is the wire ``__rs_pulse<index>``
+    """``rtlil`` with each ``$adff``/``$dff`` cell of ``pulses`` (name as ``write_json`` names
+    it -> pulse index) made an ``rs_ticks_adff``/``rs_ticks_dff`` whose ``PULSE`` is the wire
+    ``__rs_pulse<index>``
     (declared in ``top``, undriven: free at every step). Raises ``ValueError`` when a cell is
     not found."""
     out: list[str] = []
@@ -331,10 +357,11 @@ def with_pulses(rtlil: str, top: str, pulses: dict[str, int]) -> str:
             if in_top:
                 out.extend(f"  wire \\__rs_pulse{i}\n" for i in sorted(set(pulses.values())))
             continue
-        if in_top and len(words) == 3 and words[:2] == ["cell", "$adff"] and _json_name(words[2]) in pulses:
+        kind = words[1] if len(words) == 3 and words[0] == "cell" else ""
+        if in_top and kind in ("$adff", "$dff") and _json_name(words[2]) in pulses:
             current = _json_name(words[2])
             found.add(current)
-            out.append(line.replace("cell $adff ", "cell \\rs_ticks_adff ", 1))
+            out.append(line.replace(f"cell {kind} ", f"cell \\rs_ticks_{kind[1:]} ", 1))
             continue
         if current is not None and words == ["end"]:
             out.append(f"    connect \\PULSE \\__rs_pulse{pulses[current]}\n")
@@ -453,7 +480,7 @@ def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) ->
         "\n".join(
             [
                 "read_rtlil ticks_cut.il",
-                f"techmap -map {TICKS_MAP} t:$dff t:rs_ticks_adff t:$dlatch",
+                f"techmap -map {TICKS_MAP} t:$dff t:rs_ticks_dff t:rs_ticks_adff t:$dlatch",
                 # combinational clean-up only (no opt_dff: it may replace a flip-flop whose
                 # initial value is undefined by a constant, where Verilator starts it at 0);
                 # merges the clock-history flip-flops of one clock (a memory has hundreds)
