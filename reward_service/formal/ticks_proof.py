@@ -36,6 +36,7 @@ free at every step, and the state moves the way a simulator's processes move it:
 - (both models, :func:`undelayed`) the targets of a continuous assignment with a delay
   (``assign #1 y = a;``, blanked from the text: yosys ignores the delay, a simulator shows
   ``y`` lagging ``a``); a delay anywhere else refuses the design;
+- a division or remainder by zero is any value (yosys's divider gives all ones, Verilator 0);
 - memories are mapped to flip-flops (``memory_map``) first, enables and synchronous resets
   to logic (``dffunmap``), and the result is checked as above.
 
@@ -170,6 +171,32 @@ module _rs_ticks_flag (EN, D, Q);
   assign Q = EN == EN_POLARITY ? D : held;
 endmodule
 """
+
+
+DIV_MAP = "rs_ticks_div_map.v"
+#: Division and remainder by zero are any value (``$anyseq``): yosys's divider gives all ones
+#: for ``a / 0``, Verilator 0, Icarus ``x`` (the one-edge model's rule of the same name, on
+#: formal2's branch; applied once, ``-max_iter 1``: the inner cell is not mapped again).
+DIV_MAP_TEXT = "\n".join(
+    f"""(* techmap_celltype = "${op}" *)
+module _rs_ticks_{op} (A, B, Y);
+  parameter A_SIGNED = 0;
+  parameter B_SIGNED = 0;
+  parameter A_WIDTH = 1;
+  parameter B_WIDTH = 1;
+  parameter Y_WIDTH = 1;
+  input [A_WIDTH-1:0] A;
+  input [B_WIDTH-1:0] B;
+  output [Y_WIDTH-1:0] Y;
+  wire [Y_WIDTH-1:0] y, any;
+  \\${op} #(.A_SIGNED(A_SIGNED), .B_SIGNED(B_SIGNED), .A_WIDTH(A_WIDTH), .B_WIDTH(B_WIDTH), .Y_WIDTH(Y_WIDTH))
+    op (.A(A), .B(B), .Y(y));
+  \\$anyseq #(.WIDTH(Y_WIDTH)) by_zero (.Y(any));
+  assign Y = (B == 0) ? any : y;
+endmodule
+"""
+    for op in ("div", "mod")
+)
 
 
 def applies(reason: str) -> bool:
@@ -475,11 +502,13 @@ def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) ->
         return "error", f"every-input-free model: {exc}"
     (work / "ticks_cut.il").write_text(cut)
     (work / TICKS_MAP).write_text(TICKS_MAP_TEXT)
+    (work / DIV_MAP).write_text(DIV_MAP_TEXT)
     (work / "notes.json").write_text(json.dumps(dict(why_free)))
     (work / "ticks2.ys").write_text(
         "\n".join(
             [
                 "read_rtlil ticks_cut.il",
+                f"techmap -max_iter 1 -map {DIV_MAP} t:$div t:$mod",
                 f"techmap -map {TICKS_MAP} t:$dff t:rs_ticks_dff t:rs_ticks_adff t:$dlatch",
                 # combinational clean-up only (no opt_dff: it may replace a flip-flop whose
                 # initial value is undefined by a constant, where Verilator starts it at 0);
