@@ -12,7 +12,8 @@ enumerate (it falls back to Verilator there) has them assumed coverable (an uppe
     python bench/formal_cid012.py [--json out.json] [--timeout 60] [--only ring_token]
                                   [--corpus] [--cache-dir DIR] [--witness [--closure-dir DIR]]
 
-``--witness`` (issue 23): each design is also searched for reachability witnesses and its
+``--witness`` (issue 23): the proof column says ``proved t`` (``partial t``) for a verdict on
+the every-input-free model (``ticks_proof``: a design the one-edge model refuses); each design is also searched for reachability witnesses and its
 closure testbench replayed on the fast path and Verilator (``reward_service.ceiling``); per
 design: points proved unreachable, witnessed (covered by both replays), undecided, seconds,
 claims that did not replay (model bugs) and proved points a replay covered (must be 0), and
@@ -191,7 +192,7 @@ def _witness(args: argparse.Namespace) -> int:
             (args.closure_dir / f"{p.id}.sv").write_text(c.testbench)
         shown_text = f"{row['shown_reachable']:6.2f}" if row["shown_reachable"] is not None else "     -"
         print(
-            f"{p.id[:48]:48} {c.proof.status:11} {totals['total']:6d} {totals['unreachable']:6d} "
+            f"{p.id[:48]:48} {c.proof.status + (' t' if c.proof.model == 'ticks' else ''):11} {totals['total']:6d} {totals['unreachable']:6d} "
             f"{totals['witnessed']:6d} {c.undecided:6d} {c.seconds:6.1f} {shown_text} {p.target_percent:6g} {bugs:4d}  "
             f"{' '.join((c.reason or c.witness.reason or c.proof.reason).split())[:50]}",
             flush=True,

@@ -76,6 +76,7 @@ class Closure:
             "status": self.status,
             "reason": self.reason,
             "proof_status": self.proof.status,
+            "proof_model": self.proof.model,
             "witness_status": self.witness.status,
             "steps": len(self.witness.steps),
             "claimed": len(self.witness.claimed),
@@ -114,7 +115,10 @@ def closure(
     sandbox = engine.sandbox
     proof = prove(design, top, sandbox=sandbox, timeout_s=budget_s, cache_dir=cache_dir and cache_dir / "formal")
     dead = set(proof.unreachable) if proof.status in ("proved", "partial") else set()
-    witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead, refused=proof.status == "unsupported")
+    # a design the one-edge model refuses (its verdict unsupported, or proved on the
+    # every-input-free model) is searched on the every-input-free lowering at once
+    refused = proof.status == "unsupported" or proof.model == "ticks"
+    witness = search(design, top, sandbox=sandbox, budget_s=budget_s, skip=dead, refused=refused)
     if witness.status == "ok":
         # a random tail: points the model has no property for (a loop's own list, a generate
         # block, a function) or that the search had no time for may be covered all the same,

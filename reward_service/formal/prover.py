@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from filelock import FileLock
 
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
+from reward_service.formal import divmap, ticks_proof
 from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
@@ -90,7 +92,9 @@ class ProofResult:
     one-by-one runs: ``unreachable`` holds the proved points only, the others count as
     undecided), ``unsupported`` (not modelled: all undecided), ``timeout`` (nothing decided)
     or ``error`` (all undecided); ``seconds``: wall time of the run; ``kinds``: per key of
-    ``unreachable`` (same order), how it was proved (:data:`PROOF_KINDS`)."""
+    ``unreachable`` (same order), how it was proved (:data:`PROOF_KINDS`); ``model``: the
+    model the verdict is on, ``edges`` (one step per clock edge) or ``ticks`` (every input
+    free at every step, :mod:`.ticks_proof`: a design the one-edge model refuses)."""
 
     status: str
     points: int = 0
@@ -103,6 +107,7 @@ class ProofResult:
     notes: list[str] = field(default_factory=list)
     #: metric -> [points, points proved unreachable] (a finished run only)
     per_metric: dict[str, list[int]] = field(default_factory=dict)
+    model: str = "edges"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -190,7 +195,7 @@ def _prove(
     except Exception as exc:  # a parser failure leaves the points undecided
         return ProofResult("unsupported", reason=f"model: {exc}")
     sandbox = sandbox or get_sandbox("bwrap")
-    result = _run(model, sandbox, timeout_s, per_property_ms)
+    result = _run_any(model, sandbox, timeout_s, per_property_ms)
     if not kept(result) and result.status == "unsupported" and _has_expr(model):
         # yosys 0.23 does not read every term text the fast path's checks use: the design's
         # other points are still proved, its expression points stay undecided. Only when the
@@ -205,7 +210,7 @@ def _prove(
             result.seconds = round(time.monotonic() - start, 3)
             return result
         model = plain
-        result = _run(model, sandbox, timeout_s, per_property_ms)
+        result = _run_any(model, sandbox, timeout_s, per_property_ms)
         result.notes.insert(0, f"expression checks left out ({why})")
     result.seconds = round(time.monotonic() - start, 3)
     return result
@@ -256,32 +261,22 @@ endmodule
 """
 
 
-#: Division and remainder by zero (techmap rules for ``$div``/``$mod``, applied once: the inner
-#: cell is not mapped again). yosys's divider gives all ones for ``a / 0``, Verilator 0 and
-#: Icarus ``x``: a point reached only through a zero divisor (``if (b == 0 && a / b == 0)``)
-#: was proved unreachable while Verilator covers it. The result is a free choice there, as an
-#: ``x`` is (the witness search ties it to 0: Verilator's value).
-DIV_MAP = "rs_div_map.v"
-_DIV_MAP_TEXT = "\n".join(
-    f"""(* techmap_celltype = "${op}" *)
-module _rs_{op} (A, B, Y);
-  parameter A_SIGNED = 0;
-  parameter B_SIGNED = 0;
-  parameter A_WIDTH = 1;
-  parameter B_WIDTH = 1;
-  parameter Y_WIDTH = 1;
-  input [A_WIDTH-1:0] A;
-  input [B_WIDTH-1:0] B;
-  output [Y_WIDTH-1:0] Y;
-  wire [Y_WIDTH-1:0] y, any;
-  \\${op} #(.A_SIGNED(A_SIGNED), .B_SIGNED(B_SIGNED), .A_WIDTH(A_WIDTH), .B_WIDTH(B_WIDTH), .Y_WIDTH(Y_WIDTH))
-    op (.A(A), .B(B), .Y(y));
-  \\$anyseq #(.WIDTH(Y_WIDTH)) by_zero (.Y(any));
-  assign Y = (B == 0) ? any : y;
-endmodule
-"""
-    for op in ("div", "mod")
-)
+DIV_MAP = "rs_div_map.v"  # divmap.DIV_MAP_TEXT, written into the work dir
+
+
+def _run_any(model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int) -> ProofResult:
+    """:func:`_run` on the one-edge model (delayed continuous assignments' targets free, other
+    delays refused: :func:`.ticks_proof.undelayed`); for a design whose netlist that model refuses (several
+    clock edges, a latch, a memory, ...), the proof on the every-input-free model
+    (:func:`.ticks_proof.prove_ticks`), which keeps the one-edge verdict when it proves nothing."""
+    model, why = ticks_proof.undelayed(model)
+    if why:
+        n = len(model.points)
+        return ProofResult("unsupported", points=n, undecided=n, reason=why, notes=model.notes[:50])
+    result = _run(model, sandbox, timeout_s, per_property_ms)
+    if result.status == "unsupported" and ticks_proof.applies(result.reason):
+        result = ticks_proof.prove_ticks(model, sandbox, timeout_s, per_property_ms, result)
+    return result
 
 
 def _has_expr(model: FormalModel) -> bool:
@@ -318,7 +313,7 @@ def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None =
     step before the one its clock edge is seen in). ``netlist``: start from this JSON netlist
     (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files."""
     names = " ".join(sorted(model.files))
-    lowering = [f"techmap -max_iter 1 -map {DIV_MAP} t:$div t:$mod"] + (
+    lowering = [divmap.techmap_command(DIV_MAP)] + (
         ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
         if ticks
         else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
@@ -358,17 +353,23 @@ def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None =
 
 
 def _run(
-    model: FormalModel, sandbox: Sandbox, timeout_s: float, per_property_ms: int, at_once: bool = True
+    model: FormalModel,
+    sandbox: Sandbox,
+    timeout_s: float,
+    per_property_ms: int,
+    at_once: bool = True,
+    lower: Callable[[FormalModel, Sandbox, Path, float], tuple[str, str] | None] | None = None,
 ) -> ProofResult:
     """Prove ``model``'s properties. ``at_once=False`` skips the run over all outputs and goes
-    straight to the one-by-one runs (tests compare the two routes' verdicts)."""
+    straight to the one-by-one runs (tests compare the two routes' verdicts). ``lower``: the
+    yosys step that writes the AIG (default :func:`synthesize`, the one-edge model)."""
     base = ProofResult("error", points=len(model.points), undecided=len(model.points), notes=model.notes[:50])
     if not model.properties:
         base.status, base.reason = "unsupported", "no point has a property"
         return base
     work = Path(tempfile.mkdtemp(prefix="rs_formal_"))
     try:
-        failed = synthesize(model, sandbox, work, timeout_s)
+        failed = (lower or synthesize)(model, sandbox, work, timeout_s)
         if failed is not None:
             base.status, base.reason = failed
             return base
@@ -440,7 +441,7 @@ def synthesize(
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
     (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
-    (work / DIV_MAP).write_text(_DIV_MAP_TEXT)
+    (work / DIV_MAP).write_text(divmap.DIV_MAP_TEXT)
     (work / "model.ys").write_text(_yosys_script(model, ticks))
     start = time.monotonic()
     res = _yosys(sandbox, work, "model.ys", timeout_s)
