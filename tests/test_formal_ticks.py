@@ -197,12 +197,15 @@ def _key(name: str, point: tuple[int, str, str]) -> tuple[str, int, str, str]:
 
 def _same_step(model, sandbox, work, timeout_s):
     """The witness search's lowering (``clk2fflogic``): flip-flops update in the step their
-    clock edge is seen, async resets act as levels."""
-    return synthesize(model, sandbox, work, timeout_s, ticks=True)
+    clock edge is seen, async resets act as levels (with the final netlist a proof reads)."""
+    return synthesize(model, sandbox, work, timeout_s, ticks=True, final=True)
 
 
-@pytest.mark.parametrize("name", sorted(UNSOUND_FOR_SAME_STEP))
+@pytest.mark.parametrize("name", sorted(set(UNSOUND_FOR_SAME_STEP) - {"div_by_zero.v"}))
 def test_a_same_step_model_proves_what_a_simulator_covers(name):
+    # div_by_zero: every lowering, the witness search's `clk2fflogic` one too, maps a division
+    # by zero to a free value (formal/divmap.py); tests/test_formal.py shows yosys's own
+    # divider proving that point
     rtl, _, point = UNSOUND_FOR_SAME_STEP[name]
     result = _run(build_model({name: rtl}), get_sandbox("bwrap"), 30.0, 2000, lower=_same_step)
     assert result.status == "proved", result.reason

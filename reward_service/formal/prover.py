@@ -305,13 +305,16 @@ _FLAG_WORD = re.compile(re.escape(FLAG_PREFIX) + r"\w+")
 _FILE_LINE = re.compile(r"([\w./+-]+\.s?v[h]?):(\d+)")
 
 
-def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None = None) -> str:
+def _yosys_script(
+    model: FormalModel, ticks: bool = False, netlist: str | None = None, final: bool | None = None
+) -> str:
     """The yosys script of the model's AIG. ``ticks``: the witness search's lowering of a
     design the proof does not model (several clock edges, latches, memories, async loads):
     memories mapped to flip-flops, every flip-flop and latch made logic of a global step by
     ``clk2fflogic`` (a clock is an input; a flip-flop takes the value its input had at the
     step before the one its clock edge is seen in). ``netlist``: start from this JSON netlist
-    (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files."""
+    (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files.
+    ``final``: write ``final.json`` (default: not with ``ticks``)."""
     names = " ".join(sorted(model.files))
     lowering = [divmap.techmap_command(DIV_MAP)] + (
         ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
@@ -345,7 +348,7 @@ def _yosys_script(model: FormalModel, ticks: bool = False, netlist: str | None =
             "opt_clean",
             # the proof reads the final netlist's constant bits; the witness search does not
             # (and a large design's netlist is over the sandbox's file size limit)
-            *([] if ticks else ["write_json final.json"]),
+            *(["write_json final.json"] if (not ticks if final is None else final) else []),
             "write_aiger -zinit -map model.map model.aig",
             "",
         ]
@@ -425,14 +428,20 @@ def _run(
 
 
 def synthesize(
-    model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float, ticks: bool = False
+    model: FormalModel,
+    sandbox: Sandbox,
+    work: Path,
+    timeout_s: float,
+    ticks: bool = False,
+    final: bool | None = None,
 ) -> tuple[str, str] | None:
     """Write ``model``'s files into ``work`` and run the yosys step there: ``model.aig`` (the
     properties are its outputs), ``model.map`` (their names), ``pre.json`` (the netlist after
     ``prep``) and ``final.json``. Returns None when the AIG is there, else (status, reason)
     of a :class:`ProofResult` that proves nothing (``unsupported``, ``timeout``, ``error``).
     ``ticks``: the witness search's lowering (:func:`_yosys_script`), whose netlist is not
-    checked against the proof's semantics (never used for a proof)."""
+    checked against the proof's semantics (never used for a proof), and which writes no
+    ``final.json`` unless ``final`` (a proof's constant bits are read from it)."""
     for name, text in model.files.items():
         # relative paths below the work dir ("rtl/x.sv", as cocotb designs come) whose
         # names are words of a yosys script (no blank, quote, '#' or ';')
@@ -442,7 +451,7 @@ def synthesize(
         (work / name).write_text(text)
     (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
     (work / DIV_MAP).write_text(divmap.DIV_MAP_TEXT)
-    (work / "model.ys").write_text(_yosys_script(model, ticks))
+    (work / "model.ys").write_text(_yosys_script(model, ticks, final=final))
     start = time.monotonic()
     res = _yosys(sandbox, work, "model.ys", timeout_s)
     for _ in range(4):
@@ -473,7 +482,7 @@ def synthesize(
         if model.top in netlist.get("modules", {}) and cut_loops(netlist, model.top):
             (work / "cut.json").write_text(json.dumps(netlist))
             (work / "model.aig").unlink(missing_ok=True)
-            (work / "cut.ys").write_text(_yosys_script(model, ticks, netlist="cut.json"))
+            (work / "cut.ys").write_text(_yosys_script(model, ticks, netlist="cut.json", final=final))
             res = _yosys(sandbox, work, "cut.ys", max(1.0, timeout_s - (time.monotonic() - start)))
     if res.timed_out:
         return "timeout", f"yosys: over {timeout_s:g} s"
