@@ -26,7 +26,7 @@ VHDL_SUFFIXES = (".vhd", ".vhdl")
 
 
 #: Texts up to this many characters have their stripped forms remembered (:func:`strip_comments`).
-_MEMO_CHARS = 1 << 20
+_MEMO_CHARS = 1 << 17  # 64 entries x 2 caches x (key + result): ~32 MiB of ASCII at most
 
 
 def strip_comments(text: str) -> str:

@@ -17,7 +17,7 @@ ENGINE_REVISION = "8"
 #: ``auto`` decisions).
 FASTCOV_VERSION = "9"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "11"
+PROVER_REVISION = "12"
 
 
 def results_revision() -> dict[str, str]:

@@ -201,9 +201,9 @@ endmodule
 
 @pytest.mark.slow
 def test_a_rise_in_the_finish_time_step_counts(engine):
-    # Icarus ends a thread that calls a system function after $finish: the watcher asked
-    # $realtime whether time 0 was over at done's first change and lost its rise (fast 9/14
-    # against Verilator's 10/14); the module's time-0 latch answers without a call
+    # Icarus ends a thread that calls a system function after $finish: a watcher asking
+    # $realtime whether time 0 is over at done's first change would lose its rise; the
+    # module's time-0 latch answers without a call
     points = fast_equals_verilator(engine, {"dut.sv": DONE_DUT}, FINISH_ON_DONE_TB, scope="u")
     names = covered(points)
     assert "done:0->1" in names and "done:1->0" not in names, sorted(names)

@@ -7,13 +7,17 @@ passed (:mod:`reward_service.sandbox.reaper`). Runs in the worker's main process
 
 Every worker's main process also runs the lease reaper (:mod:`reward_service.dispatch.leases`):
 the jobs of a worker that died are requeued by the surviving workers within seconds.
+
+A pool process removes the work dirs still pending in the background
+(:mod:`reward_service.scoring.workdir`) when it shuts down: it ends with ``os._exit``, so its
+``atexit`` hooks do not run.
 """
 
 from __future__ import annotations
 
 import logging
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 from reward_service.settings import get_settings
 
@@ -49,3 +53,12 @@ def stop_lease_reaper(sender=None, **kwargs) -> None:
     if _lease_reaper is not None:
         _lease_reaper.close()
         _lease_reaper = None
+
+
+@worker_process_shutdown.connect
+def remove_pending_work_dirs(sender=None, **kwargs) -> None:
+    """Wait (up to 30 s) for this pool process's work dirs still being removed."""
+    from reward_service.scoring import workdir
+
+    if not workdir.drain(30.0):
+        log.warning("work dirs still being removed after 30 s at pool process shutdown")

@@ -302,7 +302,9 @@ def _time0_latch() -> str:
     """Declaration and process of :data:`LATE0`, set one time precision unit of the module
     after time 0: a delay that rounds to 0 in the module's precision runs within time 0, so
     the process grows it tenfold until time has moved (its last wait is one precision unit).
-    Watchers that see it set call no system function (``_count``)."""
+    Watchers that see it set call no system function (``_count``). Its one timed event moves the
+    end of a run whose events run out at time 0 to that unit (1 s under Icarus's default
+    timescale: a ``final`` block's ``$time`` shows it; no point changes there)."""
     return (
         f"bit {LATE0}; initial begin : {PREFIX}late0_b real d; d = 1e-18; #(d); "
         f"while ($realtime == 0) begin d = d * 10; #(d); end {LATE0} = 1; end"

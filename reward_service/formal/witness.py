@@ -363,6 +363,7 @@ _ASYNC_CONTROLS = {
     "$dffsr": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
     "$dffsre": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
     "$dlatchsr": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
+    "$sr": (("SET", "SET_POLARITY"), ("CLR", "CLR_POLARITY")),
 }
 
 

@@ -451,6 +451,8 @@ class _Checker:
         kind = node.kind
         if kind == _SK.Instance:
             self._instance(node)
+        elif kind == _SK.PrimitiveInstance:
+            self._primitive(node)
         elif kind == _SK.DefParam:
             where = self._in_stimulus(node.location)
             target = node.target
@@ -496,14 +498,32 @@ class _Checker:
             return
         if not parent_path and self._is_design_definition(inst.definition):
             self._note_overrides(inst, where_inst)
+        # the DUT's own output connections drive the nets _port_drivers protects: not writes of
+        # the testbench's (any other instance's output or inout connection on them is)
+        dut = not parent_path and self._is_design_definition(inst.definition)
         for conn in inst.portConnections:
             expr = conn.expression
             if expr is None:
                 continue
             if expr.kind == _EK.Assignment:  # an output port
-                self._targets("port_connection", expr, expr.left)
+                self._targets("port_connection", expr, expr.left, record=not dut)
             elif getattr(conn.port, "direction", None) in (ast.ArgumentDirection.InOut, ast.ArgumentDirection.Ref):
-                self._targets("port_connection", expr, expr, where_node=inst)
+                self._targets("port_connection", expr, expr, where_node=inst, record=not dut)
+
+    def _primitive(self, prim: Any) -> None:
+        """A gate or switch primitive of the stimulus (``buf (supply1, supply0) b(y, t);``,
+        ``pullup p(y);``, ``tran t(y, a);``) drives its output terminals (pyslang gives them as
+        assignments), a switch all of its terminals: each is a write of what it connects."""
+        if self._in_stimulus(prim.location) is None:
+            return
+        switch = prim.primitiveType.name.lstrip("r").startswith("tran")
+        for expr in prim.portConnections:
+            if expr is None:
+                continue
+            if expr.kind == _EK.Assignment:
+                self._targets("port_connection", expr, expr.left, where_node=prim)
+            elif switch:
+                self._targets("port_connection", expr, expr, where_node=prim)
 
     def _port_drivers(self) -> None:
         """Writes of the testbench to what an output port of an outermost DUT instance drives
@@ -566,9 +586,12 @@ class _Checker:
                     f"calls {path}, which writes {', '.join(dut_written)}",
                 )
 
-    def _targets(self, kind: str, node: Any, lhs: Any, via: str | None = None, where_node: Any = None) -> None:
+    def _targets(
+        self, kind: str, node: Any, lhs: Any, via: str | None = None, where_node: Any = None, record: bool = True
+    ) -> None:
         """Record a violation for each DUT symbol among the written roots of ``lhs`` (located at
-        ``node``'s start, or at the symbol ``where_node``)."""
+        ``node``'s start, or at the symbol ``where_node``); the other written symbols are the
+        testbench's, kept for :meth:`_port_drivers` unless ``record`` is false."""
         if where_node is not None:
             where = self._in_stimulus(where_node.location)
         else:
@@ -580,7 +603,7 @@ class _Checker:
             if path is not None:
                 what = f"{via} writes" if via else _VERB.get(kind, "writes")
                 self._add(kind, where, path, f"{what} {path}")
-            elif kind != "port_connection":  # judged once every DUT output connection is known
+            elif record:  # judged once every DUT output connection is known
                 self.testbench_writes.append((kind, where, str(symbol.hierarchicalPath), via))
 
     def _reads_only(self, expr: Any) -> None:

@@ -11,8 +11,11 @@ dir after its sample was measured; the removal only frees disk.
 
 Bounded: past :data:`MAX_PENDING` dirs waiting, the caller removes its own (a disk slower than
 the scoring cannot pile up dirs). :func:`drain` waits for the removals handed over so far
-(tests that check a work root is empty; the process's exit runs it). A forked child (Celery's
-prefork pool) starts with no thread and nothing pending of its parent's.
+(tests that check a work root is empty; a normal interpreter exit runs it, and the Celery
+worker's pool processes run it at their shutdown, ``workers/``: they end with ``os._exit``). A
+forked child (Celery's prefork pool) starts with no thread and nothing pending of its parent's.
+A process killed outright (SIGKILL, a hard time limit) leaves the dirs still pending, as it
+leaves the one it was scoring.
 """
 
 from __future__ import annotations
@@ -82,8 +85,15 @@ def remove_later(path: Path) -> None:
     if busy:
         shutil.rmtree(path, ignore_errors=True)
         return
-    with _start_lock:
-        remover.start()
+    try:
+        with _start_lock:
+            remover.start()
+    except RuntimeError:  # no thread to be had (a pids limit): remove it here, count it done
+        with remover.done:
+            remover.pending -= 1
+            remover.done.notify_all()
+        shutil.rmtree(path, ignore_errors=True)
+        return
     remover.queue.put(path)
 
 

@@ -9,7 +9,7 @@ testbench text so that Verilator executes IEEE 1800-2023 14.16 (synchronous driv
 
 - the clocking block stays (its event, ``@(cb)``, ``##n`` through ``default clocking``, its
   inputs); its ``output`` items are removed from it;
-- per block ``cb``: ``rs_cbl_cb_t`` (the ``$realtime`` of the block's last clocking event),
+- per block ``cb`` (names ``rs_cbl_<len(cb)><cb>_...``, written ``rs_cbl_cb_`` here): ``rs_cbl_cb_t`` (the ``$realtime`` of the block's last clocking event),
   ``rs_cbl_cb_f`` (an event has happened), ``rs_cbl_cb_a`` (an application is armed), a process
   ``initial forever begin @<event>; ...`` that records each event and arms the application
   when drives are pending, and a task ``rs_cbl_cb_apply`` that, after ``#0``, writes the pending
@@ -364,10 +364,17 @@ def _foreign_uses(cb: str, module: Any, file: str, files: Mapping[str, str], par
 # -- text ----------------------------------------------------------------------------------------
 
 
+def _prefix(cb: str) -> str:
+    """The prefix of block ``cb``'s generated names: ``rs_cbl_<length of cb><cb>_``. The length
+    makes it one block's alone (blocks ``a`` with output ``b_x`` and ``a_b`` with output ``x``
+    would otherwise both declare ``rs_cbl_a_b_x_p``); an identifier does not start with a digit."""
+    return f"{PREFIX}{len(cb)}{cb}_"
+
+
 def _state(cb: str, event: str, outputs: dict[str, _Output]) -> str:
     """The declarations, the recording process and the applying task of ``cb`` (clocking
     ``event``, as written after ``@``), on one line."""
-    p = f"{PREFIX}{cb}_"
+    p = _prefix(cb)
     parts = [f"realtime {p}t = 0.0; bit {p}f = 1'b0; bit {p}a = 1'b0;"]
     apply = []
     pending = []
@@ -395,7 +402,7 @@ def _state(cb: str, event: str, outputs: dict[str, _Output]) -> str:
 
 def _drive(cb: str, o: _Output, sel: str, rhs: str) -> str:
     """The statement replacing ``cb.<o>[sel] <= rhs;``."""
-    p = f"{PREFIX}{cb}_"
+    p = _prefix(cb)
     mark = "'1" if o.selects else "1'b1"
     return (
         f"begin {p}{o.name}_p{sel} = {rhs}; {p}{o.name}_m{sel} = {mark}; "

@@ -148,13 +148,10 @@ def lower_clocking_drives(src: Path, names: list[str]) -> None:
     ``src``) in place so that Verilator runs them as IEEE 1800 14.16 says
     (:mod:`reward_service.simulators.clocking`; verilator#7938 drops some as written). A file
     the lowering cannot handle exactly stays as written."""
-    texts = {}
-    for name in names:
-        if name.lower().endswith(hdl.HDL_SUFFIXES):
-            text = (src / name).read_text()
-            if "clocking" in text:
-                texts[name] = text
-    if not texts:
+    # every testbench file: a file naming a block (``tb.cb.x``) keeps it as written, with or
+    # without the word "clocking" in it (clocking.lower parses only the files holding one)
+    texts = {name: (src / name).read_text() for name in names if name.lower().endswith(hdl.HDL_SUFFIXES)}
+    if not any("clocking" in text for text in texts.values()):
         return
     from reward_service.simulators import clocking  # pyslang: loaded when a testbench has a clocking block
 
