@@ -24,7 +24,6 @@ import re
 import shutil
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -690,23 +689,7 @@ def _check_netlist(netlist: dict, top: str) -> str | None:
         return f"{len(clocks)} clock edges (one clock edge only)"
     # A signal written by a clocked and a combinational block (or two cells): yosys keeps both
     # drivers and the AIG one of them, where a simulator lets the last write win.
-    drivers = Counter(
-        b
-        for port in module.get("ports", {}).values()
-        if port["direction"] == "input"
-        for b in port["bits"]
-        if isinstance(b, int)
-    )
-    for cell in module.get("cells", {}).values():
-        directions = cell.get("port_directions", {})
-        drivers.update(
-            b
-            for port, bits in cell["connections"].items()
-            if directions.get(port) == "output"
-            for b in bits
-            if isinstance(b, int)
-        )
-    several = [b for b, n in drivers.items() if n > 1]
+    several = ticks_proof.several_drivers(module)
     if several:
         names = sorted(
             {

@@ -214,7 +214,7 @@ def classify(netlist: dict, top: str) -> tuple[str | None, list[str], Counter]:
         ):
             free.append(name)
             why_free["flip-flops clocked or reset by state"] += 1
-    several = _several_drivers(module)
+    several = several_drivers(module)
     if several:
         return f"{len(several)} signal bits have several drivers", [], Counter()
     return None, free, why_free
@@ -258,7 +258,7 @@ def _input_logic(module: dict, inputs: set) -> Callable[[int | str], bool]:
     return test
 
 
-def _several_drivers(module: dict) -> list[int]:
+def several_drivers(module: dict) -> list[int]:
     """Signal bits driven by more than one cell output or input port (yosys keeps every
     driver, the AIG one of them, where a simulator lets the last write win)."""
     drivers = Counter(
