@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 from reward_service.formal import divmap
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel
-from reward_service.sandbox import ExecSpec, Sandbox
+from reward_service.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from reward_service.formal.prover import ProofResult
@@ -520,16 +520,9 @@ def _yosys(sandbox: Sandbox, work: Path, script: str, timeout_s: float) -> tuple
     """Run one yosys script in ``work``; (status, reason) when it failed, as the prover's
     one-edge step reports it."""
     from reward_service.formal.prover import _first_error, _read
+    from reward_service.formal.prover import _yosys as run_yosys  # the one yosys step spec
 
-    res = sandbox.run(
-        ExecSpec(
-            argv=["yosys", "-q", "-l", "yosys.log", "-s", script],
-            workdir=work,
-            timeout_s=timeout_s,
-            memory_mb=2048,
-            output_kb=64,
-        )
-    )
+    res = run_yosys(sandbox, work, script, timeout_s)
     if res.timed_out:
         return "timeout", f"yosys: over {timeout_s:g} s"
     if res.exit_code in (126, 127):
