@@ -1,4 +1,5 @@
-"""``Annotated`` dependencies of the routers: settings, dispatcher, stores, metrics, API keys,
+"""``Annotated`` dependencies of the routers: settings, dispatcher, stores, metrics, finished
+results, API keys,
 and :func:`in_thread` for the blocking dispatcher/store calls."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from reward_service.api.batch_store import BatchStore
 from reward_service.api.episode_service import EpisodeService
 from reward_service.api.errors import UNAUTHORIZED
+from reward_service.api.finished import FinishedResults
 from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher
 from reward_service.problems.store import ProblemStore
@@ -47,12 +49,17 @@ def _metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
+def _finished(request: Request) -> FinishedResults:
+    return request.app.state.finished
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DispatcherDep = Annotated[Dispatcher, Depends(_dispatcher)]
 ProblemStoreDep = Annotated[ProblemStore, Depends(_problems)]
 BatchStoreDep = Annotated[BatchStore, Depends(_batches)]
 EpisodeServiceDep = Annotated[EpisodeService, Depends(_episodes)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
+FinishedDep = Annotated[FinishedResults, Depends(_finished)]
 
 _bearer = HTTPBearer(auto_error=False, description="API key (only when the service is configured with keys)")
 

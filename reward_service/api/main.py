@@ -18,6 +18,7 @@ from reward_service.api.backends import (
 from reward_service.api.batch_store import BatchStore
 from reward_service.api.episode_service import EpisodeService
 from reward_service.api.episode_store import EpisodeStore
+from reward_service.api.finished import FinishedResults
 from reward_service.api.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
@@ -93,6 +94,7 @@ def create_app(
     app.state.problems = problems
     app.state.batches = batches_store
     app.state.metrics = Metrics(dispatcher.queue_depth)
+    app.state.finished = FinishedResults()
     app.state.episodes = EpisodeService(episodes_store, problems, dispatcher, settings, app.state.metrics)
 
     errors.install(app)

@@ -3,18 +3,21 @@ request checks, problem resolution, submission, waiting, batch views."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from dataclasses import dataclass
 
 from fastapi import HTTPException
 from pydantic import ValidationError
 
 from reward_service.api.batch_store import BatchRecord
 from reward_service.api.errors import describe_validation
+from reward_service.api.finished import FinishedResults
 from reward_service.api.schemas import BatchStatus
 from reward_service.api.telemetry import Metrics
 from reward_service.dispatch.base import Dispatcher, JobState, JobView, QueueFull
-from reward_service.diversity import group_rewards
+from reward_service.diversity import GroupRewards, group_rewards
 from reward_service.models import (
     CocotbStimulus,
     Completion,
@@ -24,6 +27,7 @@ from reward_service.models import (
     ScoreRequest,
     ScoreResult,
     Simulator,
+    Status,
 )
 from reward_service.problems.resolve import resolve_request
 from reward_service.problems.store import ProblemStore
@@ -121,52 +125,139 @@ def job_view(job_id: str, dispatcher: Dispatcher, metrics: Metrics, wait: float)
     return view
 
 
-def batch_view(batch: BatchRecord, dispatcher: Dispatcher, metrics: Metrics, wait: float) -> BatchStatus:
-    """Progress and results of a batch, waiting up to ``wait`` seconds for all of it."""
+@dataclass
+class BatchView:
+    """A batch as read now. ``texts[i]``: the JSON of sample ``i``'s result (None while it is not
+    done); ``objects[i]``: the same result parsed, where this read had it as an object."""
+
+    record: BatchRecord
+    state: JobState
+    texts: list[str | None]
+    objects: list[ScoreResult | None]
+
+    @property
+    def done(self) -> int:
+        return sum(t is not None for t in self.texts)
+
+    def results(self) -> list[ScoreResult | None]:
+        """Every result parsed (those read from :class:`FinishedResults` are parsed here, once)."""
+        for n, (text, obj) in enumerate(zip(self.texts, self.objects)):
+            if obj is None and text is not None:
+                self.objects[n] = ScoreResult.model_validate_json(text)
+        return self.objects
+
+    def has_sandbox_error(self) -> bool:
+        """Whether a result is a ``sandbox_error`` (those are never kept in
+        :class:`FinishedResults`, so each was read, as an object, by this view)."""
+        return any(r is not None and r.status == Status.sandbox_error for r in self.objects)
+
+    def group_rewards(self) -> GroupRewards | None:
+        """The batch's group rewards once it is done and has groups, else None."""
+        batch = self.record
+        if self.state != JobState.done or not any(g is not None for g in batch.groups):
+            return None
+        return group_rewards(self.results(), batch.groups, batch.diversity_weight)
+
+    def status(self) -> BatchStatus:
+        batch = self.record
+        return BatchStatus(
+            batch_id=batch.id,
+            state=self.state,
+            total=len(self.texts),
+            done=self.done,
+            job_ids=batch.job_ids,
+            groups=batch.groups,
+            results=self.results(),
+            group_rewards=self.group_rewards(),
+        )
+
+    def body(self) -> bytes:
+        """:meth:`status` as JSON, the results spliced in from their kept texts (no result is
+        parsed or serialised again; the fields are BatchStatus's, ``results`` last)."""
+        batch = self.record
+        rewards = self.group_rewards()
+        head = {
+            "batch_id": batch.id,
+            "state": self.state.value,
+            "total": len(self.texts),
+            "done": self.done,
+            "job_ids": batch.job_ids,
+            "groups": batch.groups,
+            "group_rewards": None if rewards is None else rewards.model_dump(mode="json"),
+        }
+        results = ",".join("null" if t is None else t for t in self.texts)
+        return (json.dumps(head, separators=(",", ":"))[:-1] + ',"results":[' + results + "]}").encode()
+
+
+def read_batch(
+    batch: BatchRecord,
+    dispatcher: Dispatcher,
+    metrics: Metrics,
+    wait: float,
+    finished: FinishedResults | None = None,
+) -> BatchView:
+    """Progress and results of a batch, waiting up to ``wait`` seconds for all of it.
+
+    Jobs whose result ``finished`` keeps are not read again; the others are read in one
+    :meth:`Dispatcher.get_many`, then waited for in order while time is left (one job at a
+    time, as each wait also reads it), and those the deadline cut off read once more."""
+    job_ids = batch.job_ids
+    texts = [finished.get(j) if finished is not None else None for j in job_ids]
+    objects: list[ScoreResult | None] = [None] * len(job_ids)
+    views: dict[int, JobView | None] = {}
+
+    def absorb(n: int, view: JobView | None) -> None:
+        views[n] = view
+        if view is None or view.state != JobState.done or view.result is None:
+            return
+        metrics.observe_result(job_ids[n], view.result)
+        objects[n] = view.result
+        texts[n] = text = view.result.model_dump_json()
+        if finished is not None and view.result.status != Status.sandbox_error:
+            finished.put(job_ids[n], text)
+
+    open_ = [n for n, t in enumerate(texts) if t is None]
+    for n, view in zip(open_, dispatcher.get_many([job_ids[n] for n in open_])):
+        absorb(n, view)
     deadline = time.monotonic() + wait
-    views: list[JobView | None] = []
-    for job_id in batch.job_ids:
+    open_ = [n for n in open_ if texts[n] is None]
+    for k, n in enumerate(open_ if wait > 0 else []):
         remaining = deadline - time.monotonic()
-        views.append(dispatcher.wait(job_id, remaining) if remaining > 0 else dispatcher.get(job_id))
+        if remaining <= 0:
+            cut = open_[k:]
+            for m, view in zip(cut, dispatcher.get_many([job_ids[m] for m in cut])):
+                absorb(m, view)
+            break
+        absorb(n, dispatcher.wait(job_ids[n], remaining))
     # The batch record is the source of truth: a job the dispatcher forgot (a Redis restart
     # lost its marker) is resent from its request copy when one is left.
-    for n, (job_id, view) in enumerate(zip(batch.job_ids, views)):
-        if view is None and dispatcher.resend(job_id):
-            views[n] = JobView(job_id, JobState.queued)
-    results: list[ScoreResult | None] = []
-    for job_id, view in zip(batch.job_ids, views):
-        if view is None:  # the dispatcher forgot the job: say so instead of "queued" forever
-            results.append(
-                ScoreResult.infrastructure_failure(
-                    f"job {job_id} is unknown to the dispatcher: its result expired or was lost"
-                )
+    for n in open_:
+        if texts[n] is None and views.get(n) is None and dispatcher.resend(job_ids[n]):
+            views[n] = JobView(job_ids[n], JobState.queued)
+    for n in open_:
+        if texts[n] is None and views.get(n) is None:  # forgotten: say so instead of "queued" forever
+            lost = ScoreResult.infrastructure_failure(
+                f"job {job_ids[n]} is unknown to the dispatcher: its result expired or was lost"
             )
-        elif view.state == JobState.done and view.result is not None:
-            metrics.observe_result(job_id, view.result)
-            results.append(view.result)
-        else:
-            results.append(None)
-    done = sum(r is not None for r in results)
-    complete = done == len(results)
-    if complete:
+            objects[n], texts[n] = lost, lost.model_dump_json()
+    if all(t is not None for t in texts):
         state = JobState.done
-    elif any(v is not None and v.state != JobState.queued for v in views):
+    elif any(v is not None and v.state != JobState.queued for v in views.values()) or any(t is not None for t in texts):
         state = JobState.running
     else:
         state = JobState.queued
-    rewards = None
-    if complete and any(g is not None for g in batch.groups):
-        rewards = group_rewards(results, batch.groups, batch.diversity_weight)
-    return BatchStatus(
-        batch_id=batch.id,
-        state=state,
-        total=len(results),
-        done=done,
-        job_ids=batch.job_ids,
-        groups=batch.groups,
-        results=results,
-        group_rewards=rewards,
-    )
+    return BatchView(batch, state, texts, objects)
+
+
+def batch_view(
+    batch: BatchRecord,
+    dispatcher: Dispatcher,
+    metrics: Metrics,
+    wait: float,
+    finished: FinishedResults | None = None,
+) -> BatchStatus:
+    """:func:`read_batch` as a :class:`BatchStatus` (every result parsed)."""
+    return read_batch(batch, dispatcher, metrics, wait, finished).status()
 
 
 #: A do-nothing cocotb test: scoring it builds (and caches) the problem's DUT model.

@@ -88,6 +88,11 @@ class Dispatcher(abc.ABC):
     def wait(self, job_id: str, timeout: float) -> JobView | None:
         """Like :meth:`get`, but waits up to ``timeout`` seconds for the job to finish."""
 
+    def get_many(self, job_ids: list[str]) -> list[JobView | None]:
+        """:meth:`get` of each id, in order. A dispatcher with a remote store overrides it with one
+        round trip for all (a long poll of a batch reads every job still open)."""
+        return [self.get(job_id) for job_id in job_ids]
+
     def resend(self, job_id: str) -> bool:
         """Queue again a job the dispatcher lost (e.g. a broker restart forgot its marker and
         result) from its kept request copy; False when nothing is left to resend it from."""

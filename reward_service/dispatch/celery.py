@@ -65,6 +65,9 @@ _JOB_ID = re.compile(r"^[0-9a-f]{64}$")
 #: (covers results stored by a worker's main process, e.g. after a hard time limit).
 _POLL_S = 1.0
 
+#: Jobs read per pipelined round trip by ``get_many`` (two GETs each).
+_GET_MANY_CHUNK = 512
+
 
 class ClientRedisBackend(ResultBackend):
     """The service's result backend (it never replaces a stored SUCCESS either: the reaper's
@@ -339,6 +342,30 @@ class CeleryDispatcher(Dispatcher):
         pipe.get(self._meta_key(job_id))
         pipe.get(self.keys.marker(job_id))
         raw, marker = pipe.execute()
+        return self._view(job_id, raw, marker)
+
+    @translating_broker_errors
+    def get_many(self, job_ids: list[str]) -> list[JobView | None]:
+        """:meth:`get` of every id in one pipelined round trip per ``_GET_MANY_CHUNK`` ids."""
+        views: list[JobView | None] = []
+        for start in range(0, len(job_ids), _GET_MANY_CHUNK):
+            chunk = job_ids[start : start + _GET_MANY_CHUNK]
+            valid = [j for j in chunk if _JOB_ID.match(j or "")]
+            pipe = self.results.pipeline(transaction=False)
+            for job_id in valid:
+                pipe.get(self._meta_key(job_id))
+                pipe.get(self.keys.marker(job_id))
+            replies = iter(pipe.execute() if valid else [])
+            for job_id in chunk:
+                if not _JOB_ID.match(job_id or ""):
+                    views.append(None)
+                    continue
+                raw, marker = next(replies), next(replies)
+                views.append(self._view(job_id, raw, marker))
+        return views
+
+    def _view(self, job_id: str, raw: bytes | None, marker: bytes | None) -> JobView | None:
+        """A job's view from its stored result meta and its queue marker (both as read)."""
         result = result_from_meta(self._meta(raw))
         if result is not None:
             return JobView(job_id, JobState.done, result)

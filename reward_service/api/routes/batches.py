@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from reward_service.api import service
 from reward_service.api.batch_store import BatchRecord
@@ -14,6 +14,7 @@ from reward_service.api.deps import (
     Authenticated,
     BatchStoreDep,
     DispatcherDep,
+    FinishedDep,
     MetricsDep,
     ProblemStoreDep,
     SettingsDep,
@@ -21,12 +22,12 @@ from reward_service.api.deps import (
 )
 from reward_service.api.schemas import BatchCreate, BatchStatus, ErrorBody
 from reward_service.dispatch.base import JobState
-from reward_service.models import ScoreRequest, Status
+from reward_service.models import ScoreRequest
 
 router = APIRouter(prefix="/v1", tags=["batches"], dependencies=[Authenticated])
 
 
-def _create(body: BatchCreate, settings, problems, dispatcher, batches, metrics) -> BatchStatus:
+def _create(body: BatchCreate, settings, problems, dispatcher, batches, metrics, finished) -> service.BatchView:
     resolved = []
     for i, item in enumerate(body.requests):
         where = f"requests[{i}]: "
@@ -42,15 +43,16 @@ def _create(body: BatchCreate, settings, problems, dispatcher, batches, metrics)
         diversity_weight=body.diversity_weight,
     )
     batches.put(record)
-    return service.batch_view(record, dispatcher, metrics, body.wait)
+    return service.read_batch(record, dispatcher, metrics, body.wait, finished)
 
 
-def _answer(view: BatchStatus) -> JSONResponse:
+def _answer(view: service.BatchView) -> Response:
     done = view.state == JobState.done
-    return JSONResponse(
-        view.model_dump(mode="json"),
+    return Response(
+        view.body(),
+        media_type="application/json",
         status_code=200 if done else 202,
-        headers=None if done else {"Location": f"/v1/batches/{view.batch_id}"},
+        headers=None if done else {"Location": f"/v1/batches/{view.record.id}"},
     )
 
 
@@ -75,7 +77,8 @@ async def create_batch(
     dispatcher: DispatcherDep,
     batches: BatchStoreDep,
     metrics: MetricsDep,
-) -> JSONResponse:
+    finished: FinishedDep,
+) -> Response:
     """Queue every request (all or none: 429 when they do not fit the queue now, 413 naming the
     bound when they never could (``GET /v1/limits``: ``batch_limit``); 404/422 naming
     ``requests[i]`` for an unknown problem or a request over the limits). Answers 200 with all
@@ -84,7 +87,7 @@ async def create_batch(
     if len(body.requests) > settings.max_batch:
         raise HTTPException(422, f"a batch holds at most {settings.max_batch} requests, got {len(body.requests)}")
     service.check_wait(body.wait, settings, 0.0)
-    view = await in_thread(request, _create, body, settings, problems, dispatcher, batches, metrics)
+    view = await in_thread(request, _create, body, settings, problems, dispatcher, batches, metrics, finished)
     return _answer(view)
 
 
@@ -104,17 +107,18 @@ async def get_batch(
     dispatcher: DispatcherDep,
     batches: BatchStoreDep,
     metrics: MetricsDep,
+    finished: FinishedDep,
     batch_id: Annotated[str, Path(max_length=200)],
     wait: Annotated[float, Query(ge=0, description="long-poll: seconds to wait for the batch")] = 0.0,
-) -> JSONResponse:
+) -> Response:
     """Progress (``done``/``total``), results in request order (null while not done), group
     labels, and ``group_rewards`` once done. 200 when done, 202 while running."""
     wait_s = service.check_wait(wait, settings, 0.0)
     record = await in_thread(request, batches.get, batch_id)
     if record is None:
         raise HTTPException(404, f"unknown batch id {batch_id!r} (never created, or expired)")
-    view = await in_thread(request, service.batch_view, record, dispatcher, metrics, wait_s)
-    if view.state != JobState.done or any(r is not None and r.status == Status.sandbox_error for r in view.results):
+    view = await in_thread(request, service.read_batch, record, dispatcher, metrics, wait_s, finished)
+    if view.state != JobState.done or view.has_sandbox_error():
         # Redis restarted without persistence while this view was made: the record read before
         # it is gone now, and its jobs read after it looked "unknown" (sandbox_error results the
         # client would keep). A 404 makes the client resubmit the batch's unfinished samples.
