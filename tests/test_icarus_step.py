@@ -8,6 +8,7 @@ Icarus, real sandbox."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -114,3 +115,13 @@ def test_memory_exhausted_while_compiling_is_a_resource_limit(engine):
   initial #5 $finish;"""
     result = score(engine, tb(body), "icarus", memory_mb=64)
     assert result.status == "resource_limit" and "build hit a resource limit (oom)" in result.message, result.message
+
+
+def test_host_toolchain_names_icarus_as_it_prints_itself_without_an_empty_tag():
+    """``iverilog -V`` on Debian prints ``Icarus Verilog version 11.0 (stable) ()``: the result's
+    versions (and the rescore report's tools line) say ``11.0 (stable)``."""
+    from reward_service.sandbox.toolchain import host_toolchain
+
+    printed = subprocess.run(["iverilog", "-V"], capture_output=True, text=True).stdout.splitlines()[0]
+    expected = printed.removeprefix("Icarus Verilog version ").removesuffix("()").strip()
+    assert host_toolchain().versions["iverilog"] == expected and "()" not in expected

@@ -120,7 +120,8 @@ def probe(venv):
         libpython = None
     icarus = _first_line(["iverilog", "-V"])
     if icarus:
-        versions["iverilog"] = icarus.replace("Icarus Verilog version ", "").strip()
+        # Debian's build prints an empty source-tag pair: "11.0 (stable) ()"
+        versions["iverilog"] = icarus.replace("Icarus Verilog version ", "").removesuffix("()").strip()
     cocotb19 = _first_line(
         [os.path.join(venv, "bin", "python"), "-c", "import cocotb, cocotb.runner; print(cocotb.__version__)"]
     )
