@@ -37,6 +37,7 @@ from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
 from reward_service.sandbox import ExecSpec, Sandbox, get_sandbox
+from reward_service.sandbox.toolchain import require_yosys
 
 log = logging.getLogger(__name__)
 
@@ -524,10 +525,11 @@ def _without_edge(text: str, signal: str) -> str:
 
 
 def _yosys(sandbox: Sandbox, work: Path, script: str, timeout_s: float):
-    """Run the yosys ``script`` in ``work`` (log in ``yosys.log``)."""
+    """Run the yosys ``script`` in ``work`` (log in ``yosys.log``). Raises
+    :class:`~reward_service.sandbox.toolchain.ToolMissing` when the sandbox has no yosys."""
     return sandbox.run(
         ExecSpec(
-            argv=["yosys", "-q", "-l", "yosys.log", "-s", script],
+            argv=[require_yosys(sandbox.toolchain()), "-q", "-l", "yosys.log", "-s", script],
             workdir=work,
             timeout_s=timeout_s,
             memory_mb=2048,

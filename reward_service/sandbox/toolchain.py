@@ -54,6 +54,7 @@ class Toolchain:
     cocotb19_venv: str | None = None  # the optional cocotb 1.9 runtime (a venv)
     cocotb19_version: str | None = None
     solver: str | None = None  # SMT solver command of Verilator's randomize() (VERILATOR_SOLVER)
+    yosys: str | None = None  # yosys command of the unreachability prover (docs/formal.md)
     versions: Mapping[str, str] = field(default_factory=dict)  # tool -> version
 
     @classmethod
@@ -133,6 +134,18 @@ def require_iverilog(toolchain: Toolchain) -> str:
             f"Icarus Verilog is not installed in the {toolchain.identity} sandbox (apt-get install iverilog)"
         )
     return toolchain.iverilog
+
+
+def require_yosys(toolchain: Toolchain) -> str:
+    """The in-sandbox yosys command of the prover; raises :class:`ToolMissing` when there is none."""
+    if toolchain.yosys is None:
+        raise ToolMissing(
+            f"yosys is not installed in the {toolchain.identity} sandbox: proving coverage points "
+            "unreachable (coverage.exclude_unreachable, the default of CVDP problems) needs it; "
+            "scripts/install.sh installs it (apt-get install yosys), or score with "
+            "coverage.exclude_unreachable=null (no proved exclusions)"
+        )
+    return toolchain.yosys
 
 
 def versions(sandbox: Sandbox | None = None) -> dict[str, str]:

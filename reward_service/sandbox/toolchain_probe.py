@@ -145,6 +145,7 @@ def probe(venv):
         "cocotb19_venv": venv if cocotb19 else None,
         "cocotb19_version": cocotb19,
         "solver": solver_cmd,
+        "yosys": "yosys" if shutil.which("yosys") else None,
         "versions": versions,
     }
 
