@@ -293,15 +293,21 @@ def foreign_files(source_manager: Any, request_paths: Iterable[str]) -> list[str
     macro pasting that no text check sees). Macro expansion buffers are not files. A non-empty
     answer means the parse read a file that is not part of the request: its result must not be
     used nor reported (its text could leak through it)."""
-    # realpath: a temporary folder's path may reach pyslang through a symlink
-    allowed = {os.path.realpath(p) for p in request_paths}
+    given_paths = set(request_paths)
+    allowed: set[str] | None = None
     foreign = []
     for buffer in source_manager.getAllBuffers():
         if source_manager.getBufferKind(buffer).name in ("Macro", "MacroArg"):
             continue
         given = str(source_manager.getFullPath(buffer))
+        if given in given_paths:  # the very path a request file was given under
+            continue
         if source_manager.getBufferKind(buffer).name != "IncludeFile" and _UNNAMED_BUFFER.fullmatch(given):
             continue  # pyslang's own text (the predefines), never a file
+        # realpath (a walk of the disk per path, so only for the other paths): a temporary
+        # folder's path may reach pyslang through a symlink
+        if allowed is None:
+            allowed = {os.path.realpath(p) for p in given_paths}
         path = os.path.realpath(given)
         if path not in allowed:
             foreign.append(path)
