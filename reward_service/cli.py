@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import io
 import json
 import os
 import posixpath
@@ -85,8 +86,53 @@ class _Help:
         return _flags_as_flags(super().get_params(ctx))  # type: ignore[misc]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        with _rich_width(sys.stdout):
+        with _rich_width(sys.stdout), _trailing_blanks_cut(sys.stdout):
             super().format_help(ctx, formatter)  # type: ignore[misc]
+
+
+class _RstripLines(io.TextIOBase):
+    """Writes lines to ``out`` without their trailing blanks: rich pads the lines outside its
+    panels to the console width, which in a pipe is 200 columns of spaces per line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out, self._partial = out, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:  # rich points a broken pipe (``--help | head``) at /dev/null through it
+        return self.out.fileno()
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self.out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self.out.write(self._partial.rstrip(" "))
+            self._partial = ""
+        self.out.flush()
+
+
+@contextlib.contextmanager
+def _trailing_blanks_cut(stream: TextIO) -> Iterator[None]:
+    """While typer writes --help to ``stream`` (stdout) and it is not a terminal, cut the blanks
+    rich pads each line with (a terminal shows them as nothing; a file or log keeps them)."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        tty = False
+    if tty:
+        yield
+        return
+    cut = _RstripLines(stream)
+    with contextlib.redirect_stdout(cut):
+        try:
+            yield
+        finally:
+            cut.flush()
 
 
 class _Command(_Help, TyperCommand):
