@@ -326,6 +326,9 @@ class _FirstYosysFails:
     def __init__(self, inner):
         self.inner, self.failed = inner, False
 
+    def toolchain(self):
+        return self.inner.toolchain()
+
     def run(self, spec):
         import dataclasses
 

@@ -48,6 +48,7 @@ from reward_service.fastcov.instrument import _instance_bodies, modules_of, pars
 from reward_service.fastcov.screen import PROCESSES, edge_control, races, signal_uses
 from reward_service.fastcov.toggle import ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
+from reward_service.formal.elaboration import IfSite, constant_conditions, dead_arm, if_site
 
 _K = syntax.SyntaxKind
 _S = ast.SymbolKind
@@ -82,6 +83,9 @@ class FormalModel:
     properties: list[Property]
     points: list[tuple[PointKey, tuple[int, ...]]]
     notes: list[str] = field(default_factory=list)  # why some points have no property
+    #: indices in ``points`` of the points without a property whose arm elaboration rules out
+    #: (:mod:`.elaboration`): unreachable with no proof run
+    dead: frozenset[int] = frozenset()
 
 
 def build_model(design: dict[str, str], top: str | None = None, expr: bool = True, timing: bool = True) -> FormalModel:
@@ -108,6 +112,8 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         raise Unsupported(race)
     properties: list[Property] = []
     points: list[tuple[PointKey, tuple[int, ...]]] = []
+    dead: set[int] = set()
+    conditions: dict[IfSite, list[bool | None]] | None = None
     module_index = 0
     notes: list[str] = []
     files = {}
@@ -152,6 +158,11 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                         removed.append(flag.set)
                 if why:
                     notes.append(f"{key[0]}:{key[1]} {key[3]}: {why}")
+                    if isinstance(anchor, syntax.ConditionalStatementSyntax) and key[2] in ("line", "branch"):
+                        if conditions is None:
+                            conditions = constant_conditions(compilation)
+                        if dead_arm(key[3], conditions.get(if_site(anchor))):
+                            dead.add(len(points))
                     points.append((key, ()))
                 else:
                     kept.append(flag.name)
@@ -166,7 +177,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
         # of a combinational block is a latch, which yosys refuses in an always_comb
         files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
-    return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes)
+    return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes, dead=frozenset(dead))
 
 
 def _timing_reason(source: Any, module: Any, body: Any) -> str | None:

@@ -757,10 +757,15 @@ def _verdicts(
     # a key is unreachable only if every point with that key is (two case items on one line)
     verdict: dict[PointKey, bool] = {}
     how: dict[PointKey, str] = {}
-    for key, provers in model.points:
-        verdict[key] = verdict.get(key, True) and any(held[i] for i in provers)
+    for n, (key, provers) in enumerate(model.points):
+        dead = n in model.dead  # its arm ruled out by elaboration: no property needed
+        verdict[key] = verdict.get(key, True) and (dead or any(held[i] for i in provers))
         if verdict[key]:
-            how[key] = _kind(key, provers, held, constant, how.get(key))
+            how[key] = (
+                "constant"
+                if dead and how.get(key, "constant") == "constant"
+                else _kind(key, provers, held, constant, how.get(key))
+            )
     unreachable = sorted(k for k, v in verdict.items() if v)
     kinds = [how[k] for k in unreachable]
     per_metric: dict[str, list[int]] = {}
