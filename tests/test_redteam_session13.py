@@ -162,3 +162,41 @@ def test_release_with_a_pyslang_error_is_scored(engine, eng: str) -> None:
     assert [(v.kind, v.line, v.target) for v in hack.violations] == [
         ("force", 6, "tb.dut.c")
     ]  # one per line and target
+
+
+# coverage.dat opened by the testbench in append mode and never closed: its buffer is flushed
+# when the process exits, after rs_main wrote the real file, so the forged records landed after
+# Verilator's (the parser sums records): toggle 173/198 (160 made-up points, all covered)
+# against the honest 13/38, reward 1.9537 against 1.8208. rs_main now writes under a name only
+# it knows and renames the file over coverage.dat: the testbench's handle is to the old file.
+APPEND_FORGE = r"""
+  integer fds[0:3]; integer i, k;
+  initial begin
+    for (k = 0; k < 4; k = k + 1) begin
+      fds[k] = $fopen("coverage.dat", "a");
+      for (i = 0; i < 40; i = i + 1)
+        $fwrite(fds[k], "C '\001f\002d.sv\001l\0022\001n\0020\001t\002toggle\001page\002v_toggle/d\001o\002fake%0d_%0d\001h\002tb.dut' 1\n", k, i);
+    end
+  end
+"""
+RW_FORGE = r"""
+  integer fd;
+  initial begin
+    fd = $fopen("coverage.dat", "w"); $fclose(fd);
+    fd = $fopen("coverage.dat", "r+");
+    $fwrite(fd, "# SystemC::Coverage-3\n");
+    for (i = 0; i < 40; i = i + 1)
+      $fwrite(fd, "C '\001f\002d.sv\001l\0022\001n\0020\001t\002toggle\001page\002v_toggle/d\001o\002fake%0d\001h\002tb.dut' 1\n", i);
+  end
+  integer i;
+"""
+
+
+@pytest.mark.parametrize("forge", ["append", "read_write"])
+def test_coverage_file_held_open_by_the_testbench_is_not_read(engine, forge: str) -> None:
+    tb = _tb("wire y;", APPEND_FORGE if forge == "append" else RW_FORGE)
+    r = engine.score(_req(tb, "verilator"))
+    print("\nRES", forge, r.status, r.reward, (r.message or "")[:300], _toggle(r))
+    assert r.status == "ok", (r.status, r.message)
+    assert _toggle(r) == (13, 38)
+    assert r.reward == pytest.approx(1.8208204334365325)
