@@ -234,14 +234,35 @@ FORK_FORGE = """    import os, time
         getattr(os, "_" + "exit")(0)
 """
 
+#: Verilator's coverage.dat: 50 made-up covered toggle points per hierarchy spelling
+FORK_FORGE_DAT = """    import os, time
+    name = "cover" + "age.dat"
+    if os.fork() == 0:
+        t0 = time.time()
+        while time.time() - t0 < 20:
+            try:
+                if os.stat(name).st_size > 0:
+                    time.sleep(0.001)
+                    with open(name, "a") as f:
+                        for h in ("TOP.Attenuator", "Attenuator", "TOP"):
+                            for i in range(50):
+                                f.write("C '\\x01f\\x02Attenuator.sv\\x01l\\x022\\x01n\\x020\\x01t\\x02toggle"
+                                        "\\x01page\\x02v_toggle/Attenuator\\x01o\\x02fake%d\\x01h\\x02%s' 1\\n" % (i, h))
+                    break
+            except OSError:
+                pass
+            time.sleep(0.0005)
+        getattr(os, "_" + "exit")(0)
+"""
+
 
 @pytest.mark.xfail(reason="open: a forked child of a cocotb test appends to the coverage file", strict=False)
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
 def test_cocotb_child_process_cannot_append_coverage(engine, eng: str) -> None:
     from test_integrity_cocotb import HACK, WEAK_21, request
 
-    name = '"rs_fast" + "cov.txt"' if eng == "fast" else '"cover" + "age.dat"'
+    forge = FORK_FORGE.replace("NAME", '"rs_fast" + "cov.txt"') if eng == "fast" else FORK_FORGE_DAT
     weak = engine.score(request(WEAK_21, eng))
-    r = engine.score(request(WEAK_21.replace(HACK, FORK_FORGE.replace("NAME", name)), eng))
+    r = engine.score(request(WEAK_21.replace(HACK, forge), eng))
     print("\nRES", eng, r.status, r.reward, _toggle(r), weak.reward, _toggle(weak))
     assert r.status != "ok" or _toggle(r) == _toggle(weak)
