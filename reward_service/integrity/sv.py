@@ -36,7 +36,7 @@ import pyslang
 from pyslang import ast, parsing, syntax
 
 from reward_service import hdl
-from reward_service.integrity import races
+from reward_service.integrity import portnets, races
 from reward_service.integrity.lvalues import (
     INCREMENTS,
     WRITING_SYSTEM_CALLS,
@@ -177,10 +177,15 @@ class _Checker:
         #: writes to testbench symbols (kind, where, path, via): a write to a net or variable
         #: an output port of the DUT instance drives is a write of that port (_port_drivers)
         self.testbench_writes: list[tuple[str, tuple[str, int], str, str | None]] = []
+        self.trees: list[Any] = []
+        self.directions: dict[str, portnets.Ports] | None = None  # port directions from the syntax
+        #: output connections of DUT instances pyslang did not elaborate (symbol path, port path)
+        self.uninstantiated_driven: list[tuple[str, str]] = []
 
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SvCheck:
         trees, parse_errors = self._parse()
+        self.trees = trees
         foreign = hdl.foreign_files(self.sm, [_ROOT + n for n in self.data])
         if foreign:  # nothing read from such a file may reach the result
             return SvCheck(violations=(), overrides=(), foreign_files=tuple(foreign))
@@ -212,6 +217,7 @@ class _Checker:
         if errors:  # what pyslang could not bind may still be a write: scan the text too
             for tree in trees:
                 self._syntax_scan(tree.root, root)
+            self._syntax_port_nets()
         violations = sorted(self.found.values(), key=lambda v: (v.file or "", v.line or 0, v.target, v.kind))
         return SvCheck(
             violations=tuple(violations),
@@ -459,6 +465,10 @@ class _Checker:
             path = self._dut_path(target) if target is not None else None
             if where and path:
                 self._add("defparam", where, path, f"defparam {path} changes the DUT")
+        elif kind == _SK.Net:
+            self._net(node)
+        elif kind == _SK.UninstantiatedDef:
+            self._uninstantiated(node)
         elif kind == _SK.NetAlias:
             for expr in node.netReferences:
                 self._targets("net_alias", expr, expr, where_node=node)
@@ -525,6 +535,54 @@ class _Checker:
             elif switch:
                 self._targets("port_connection", expr, expr, where_node=prim)
 
+    def _net(self, net: Any) -> None:
+        """A net the stimulus declares that drives itself: a net declaration assignment (``wire
+        (supply1, supply0) y = t;``, a continuous assignment) or a supply/pull net type
+        (``supply1 y;``, ``tri1 y;``): a write of that net, for :meth:`_port_drivers`."""
+        where = self._in_stimulus(net.location)
+        if where is None:
+            return
+        path = str(net.hierarchicalPath)
+        if net.initializer is not None:
+            self.testbench_writes.append(("continuous_assign", where, path, "a net declaration assignment"))
+        net_type = net.netType.name
+        if net_type in portnets.DRIVING_NET_TYPES:
+            self.testbench_writes.append(("net_type", where, path, f"a {net_type} net type"))
+
+    def _uninstantiated(self, node: Any) -> None:
+        """An instance pyslang did not elaborate (in a generate block whose condition it could
+        not evaluate, e.g. a parameter used before its declaration; the simulators may build
+        it): its connections to output, inout or ref ports (by the definition's syntax; a port
+        of unknown direction counts) are writes; a DUT module's output connections drive."""
+        where = self._in_stimulus(node.location)
+        if where is None:
+            return
+        if self.directions is None:
+            self.directions = portnets.port_directions(t.root for t in self.trees)
+        ports = self.directions.get(node.definitionName)
+        by_name = dict(ports or [])
+        dut = node.definitionName in self.design_modules
+        for i, (name, conn) in enumerate(zip(node.portNames, node.portConnections, strict=False)):
+            expr = getattr(conn, "expr", None)
+            if expr is None:
+                continue
+            if name:
+                direction = by_name.get(name, "")
+            else:
+                name, direction = ports[i] if ports is not None and i < len(ports) else ("", "")
+            if dut:
+                if direction == "output":
+                    port = f"{node.hierarchicalPath}.{name}"
+                    self.uninstantiated_driven.extend((str(s.hierarchicalPath), port) for s in written_symbols(expr))
+            elif direction not in ("input", "interface"):
+                self._targets("port_connection", expr, expr, where_node=node)
+
+    def _syntax_port_nets(self) -> None:
+        """The port-net rule on the syntax (pyslang reported errors: what it left unbound)."""
+        roots = [t.root for t in self.trees]
+        for kind, where, port, message in portnets.port_net_writes(roots, self.design_modules, self._in_stimulus):
+            self._add(kind, where, port, message)
+
     def _port_drivers(self) -> None:
         """Writes of the testbench to what an output port of an outermost DUT instance drives
         (``wire [3:0] q; top dut(.q(q));`` then ``force q = 15``, ``cb.q <= 15`` through a
@@ -532,7 +590,7 @@ class _Checker:
         count), so such a write is one into the DUT, reported as the port."""
         if not self.testbench_writes or self.parts is None:
             return
-        driven: dict[str, str] = {}
+        driven: dict[str, str] = dict(self.uninstantiated_driven)
         for inst in self.parts.instances:
             if not self._is_design_definition(inst.definition) or self._outer_dut_body(inst.parentScope) is not None:
                 continue
@@ -676,9 +734,12 @@ class _Checker:
             elif kind in _SYNTAX_INCREMENTS:
                 text, what = str(node.operand), "assignment"
             elif kind in _SYNTAX_PROCEDURAL:
-                text, what = str(node.expr), _SYNTAX_PROCEDURAL[kind]
+                # `release x;` / `deassign x;` hold their target as `variable` (reading `expr`
+                # raised: a sample with a release and any pyslang error was a sandbox_error)
+                target = getattr(node, "expr", None) or node.variable
+                text, what = str(target), _SYNTAX_PROCEDURAL[kind]
                 if kind in (_SX.ProceduralAssignStatement, _SX.ProceduralForceStatement):
-                    text = str(getattr(node.expr, "left", node.expr))
+                    text = str(getattr(target, "left", target))
             elif kind == _SX.DefParam:
                 for assignment in node.assignments:
                     path = into_dut(str(assignment.name))
@@ -703,6 +764,12 @@ class _Checker:
                     where = self._in_stimulus(decl.sourceRange.start)
                     if path and where:
                         self._add("clocking_output", where, path, f"{_VERB['clocking_output']} {path}")
+            elif kind in (_SX.HierarchyInstantiation, _SX.PrimitiveInstantiation):
+                for text, inst in self._written_connections(node):
+                    path = into_dut(text)
+                    where = self._in_stimulus(inst.sourceRange.start)
+                    if path and where:
+                        self._add("port_connection", where, path, f"{_VERB['port_connection']} {path}")
             elif kind == _SX.BindDirective:
                 target = str(node.target).strip()
                 where = self._in_stimulus(node.sourceRange.start)
@@ -716,6 +783,29 @@ class _Checker:
             return ast.VisitAction.Advance
 
         root.visit(visit)
+
+    def _written_connections(self, node: Any) -> list[tuple[str, Any]]:
+        """(connection text, instance syntax) of each connection of an instantiation syntax
+        that the instance drives: a testbench module's output, inout or ref port (or one of
+        unknown direction), a primitive's output or switch terminal; the DUT's own are not."""
+        out: list[tuple[str, Any]] = []
+        if node.kind == _SX.PrimitiveInstantiation:
+            gate = node.type.valueText
+            for inst in portnets.items(node.instances):
+                terms = [c.expr for c in portnets.items(inst.connections) if c.kind == _SX.OrderedPortConnection]
+                out.extend((str(terms[i]), inst) for i in portnets.driven_terminals(gate, len(terms)))
+            return out
+        type_name = node.type.valueText
+        if type_name in self.design_modules:
+            return out
+        if self.directions is None:
+            self.directions = portnets.port_directions(t.root for t in self.trees)
+        ports = self.directions.get(type_name)
+        for inst in portnets.items(node.instances):
+            for _, direction, expr in portnets.connections(inst, ports):
+                if direction not in ("input", "interface"):
+                    out.append((str(expr), inst))
+        return out
 
     def _fallback_target(self, path: str, design: Any) -> str | None:
         """How the syntax scan reports a write to ``path`` (a hierarchical name as written):
@@ -757,6 +847,7 @@ _VERB = {
     "disable": "disables",
     "argument": "an output/ref argument writes",
     "clocking_output": "a clocking block output drives",
+    "net_type": "a supply or pull net type drives",
 }
 
 #: `line <n> "<file>" <level>, or a `line whose file name is not a literal (a macro).

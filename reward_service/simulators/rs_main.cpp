@@ -70,7 +70,14 @@ static void write_end(const char* why) {
     // record, `tb.*`): the host keeps the DUT instance's own hierarchy and merges within it
     // (reward_service/coverage/instances.py), so a reference-model instance does not count.
     g_ctx->coveragep()->forcePerInstance(true);
-    g_ctx->coveragep()->write("coverage.dat");
+    // Written under a name only this process knows, then renamed over coverage.dat: a file the
+    // testbench opened as coverage.dat (`$fopen(.., "a")` or "r+", its buffer flushed when the
+    // process exits, after this write) refers to the replaced file, never to this one (red
+    // team: appended records raised toggle 13/38 to 173/38+160). No rename, no rs_end.txt: the
+    // host then trusts neither file.
+    const std::string tmp = std::string("rs_cov_") + g_token + ".tmp";
+    g_ctx->coveragep()->write(tmp.c_str());
+    if (std::rename(tmp.c_str(), "coverage.dat") != 0) return;
     if (FILE* f = std::fopen("rs_end.txt", "w")) {
         std::fprintf(f, "%s %llu %s\n", why, (unsigned long long)g_ctx->time(), g_token);
         std::fclose(f);
