@@ -8,6 +8,8 @@ supervisor's whole ``cpuacct`` group, supervisor included) plus this process's o
 
 Modes of the persistent sandbox (``--mode``):
 
+- ``c``: the isolation of ``ns`` done by a small C supervisor (``bench/zygote_supervisor.c``,
+  built with ``cc``): no Python fork per step.
 - ``landlock``: the child applies Landlock (files: its work dir read-write, /usr and /etc
   read-only; TCP bind/connect refused; signals and abstract unix sockets scoped) and execs. Its
   steps share the supervisor's uid and pid namespace: NOT the isolation of today (``--attack``
@@ -165,14 +167,24 @@ class Persistent:
         fd = seccomp.memfd()
         filt.write_bytes(os.read(fd, 1 << 20))
         os.close(fd)
+        if mode == "c":  # the ns isolation in C (bench/zygote_supervisor.c): no Python fork per step
+            sup = work / "zygote_supervisor"
+            subprocess.run(
+                ["cc", "-O2", "-o", str(sup), str(Path(__file__).with_name("zygote_supervisor.c"))], check=True
+            )
         outer = ExecSpec(
-            **{**spec.__dict__, "workdir": self.pool, "cwd": "/", "argv": [sys.executable, str(sup), mode, str(filt)]}
+            **{
+                **spec.__dict__,
+                "workdir": self.pool,
+                "cwd": "/",
+                "argv": [str(sup), str(filt)] if mode == "c" else [sys.executable, str(sup), mode, str(filt)],
+            }
         )
         argv = sb._command(outer, None)
         split = argv.index("--")
         opts = [a if a != "/work" else "/pool" for a in argv[1:split]]
         extra = ["--ro-bind", str(sup), str(sup), "--ro-bind", str(filt), str(filt)]
-        if mode == "ns":  # the supervisor keeps CAP_SYS_ADMIN in the sandbox's user namespace
+        if mode in ("ns", "c"):  # the supervisor keeps CAP_SYS_ADMIN in the sandbox's user namespace
             at = opts.index("--cap-drop")
             del opts[at : at + 2]
             opts = ["--cap-add", "CAP_SYS_ADMIN", *opts]
@@ -200,6 +212,16 @@ class Persistent:
 
     def run(self, name: str, argv: list[str], cwd: str = "src") -> dict:
         w = f"/pool/{name}"
+        if self.mode == "c":
+            env = {**self.env, "HOME": "/work", "TMPDIR": "/tmp"}
+            fields = [w, str(256 * 1024), f"/work/{cwd}", str(len(argv)), *argv, str(len(env))]
+            fields += [f"{k}={v}" for k, v in env.items()]
+            data = b"".join(f.encode() + b"\0" for f in fields)
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write(len(data).to_bytes(4, sys.byteorder) + data)
+            self.proc.stdin.flush()
+            rc, size = self.proc.stdout.readline().split()
+            return {"rc": int(rc), "out": self.proc.stdout.read(int(size)).decode(errors="replace")}
         if self.mode == "ns":
             req = {
                 "dir": w,
@@ -231,7 +253,7 @@ class Persistent:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", choices=("ns", "landlock"), default="ns")
+    ap.add_argument("--mode", choices=("ns", "c", "landlock"), default="ns")
     ap.add_argument("--case", default="gray_to_binary")
     ap.add_argument("--steps", type=int, default=40, help="steps per round and side")
     ap.add_argument("--rounds", type=int, default=3)
@@ -255,11 +277,19 @@ def main() -> int:
     try:
         if args.attack:
             name, _ = new_dir()
+            other, _ = new_dir()  # a sibling's work dir, and a later sample's after it
             probe = (
-                "/usr/bin/prlimit --pid 2 --fsize=0:0 && /usr/bin/prlimit --pid 2 --fsize; "
-                "kill -0 2 && echo signal-ok; ls /proc | head -3"
+                "echo pid $$; /usr/bin/prlimit --pid 2 --fsize=0:0 && /usr/bin/prlimit --pid 2 --fsize; "
+                "kill -0 2 && echo signal-2-ok; kill -0 1 && echo signal-1-ok; ls /proc | head -3; "
+                f"ls /pool /pool/{other} 2>&1 | head -3; echo x >/pool/{other}/forged && echo wrote-sibling; "
+                "echo y >/work/mine && echo wrote-own; ls /tmp; (sleep 300 >/dev/null 2>&1 &) ; echo left-sleep"
             )
-            print(args.mode, zygote.run(name, ["/bin/sh", "-c", probe], cwd="")["out"])
+            print(args.mode, "step 1:", zygote.run(name, ["/bin/sh", "-c", probe], cwd="")["out"])
+            later = "ls /work /tmp; cat /work/mine 2>&1; ls /pool 2>&1"
+            print(args.mode, "step 2:", zygote.run(other, ["/bin/sh", "-c", later], cwd="")["out"])
+            tasks = (zygote.cgroup / "tasks").read_text().split()
+            print(args.mode, f"tasks left in the supervisor's cgroup: {len(tasks)} (bwrap, its init, the supervisor)")
+            print(args.mode, "sibling's dir on the host:", sorted(p.name for p in (zygote.pool / other).iterdir()))
             return 0
         print(f"mode {args.mode}, case {args.case} good.sv, {args.steps} steps x {args.rounds} rounds per side")
         for rnd in range(args.rounds):
