@@ -33,6 +33,7 @@ from filelock import FileLock
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
 from reward_service.formal import divmap, pulses, ticks_proof
+from reward_service.formal.increments import lower_increments
 from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
@@ -426,7 +427,7 @@ def synthesize(
         if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
             return "unsupported", f"file name {name!r}"
         (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_text(text)
+        (work / name).write_text(lower_increments(text))  # yosys 0.23 reads no `++i`
     (work / DIV_MAP).write_text(divmap.DIV_MAP_TEXT)
     (work / "model.ys").write_text(_yosys_script(model, ticks, final=final))
     start = time.monotonic()
