@@ -6,25 +6,13 @@ replayed on the fast path alone and says so; any other Verilator failure still f
 from __future__ import annotations
 
 import pytest
+from conftest import cid012_rows, rtl_files
 
 from reward_service import ceiling
 
-#: `q` written with `<=` in one bit and `=` in another: Verilator refuses the design.
-BLK = """module blk(input clk, input d, input e, output reg [1:0] q, output reg hit);
-  always @(posedge clk) begin
-    q[0] <= d;
-    q[1] = e;
-  end
-  always @(*) begin
-    hit = 1'b0;
-    if (q == 2'b11) hit = 1'b1;
-  end
-endmodule
-"""
-
 
 def test_only_a_compile_error_in_the_design_is_verilator_rejecting_it():
-    design = {"blk.v": BLK}
+    design = {"blk.v": "module blk; endmodule\n"}
     msg = "verilator rejected the design or stimulus: %Error-BLKANDNBLK: blk.v:4:5: Unsupported: ..."
     assert ceiling.rejected_by_verilator(("verilator", "compile_error", msg), design)
     # an error in the closure testbench, a runtime failure, the fast path's failure: not it
@@ -38,11 +26,13 @@ def test_only_a_compile_error_in_the_design_is_verilator_rejecting_it():
 
 @pytest.mark.slow
 def test_a_design_verilator_rejects_is_closed_on_the_fast_path_alone(engine):
-    result = ceiling.closure({"blk.v": BLK}, engine=engine)
+    """perceptron_0018: its weights are written with `<=` in the reset of a clocked process and
+    with `=` in a combinational one; Verilator refuses it, the fast path scores it."""
+    result = ceiling.closure(rtl_files(cid012_rows()["cvdp_copilot_perceptron_0018"]), engine=engine)
     assert result.status == "ok", result.reason
     assert result.reason.startswith("replayed on the fast path only: Verilator rejects the design")
     assert "BLKANDNBLK" in result.reason
     assert result.replayed_on["verilator"] is None and result.replayed_on["fast"] == "fast"
-    assert set(result.not_replayed) == {"fast"} and result.not_replayed["fast"] == []
-    witnessed = sum(m.witnessed for m in result.metrics.values())
-    assert witnessed and result.undecided == 0, result.undecided_keys
+    assert set(result.not_replayed) == {"fast"}
+    assert sum(m.witnessed for m in result.metrics.values()) >= 300
+    assert not result.proved_but_covered
