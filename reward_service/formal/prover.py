@@ -32,7 +32,8 @@ from filelock import FileLock
 
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
-from reward_service.formal import divmap, ticks_proof
+from reward_service.formal import divmap, pulses, ticks_proof
+from reward_service.formal.increments import lower_increments
 from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
 from reward_service.revisions import FASTCOV_VERSION, PROVER_REVISION  # bumped there, with the others
@@ -216,49 +217,11 @@ def _prove(
     return result
 
 
-#: The model of an asynchronously reset flip-flop (techmap rules for ``$adff``/``$adffe``).
-#: Like ``async2sync``, the register takes its reset value at a step with the reset active
-#: and its readers see that value; unlike it, they may also see the value from before the
-#: reset in that step (a free choice): simulators evaluate logic on the new reset value and
-#: the old state before the reset's own assignment lands (Verilator's input-combinational
-#: region, the ``#0`` checks of the fast path), and a point counted there is covered.
-ADFF_MAP = "rs_adff_map.v"
-_ADFF_MAP_TEXT = """(* techmap_celltype = "$adff" *)
-module _rs_adff (CLK, ARST, D, Q);
-  parameter WIDTH = 1;
-  parameter CLK_POLARITY = 1'b1;
-  parameter ARST_POLARITY = 1'b1;
-  parameter ARST_VALUE = 0;
-  input CLK, ARST;
-  input [WIDTH-1:0] D;
-  output [WIDTH-1:0] Q;
-  wire [WIDTH-1:0] q;
-  wire old;
-  wire active = ARST == ARST_POLARITY;
-  \\$dff #(.WIDTH(WIDTH), .CLK_POLARITY(CLK_POLARITY)) ff (.CLK(CLK), .D(active ? ARST_VALUE : D), .Q(q));
-  \\$anyseq #(.WIDTH(1)) before_reset (.Y(old));
-  assign Q = (active && !old) ? ARST_VALUE : q;
-endmodule
-
-(* techmap_celltype = "$adffe" *)
-module _rs_adffe (CLK, ARST, EN, D, Q);
-  parameter WIDTH = 1;
-  parameter CLK_POLARITY = 1'b1;
-  parameter EN_POLARITY = 1'b1;
-  parameter ARST_POLARITY = 1'b1;
-  parameter ARST_VALUE = 0;
-  input CLK, ARST, EN;
-  input [WIDTH-1:0] D;
-  output [WIDTH-1:0] Q;
-  wire [WIDTH-1:0] q;
-  wire old;
-  wire active = ARST == ARST_POLARITY;
-  wire load = EN == EN_POLARITY;
-  \\$dff #(.WIDTH(WIDTH), .CLK_POLARITY(CLK_POLARITY)) ff (.CLK(CLK), .D(active ? ARST_VALUE : (load ? D : q)), .Q(q));
-  \\$anyseq #(.WIDTH(1)) before_reset (.Y(old));
-  assign Q = (active && !old) ? ARST_VALUE : q;
-endmodule
-"""
+#: The one-edge model's flip-flops (:mod:`.pulses`): at a step with the reset active the
+#: register takes its reset value, and its readers see it or the value from before the reset
+#: (a free choice); a step may be no clock edge (``__rs_hold``), in which the flip-flops of a
+#: reset pulsed with zero width may still run their process (``__rs_pulse<i>``).
+ADFF_MAP = pulses.MAP
 
 
 DIV_MAP = "rs_div_map.v"  # divmap.DIV_MAP_TEXT, written into the work dir
@@ -316,13 +279,30 @@ def _yosys_script(
     (the one ``pre.json`` holds, its loops cut: :mod:`.loops`) instead of the model's files.
     ``final``: write ``final.json`` (default: not with ``ticks``)."""
     names = " ".join(sorted(model.files))
-    lowering = [divmap.techmap_command(DIV_MAP)] + (
-        ["memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
+    if not ticks and netlist is None:
+        # the one-edge model's first step: its flip-flops get the hold and pulse choices in
+        # the RTLIL text (pulses.rewrite) before the second step (_edges_script) maps them
+        return "\n".join(
+            [
+                f"read_verilog -formal -sv {names}",
+                f"hierarchy -check -top {model.top}",
+                f"prep -top {model.top} -flatten",
+                "write_json pre.json",
+                divmap.techmap_command(DIV_MAP),
+                "dffunmap",
+                "write_json edges.json",
+                "write_rtlil edges.il",
+                "",
+            ]
+        )
+    lowering = (
+        [divmap.techmap_command(DIV_MAP), "memory_map", "opt_clean", "clk2fflogic", "dffunmap"]
         if ticks
-        else [f"techmap -map {ADFF_MAP} t:$adff t:$adffe", "async2sync", "dffunmap"]
+        else [f"techmap -map {ADFF_MAP} t:rs_edges_dff t:rs_edges_adff", "async2sync", "dffunmap"]
     )
     front = (
-        [f"read_json {netlist}", f"hierarchy -top {model.top}"]
+        ([f"read_json {netlist}"] if netlist.endswith(".json") else [f"read_rtlil {netlist}"])
+        + [f"hierarchy -top {model.top}"]
         if netlist
         else [
             f"read_verilog -formal -sv {names}",
@@ -448,8 +428,7 @@ def synthesize(
         if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
             return "unsupported", f"file name {name!r}"
         (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_text(text)
-    (work / ADFF_MAP).write_text(_ADFF_MAP_TEXT)
+        (work / name).write_text(lower_increments(text))  # yosys 0.23 reads no `++i`
     (work / DIV_MAP).write_text(divmap.DIV_MAP_TEXT)
     (work / "model.ys").write_text(_yosys_script(model, ticks, final=final))
     start = time.monotonic()
@@ -484,6 +463,15 @@ def synthesize(
             (work / "model.aig").unlink(missing_ok=True)
             (work / "cut.ys").write_text(_yosys_script(model, ticks, netlist="cut.json", final=final))
             res = _yosys(sandbox, work, "cut.ys", max(1.0, timeout_s - (time.monotonic() - start)))
+    if not ticks and res.exit_code == 0 and not res.timed_out and not res.limit_hit and (work / "edges.il").exists():
+        if _check_netlist(json.loads(pre.read_text()), model.top) is None:
+            # the one-edge model's second step: the flip-flops with their hold and pulse choices
+            try:
+                pulses.rewrite(work, model.top)
+            except ValueError as exc:
+                return "error", f"one-edge model: {exc}"
+            (work / "edges.ys").write_text(_yosys_script(model, netlist="edges_cut.il", final=final))
+            res = _yosys(sandbox, work, "edges.ys", max(1.0, timeout_s - (time.monotonic() - start)))
     if res.timed_out:
         return "timeout", f"yosys: over {timeout_s:g} s"
     if pre.exists() and not ticks:

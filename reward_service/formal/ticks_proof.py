@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reward_service.formal import divmap
+from reward_service.formal.increments import lower_increments
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel
 from reward_service.sandbox import Sandbox
 
@@ -448,7 +449,7 @@ def lower(model: FormalModel, sandbox: Sandbox, work: Path, timeout_s: float) ->
         if not all(_NAME_PART.fullmatch(part) for part in name.split("/")):
             return "unsupported", f"file name {name!r}"
         (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_text(text)
+        (work / name).write_text(lower_increments(text))
     names = " ".join(sorted(model.files))
     (work / "ticks1.ys").write_text(
         "\n".join(

@@ -1,0 +1,114 @@
+"""A zero-width reset pulse on the one-edge model (reward_service.formal.prover, issue 23).
+
+A testbench that writes ``rst_n = 0; rst_n = 1;`` in one time step wakes every
+``always @(posedge clk or negedge rst_n)`` process; Icarus (the fast path) runs it after the
+pulse ended, on its ``else`` branch, with no clock edge (IEEE 1800 4.7 lets the woken process
+run then); Verilator sees no change of ``rst_n``. A model whose flip-flops move only at clock
+edges proves ``q && !seen`` unreachable (``seen`` set by the same clock, no reset) although the
+fast path covers it. Counterexample first: the designs below, each with a one-clock variant
+the one-edge model handles (the ticks model has the same case with a second clock edge,
+tests/test_formal_ticks.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reward_service.formal.prover import prove
+
+#: name -> (design, testbench, (line, metric, detail) of the point the fast path covers)
+PULSED = {
+    # the reset register takes its `else` value at the pulse, `seen` (no reset) does not move
+    "zw_reset.v": (
+        """module zw_reset(input clk, input rst_n, output reg q, output reg hit);
+  reg seen = 1'b0;
+  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else q <= 1'b1;
+  always @(posedge clk) seen <= 1'b1;
+  always @(*) begin
+    hit = 1'b0;
+    if (q && !seen) hit = 1'b1;
+  end
+endmodule
+""",
+        """module tb; reg clk = 0, rst_n = 1; wire q, hit;
+  zw_reset dut(.clk(clk), .rst_n(rst_n), .q(q), .hit(hit));
+  initial begin #5 rst_n = 0; rst_n = 1; #5 $finish; end
+endmodule
+""",
+        (7, "branch", "if"),
+    ),
+    # a register the process does not reset (a plain flip-flop in yosys's netlist) runs too
+    "zw_unreset.v": (
+        """module zw_unreset(input clk, input rst_n, input d, output reg q, output reg r, output reg hit);
+  reg seen = 1'b0;
+  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else begin q <= 1'b1; r <= d; end
+  always @(posedge clk) seen <= 1'b1;
+  always @(*) begin
+    hit = 1'b0;
+    if (r && !seen) hit = 1'b1;
+  end
+endmodule
+""",
+        """module tb; reg clk = 0, rst_n = 1, d = 1; wire q, r, hit;
+  zw_unreset dut(.clk(clk), .rst_n(rst_n), .d(d), .q(q), .r(r), .hit(hit));
+  initial begin #5 rst_n = 0; rst_n = 1; #5 $finish; end
+endmodule
+""",
+        (7, "branch", "if"),
+    ),
+    # an active-high reset with an enable (`$adffe`): the pulse loads `q` when `en` is 1
+    "zw_enable.v": (
+        """module zw_enable(input clk, input rst, input en, output reg q, output reg hit);
+  reg seen = 1'b0;
+  always @(posedge clk or posedge rst) if (rst) q <= 1'b0; else if (en) q <= 1'b1;
+  always @(posedge clk) seen <= 1'b1;
+  always @(*) begin
+    hit = 1'b0;
+    if (q && !seen) hit = 1'b1;
+  end
+endmodule
+""",
+        """module tb; reg clk = 0, rst = 0, en = 1; wire q, hit;
+  zw_enable dut(.clk(clk), .rst(rst), .en(en), .q(q), .hit(hit));
+  initial begin #5 rst = 1; rst = 0; #5 $finish; end
+endmodule
+""",
+        (7, "branch", "if"),
+    ),
+}
+
+
+def _key(name: str, point: tuple[int, str, str]) -> tuple[str, int, str, str]:
+    return (name, *point)
+
+
+@pytest.mark.parametrize("name", sorted(PULSED))
+def test_the_one_edge_model_leaves_what_a_pulse_reaches(name):
+    rtl, _, point = PULSED[name]
+    result = prove({name: rtl})
+    assert result.status == "proved" and result.model == "edges", result.reason
+    assert _key(name, point) not in result.unreachable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PULSED))
+def test_the_fast_path_covers_it_and_verilator_does_not(engine, name):
+    """The engines disagree on this testbench (the fast path sees the pulse, Verilator does
+    not); neither may cover a proved point."""
+    rtl, tb, point = PULSED[name]
+    dead = set(prove({name: rtl}).unreachable)
+    covered = {}
+    for engine_name in ("fast", "verilator"):
+        scored = engine.scored(
+            {
+                "design": {"files": {name: rtl}},
+                "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+                "simulator": "verilator",
+                "engine": engine_name,
+                "coverage": {"scope": "dut"},
+            }
+        )
+        assert scored.result.status == "ok", scored.result.message
+        covered[engine_name] = {(p.file, p.line, p.metric, p.detail) for p in scored.points if p.covered}
+        assert not covered[engine_name] & dead, sorted(covered[engine_name] & dead)
+    assert _key(name, point) in covered["fast"]
+    assert _key(name, point) not in covered["verilator"]
