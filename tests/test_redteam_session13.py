@@ -202,15 +202,11 @@ def test_coverage_file_held_open_by_the_testbench_is_not_read(engine, forge: str
     assert r.reward == pytest.approx(1.8208204334365325)
 
 
-# OPEN (not fixed this session): a cocotb test forks a child that waits until the simulator has
-# written its coverage (cocotb's Verilator main: coverage.dat; the fast path: rs_fastcov.txt,
-# whose lines carry the run's token) and appends forged records before the sandbox tears the
-# step down. Measured: Verilator toggle 90/106 (reward 1.9623) and fast 56/56 (reward 2.0)
-# against the weak test's 40/56 (1.9286). The text screen is passed by spelling the names
-# and `os._exit` piecewise. To close: no test process may outlive the simulator's coverage
-# write (a seccomp filter on the cocotb run step allowing clone only with CLONE_THREAD, or the
-# guard refusing fork/vfork/posix_spawn/exec in a guarded run; both change what
-# tests/test_integrity_cocotb.py::test_programs_the_simulator_starts_stay_guarded asserts).
+# A cocotb test forks a child that waits until the simulator has written its coverage (cocotb's
+# Verilator main: coverage.dat; the fast path: rs_fastcov.txt, whose lines carry the run's token)
+# and appends forged records. Measured before the guard refused process creation: Verilator
+# toggle 90/106 (reward 1.9623) and fast 56/56 (reward 2.0) against the weak test's 40/56
+# (1.9286). The text screen is passed by spelling the names and `os._exit` piecewise.
 FORK_FORGE = """    import os, time
     name = NAME
     if os.fork() == 0:
@@ -256,7 +252,6 @@ FORK_FORGE_DAT = """    import os, time
 """
 
 
-@pytest.mark.xfail(reason="open: a forked child of a cocotb test appends to the coverage file", strict=False)
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
 def test_cocotb_child_process_cannot_append_coverage(engine, eng: str) -> None:
     from test_integrity_cocotb import HACK, WEAK_21, request
@@ -264,5 +259,7 @@ def test_cocotb_child_process_cannot_append_coverage(engine, eng: str) -> None:
     forge = FORK_FORGE.replace("NAME", '"rs_fast" + "cov.txt"') if eng == "fast" else FORK_FORGE_DAT
     weak = engine.score(request(WEAK_21, eng))
     r = engine.score(request(WEAK_21.replace(HACK, forge), eng))
-    print("\nRES", eng, r.status, r.reward, _toggle(r), weak.reward, _toggle(weak))
-    assert r.status != "ok" or _toggle(r) == _toggle(weak)
+    # the guard refuses the fork (EPERM): the test stops there, with no more coverage than the honest one
+    assert r.status == "ok" and r.reward is not None and weak.reward is not None, r.message
+    assert _toggle(r)[0] <= _toggle(weak)[0] and r.reward <= weak.reward, (_toggle(r), _toggle(weak))
+    assert "fork refused" in r.log, r.log[-2000:]

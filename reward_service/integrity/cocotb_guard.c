@@ -24,7 +24,8 @@
  * (their extension modules' init symbols are not found, so `import ctypes` fails), native
  * code from writable places (dlopen of a file under /work, /tmp, /dev/shm is refused), the
  * process's own memory through /proc/<pid>/mem (open refused), and other processes' access to
- * it (PR_SET_DUMPABLE 0: a child cannot open the simulator's /proc/<pid>/mem either).
+ * it (PR_SET_DUMPABLE 0), and processes: an armed simulator forks, spawns and execs nothing
+ * (EPERM), so no process of the test outlives the simulator's coverage write to rewrite it.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -48,9 +49,6 @@
 #define VPI_NET 36       /* vpiNet */
 #define PROC_MAGIC 0x9fa0
 
-/* The guard's own environment entries, as loaded: every program this process starts gets them
- * back (a test that clears LD_PRELOAD and starts another simulator of the model stays guarded). */
-#define GUARD_ENV_MAX 6
 /* Everything the check reads, on pages of their own that are made read-only once armed: a test
  * with a raw memory write in its own process (numpy arrays over an address) could otherwise add
  * names to the port list or disarm the guard. */
@@ -60,14 +58,12 @@ static struct {
     int log_fd;
     char top[512];
     char ports[16384]; /* ",a,b,c," */
-    char *guard_env[GUARD_ENV_MAX + 1];
-} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}, {0}};
+} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}};
 #define armed st.armed
 #define record_fd st.record_fd
 #define log_fd st.log_fd
 #define top st.top
 #define ports st.ports
-#define guard_env st.guard_env
 
 typedef void (*set_int_t)(void *, int32_t, int);
 typedef void (*set_real_t)(void *, double, int);
@@ -135,19 +131,6 @@ __attribute__((constructor)) static void guard_init(void) {
     log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
     if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    static const char *names[GUARD_ENV_MAX] = {"LD_PRELOAD", "RS_GUARD_TOP", "RS_GUARD_PORTS", "RS_GUARD_FILE",
-                                               "RS_GUARD_TEST_DIR", NULL};
-    int n = 0;
-    for (int i = 0; names[i]; i++) {
-        const char *v = getenv(names[i]);
-        if (!v) continue;
-        size_t len = strlen(names[i]) + strlen(v) + 2;
-        char *entry = malloc(len);
-        if (!entry) continue;
-        snprintf(entry, len, "%s=%s", names[i], v);
-        guard_env[n++] = entry;
-    }
-    guard_env[n] = NULL;
     armed = 1;
     if (mprotect(&st, sizeof st, PROT_READ) != 0) {
         /* an unprotected guard is no guard: the engine sees no "armed" record (sandbox_error) */
@@ -446,28 +429,58 @@ DIR *fdopendir(int fd) {
     return real(fd);
 }
 
-/* --- programs the simulator starts keep the guard ------------------------------------- */
-
-static int guard_name(const char *entry) {
-    for (int i = 0; guard_env[i]; i++) {
-        size_t len = strcspn(guard_env[i], "=") + 1;
-        if (strncmp(entry, guard_env[i], len) == 0) return 1;
-    }
-    return 0;
+/* --- a guarded simulator starts no process -------------------------------------------
+ * A process the test starts (fork, a program) can outlive the simulator's own coverage write
+ * and append to the coverage file or rewrite it (the red team's forge: a forked child copied
+ * the fast path's flag lines with every flag set, reward 2.0). So an armed simulator creates no
+ * process and replaces itself with no program: each call fails with EPERM (the test sees an
+ * OSError and goes on or fails, its coverage counted as run) and says why on the saved stderr.
+ * Threads (pthread_create's internal clone) are not affected. */
+static void no_process(const char *what) {
+    char line[200];
+    snprintf(line, sizeof line, "reward-service: %s refused: a cocotb test may not start processes or programs\n",
+             what);
+    write_all(log_fd, line, strlen(line));
+    errno = EPERM;
 }
 
-/* envp without the guard's names, then the guard's entries (malloc'd; leaked: exec follows). */
-static char **guarded_env(char *const envp[]) {
-    size_t count = 0;
-    while (envp && envp[count]) count++;
-    char **out = malloc((count + GUARD_ENV_MAX + 1) * sizeof *out);
-    if (!out) return (char **)envp;
-    size_t o = 0;
-    for (size_t i = 0; i < count; i++)
-        if (!guard_name(envp[i])) out[o++] = envp[i];
-    for (int i = 0; guard_env[i]; i++) out[o++] = guard_env[i];
-    out[o] = NULL;
-    return out;
+typedef pid_t (*fork_t)(void);
+
+pid_t fork(void) {
+    static fork_t real;
+    if (armed) {
+        no_process("fork");
+        return -1;
+    }
+    if (!real) real = (fork_t)next_fn("fork");
+    return real();
+}
+
+/* vfork's child shares the caller's stack frame: calling the real vfork from a wrapper would
+ * return into a frame the child's return destroys. Unarmed, fork does the same job. */
+pid_t vfork(void) { return fork(); }
+
+int system(const char *command) {
+    typedef int (*system_t)(const char *);
+    static system_t real;
+    if (armed) {
+        if (!command) return 0; /* "is there a shell": none to use */
+        no_process("system");
+        return -1;
+    }
+    if (!real) real = (system_t)next_fn("system");
+    return real(command);
+}
+
+pid_t forkpty(int *amaster, char *name, const void *termp, const void *winp) {
+    typedef pid_t (*forkpty_t)(int *, char *, const void *, const void *);
+    static forkpty_t real;
+    if (armed) {
+        no_process("forkpty");
+        return -1;
+    }
+    if (!real) real = (forkpty_t)next_fn("forkpty");
+    return real(amaster, name, termp, winp);
 }
 
 typedef int (*execve_t)(const char *, char *const[], char *const[]);
@@ -476,16 +489,35 @@ extern char **environ;
 
 int execve(const char *path, char *const argv[], char *const envp[]) {
     static execve_t real;
+    if (armed) {
+        no_process("exec");
+        return -1;
+    }
     if (!real) real = (execve_t)next_fn("execve");
-    return real(path, argv, armed ? guarded_env(envp) : envp);
+    return real(path, argv, envp);
 }
 
 int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
 
+int fexecve(int fd, char *const argv[], char *const envp[]) {
+    typedef int (*fexecve_t)(int, char *const[], char *const[]);
+    static fexecve_t real;
+    if (armed) {
+        no_process("exec");
+        return -1;
+    }
+    if (!real) real = (fexecve_t)next_fn("fexecve");
+    return real(fd, argv, envp);
+}
+
 int execvpe(const char *file, char *const argv[], char *const envp[]) {
     static execve_t real;
+    if (armed) {
+        no_process("exec");
+        return -1;
+    }
     if (!real) real = (execve_t)next_fn("execvpe");
-    return real(file, argv, armed ? guarded_env(envp) : envp);
+    return real(file, argv, envp);
 }
 
 int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
@@ -493,15 +525,23 @@ int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, en
 int posix_spawn(void *pid, const char *path, const void *actions, const void *attr, char *const argv[],
                 char *const envp[]) {
     static spawn_t real;
+    if (armed) {
+        no_process("posix_spawn");
+        return EPERM;
+    }
     if (!real) real = (spawn_t)next_fn("posix_spawn");
-    return real(pid, path, actions, attr, argv, armed ? guarded_env(envp) : envp);
+    return real(pid, path, actions, attr, argv, envp);
 }
 
 int posix_spawnp(void *pid, const char *file, const void *actions, const void *attr, char *const argv[],
                  char *const envp[]) {
     static spawn_t real;
+    if (armed) {
+        no_process("posix_spawn");
+        return EPERM;
+    }
     if (!real) real = (spawn_t)next_fn("posix_spawnp");
-    return real(pid, file, actions, attr, argv, armed ? guarded_env(envp) : envp);
+    return real(pid, file, actions, attr, argv, envp);
 }
 
 typedef int (*open2_t)(const char *, int);
