@@ -139,20 +139,35 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                     or ("module has several parameter sets" if _several else None)
                 )
 
+            def why_not_block(flag, anchor, _several=several, _unit=unit):
+                # a line/branch flag of a `begin ... end` generate block is declared in that
+                # block (one flag per elaborated copy; the prover proves its point only when
+                # every copy is never 1, and a block no instance elaborates has no copy)
+                return (
+                    _unmodelled(anchor)
+                    or ("in a generate block" if flag.scope and _generate_block(_unit, flag) is None else None)
+                    or ("module has several parameter sets" if _several else None)
+                )
+
             expr_why = _expr_points(unit, anchors, why_not if expr else _not_asked, notes)
             removed = []
             kept = []
+            scoped: dict[int, list[str]] = {}  # generate scope -> its flags' names
             for flag, anchor in zip(unit.flags, anchors):
                 key = (flag.spec.file, flag.spec.line, flag.spec.metric, flag.spec.comment)
                 if flag.spec.metric == "expr":  # its check is placed only where it is modelled
                     why = expr_why.get(flag.name)
                 else:
-                    why = why_not(flag, anchor)
+                    why = why_not_block(flag, anchor)
                     if why:
                         removed.append(flag.set)
                 if why:
                     notes.append(f"{key[0]}:{key[1]} {key[3]}: {why}")
                     points.append((key, ()))
+                elif flag.scope:
+                    scoped.setdefault(flag.scope, []).append(flag.name)
+                    points.append((key, (len(properties),)))
+                    properties.append(Property(name, _renamed(flag.name, tag), 0))
                 else:
                     kept.append(flag.name)
                     points.append((key, (len(properties),)))
@@ -161,6 +176,10 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
             toggle_decls = _toggles(unit, tag, several, properties, points, notes)
             if kept:  # declared before use: right after the header, as the fast path does
                 unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
+            for scope, names in scoped.items():  # first in its block, before any use
+                block = unit.scopes[scope]
+                opener = block.beginName if block.beginName is not None else block.begin
+                unit.insert_after(opener, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in names) + ";")
             if toggle_decls:  # after the signals they read
                 unit.insert_before(module.endmodule, " " + " ".join(toggle_decls) + " ")
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
@@ -430,6 +449,15 @@ def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
         return t.range.left, t.range.right
     return None
+
+
+def _generate_block(unit: ModuleUnit, flag: Any) -> Any:
+    """The ``begin ... end`` generate block ``flag`` lives in (None: the module itself, or a
+    generate body that is not such a block, where no declaration can go)."""
+    if not flag.scope:
+        return None
+    block = unit.scopes[flag.scope]
+    return block if block.kind == _K.GenerateBlock else None
 
 
 def _renamed(flag_name: str, tag: str) -> str:
