@@ -25,8 +25,10 @@ processes, no emulation rewrites. Instead
   signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
   unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
 
+A line/branch flag of a ``begin ... end`` generate block is declared in that block (one copy
+per elaborated instance of it: the point is proved only when every copy is never 1).
 Points the model cannot represent exactly (in a function, task, ``initial``/``final`` or latch
-block, in a generate block, of a module instantiated with several parameter sets, toggle bits
+block, in another generate body, expression points of generate blocks, of a module instantiated with several parameter sets, toggle bits
 of arrays/structs/generate-scoped signals) get no property: they are never proved (their flag
 statements are removed from the text, so yosys never sees a module variable set in a
 function). Semantics: zero initial state, no reset assumed, inputs free at every step.
