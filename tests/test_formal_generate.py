@@ -90,3 +90,41 @@ def test_the_replay_covers_no_proved_point_and_every_claim(engine, n):
     )
     assert result.metrics["branch"].unreachable == (1 if n == 1 else 0)
     assert result.metrics["branch"].witnessed == (1 if n == 1 else 2)
+
+
+#: Expression points of a generate loop: the fast path enumerates them per copy (`c[0]`,
+#: `c[1]`) and guards each copy's checks with its genvar value; `c[1]` is always 0.
+GX = """module gx (input clk, input [1:0] a, output reg [1:0] q);
+  wire [1:0] c = 2'b01;
+  genvar i;
+  for (i = 0; i < 2; i = i + 1) begin : g
+    always @(posedge clk)
+      if (a[i] && c[i]) q[i] <= 1'b1;
+      else q[i] <= 1'b0;
+  end
+endmodule
+"""
+
+
+def test_expression_points_of_a_generate_loop_are_proved_per_copy():
+    """Copy 0 covers `(a[0]==1 && c[0]==1) => 1` and the `if` arm: neither proved; copy 1's
+    `(a[1]==1 && c[1]==1) => 1` and copy 0's `(c[0]==0) => 0` are."""
+    result = prove({"gx.sv": GX})
+    assert result.status == "proved", result.reason
+    assert ("gx.sv", 6, "expr", "(a[1]==1 && c[1]==1) => 1") in result.unreachable, result.unreachable
+    assert ("gx.sv", 6, "expr", "(c[0]==0) => 0") in result.unreachable
+    assert ("gx.sv", 6, "expr", "(a[0]==1 && c[0]==1) => 1") not in result.unreachable
+    assert ("gx.sv", 6, "branch", "if") not in result.unreachable
+    assert ("gx.sv", 7, "branch", "else") not in result.unreachable
+
+
+@pytest.mark.slow
+def test_expression_points_of_a_generate_loop_replay(engine):
+    """Counterexample first on both engines: the replay covers no proved expression point of
+    the loop, every claim replays, and every expression point is classified."""
+    result = ceiling.closure({"gx.sv": GX}, engine=engine)
+    assert result.status == "ok", result.reason
+    assert result.proved_but_covered == []
+    assert result.not_replayed == {"fast": [], "verilator": []}
+    assert result.metrics["expr"].undecided == 0, json.dumps(result.to_json())
+    assert result.metrics["expr"].unreachable >= 2 and result.metrics["expr"].witnessed >= 1

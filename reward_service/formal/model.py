@@ -134,17 +134,10 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
             BlocksKind().instrument(unit)
             several = bool(unit.body is not None and _other_sets(unit))
 
-            def why_not(flag, anchor, _several=several):
-                return (
-                    _unmodelled(anchor)
-                    or ("in a generate block" if flag.scope else None)
-                    or ("module has several parameter sets" if _several else None)
-                )
-
-            def why_not_block(flag, anchor, _several=several, _unit=unit):
-                # a line/branch flag of a `begin ... end` generate block is declared in that
-                # block (one flag per elaborated copy; the prover proves its point only when
-                # every copy is never 1, and a block no instance elaborates has no copy)
+            def why_not(flag, anchor, _several=several, _unit=unit):
+                # a flag of a `begin ... end` generate block is declared in that block (one
+                # flag per elaborated copy; the prover proves its point only when every copy
+                # is never 1, and a block no instance elaborates has no copy)
                 return (
                     _unmodelled(anchor)
                     or ("in a generate block" if flag.scope and _generate_block(_unit, flag) is None else None)
@@ -160,7 +153,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                 if flag.spec.metric == "expr":  # its check is placed only where it is modelled
                     why = expr_why.get(flag.name)
                 else:
-                    why = why_not_block(flag, anchor)
+                    why = why_not(flag, anchor)
                     if why:
                         removed.append(flag.set)
                 if why:
