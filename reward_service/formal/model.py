@@ -19,16 +19,16 @@ processes, no emulation rewrites. Instead
   The fast path's simulation-only companions (``#0`` settling, pending bits, loop-condition
   functions) are not used: a formal step evaluates on settled values. Checks without such a
   place are left out (their points never proved): a loop's own statement list, a function or
-  task, a generate block, and in a procedure with an asynchronous reset everything outside
+  task, a generate body that is not a ``begin ... end`` block, and in a procedure with an asynchronous reset everything outside
   the ``else`` arm of its reset test (that procedure also runs at the reset edge);
 - each toggle signal (scalar or plain vector at module level) gets two ``(* keep *)`` wires, the
   signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
   unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
 
-A line/branch flag of a ``begin ... end`` generate block is declared in that block (one copy
+A flag of a ``begin ... end`` generate block is declared in that block (one copy
 per elaborated instance of it: the point is proved only when every copy is never 1).
 Points the model cannot represent exactly (in a function, task, ``initial``/``final`` or latch
-block, in another generate body, expression points of generate blocks, of a module instantiated with several parameter sets, toggle bits
+block, in another generate body, of a module instantiated with several parameter sets, toggle bits
 of arrays/structs/generate-scoped signals) get no property: they are never proved (their flag
 statements are removed from the text, so yosys never sees a module variable set in a
 function). Semantics: zero initial state, no reset assumed, inputs free at every step.
