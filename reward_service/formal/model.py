@@ -19,14 +19,16 @@ processes, no emulation rewrites. Instead
   The fast path's simulation-only companions (``#0`` settling, pending bits, loop-condition
   functions) are not used: a formal step evaluates on settled values. Checks without such a
   place are left out (their points never proved): a loop's own statement list, a function or
-  task, a generate block, and in a procedure with an asynchronous reset everything outside
+  task, a generate body that is not a ``begin ... end`` block, and in a procedure with an asynchronous reset everything outside
   the ``else`` arm of its reset test (that procedure also runs at the reset edge);
 - each toggle signal (scalar or plain vector at module level) gets two ``(* keep *)`` wires, the
   signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
   unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
 
+A flag of a ``begin ... end`` generate block is declared in that block (one copy
+per elaborated instance of it: the point is proved only when every copy is never 1).
 Points the model cannot represent exactly (in a function, task, ``initial``/``final`` or latch
-block, in a generate block, of a module instantiated with several parameter sets, toggle bits
+block, in another generate body, of a module instantiated with several parameter sets, toggle bits
 of arrays/structs/generate-scoped signals) get no property: they are never proved (their flag
 statements are removed from the text, so yosys never sees a module variable set in a
 function). Semantics: zero initial state, no reset assumed, inputs free at every step.
@@ -138,16 +140,20 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
             BlocksKind().instrument(unit)
             several = bool(unit.body is not None and _other_sets(unit))
 
-            def why_not(flag, anchor, _several=several):
+            def why_not(flag, anchor, _several=several, _unit=unit):
+                # a flag of a `begin ... end` generate block is declared in that block (one
+                # flag per elaborated copy; the prover proves its point only when every copy
+                # is never 1, and a block no instance elaborates has no copy)
                 return (
                     _unmodelled(anchor)
-                    or ("in a generate block" if flag.scope else None)
+                    or ("in a generate block" if flag.scope and _generate_block(_unit, flag) is None else None)
                     or ("module has several parameter sets" if _several else None)
                 )
 
             expr_why = _expr_points(unit, anchors, why_not if expr else _not_asked, notes)
             removed = []
             kept = []
+            scoped: dict[int, list[str]] = {}  # generate scope -> its flags' names
             for flag, anchor in zip(unit.flags, anchors):
                 key = (flag.spec.file, flag.spec.line, flag.spec.metric, flag.spec.comment)
                 if flag.spec.metric == "expr":  # its check is placed only where it is modelled
@@ -164,6 +170,10 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                         if dead_arm(key[3], conditions.get(if_site(anchor))):
                             dead.add(len(points))
                     points.append((key, ()))
+                elif flag.scope:
+                    scoped.setdefault(flag.scope, []).append(flag.name)
+                    points.append((key, (len(properties),)))
+                    properties.append(Property(name, _renamed(flag.name, tag), 0))
                 else:
                     kept.append(flag.name)
                     points.append((key, (len(properties),)))
@@ -172,6 +182,10 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
             toggle_decls = _toggles(unit, tag, several, properties, points, notes)
             if kept:  # declared before use: right after the header, as the fast path does
                 unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
+            for scope, names in scoped.items():  # first in its block, before any use
+                block = unit.scopes[scope]
+                opener = block.beginName if block.beginName is not None else block.begin
+                unit.insert_after(opener, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in names) + ";")
             if toggle_decls:  # after the signals they read
                 unit.insert_before(module.endmodule, " " + " ".join(toggle_decls) + " ")
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
@@ -441,6 +455,15 @@ def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
         return t.range.left, t.range.right
     return None
+
+
+def _generate_block(unit: ModuleUnit, flag: Any) -> Any:
+    """The ``begin ... end`` generate block ``flag`` lives in (None: the module itself, or a
+    generate body that is not such a block, where no declaration can go)."""
+    if not flag.scope:
+        return None
+    block = unit.scopes[flag.scope]
+    return block if block.kind == _K.GenerateBlock else None
 
 
 def _renamed(flag_name: str, tag: str) -> str:

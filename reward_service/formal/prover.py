@@ -32,7 +32,7 @@ from filelock import FileLock
 
 from reward_service.fastcov.expr import model_variant
 from reward_service.fastcov.unit import Unsupported
-from reward_service.formal import divmap, pulses, ticks_proof
+from reward_service.formal import aiger, cones, divmap, pulses, ticks_proof
 from reward_service.formal.increments import lower_increments
 from reward_service.formal.loops import cut_loops
 from reward_service.formal.model import FLAG_PREFIX, TOGGLE_PREFIX, FormalModel, PointKey, build_model
@@ -567,6 +567,7 @@ def _per_output(
     undecided; ``per_property_ms`` per output, ``budget_s`` for all of it. Outputs still
     undecided stay None."""
     deadline = time.monotonic() + budget_s
+    _small_cones_first(work, sandbox, verdicts, budget_s / 3, per_property_ms)
     runs = _undecided_runs(verdicts, _GROUP)
     for size in (_GROUP, 1):
         left = deadline - time.monotonic()
@@ -587,6 +588,36 @@ def _per_output(
         )
         retry = _read_groups(res.output, verdicts)
         runs = [(i, 1) for i in retry if verdicts[i] is None]
+
+
+#: Latches a sequential cone may have for the small-cones-first pass, and its outputs at most.
+_SMALL_CONE, _SMALL_MAX = 16, 256
+
+
+def _small_cones_first(
+    work: Path, sandbox: Sandbox, verdicts: list[bool | None], budget_s: float, per_property_ms: int
+) -> None:
+    """Each undecided output whose sequential cone has at most :data:`_SMALL_CONE` latches,
+    alone (smallest first, 1 s each, ``budget_s`` for all): the same proof as the one-by-one
+    runs, before the groups, where one hard output of a group can leave easy ones undecided."""
+    try:
+        aig = aiger.read_aig((work / "model.aig").read_bytes())
+    except (OSError, ValueError):
+        return
+    small = cones.small_cones(aig, [i for i, v in enumerate(verdicts) if v is None], _SMALL_CONE)[:_SMALL_MAX]
+    if not small or budget_s < 1:
+        return
+    lines = ["read_aiger model.aig; backup"] + [
+        f"restore; cone -s -O {o} -R 1; scleanup; fold; pdr -a -T 1 -H {per_property_ms}; echo {_MARK} {o} 1"
+        for o in small
+    ]
+    (work / "cones.cmd").write_text("\n".join(lines) + "\n")
+    res = sandbox.run(
+        ExecSpec(
+            argv=["yosys-abc", "-f", "cones.cmd"], workdir=work, timeout_s=budget_s, memory_mb=2048, output_kb=16384
+        )
+    )
+    _read_groups(res.output, verdicts)
 
 
 def _undecided_runs(verdicts: list[bool | None], size: int) -> list[tuple[int, int]]:
