@@ -12,12 +12,12 @@ from __future__ import annotations
 from reward_service import __version__
 
 #: The engine's measurement and classification (instances, statuses, build flow).
-ENGINE_REVISION = "8"
+ENGINE_REVISION = "9"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
-FASTCOV_VERSION = "9"
+FASTCOV_VERSION = "10"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "12"
+PROVER_REVISION = "13"
 
 
 def results_revision() -> dict[str, str]:
