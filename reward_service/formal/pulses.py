@@ -76,42 +76,16 @@ def with_hold_and_pulses(rtlil: str, netlist: dict, top: str) -> str:
     ``ValueError`` when a cell is not found (the two writers disagree)."""
     cells = netlist["modules"][top]["cells"]
     pulses = ticks_proof.pulse_groups(netlist, top, [])
-    wanted = {name for name, cell in cells.items() if cell["type"] in ("$dff", "$adff")}
-    out: list[str] = []
-    in_top = False
-    current: str | None = None
-    found: set[str] = set()
-    for line in rtlil.splitlines(keepends=True):
-        words = line.split()
-        if words[:1] == ["module"]:
-            in_top = _json_name(words[1]) == top
-            out.append(line)
-            if in_top:
-                out.append(f"  wire \\{HOLD}\n")
-                out.extend(f"  wire \\{PULSE}{i}\n" for i in sorted(set(pulses.values())))
-            continue
-        kind = words[1] if len(words) == 3 and words[0] == "cell" else ""
-        if in_top and kind in ("$adff", "$dff") and _json_name(words[2]) in wanted:
-            current = _json_name(words[2])
-            found.add(current)
-            out.append(line.replace(f"cell {kind} ", f"cell \\rs_edges_{kind[1:]} ", 1))
-            continue
-        if current is not None and words == ["end"]:
-            out.append(f"    connect \\HOLD \\{HOLD}\n")
-            out.append(
-                f"    connect \\PULSE \\{PULSE}{pulses[current]}\n"
-                if current in pulses
-                else "    connect \\PULSE 1'0\n"
-            )
-            current = None
-        out.append(line)
-    if found != wanted:
-        raise ValueError(f"cells not found in the RTLIL text: {sorted(wanted - found)[:3]}")
-    return "".join(out)
-
-
-def _json_name(rtlil_id: str) -> str:
-    return rtlil_id[1:] if rtlil_id.startswith("\\") else rtlil_id
+    connects = {
+        name: [
+            f"    connect \\HOLD \\{HOLD}\n",
+            f"    connect \\PULSE \\{PULSE}{pulses[name]}\n" if name in pulses else "    connect \\PULSE 1'0\n",
+        ]
+        for name, cell in cells.items()
+        if cell["type"] in ("$dff", "$adff")
+    }
+    wires = [HOLD, *(f"{PULSE}{i}" for i in sorted(set(pulses.values())))]
+    return ticks_proof.retyped_flip_flops(rtlil, top, connects, "rs_edges_", wires)
 
 
 def rewrite(work: Path, top: str) -> None:

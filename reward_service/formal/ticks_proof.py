@@ -57,7 +57,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -348,9 +348,21 @@ def pulse_groups(netlist: dict, top: str, free: list[str]) -> dict[str, int]:
 def with_pulses(rtlil: str, top: str, pulses: dict[str, int]) -> str:
     """``rtlil`` with each ``$adff``/``$dff`` cell of ``pulses`` (name as ``write_json`` names
     it -> pulse index) made an ``rs_ticks_adff``/``rs_ticks_dff`` whose ``PULSE`` is the wire
-    ``__rs_pulse<index>``
-    (declared in ``top``, undriven: free at every step). Raises ``ValueError`` when a cell is
-    not found."""
+    ``__rs_pulse<index>`` (declared in ``top``, undriven: free at every step). Raises
+    ``ValueError`` when a cell is not found."""
+    connects = {name: [f"    connect \\PULSE \\__rs_pulse{i}\n"] for name, i in pulses.items()}
+    wires = [f"__rs_pulse{i}" for i in sorted(set(pulses.values()))]
+    return retyped_flip_flops(rtlil, top, connects, "rs_ticks_", wires)
+
+
+def retyped_flip_flops(
+    rtlil: str, top: str, connects: Mapping[str, Sequence[str]], prefix: str, wires: Sequence[str]
+) -> str:
+    """``rtlil`` (``write_rtlil`` text) with each ``$adff``/``$dff`` cell of module ``top`` named
+    in ``connects`` (name as ``write_json`` names it) retyped ``<prefix>adff``/``<prefix>dff``
+    and given the ``connect`` lines ``connects[name]``, and the ``wires`` declared in ``top``
+    (undriven: free at every step). Raises ``ValueError`` when a named cell is not found (the
+    two writers disagree)."""
     out: list[str] = []
     in_top = False
     current: str | None = None
@@ -361,20 +373,20 @@ def with_pulses(rtlil: str, top: str, pulses: dict[str, int]) -> str:
             in_top = _json_name(words[1]) == top
             out.append(line)
             if in_top:
-                out.extend(f"  wire \\__rs_pulse{i}\n" for i in sorted(set(pulses.values())))
+                out.extend(f"  wire \\{w}\n" for w in wires)
             continue
         kind = words[1] if len(words) == 3 and words[0] == "cell" else ""
-        if in_top and kind in ("$adff", "$dff") and _json_name(words[2]) in pulses:
+        if in_top and kind in ("$adff", "$dff") and _json_name(words[2]) in connects:
             current = _json_name(words[2])
             found.add(current)
-            out.append(line.replace(f"cell {kind} ", f"cell \\rs_ticks_{kind[1:]} ", 1))
+            out.append(line.replace(f"cell {kind} ", f"cell \\{prefix}{kind[1:]} ", 1))
             continue
         if current is not None and words == ["end"]:
-            out.append(f"    connect \\PULSE \\__rs_pulse{pulses[current]}\n")
+            out.extend(connects[current])
             current = None
         out.append(line)
-    if found != set(pulses):
-        raise ValueError(f"cells not found in the RTLIL text: {sorted(set(pulses) - found)[:3]}")
+    if found != set(connects):
+        raise ValueError(f"cells not found in the RTLIL text: {sorted(set(connects) - found)[:3]}")
     return "".join(out)
 
 
