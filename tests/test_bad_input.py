@@ -116,8 +116,24 @@ def test_fork_bomb_in_cocotb_is_resource_limit(isolated):
     # 2-core machine: with 5 s the bomb sometimes had not started yet and the run was a timeout;
     # with 20 s, at a load of 10 on 2 cores, the bomb had not started in 1 of 3 runs and started
     # but was not refused before the limit in the other 2).
-    r = isolated.score(cocotb_request(test_py, limits={"run_s": 60, "processes": 32}))
+    # dut_writes=allow: no write guard in the simulator, which would refuse every fork (EPERM;
+    # test_a_cocotb_fork_bomb_starts_no_process): the sandbox's process limit is what stops it
+    r = isolated.score(
+        cocotb_request(test_py, limits={"run_s": 60, "processes": 32}, stimulus_policy={"dut_writes": "allow"})
+    )
     assert r.status == "resource_limit" and "process limit" in r.message, (r.status, r.message)
+
+
+def test_a_cocotb_fork_bomb_starts_no_process(isolated):
+    """Under the default policy the write guard refuses every fork (EPERM), saying so once."""
+    test_py = (
+        "import os, cocotb\n\n@cocotb.test()\nasync def bomb(dut):\n    refused = 0\n"
+        "    for _ in range(1000):\n        try:\n            os.fork()\n        except PermissionError:\n"
+        "            refused += 1\n    assert False, f'refused {refused}'\n"
+    )
+    r = isolated.score(cocotb_request(test_py, limits={"run_s": 60}))
+    assert r.status == "ok" and r.tests and "refused 1000" in (r.tests[0].message or ""), (r.status, r.message)
+    assert r.log.count("fork refused") == 1, r.log[-2000:]
 
 
 def test_cocotb_network_and_writes_outside_fail_inside_the_sandbox(isolated, tmp_path):

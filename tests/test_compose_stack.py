@@ -484,6 +484,9 @@ def _probe(stack: Stack, role: str, mark: str, redis_ip: str, seed: int) -> dict
         design=problems()[ARBITER].design,
         simulator="verilator",
         seed=seed,
+        # unguarded (the write guard refuses the processes the probe starts): the walls probed
+        # here are the sandbox's, which hold with or without the guard
+        stimulus_policy={"dut_writes": "allow"},
         stimulus=CocotbStimulus(
             files={"test_probe.py": text, "walls_probe.txt": WALLS_PROBE.read_text()},
             test_module="test_probe",
@@ -662,7 +665,9 @@ def _adversarial_requests() -> list[dict]:
         }
 
     def bomb(kind: str, **limits) -> dict:
+        # dut_writes=allow: no write guard (it refuses every fork): the sandbox's limits stop them
         return {
+            "stimulus_policy": {"dut_writes": "allow"},
             "design": {"files": counter, "toplevel": "dut_counter"},
             "simulator": "icarus",
             "stimulus": {

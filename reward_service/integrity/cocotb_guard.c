@@ -437,11 +437,13 @@ DIR *fdopendir(int fd) {
  * OSError and goes on or fails, its coverage counted as run) and says why on the saved stderr.
  * Threads (pthread_create's internal clone) are not affected. */
 static void no_process(const char *what) {
+    static int said; /* once: a loop of refused forks must not flood the step's output */
+    errno = EPERM;
+    if (said++) return;
     char line[200];
     snprintf(line, sizeof line, "reward-service: %s refused: a cocotb test may not start processes or programs\n",
              what);
     write_all(log_fd, line, strlen(line));
-    errno = EPERM;
 }
 
 typedef pid_t (*fork_t)(void);

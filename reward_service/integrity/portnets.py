@@ -130,11 +130,12 @@ def connections(inst: Any, ports: Ports | None) -> list[tuple[str, str, Any]]:
 
 
 def driven_terminals(gate: str, count: int) -> range:
-    """The indexes of the terminals a gate or switch primitive ``gate`` drives."""
+    """The indexes (below ``count``) of the terminals a gate or switch primitive ``gate`` drives:
+    none of an instance with no terminals (``not verilog;`` is such an instance to pyslang)."""
     if gate in _ALL_DRIVEN:
         return range(count)
     if gate in _LAST_IN:
-        return range(max(count - 1, 1))
+        return range(min(max(count - 1, 1), count))
     return range(min(count, 1))
 
 
