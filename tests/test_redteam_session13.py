@@ -263,3 +263,44 @@ def test_cocotb_child_process_cannot_append_coverage(engine, eng: str) -> None:
     assert r.status == "ok" and r.reward is not None and weak.reward is not None, r.message
     assert _toggle(r)[0] <= _toggle(weak)[0] and r.reward <= weak.reward, (_toggle(r), _toggle(weak))
     assert "fork refused" in r.log, r.log[-2000:]
+
+
+# Review finding (after the session's fixes): the fast path's per-run token is readable by a
+# cocotb test in the model copy (/model/sim.vvp), and the flag file is appended to, so a test can
+# write flag lines of its own before the final blocks write theirs (counts add).
+TOKEN_READ = """    import re
+    b = open("/mo" + "del/sim" + ".v" + "vp", "rb").read()
+"""
+TOKEN_OOB = (
+    TOKEN_READ
+    + """    tok = re.findall(rb'"(\\w+) T ', b)[0].decode()
+    open("rs_fast" + "cov" + ".txt", "a").write("%s T Attenuator 99 - Attenuator 0 0 1 1\\n" % tok)
+"""
+)
+TOKEN_FORGE = (
+    TOKEN_READ
+    + """    w = {2: 5, 7: 2, 8: 2, 9: 5, 10: 3, 11: 5}
+    with open("rs_fast" + "cov" + ".txt", "a") as f:
+        for tok, mod, i in re.findall(rb'"(\\w+) T (\\w+) (\\d+) - %m', b):
+            n = w.get(int(i), 1)
+            f.write("%s T %s %s - %s %d 0 %s %s\\n" % (tok.decode(), mod.decode(), i.decode(), mod.decode(), n - 1, "1" * n, "1" * n))
+"""
+)
+
+
+def test_a_forged_flag_line_naming_no_point_is_the_samples_zero_not_a_sandbox_error(engine) -> None:
+    """A line with an index the design lacks raised IndexError: an internal error, a
+    sandbox_error a trainer drops (a policy could hide any bad sample that way)."""
+    from test_integrity_cocotb import HACK, WEAK_21, request
+
+    r = engine.score(request(WEAK_21.replace(HACK, TOKEN_OOB), "fast"))
+    assert r.status != "sandbox_error" and r.reward == 0.0, (r.status, r.message)
+
+
+@pytest.mark.xfail(reason="open: the run's token is readable in /model/sim.vvp and flag lines add", strict=False)
+def test_flag_lines_forged_with_the_read_token_do_not_count(engine) -> None:
+    from test_integrity_cocotb import HACK, WEAK_21, request
+
+    weak = engine.score(request(WEAK_21, "fast"))
+    r = engine.score(request(WEAK_21.replace(HACK, TOKEN_FORGE), "fast"))
+    assert r.status != "ok" or (r.reward is not None and weak.reward is not None and r.reward <= weak.reward)

@@ -356,6 +356,9 @@ def _read_flags(run_dir: Path, token: str, inst: Instrumented, notes: list[str])
         return read_points(read_output_text(path, max_bytes=256 << 20), token, inst)
     except FlagFileError:
         return None
-    except (ValueError, UnsafeOutput, OSError) as exc:
-        notes.append(f"fast-path flag file unreadable: {exc}")
+    except (ValueError, IndexError, KeyError, UnsafeOutput, OSError) as exc:
+        # IndexError/KeyError: a line naming a point the design has none of (a forged line: the
+        # run's own lines name only its points), never our internal error (a sandbox_error the
+        # trainer would drop)
+        notes.append(f"fast-path flag file unreadable: {type(exc).__name__} {exc}")
         return None
