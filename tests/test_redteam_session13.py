@@ -288,17 +288,29 @@ TOKEN_FORGE = (
 )
 
 
-def test_a_forged_flag_line_naming_no_point_is_the_samples_zero_not_a_sandbox_error(engine) -> None:
+def test_a_forged_flag_line_naming_no_point_is_the_samples_zero_not_a_sandbox_error(engine, tmp_path) -> None:
     """A line with an index the design lacks raised IndexError: an internal error, a
-    sandbox_error a trainer drops (a policy could hide any bad sample that way)."""
+    sandbox_error a trainer drops (a policy could hide any bad sample that way). The guard now
+    refuses the test the model and the flag file (the attack leaves the weak run); the reader
+    still makes such a line the sample's 0."""
     from test_integrity_cocotb import HACK, WEAK_21, request
+    from test_redteam_scorer_files import COUNTER, _flag_lines
+
+    from reward_service.fastcov.backend import FLAG_FILE, _read_flags
+    from reward_service.fastcov.instrument import instrument
 
     r = engine.score(request(WEAK_21.replace(HACK, TOKEN_OOB), "fast"))
-    assert r.status != "sandbox_error" and r.reward == 0.0, (r.status, r.message)
+    assert r.status == "ok" and r.reward == engine.score(request(WEAK_21, "fast")).reward, (r.status, r.message)
+    module_line, _ = _flag_lines("tok")
+    (tmp_path / FLAG_FILE).write_text(f"{module_line}\ntok T c 99 - c 0 0 1 1\n")
+    notes: list[str] = []
+    assert _read_flags(tmp_path, "tok", instrument(COUNTER, toplevel="c"), notes) is None
+    assert notes and "IndexError" in notes[0], notes
 
 
-@pytest.mark.xfail(reason="open: the run's token is readable in /model/sim.vvp and flag lines add", strict=False)
 def test_flag_lines_forged_with_the_read_token_do_not_count(engine) -> None:
+    """The token was read from /model/sim.vvp and lines appended before the final blocks wrote
+    theirs (toggle 56/56, reward 2.0 against 1.9286): the guard refuses the test both files."""
     from test_integrity_cocotb import HACK, WEAK_21, request
 
     weak = engine.score(request(WEAK_21, "fast"))

@@ -54,8 +54,11 @@ def read_points(text: str, token: str, inst: Instrumented) -> list[CoveragePoint
 
 
 def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
-    """Like :func:`read_points`, keeping each point's column."""
+    """Like :func:`read_points`, keeping each point's column. Each instance's module line and
+    each element line of a signal is written once by the design's final blocks: a line of this
+    run that repeats was written by something else (the test) and raises ``ValueError``."""
     items: dict[tuple, Item] = {}
+    written: set[tuple[str, ...]] = set()
     instances: dict[str, dict[str, str]] = {}  # module -> instance path -> parameter values
     toggles: list[list[str]] = []
     seen = False
@@ -64,6 +67,10 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
         if len(words) < 2 or words[0] != token:
             continue
         seen = True
+        key = tuple(words[1:4] if words[1] == "F" else words[1:6])
+        if key in written:
+            raise ValueError(f"flag file: the line of {' '.join(key[1:])} repeats (not written by the design)")
+        written.add(key)
         if words[1] == "F" and len(words) == 7:
             _module, path, params, bits, scopes = words[2:]
             table = inst.tables.get(_module)

@@ -41,6 +41,8 @@
 #include <sys/stat.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define GUARD_EXIT 86
@@ -89,7 +91,8 @@ static void *next_fn(const char *name) {
 
 static void write_all(int fd, const char *buf, size_t len) {
     while (fd >= 0 && len > 0) {
-        ssize_t n = write(fd, buf, len);
+        /* the system call itself: the write wrapper below refuses the (protected) record file */
+        ssize_t n = syscall(SYS_write, fd, buf, len);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
         buf += n;
@@ -350,21 +353,47 @@ static int address_map(const char *path) {
     return 0;
 }
 
-/* After an open succeeded: a /proc/<pid>/mem or an address map (under any name) is closed again. */
+/* A file the scorer reads after the run, or the compiled model that holds the run's token: the
+ * fast path's flag file and a `.vvp` (its flag lines carry the token), Verilator's coverage.dat
+ * and run-end file, the guard's own record file. The simulator writes them through stdio
+ * (fopen, ofstream), whose opens stay inside libc and never reach the wrappers below; a test's
+ * Python reaches them only through open/openat/rename/link/truncate, which these wrappers refuse
+ * (red team: a test read the token from /model/sim.vvp and appended flag lines with every flag
+ * set, reward 2.0; a thread could rewrite coverage.dat after the model wrote it). */
+static int scorer_file(const char *path) {
+    if (!path) return 0;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    static const char *names[] = {"rs_fastcov.txt", "coverage.dat", "rs_end.txt", "rs_guard.jsonl", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(base, names[i]) == 0) return 1;
+    return strncmp(base, "rs_cov_", 7) == 0 || (n >= 4 && strcmp(base + n - 4, ".vvp") == 0);
+}
+
+static int refused_file(const char *path) {
+    if (!armed || !scorer_file(path)) return 0;
+    errno = EACCES;
+    return 1;
+}
+
+/* After an open succeeded: a /proc/<pid>/mem, an address map or a scorer file (under any name:
+ * a symlink, /proc/self/fd/<n>, `..`) is closed again. */
 static int checked_fd(int fd) {
-    struct statfs fs;
-    if (!armed || fd < 0 || fstatfs(fd, &fs) != 0 || fs.f_type != PROC_MAGIC) return fd;
-    char link[64], target[256];
+    if (!armed || fd < 0) return fd;
+    char link[64], target[4096];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, target, sizeof target - 1);
-    if (n > 0) {
-        target[n] = 0;
-        size_t len = (size_t)n;
-        if (len >= 4 && (strcmp(target + len - 4, "/mem") == 0 || address_map(target))) {
-            close(fd);
-            errno = EACCES;
-            return -1;
-        }
+    if (n <= 0) return fd;
+    target[n] = 0;
+    size_t len = (size_t)n;
+    struct statfs fs;
+    int proc = fstatfs(fd, &fs) == 0 && fs.f_type == PROC_MAGIC;
+    if ((proc && len >= 4 && (strcmp(target + len - 4, "/mem") == 0 || address_map(target))) ||
+        (!proc && target[0] == '/' && scorer_file(target))) {
+        close(fd);
+        errno = EACCES;
+        return -1;
     }
     return fd;
 }
@@ -379,6 +408,7 @@ static int checked_fd(int fd) {
     }
 
 int open(const char *path, int flags, ...) {
+    if (refused_file(path)) return -1;
     static open_t real;
     OPEN_MODE(flags, mode)
     if (!real) real = (open_t)next_fn("open");
@@ -386,6 +416,7 @@ int open(const char *path, int flags, ...) {
 }
 
 int open64(const char *path, int flags, ...) {
+    if (refused_file(path)) return -1;
     static open_t real;
     OPEN_MODE(flags, mode)
     if (!real) real = (open_t)next_fn("open64");
@@ -393,6 +424,7 @@ int open64(const char *path, int flags, ...) {
 }
 
 int openat(int dirfd, const char *path, int flags, ...) {
+    if (refused_file(path)) return -1;
     static openat_t real;
     OPEN_MODE(flags, mode)
     if (!real) real = (openat_t)next_fn("openat");
@@ -400,6 +432,7 @@ int openat(int dirfd, const char *path, int flags, ...) {
 }
 
 int openat64(int dirfd, const char *path, int flags, ...) {
+    if (refused_file(path)) return -1;
     static openat_t real;
     OPEN_MODE(flags, mode)
     if (!real) real = (openat_t)next_fn("openat64");
@@ -549,13 +582,219 @@ int posix_spawnp(void *pid, const char *file, const void *actions, const void *a
 typedef int (*open2_t)(const char *, int);
 
 int __open_2(const char *path, int flags) {
+    if (refused_file(path)) return -1;
     static open2_t real;
     if (!real) real = (open2_t)next_fn("__open_2");
     return checked_fd(real(path, flags));
 }
 
 int __open64_2(const char *path, int flags) {
+    if (refused_file(path)) return -1;
     static open2_t real;
     if (!real) real = (open2_t)next_fn("__open64_2");
     return checked_fd(real(path, flags));
+}
+
+/* --- the scorer's files cannot be renamed, linked, truncated or made by another name ------- */
+typedef int (*rename_t)(const char *, const char *);
+typedef int (*renameat_t)(int, const char *, int, const char *);
+typedef int (*renameat2_t)(int, const char *, int, const char *, unsigned int);
+typedef int (*linkat_t)(int, const char *, int, const char *, int);
+typedef int (*truncate_t)(const char *, off_t);
+
+int rename(const char *old, const char *new) {
+    static rename_t real;
+    if (refused_file(old) || refused_file(new)) return -1;
+    if (!real) real = (rename_t)next_fn("rename");
+    return real(old, new);
+}
+
+int renameat(int olddir, const char *old, int newdir, const char *new) {
+    static renameat_t real;
+    if (refused_file(old) || refused_file(new)) return -1;
+    if (!real) real = (renameat_t)next_fn("renameat");
+    return real(olddir, old, newdir, new);
+}
+
+int renameat2(int olddir, const char *old, int newdir, const char *new, unsigned int flags) {
+    static renameat2_t real;
+    if (refused_file(old) || refused_file(new)) return -1;
+    if (!real) real = (renameat2_t)next_fn("renameat2");
+    return real(olddir, old, newdir, new, flags);
+}
+
+int link(const char *old, const char *new) {
+    static rename_t real;
+    if (refused_file(old) || refused_file(new)) return -1;
+    if (!real) real = (rename_t)next_fn("link");
+    return real(old, new);
+}
+
+int linkat(int olddir, const char *old, int newdir, const char *new, int flags) {
+    static linkat_t real;
+    if (refused_file(old) || refused_file(new)) return -1;
+    if (!real) real = (linkat_t)next_fn("linkat");
+    return real(olddir, old, newdir, new, flags);
+}
+
+int symlink(const char *target, const char *name) {
+    static rename_t real;
+    if (refused_file(name)) return -1;
+    if (!real) real = (rename_t)next_fn("symlink");
+    return real(target, name);
+}
+
+int symlinkat(const char *target, int dir, const char *name) {
+    typedef int (*symlinkat_t)(const char *, int, const char *);
+    static symlinkat_t real;
+    if (refused_file(name)) return -1;
+    if (!real) real = (symlinkat_t)next_fn("symlinkat");
+    return real(target, dir, name);
+}
+
+int truncate(const char *path, off_t length) {
+    static truncate_t real;
+    if (refused_file(path)) return -1;
+    if (!real) real = (truncate_t)next_fn("truncate");
+    return real(path, length);
+}
+
+int truncate64(const char *path, off_t length) {
+    static truncate_t real;
+    if (refused_file(path)) return -1;
+    if (!real) real = (truncate_t)next_fn("truncate64");
+    return real(path, length);
+}
+
+/* --- nor written through a descriptor the test did not open -----------------------------
+ * Between a final block's $fopen and $fclose (or after Verilator's model opened coverage.dat) a
+ * thread of the test could find the descriptor in /proc/self/fd and write, truncate or map it.
+ * The simulator's own writes go through stdio inside libc (vvp) or libstdc++ (Verilator's
+ * ofstream); any other caller's write to a scorer file is refused. */
+static int scorer_fd(int fd, void *caller) {
+    if (!armed || fd < 0) return 0;
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) return 0;
+    target[n] = 0;
+    if (target[0] != '/' || !scorer_file(target)) return 0;
+    Dl_info info;
+    if (dladdr(caller, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) return 0;
+    errno = EACCES;
+    return 1;
+}
+
+#define CALLER __builtin_return_address(0)
+
+ssize_t write(int fd, const void *buf, size_t count) {
+    typedef ssize_t (*write_t)(int, const void *, size_t);
+    static write_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (write_t)next_fn("write");
+    return real(fd, buf, count);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int n) {
+    typedef ssize_t (*writev_t)(int, const struct iovec *, int);
+    static writev_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (writev_t)next_fn("writev");
+    return real(fd, iov, n);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
+    typedef ssize_t (*pwrite_t)(int, const void *, size_t, off_t);
+    static pwrite_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (pwrite_t)next_fn("pwrite");
+    return real(fd, buf, count, offset);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t count, off_t offset) {
+    typedef ssize_t (*pwrite_t)(int, const void *, size_t, off_t);
+    static pwrite_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (pwrite_t)next_fn("pwrite64");
+    return real(fd, buf, count, offset);
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t offset) {
+    typedef ssize_t (*pwritev_t)(int, const struct iovec *, int, off_t);
+    static pwritev_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (pwritev_t)next_fn("pwritev");
+    return real(fd, iov, n, offset);
+}
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t offset, int flags) {
+    typedef ssize_t (*pwritev2_t)(int, const struct iovec *, int, off_t, int);
+    static pwritev2_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (pwritev2_t)next_fn("pwritev2");
+    return real(fd, iov, n, offset, flags);
+}
+
+int ftruncate(int fd, off_t length) {
+    typedef int (*ftruncate_t)(int, off_t);
+    static ftruncate_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (ftruncate_t)next_fn("ftruncate");
+    return real(fd, length);
+}
+
+int ftruncate64(int fd, off_t length) {
+    typedef int (*ftruncate_t)(int, off_t);
+    static ftruncate_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (ftruncate_t)next_fn("ftruncate64");
+    return real(fd, length);
+}
+
+int fallocate(int fd, int mode, off_t offset, off_t len) {
+    typedef int (*fallocate_t)(int, int, off_t, off_t);
+    static fallocate_t real;
+    if (scorer_fd(fd, CALLER)) return -1;
+    if (!real) real = (fallocate_t)next_fn("fallocate");
+    return real(fd, mode, offset, len);
+}
+
+void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+    typedef void *(*mmap_t)(void *, size_t, int, int, int, off_t);
+    static mmap_t real;
+    if ((prot & PROT_WRITE) && (flags & MAP_SHARED) && scorer_fd(fd, CALLER)) return MAP_FAILED;
+    if (!real) real = (mmap_t)next_fn("mmap");
+    return real(addr, length, prot, flags, fd, offset);
+}
+
+void *mmap64(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+    typedef void *(*mmap_t)(void *, size_t, int, int, int, off_t);
+    static mmap_t real;
+    if ((prot & PROT_WRITE) && (flags & MAP_SHARED) && scorer_fd(fd, CALLER)) return MAP_FAILED;
+    if (!real) real = (mmap_t)next_fn("mmap64");
+    return real(addr, length, prot, flags, fd, offset);
+}
+
+ssize_t sendfile(int out, int in, off_t *offset, size_t count) {
+    typedef ssize_t (*sendfile_t)(int, int, off_t *, size_t);
+    static sendfile_t real;
+    if (scorer_fd(out, CALLER)) return -1;
+    if (!real) real = (sendfile_t)next_fn("sendfile");
+    return real(out, in, offset, count);
+}
+
+ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_off, size_t len, unsigned int flags) {
+    typedef ssize_t (*cfr_t)(int, off_t *, int, off_t *, size_t, unsigned int);
+    static cfr_t real;
+    if (scorer_fd(out, CALLER)) return -1;
+    if (!real) real = (cfr_t)next_fn("copy_file_range");
+    return real(in, in_off, out, out_off, len, flags);
+}
+
+ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off, size_t len, unsigned int flags) {
+    typedef ssize_t (*splice_t)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+    static splice_t real;
+    if (scorer_fd(out, CALLER)) return -1;
+    if (!real) real = (splice_t)next_fn("splice");
+    return real(in, in_off, out, out_off, len, flags);
 }
