@@ -152,3 +152,21 @@ def test_the_flag_reader_counts_each_line_once() -> None:
             read_points(text, "tok", inst)
     # another token's lines (an earlier run's, a forged file's) are not this run's
     assert read_points(f"{module_line}\n{toggle_line}\n{forged.replace('tok', 'old')}\n", "tok", inst) == points
+
+
+def test_a_respelled_flag_line_is_a_repeat() -> None:
+    """`02` is index 2 and `c.__rs_zz` the instance `c` to the reader: such a line beside the
+    design's own is a repeat (red team 12-04: respelled indices slipped past a text compare)."""
+    from reward_service.fastcov.instrument import instrument
+    from reward_service.fastcov.results import read_points
+
+    inst = instrument(COUNTER, toplevel="c")
+    module_line, toggle_line = _flag_lines("tok")
+    words = toggle_line.split()
+    for respelled in (f"0{words[3]}", f"+{words[3]}"):
+        line = " ".join([*words[:3], respelled, *words[4:]])
+        with pytest.raises(ValueError, match="repeats"):
+            read_points(f"{module_line}\n{toggle_line}\n{line}\n", "tok", inst)
+    scoped = " ".join([*words[:5], "c.__rs_zz", *words[6:]])
+    with pytest.raises(ValueError, match="repeats"):
+        read_points(f"{module_line}\n{toggle_line}\n{scoped}\n", "tok", inst)

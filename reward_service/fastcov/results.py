@@ -58,7 +58,7 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
     each element line of a signal is written once by the design's final blocks: a line of this
     run that repeats was written by something else (the test) and raises ``ValueError``."""
     items: dict[tuple, Item] = {}
-    written: set[tuple[str, ...]] = set()
+    written: set[tuple] = set()
     instances: dict[str, dict[str, str]] = {}  # module -> instance path -> parameter values
     toggles: list[list[str]] = []
     seen = False
@@ -67,9 +67,11 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
         if len(words) < 2 or words[0] != token:
             continue
         seen = True
-        key = tuple(words[1:4] if words[1] == "F" else words[1:6])
+        key = _line_key(words)
         if key in written:
-            raise ValueError(f"flag file: the line of {' '.join(key[1:])} repeats (not written by the design)")
+            raise ValueError(
+                f"flag file: the line of {' '.join(map(str, key[1:]))} repeats (not written by the design)"
+            )
         written.add(key)
         if words[1] == "F" and len(words) == 7:
             _module, path, params, bits, scopes = words[2:]
@@ -94,6 +96,18 @@ def read_items(text: str, token: str, inst: Instrumented) -> list[Item]:
         raise FlagFileError("the simulation wrote no coverage flags (it did not reach an ending)")
     _toggle_points(items, toggles, instances, inst)
     return list(items.values())
+
+
+def _line_key(words: list[str]) -> tuple:
+    """What a flag line counts for, as the reader parses it: the instance (module line) or the
+    instance, signal and element (element line), whatever the spelling (``02`` is index 2, a
+    generate scope's path without our own segments). ``ValueError`` on a malformed number."""
+    if words[1] == "F":
+        return tuple(words[1:4])
+    if len(words) < 6:
+        return tuple(words[1:])
+    path = ".".join(seg for seg in words[5].split(".") if seg and not seg.startswith(PREFIX))
+    return words[1], words[2], int(words[3]), _element_key(words[4]), path
 
 
 def _add(items: dict, key: tuple, hier: str, count: int) -> None:

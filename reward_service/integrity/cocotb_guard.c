@@ -60,12 +60,25 @@ static struct {
     int log_fd;
     char top[512];
     char ports[16384]; /* ",a,b,c," */
-} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}};
+    char cwd[4096];    /* the step's working directory when the simulator started (/work) */
+} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}, {0}};
 #define armed st.armed
 #define record_fd st.record_fd
 #define log_fd st.log_fd
 #define top st.top
 #define ports st.ports
+
+/* The scorer's files the simulator itself created (see fopen64 below): read-only but while the
+ * guard notes a new one, so a raw memory write cannot make a file the test planted count as one. */
+#define MADE_SLOTS 8
+static struct {
+    int n;
+    struct {
+        char name[64];
+        dev_t dev;
+        ino_t ino;
+    } files[MADE_SLOTS];
+} __attribute__((aligned(4096))) made;
 
 typedef void (*set_int_t)(void *, int32_t, int);
 typedef void (*set_real_t)(void *, double, int);
@@ -132,6 +145,8 @@ __attribute__((constructor)) static void guard_init(void) {
     snprintf(ports, sizeof ports, ",%s,", p ? p : "");
     /* A saved copy of stderr: the test may redirect fd 2 (it can still close this one). */
     log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
+    if (!getcwd(st.cwd, sizeof st.cwd)) st.cwd[0] = 0;
+    mprotect(&made, sizeof made, PROT_READ);
     if (f && *f) record_fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     armed = 1;
@@ -623,23 +638,35 @@ int renameat2(int olddir, const char *old, int newdir, const char *new, unsigned
     return real(olddir, old, newdir, new, flags);
 }
 
+/* A hard link's source through a symlink (`linkat(.., AT_SYMLINK_FOLLOW)`) is the file it names. */
+static int refused_source(const char *old) {
+    char resolved[4096];
+    return refused_file(old) || (armed && old && realpath(old, resolved) && refused_file(resolved));
+}
+
 int link(const char *old, const char *new) {
     static rename_t real;
-    if (refused_file(old) || refused_file(new)) return -1;
+    if (refused_source(old) || refused_file(new)) return -1;
     if (!real) real = (rename_t)next_fn("link");
     return real(old, new);
 }
 
 int linkat(int olddir, const char *old, int newdir, const char *new, int flags) {
     static linkat_t real;
-    if (refused_file(old) || refused_file(new)) return -1;
+    /* relative to a directory descriptor or an open file (AT_EMPTY_PATH): not resolvable here,
+     * and no test needs it */
+    if (armed && (olddir != AT_FDCWD || (flags & AT_EMPTY_PATH))) {
+        errno = EACCES;
+        return -1;
+    }
+    if (refused_source(old) || refused_file(new)) return -1;
     if (!real) real = (linkat_t)next_fn("linkat");
     return real(olddir, old, newdir, new, flags);
 }
 
 int symlink(const char *target, const char *name) {
     static rename_t real;
-    if (refused_file(name)) return -1;
+    if (refused_file(name) || refused_file(target)) return -1;
     if (!real) real = (rename_t)next_fn("symlink");
     return real(target, name);
 }
@@ -647,7 +674,7 @@ int symlink(const char *target, const char *name) {
 int symlinkat(const char *target, int dir, const char *name) {
     typedef int (*symlinkat_t)(const char *, int, const char *);
     static symlinkat_t real;
-    if (refused_file(name)) return -1;
+    if (refused_file(name) || refused_file(target)) return -1;
     if (!real) real = (symlinkat_t)next_fn("symlinkat");
     return real(target, dir, name);
 }
@@ -798,3 +825,88 @@ ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off, size_t len, uns
     if (!real) real = (splice_t)next_fn("splice");
     return real(in, in_off, out, out_off, len, flags);
 }
+
+/* --- the simulator writes its scorer files fresh, where it started -----------------------
+ * vvp's $fopen (vpi_fopen) and Verilator's ofstream (libstdc++) open through fopen64; a test's
+ * Python never calls fopen (no ctypes). Whatever the test left under a scorer file's name
+ * before (a file made with mknod, a hard link it writes through, a read-only file, a directory,
+ * a FIFO) is moved out of the way at the simulator's first open, which creates a new file
+ * (O_EXCL) under the directory the simulator started in (a test's chdir does not move it); a
+ * later open (the next final block's append) must find that same file (red team 12-04: a hard
+ * link made through a symlink, written after the model's own write; a chdir sending the model's
+ * coverage.dat elsewhere; reward 2.0 on every engine). */
+typedef FILE *(*fopen_t)(const char *, const char *);
+
+static int made_slot(const char *base) {
+    for (int i = 0; i < made.n; i++)
+        if (strcmp(made.files[i].name, base) == 0) return i;
+    return -1;
+}
+
+static void note_made(const char *base, const struct stat *sb) {
+    if (made.n >= MADE_SLOTS || strlen(base) >= sizeof made.files[0].name) return;
+    if (mprotect(&made, sizeof made, PROT_READ | PROT_WRITE) != 0) return;
+    snprintf(made.files[made.n].name, sizeof made.files[0].name, "%s", base);
+    made.files[made.n].dev = sb->st_dev;
+    made.files[made.n].ino = sb->st_ino;
+    made.n++;
+    mprotect(&made, sizeof made, PROT_READ);
+}
+
+/* Moves what stands at `full` out of the way (a directory under a new name, anything else
+ * unlinked). 0 when nothing is there any more. */
+static int clear_place(const char *full) {
+    struct stat sb;
+    if (lstat(full, &sb) != 0) return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(sb.st_mode)) return syscall(SYS_unlinkat, AT_FDCWD, full, 0) == 0 ? 0 : -1;
+    char aside[8400];
+    for (int i = 0; i < 16; i++) {
+        snprintf(aside, sizeof aside, "%s.made-by-test.%d.%d", full, (int)getpid(), i);
+        if (syscall(SYS_renameat2, AT_FDCWD, full, AT_FDCWD, aside, 1 /* RENAME_NOREPLACE */) == 0) return 0;
+    }
+    return -1;
+}
+
+static FILE *scorer_fopen(const char *which, const char *path, const char *mode) {
+    static fopen_t real_fopen, real_fopen64;
+    fopen_t *slot = strcmp(which, "fopen") == 0 ? &real_fopen : &real_fopen64;
+    if (!*slot) *slot = (fopen_t)next_fn(which);
+    int writes = mode && (strchr(mode, 'w') || strchr(mode, 'a') || strchr(mode, '+'));
+    if (!armed || !path || !writes || !scorer_file(path) || !st.cwd[0]) return (*slot)(path, mode);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char full[8300];
+    if (path[0] == '/')
+        snprintf(full, sizeof full, "%s", path);
+    else
+        snprintf(full, sizeof full, "%s/%s", st.cwd, path);
+    int append = strchr(mode, 'a') != NULL;
+    int at = made_slot(base);
+    int fd = -1;
+    if (at >= 0 && append) { /* a later final block: the file this process made, still in place */
+        fd = (int)syscall(SYS_openat, AT_FDCWD, full, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+        struct stat sb;
+        if (fd >= 0 && (fstat(fd, &sb) != 0 || sb.st_dev != made.files[at].dev || sb.st_ino != made.files[at].ino)) {
+            close(fd);
+            errno = EACCES;
+            return NULL;
+        }
+    } else {
+        if (clear_place(full) != 0) {
+            errno = EACCES;
+            return NULL;
+        }
+        int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : 0);
+        fd = (int)syscall(SYS_openat, AT_FDCWD, full, flags, 0644);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && at < 0) note_made(base, &sb);
+    }
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) close(fd);
+    return f;
+}
+
+FILE *fopen(const char *path, const char *mode) { return scorer_fopen("fopen", path, mode); }
+
+FILE *fopen64(const char *path, const char *mode) { return scorer_fopen("fopen64", path, mode); }

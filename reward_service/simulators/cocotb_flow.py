@@ -637,6 +637,12 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
         out.ended_by = "no_tests"
     died = _died_on_our_runtime(out, runtime, simulator.name)
     other = _other_runtime(runtime, simulator.name, toolchain) if died is not None else None
+    if died is not None and other is None and runtime.detection is not None:
+        if runtime.detection.runtime == runtime.name:
+            # no idiom of another version and no other runtime to try here: nothing was picked
+            # wrongly, the death is the test's own (a test can raise such a message itself and
+            # would be dropped as our sandbox_error: red team 12-04)
+            died = None
     if died is not None and other is not None and job.cocotb_runtime == cocotb_runtime.AUTO:
         # routed to the runtime it may have been written for, and scored on that run whatever
         # it does there: a test that dies on both runtimes' APIs (or only says it does, in its
@@ -768,8 +774,10 @@ def no_test_ran(
     # and can kill the driver before it writes): ours only when the step's exit code agrees,
     # bwrap's 1 when it could not start the driver, the driver's own 2/3 when the runner failed.
     if not status and out.run.exit_code == 1:  # no status: the driver never ran
-        started = next((line for line in out.run.output.splitlines() if line.startswith("bwrap: ")), None)
-        if started:  # bubblewrap could not start it (e.g. a runtime's Python not bound)
+        # bubblewrap could not start it (e.g. a runtime's Python not bound): its one line is all
+        # the output (a test can print a `bwrap: ` line of its own, then die: red team 12-04)
+        started = out.run.output.strip()
+        if started.startswith("bwrap: ") and "\n" not in started:
             return Status.sandbox_error, f"the sandbox could not start the cocotb driver: {started}"
     if status.get("exit") in _RUNNER_FAILED and out.run.exit_code == status.get("exit"):
         return Status.sandbox_error, f"the cocotb runner failed, no test ran: {status.get('error')}"
