@@ -125,3 +125,25 @@ def test_host_toolchain_names_icarus_as_it_prints_itself_without_an_empty_tag():
     printed = subprocess.run(["iverilog", "-V"], capture_output=True, text=True).stdout.splitlines()[0]
     expected = printed.removeprefix("Icarus Verilog version ").removesuffix("()").strip()
     assert host_toolchain().versions["iverilog"] == expected and "()" not in expected
+
+
+def test_the_build_files_are_made_writable_again_but_not_through_a_symlink(tmp_path):
+    """After the step the work dir must be removable by a worker that is not root: the files the
+    step made read-only get their owner's write bit back; a symlink left in their place (the
+    step's own) is not followed."""
+    from reward_service.simulators.icarus import _STATUS_FILES, _writable_again
+
+    obj, outside = tmp_path / "obj", tmp_path / "outside"
+    (obj / "status").mkdir(parents=True)
+    outside.write_text("x")
+    outside.chmod(0o444)
+    (obj / "sim.vvp").write_text("vvp")
+    for name in _STATUS_FILES[1:]:
+        (obj / "status" / name).write_text("0")
+    (obj / "status" / _STATUS_FILES[0]).symlink_to(outside)
+    for path in [obj / "sim.vvp", *(obj / "status" / n for n in _STATUS_FILES[1:]), obj / "status", obj]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    _writable_again(obj)
+    written = [obj, obj / "status", obj / "sim.vvp", *(obj / "status" / n for n in _STATUS_FILES[1:])]
+    assert all(p.stat().st_mode & 0o777 in (0o755, 0o644) for p in written), [oct(p.stat().st_mode) for p in written]
+    assert outside.stat().st_mode & 0o777 == 0o444

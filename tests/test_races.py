@@ -371,6 +371,25 @@ def corpus_sources() -> list[tuple[str, sv.SvSources]]:
     }
     stimulus = {"tb.sv": "module tb; logic clk = 0; d dut(.clk(clk)); endmodule\n", "hdr.svh": "q = q + 1;\n"}
     out.append(("design_includes_stimulus", sv.SvSources(included, stimulus, {})))
+    # host code: the design's own `$c` (not the stimulus's), a design macro the stimulus expands,
+    # a DPI import, and a design that includes a stimulus header calling `$c`
+    host = {
+        "d.sv": '`define HC $c\nmodule d(input clk); initial $c("int d_own;"); endmodule\n',
+        "h.sv": 'module h(input clk);\n  always @(posedge clk) begin\n  `include "hc.svh"\n  end\nendmodule\n',
+    }
+    tb_host = (
+        "module tb; logic clk = 0; d dut(.clk(clk));\n"
+        '  import "DPI-C" function int rs_f();\n  initial `HC("int tb_own;");\nendmodule\n'
+    )
+    out.append(("host_code_in_stimulus", sv.SvSources({"d.sv": host["d.sv"]}, {"tb.sv": tb_host}, {})))
+    stimulus = {"tb.sv": "module tb; logic clk = 0; h dut(.clk(clk)); endmodule\n", "hc.svh": '$c("int x;");\n'}
+    out.append(("design_includes_host_code", sv.SvSources({"h.sv": host["h.sv"]}, stimulus, {})))
+    pasted = '`define P(a) $``a\nmodule tb; logic clk = 0; h dut(.clk(clk));\n  initial `P(c)("int y;");\nendmodule\n'
+    out.append(("pasted_host_code", sv.SvSources({"h.sv": host["h.sv"]}, {"tb.sv": pasted, "hc.svh": ""}, {})))
+    defined = 'module tb; logic clk = 0; h dut(.clk(clk));\n  initial `HC("int y;");\nendmodule\n'
+    out.append(
+        ("defined_host_code", sv.SvSources({"h.sv": host["h.sv"]}, {"tb.sv": defined, "hc.svh": ""}, {"HC": "$c"}))
+    )
     return out
 
 
@@ -395,6 +414,12 @@ def test_shortcuts_find_what_the_full_walk_finds():
             assert {(v.kind, v.target) for v in again.violations} == {(v.kind, v.target) for v in full.violations}
         if name == "design_includes_stimulus":
             assert [(v.file, v.target) for v in fast.violations] == [("hdr.svh", "tb.dut.q")]
+        if name == "host_code_in_stimulus":  # the design's own $c is the design's
+            assert [(f, what) for f, _, what in fast.host_code] == [("tb.sv", "a DPI import/export"), ("tb.sv", "$c")]
+        if name == "design_includes_host_code":
+            assert [(f, what) for f, _, what in fast.host_code] == [("hc.svh", "$c")]
+        if name in ("pasted_host_code", "defined_host_code"):  # a `$c` no file spells
+            assert [(f, what) for f, _, what in fast.host_code] == [("tb.sv", "$c")], name
     assert total_races >= 20
 
 

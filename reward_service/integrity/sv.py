@@ -52,6 +52,11 @@ _ROOT = "/rs/"  # where the in-memory files live (includes resolve among them, n
 _SK = ast.SymbolKind
 #: Verilator's inline C++ system functions and tasks ($c, $c8.., $cpure, $cpure8..)
 _HOST_CALL = re.compile(r"\$c(?:pure)?\d*")
+#: What a text holds where it makes a host call or a DPI import/export: a `$c` name, or the
+#: `import`/`export` keyword and `DPI` string such a declaration needs, spelled in the text
+#: itself or pasted together by a macro (``` `` ```); a stringified macro argument (`` `" ``)
+#: makes a string, never a name. Texts without any of these make neither.
+_HOST_HINT = re.compile(r"\$c|``|import|export|DPI")
 _EK = ast.ExpressionKind
 _SX = syntax.SyntaxKind
 
@@ -189,6 +194,7 @@ class _Checker:
         foreign = hdl.foreign_files(self.sm, [_ROOT + n for n in self.data])
         if foreign:  # nothing read from such a file may reach the result
             return SvCheck(violations=(), overrides=(), foreign_files=tuple(foreign))
+        self.design_code_is_designs = self.shortcuts and self._design_code_is_designs()
         host_code = self._host_code(trees)
         if host_code:
             return SvCheck(violations=(), overrides=(), host_code=host_code)
@@ -200,7 +206,6 @@ class _Checker:
         errors = parse_errors or any(
             d.isError() and d.code not in _BINDING_NEUTRAL for d in compilation.getAllDiagnostics()
         )
-        self.design_code_is_designs = self.shortcuts and self._design_code_is_designs()
         try:
             self._elaborated(root)
             self._port_drivers()
@@ -231,6 +236,8 @@ class _Checker:
         (a raw-text screen misses `` `define HC $c `` or a macro-made `import`): each `$c...`
         system name and each DPI import/export whose expansion site is a stimulus file (a
         design's own use is the design's), ``(file, line, construct)``."""
+        if self.shortcuts and not any(_HOST_HINT.search(text) for text in self._texts()):
+            return ()
         found: list[tuple[str | None, int, str]] = []
         # called for every token and node of design and stimulus on each sample: the names it
         # reads are bound here once (module attribute lookups were half its cost)
@@ -248,8 +255,27 @@ class _Checker:
             return advance
 
         for tree in trees:
-            tree.root.visit(visit)
+            if not self.design_code_is_designs:
+                tree.root.visit(visit)
+                continue
+            for member in tree.root.members:
+                # a member that begins and ends in design files is design code alone (the design
+                # files come first and none includes a stimulus file), where nothing found is
+                # reported: most of the tokens on a large DUT
+                ends = (member.getFirstToken(), member.getLastToken())
+                if not all(t is not None and self._in_design(t.location) for t in ends):
+                    member.visit(visit)
         return tuple(sorted({(f, line, what) for f, line, what in found if f is not None and f in self.stimulus_names}))
+
+    def _texts(self) -> list[str]:
+        """Every text the preprocessor reads: the request's files and its defines."""
+        defines = self.sources.defines
+        return [
+            *self.sources.design.values(),
+            *self.sources.stimulus.values(),
+            *defines,
+            *(v or "" for v in defines.values()),
+        ]
 
     def _parse(self) -> tuple[list[Any], bool]:
         """One syntax tree of every compilation unit (design files first, as the builds order

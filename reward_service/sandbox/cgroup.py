@@ -25,21 +25,22 @@ class CgroupV1:
         name = uuid.uuid4().hex[:16]
         self.memory = ROOT / "memory" / PARENT / name
         self.pids = ROOT / "pids" / PARENT / name
-        self.memory.mkdir(parents=True)
-        self.pids.mkdir(parents=True)
+        _mkdir(self.memory)
+        _mkdir(self.pids)
         limit = str(memory_mb * 1024 * 1024)
-        (self.memory / "memory.limit_in_bytes").write_text(limit)
-        memsw = self.memory / "memory.memsw.limit_in_bytes"
-        if memsw.exists():
-            try:
-                memsw.write_text(limit)
-            except OSError:
-                pass  # swap accounting off: memory.limit_in_bytes alone holds (no swap here)
-        (self.pids / "pids.max").write_text(str(processes))
+        _write(self.memory / "memory.limit_in_bytes", limit)
+        try:
+            _write(self.memory / "memory.memsw.limit_in_bytes", limit)
+        except OSError:
+            pass  # no such file, or swap accounting off: memory.limit_in_bytes alone holds (no swap here)
+        _write(self.pids / "pids.max", str(processes))
         self.cpuacct: Path | None = None
+        #: ``cpuacct.usage`` kept open: read several times a step (a look every
+        #: ``proctree.INTERVAL_S``), a ``pread`` costs a twentieth of an open and read
+        self._usage_fd: int | None = None
         if os.access(ROOT / "cpuacct", os.W_OK):
             self.cpuacct = ROOT / "cpuacct" / PARENT / name
-            self.cpuacct.mkdir(parents=True)
+            _mkdir(self.cpuacct)
 
     @staticmethod
     def available() -> bool:
@@ -58,7 +59,9 @@ class CgroupV1:
         if self.cpuacct is None:
             return None
         try:
-            return int((self.cpuacct / "cpuacct.usage").read_text()) / 1e9
+            if self._usage_fd is None:
+                self._usage_fd = os.open(self.cpuacct / "cpuacct.usage", os.O_RDONLY | os.O_CLOEXEC)
+            return int(os.pread(self._usage_fd, 64, 0)) / 1e9
         except (OSError, ValueError):
             return None
 
@@ -66,23 +69,23 @@ class CgroupV1:
         """Whether any process was ever charged memory here, i.e. the step entered the group
         (it cannot run without touching a page)."""
         try:
-            return int((self.memory / "memory.max_usage_in_bytes").read_text()) > 0
+            return int(_read(self.memory / "memory.max_usage_in_bytes")) > 0
         except (OSError, ValueError):
             return False
 
     def oom(self) -> bool:
         """Whether the memory limit was hit (an OOM kill or a failed charge)."""
         try:
-            control = (self.memory / "memory.oom_control").read_text()
+            control = _read(self.memory / "memory.oom_control")
             killed = any(row.startswith("oom_kill ") and row.split()[1] != "0" for row in control.splitlines())
-            return killed or int((self.memory / "memory.failcnt").read_text()) > 0
+            return killed or int(_read(self.memory / "memory.failcnt")) > 0
         except OSError:
             return False
 
     def pids_exhausted(self) -> bool:
         """Whether a fork/clone failed on ``pids.max``."""
         try:
-            return int((self.pids / "pids.events").read_text().split()[-1]) > 0
+            return int(_read(self.pids / "pids.events").split()[-1]) > 0
         except (OSError, ValueError, IndexError):
             return False
 
@@ -92,7 +95,7 @@ class CgroupV1:
         way out, gone within a millisecond or two (a fixed 20 ms sleep cost ~9 ms per step)."""
         pause = 0.001
         for _ in range(60):
-            pids = [int(p) for p in (self.pids / "cgroup.procs").read_text().split()]
+            pids = [int(p) for p in _read(self.pids / "cgroup.procs").split()]
             if not pids:
                 return
             for pid in pids:
@@ -105,6 +108,9 @@ class CgroupV1:
 
     def remove(self) -> None:
         """Kill what is left and remove both groups (retrying briefly while they drain)."""
+        if self._usage_fd is not None:
+            os.close(self._usage_fd)
+            self._usage_fd = None
         self.kill_all()
         for path in (self.memory, self.pids, *([self.cpuacct] if self.cpuacct else [])):
             for _ in range(50):
@@ -115,3 +121,29 @@ class CgroupV1:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+# Plain system calls for the few small control files of a step's groups: pathlib's
+# read_text/write_text/mkdir(parents=True) cost several times as much (an io stack, a codec),
+# and a step touches about a dozen of them.
+def _mkdir(path: Path) -> None:
+    try:
+        os.mkdir(path)
+    except FileNotFoundError:  # the parent group, once per hierarchy
+        os.makedirs(path)
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 1 << 16).decode()
+    finally:
+        os.close(fd)

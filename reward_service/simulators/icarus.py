@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -343,9 +344,11 @@ def _read_only(path: Path) -> bool:
 def _writable_again(obj: Path) -> None:
     """Undo the step's ``chmod a-w`` in ``obj`` (bwrap shares the host dir), so the work dir
     can be removed by a worker that is not root."""
+    # one lstat per path (not exists, is_symlink and stat: this runs after every Icarus step)
     for path in (obj, obj / "status", obj / "sim.vvp", *(obj / "status" / name for name in _STATUS_FILES)):
         try:
-            if path.exists() and not path.is_symlink():
-                path.chmod(path.stat().st_mode | 0o200)
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISLNK(mode) and not mode & 0o200:
+                os.chmod(path, stat.S_IMODE(mode) | 0o200)
         except OSError:
             pass
