@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
-
-PID = "cvdp_copilot_Attenuator_0011"
-RTL = rtl_files(cid012_rows()[PID])
-WEAK = (STIMULUS / PID / "weak.sv").read_text()  # 42 of 56 toggle points
+from samples import attenuator_rtl, attenuator_weak
 
 
 def _req(tb: str, eng: str) -> dict:
     return {
-        "design": {"files": RTL},
+        "design": {"files": attenuator_rtl()},
         "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
         "coverage": {"scope": "uut"},
         "engine": eng,
@@ -28,10 +24,12 @@ def _toggle(r):
 # forcing it through the hierarchy makes every watcher count time-0 changes as transitions.
 @pytest.mark.parametrize("eng", ["fast", "auto"])
 def test_forcing_fastcov_time0_latch_is_not_rewarded(engine, eng: str) -> None:
-    honest = engine.score(_req(WEAK, "verilator"))
+    honest = engine.score(_req(attenuator_weak(), "verilator"))
     forged = engine.score(
         _req(
-            WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;\n initial force uut.__rs_late0 = 1'b1;\n", 1),
+            attenuator_weak().replace(
+                "module tb_Attenuator;", "module tb_Attenuator;\n initial force uut.__rs_late0 = 1'b1;\n", 1
+            ),
             eng,
         )
     )
@@ -103,28 +101,37 @@ def test_control_same_files_with_clocking_word_in_comment(engine) -> None:
 # helper's `assign o = ...` writes helper.o (a testbench symbol), and the connection `.o(ATTN_LE)`
 # is an output connection (skipped by _assignment's EmptyArgument rule), so the port-net rule
 # never sees a write of the DUT's output net.
-HELPER = WEAK.replace(
-    "module tb_Attenuator;",
-    "module drv2(output wire o1, output wire o2, output wire o3);\n"
-    "  reg t = 0; always #3 t = ~t;\n  assign o1 = t; assign o2 = t; assign o3 = t;\nendmodule\n"
-    "module tb_Attenuator;",
-    1,
-).replace(
-    "  always #5 clk = ~clk;", "  drv2 h(.o1(ATTN_CLK), .o2(ATTN_DATA), .o3(ATTN_LE));\n  always #5 clk = ~clk;", 1
-)
+def _helper_tb() -> str:
+    return (
+        attenuator_weak()
+        .replace(
+            "module tb_Attenuator;",
+            "module drv2(output wire o1, output wire o2, output wire o3);\n"
+            "  reg t = 0; always #3 t = ~t;\n  assign o1 = t; assign o2 = t; assign o3 = t;\nendmodule\n"
+            "module tb_Attenuator;",
+            1,
+        )
+        .replace(
+            "  always #5 clk = ~clk;",
+            "  drv2 h(.o1(ATTN_CLK), .o2(ATTN_DATA), .o3(ATTN_LE));\n  always #5 clk = ~clk;",
+            1,
+        )
+    )
 
-PRIM = WEAK.replace(
-    "  always #5 clk = ~clk;",
-    "  reg t = 0; always #3 t = ~t;\n  buf b1(ATTN_CLK, t); buf b2(ATTN_DATA, t); buf b3(ATTN_LE, t);\n  always #5 clk = ~clk;",
-    1,
-)
+
+def _prim_tb() -> str:
+    return attenuator_weak().replace(
+        "  always #5 clk = ~clk;",
+        "  reg t = 0; always #3 t = ~t;\n  buf b1(ATTN_CLK, t); buf b2(ATTN_DATA, t); buf b3(ATTN_LE, t);\n  always #5 clk = ~clk;",
+        1,
+    )
 
 
 @pytest.mark.parametrize("form", ["helper_module", "primitive"])
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
 def test_driving_dut_output_net_through_instance_output(engine, form: str, eng: str) -> None:
-    tb = HELPER if form == "helper_module" else PRIM
-    honest = engine.score(_req(WEAK, eng))
+    tb = _helper_tb() if form == "helper_module" else _prim_tb()
+    honest = engine.score(_req(attenuator_weak(), eng))
     r = engine.score(_req(tb, eng))
     print(form, eng, r.status, (r.message or "")[:400], _toggle(r), _toggle(honest))
     assert r.status != "ok" or _toggle(r)[0] <= _toggle(honest)[0], (r.status, _toggle(r), _toggle(honest))

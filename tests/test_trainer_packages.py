@@ -13,6 +13,7 @@ $REWARD_SERVICE_TRAINER_PACKAGES."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import os
 import sys
@@ -53,6 +54,7 @@ def _expected(pid: str, kind: str) -> float:
     return 1.0 + sum(ratios) / len(ratios)
 
 
+@functools.cache
 def _samples() -> list[tuple[str, str, float]]:
     """(problem id, response, expected reward): weak, good, no code for each problem."""
     out = []
@@ -65,7 +67,6 @@ def _samples() -> list[tuple[str, str, float]]:
     return out
 
 
-SAMPLES = _samples()
 PROMPT = "Write a testbench.\n"
 
 
@@ -87,7 +88,7 @@ def tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(
-        [PROMPT] + [s[1] for s in SAMPLES],
+        [PROMPT] + [s[1] for s in _samples()],
         trainers.BpeTrainer(
             vocab_size=400,
             special_tokens=["<|pad|>", "<|endoftext|>"],
@@ -105,12 +106,12 @@ def data_proto(tokenizer):
     from verl import DataProto
 
     prompt = tokenizer(PROMPT)["input_ids"]
-    responses = [tokenizer(text)["input_ids"] + [tokenizer.eos_token_id] for _, text, _ in SAMPLES]
+    responses = [tokenizer(text)["input_ids"] + [tokenizer.eos_token_id] for _, text, _ in _samples()]
     width = max(map(len, responses))
     pad = tokenizer.pad_token_id
     resp = torch.tensor([r + [pad] * (width - len(r)) for r in responses])
     mask = torch.tensor([[1] * len(prompt) + [1] * len(r) + [0] * (width - len(r)) for r in responses])
-    n = len(SAMPLES)
+    n = len(_samples())
     return DataProto.from_dict(
         tensors={
             "prompts": torch.tensor([prompt] * n),
@@ -120,7 +121,9 @@ def data_proto(tokenizer):
         },
         non_tensors={
             "data_source": np.array(["cvdp_cid012"] * n, dtype=object),
-            "reward_model": np.array([{"ground_truth": pid, "style": "rule"} for pid, _, _ in SAMPLES], dtype=object),
+            "reward_model": np.array(
+                [{"ground_truth": pid, "style": "rule"} for pid, _, _ in _samples()], dtype=object
+            ),
             "extra_info": np.array([{"index": i // 3} for i in range(n)], dtype=object),
         },
     )
@@ -167,7 +170,7 @@ def test_verl_reward_loop_worker(service, tokenizer, tmp_path):
     for name in ("compute_score_async", "compute_score"):
         worker = RewardLoopWorker(verl_config(service, name, str(tmp_path / "tok")))
         out = worker.loop.run_until_complete(worker.compute_score_batch(data))
-        assert [o["reward_score"] for o in out] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6), name
+        assert [o["reward_score"] for o in out] == pytest.approx([e for _, _, e in _samples()], abs=1e-6), name
 
 
 @pytest.mark.slow
@@ -176,7 +179,7 @@ def test_verl_legacy_reward_managers(service, tokenizer):
     from verl.workers.reward_manager import BatchRewardManager, NaiveRewardManager
 
     data = data_proto(tokenizer)
-    expected = [e for _, _, e in SAMPLES]
+    expected = [e for _, _, e in _samples()]
     naive = NaiveRewardManager(tokenizer, 0, compute_score=get_custom_reward_fn(verl_config(service, "compute_score")))
     assert last_token_rewards(naive(data), data) == pytest.approx(expected, abs=1e-6)
     batch = BatchRewardManager(
@@ -199,11 +202,11 @@ class OneAnswerEngine:
 
 
 def run_openrlhf(executor, tokenizer) -> list[dict]:
-    engine = OneAnswerEngine([tokenizer(text, add_special_tokens=False)["input_ids"] for _, text, _ in SAMPLES])
+    engine = OneAnswerEngine([tokenizer(text, add_special_tokens=False)["input_ids"] for _, text, _ in _samples()])
     params = SimpleNamespace(max_tokens=None, logprobs=None)
 
     async def rollout():
-        return [await executor.execute(PROMPT, pid, params, 4096, tokenizer, engine) for pid, _, _ in SAMPLES]
+        return [await executor.execute(PROMPT, pid, params, 4096, tokenizer, engine) for pid, _, _ in _samples()]
 
     return asyncio.run(rollout())
 
@@ -214,17 +217,17 @@ def test_openrlhf_remote_reward_url(service, tokenizer):
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     out = run_openrlhf(SingleTurnAgentExecutor(f"{service}/v1/openrlhf/reward"), tokenizer)
-    assert [o["reward"] for o in out] == [pytest.approx([e], abs=1e-6) for _, _, e in SAMPLES]
-    assert [o["scores"] for o in out] == [pytest.approx([max(0.0, e - 1.0)], abs=1e-6) for _, _, e in SAMPLES]
+    assert [o["reward"] for o in out] == [pytest.approx([e], abs=1e-6) for _, _, e in _samples()]
+    assert [o["scores"] for o in out] == [pytest.approx([max(0.0, e - 1.0)], abs=1e-6) for _, _, e in _samples()]
     assert all(set(o["extra_logs"]) == {"coverage", "passed", "no_coverage"} for o in out)
     # many queries, two servers: OpenRLHF shards one batch between the URLs
     both = SingleTurnAgentExecutor([f"{service}/v1/openrlhf/reward"] * 2)
     parts = asyncio.run(
         both._fetch_rewards_via_http(
-            [PROMPT + t for _, t, _ in SAMPLES], [PROMPT] * len(SAMPLES), [pid for pid, _, _ in SAMPLES]
+            [PROMPT + t for _, t, _ in _samples()], [PROMPT] * len(_samples()), [pid for pid, _, _ in _samples()]
         )
     )
-    assert [r for p in parts for r in p["rewards"]] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6)
+    assert [r for p in parts for r in p["rewards"]] == pytest.approx([e for _, _, e in _samples()], abs=1e-6)
 
 
 @pytest.mark.slow
@@ -235,7 +238,7 @@ def test_openrlhf_python_file_reward(service, tokenizer, monkeypatch):
     monkeypatch.setenv("REWARD_SERVICE_URL", service)
     executor = SingleTurnAgentExecutor(openrlhf_adapter.__file__)
     out = run_openrlhf(executor, tokenizer)
-    assert [float(o["reward"][0]) for o in out] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6)
+    assert [float(o["reward"][0]) for o in out] == pytest.approx([e for _, _, e in _samples()], abs=1e-6)
 
 
 def test_openrlhf_swallows_a_failed_reward(tokenizer):
@@ -262,9 +265,9 @@ def test_slime_rm_hub(service):
 
     samples = [
         Sample(prompt=PROMPT, response=text, label=pid, index=i, group_index=i // 3)
-        for i, (pid, text, _) in enumerate(SAMPLES)
+        for i, (pid, text, _) in enumerate(_samples())
     ]
-    expected = [e for _, _, e in SAMPLES]
+    expected = [e for _, _, e in _samples()]
     args = SimpleNamespace(
         custom_rm_path="reward_service.adapters.slime.reward_func", rm_type=None, reward_service_url=service
     )
