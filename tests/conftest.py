@@ -229,6 +229,15 @@ def run_trainer_example(
 
 
 @pytest.fixture(scope="module")
+def trl_extra() -> None:
+    """Skips the module's tests when the `trl` extra (torch, transformers, trl) is not installed in
+    this interpreter, the one :func:`run_trainer_example` runs an example with. Request it before
+    :func:`trainer_service` so that no service is started for nothing."""
+    for name in ("torch", "transformers", "trl"):
+        pytest.importorskip(name, reason=f"{name} is not installed (the `trl` extra: scripts/install.sh --test)")
+
+
+@pytest.fixture(scope="module")
 def trainer_service(shared_cache_dir, tmp_path_factory) -> Iterator[str]:
     """:func:`embedded_service` for one test module (the trainer end-to-end tests); its URL."""
     with embedded_service(shared_cache_dir, tmp_path_factory.mktemp("results")) as url:

@@ -20,9 +20,7 @@ import sys
 from copy import deepcopy
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
-import torch  # the `trl` extra (scripts/install.sh --test)
 from conftest import CID012, STIMULUS, case_expected, embedded_service, free_port
 
 from reward_service.adapters import openrlhf as openrlhf_adapter
@@ -78,9 +76,26 @@ def service(shared_cache_dir, tmp_path_factory):
         yield url
 
 
+# The trainer packages (torch, transformers: the `trl` extra; verl: `trainers`; OpenRLHF's wheel in
+# $REWARD_SERVICE_TRAINER_PACKAGES) are imported by the fixtures and tests that use them, so the
+# module collects without them and those tests are skipped (scripts/install.sh --test installs them).
+@pytest.fixture(scope="module")
+def verl():
+    """The verl package, or the test is skipped."""
+    return pytest.importorskip("verl")
+
+
+@pytest.fixture(scope="module")
+def single_turn_executor():
+    """OpenRLHF's SingleTurnAgentExecutor class, or the test is skipped."""
+    return pytest.importorskip("openrlhf.utils.agent").SingleTurnAgentExecutor
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     """A byte-level BPE tokenizer trained on the samples (no hub download)."""
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("transformers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -103,6 +118,8 @@ def tokenizer():
 def data_proto(tokenizer):
     """A verl rollout batch as the trainer hands it to the reward code: left-padded prompts,
     right-padded responses, attention mask over both, and the dataset's non-tensor fields."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
     from verl import DataProto
 
     prompt = tokenizer(PROMPT)["input_ids"]
@@ -160,7 +177,7 @@ def last_token_rewards(reward_tensor, data) -> list[float]:
 
 
 @pytest.mark.slow
-def test_verl_reward_loop_worker(service, tokenizer, tmp_path):
+def test_verl_reward_loop_worker(verl, tokenizer, service, tmp_path):
     """verl 0.9's default path: RewardLoopWorker (a Ray actor in a run; here the class itself) loads
     the custom reward function from the adapter file and scores each sample with the naive manager."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
@@ -174,7 +191,7 @@ def test_verl_reward_loop_worker(service, tokenizer, tmp_path):
 
 
 @pytest.mark.slow
-def test_verl_legacy_reward_managers(service, tokenizer):
+def test_verl_legacy_reward_managers(verl, tokenizer, service):
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.workers.reward_manager import BatchRewardManager, NaiveRewardManager
 
@@ -212,16 +229,14 @@ def run_openrlhf(executor, tokenizer) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_openrlhf_remote_reward_url(service, tokenizer):
+def test_openrlhf_remote_reward_url(single_turn_executor, tokenizer, service):
     """OpenRLHF's single-turn executor: decodes prompt + response, POSTs it to --reward.remote_url."""
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    out = run_openrlhf(SingleTurnAgentExecutor(f"{service}/v1/openrlhf/reward"), tokenizer)
+    out = run_openrlhf(single_turn_executor(f"{service}/v1/openrlhf/reward"), tokenizer)
     assert [o["reward"] for o in out] == [pytest.approx([e], abs=1e-6) for _, _, e in _samples()]
     assert [o["scores"] for o in out] == [pytest.approx([max(0.0, e - 1.0)], abs=1e-6) for _, _, e in _samples()]
     assert all(set(o["extra_logs"]) == {"coverage", "passed", "no_coverage"} for o in out)
     # many queries, two servers: OpenRLHF shards one batch between the URLs
-    both = SingleTurnAgentExecutor([f"{service}/v1/openrlhf/reward"] * 2)
+    both = single_turn_executor([f"{service}/v1/openrlhf/reward"] * 2)
     parts = asyncio.run(
         both._fetch_rewards_via_http(
             [PROMPT + t for _, t, _ in _samples()], [PROMPT] * len(_samples()), [pid for pid, _, _ in _samples()]
@@ -231,25 +246,21 @@ def test_openrlhf_remote_reward_url(service, tokenizer):
 
 
 @pytest.mark.slow
-def test_openrlhf_python_file_reward(service, tokenizer, monkeypatch):
+def test_openrlhf_python_file_reward(single_turn_executor, tokenizer, service, monkeypatch):
     """--reward.remote_url path/to/reward_service/adapters/openrlhf.py: OpenRLHF loads reward_func from the file."""
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
     monkeypatch.setenv("REWARD_SERVICE_URL", service)
-    executor = SingleTurnAgentExecutor(openrlhf_adapter.__file__)
+    executor = single_turn_executor(openrlhf_adapter.__file__)
     out = run_openrlhf(executor, tokenizer)
     assert [float(o["reward"][0]) for o in out] == pytest.approx([e for _, _, e in _samples()], abs=1e-6)
 
 
-def test_openrlhf_swallows_a_failed_reward(tokenizer):
+def test_openrlhf_swallows_a_failed_reward(single_turn_executor, tokenizer):
     """OpenRLHF 0.11.2 logs a reward request that failed after its 5 tries and leaves the reward None
     (docs/trainers.md): not 0, and its experience maker then stops on the missing reward."""
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
     down = f"http://127.0.0.1:{free_port()}/v1/openrlhf/reward"
     params = SimpleNamespace(max_tokens=None, logprobs=None)
     engine = OneAnswerEngine([tokenizer(NO_CODE)["input_ids"]])
-    out = asyncio.run(SingleTurnAgentExecutor(down).execute(PROMPT, PROBLEMS[0], params, 4096, tokenizer, engine))
+    out = asyncio.run(single_turn_executor(down).execute(PROMPT, PROBLEMS[0], params, 4096, tokenizer, engine))
     assert out["reward"] is None and out["scores"] is None
 
 
