@@ -69,28 +69,32 @@ def _is_missing_case(exc: BaseException) -> bool:
     return Path(os.path.abspath(os.fsdecode(exc.filename))).is_relative_to(os.path.abspath(SHARED_CASES))
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    """A fixture (of any scope) that reads a shared case file while the cases are missing skips
-    its tests with :data:`CASES_MISSING` instead of erroring with FileNotFoundError."""
+@contextlib.contextmanager
+def _missing_case_skips() -> Iterator[None]:
+    """Turns a FileNotFoundError for a shared case file, while the cases are missing, into a skip
+    saying why (:data:`CASES_MISSING`)."""
     try:
-        return (yield)
+        yield
     except FileNotFoundError as exc:
         if _is_missing_case(exc):
             pytest.skip(f"{CASES_MISSING} ({exc.filename} is missing)")
         raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """A fixture (of any scope) that reads a shared case file while the cases are missing skips
+    its tests instead of erroring with FileNotFoundError."""
+    with _missing_case_skips():
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """A test body that reads a shared case file while the cases are missing skips (as in
     :func:`pytest_runtest_setup`)."""
-    try:
+    with _missing_case_skips():
         return (yield)
-    except FileNotFoundError as exc:
-        if _is_missing_case(exc):
-            pytest.skip(f"{CASES_MISSING} ({exc.filename} is missing)")
-        raise
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

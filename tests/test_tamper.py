@@ -4,6 +4,7 @@ simulator, or make the host read through a symlink (review findings)."""
 from __future__ import annotations
 
 import pytest
+from redteam import attenuator_request
 from samples import attenuator_rtl, attenuator_weak
 
 FORGE = """
@@ -21,13 +22,7 @@ FORGE = """
 
 
 def _req(tb: str, **extra) -> dict:
-    return {
-        "design": {"files": attenuator_rtl()},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-        "simulator": "verilator",
-        "coverage": {"scope": "uut"},
-        **extra,
-    }
+    return attenuator_request(tb, simulator="verilator", **extra)
 
 
 def _with(tb: str, extra: str) -> str:
