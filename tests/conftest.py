@@ -36,8 +36,8 @@ CASES_MISSING = (
 
 
 def cases_missing() -> bool:
-    """True when the shared cases directory is absent (REWARD_SERVICE_CASES or ../shared/cases);
-    read at each call so a test can point REWARD_SERVICE_CASES elsewhere and re-import."""
+    """True when the shared cases directory (``SHARED_CASES``: $REWARD_SERVICE_CASES when set, else
+    ../shared/cases beside the checkout, fixed at import) is absent."""
     return not SHARED_CASES.is_dir()
 
 
