@@ -10,7 +10,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,17 +28,81 @@ ADVERSARIAL = SHARED_CASES / "adversarial"
 #: problem's default policy (adapters, rescore) expect the refusal.
 FORCING_CASES = frozenset({("cvdp_copilot_ring_token_0004", "good"), ("cvdp_copilot_ring_token_0004", "best")})
 ALLOW_DUT_WRITES = {"dut_writes": "allow"}
+#: Why a test that needs the shared cases is skipped on a checkout without them.
+CASES_MISSING = (
+    f"the workspace's shared cases are not at {SHARED_CASES} (../shared/cases beside the checkout): "
+    "set REWARD_SERVICE_CASES=/path/to/shared/cases"
+)
+
+
+def cases_missing() -> bool:
+    """True when the shared cases directory (``SHARED_CASES``: $REWARD_SERVICE_CASES when set, else
+    ../shared/cases beside the checkout, fixed at import) is absent."""
+    return not SHARED_CASES.is_dir()
+
+
+#: For tests that need the shared cases but would not read them in this process before failing
+#: (a CLI run given their path) and for tests parametrized on :func:`stimulus_dirs` (an empty
+#: parameter set when the cases are missing): skipped, saying why, when the cases are missing.
+#: Tests that read a case file in this process need no mark: see :func:`pytest_runtest_setup`.
+needs_cases = pytest.mark.skipif(cases_missing(), reason=CASES_MISSING)
+
+
+def require_cases() -> None:
+    """Skip the calling test or fixture, saying why, when the shared cases are missing (for a
+    fixture that only hands their path to a CLI run; see :data:`needs_cases`)."""
+    if cases_missing():
+        pytest.skip(CASES_MISSING)
+
+
+def stimulus_dirs() -> list[Path]:
+    """The entries of ``STIMULUS`` (one directory per problem), sorted; none when the shared
+    cases are missing, so that a module listing them at import still collects."""
+    return [] if cases_missing() else sorted(STIMULUS.iterdir())
+
+
+def _is_missing_case(exc: BaseException) -> bool:
+    """Whether ``exc`` is a FileNotFoundError for a path under the shared cases while they are
+    missing. When the cases are there, a missing case file stays an error."""
+    if not isinstance(exc, FileNotFoundError) or exc.filename is None or not cases_missing():
+        return False
+    return Path(os.path.abspath(os.fsdecode(exc.filename))).is_relative_to(os.path.abspath(SHARED_CASES))
+
+
+@contextlib.contextmanager
+def _missing_case_skips() -> Iterator[None]:
+    """Turns a FileNotFoundError for a shared case file, while the cases are missing, into a skip
+    saying why (:data:`CASES_MISSING`)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if _is_missing_case(exc):
+            pytest.skip(f"{CASES_MISSING} ({exc.filename} is missing)")
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """A fixture (of any scope) that reads a shared case file while the cases are missing skips
+    its tests instead of erroring with FileNotFoundError."""
+    with _missing_case_skips():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A test body that reads a shared case file while the cases are missing skips (as in
+    :func:`pytest_runtest_setup`)."""
+    with _missing_case_skips():
+        return (yield)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    """Says up front when the real inputs are not where the tests read them (the modules that
-    list them at import then fail to collect; the others still run)."""
-    if STIMULUS.is_dir():
+    """Says up front when the real inputs are not where the tests read them (the tests that
+    need them are then skipped; the others still run)."""
+    if not cases_missing():
         return None
-    return (
-        f"WARNING: the workspace's real inputs are not at {SHARED_CASES} (../shared/cases beside the checkout): "
-        "set REWARD_SERVICE_CASES=/path/to/shared/cases"
-    )
+    return f"WARNING: {CASES_MISSING}; the tests that need them are skipped"
 
 
 @pytest.hookimpl(trylast=True)
@@ -166,6 +230,15 @@ def run_trainer_example(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads(out.read_text()), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def trl_extra() -> None:
+    """Skips the module's tests when the `trl` extra (torch, transformers, trl) is not installed in
+    this interpreter, the one :func:`run_trainer_example` runs an example with. Request it before
+    :func:`trainer_service` so that no service is started for nothing."""
+    for name in ("torch", "transformers", "trl"):
+        pytest.importorskip(name, reason=f"{name} is not installed (the `trl` extra: scripts/install.sh --test)")
 
 
 @pytest.fixture(scope="module")

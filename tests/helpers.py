@@ -42,3 +42,29 @@ def seconds_before_run(result) -> float:
     """Seconds ``result``'s scoring spent before its simulation started: a run time limit
     does not bound them."""
     return sum(result.timings.get(step, 0.0) for step in BEFORE_RUN) / 1000
+
+
+def point_key(name: str, point: tuple[int, str, str]) -> tuple[str, int, str, str]:
+    """A coverage point's key as the prover lists it (``ProofResult.unreachable``): the file
+    ``name`` and the point's (line, metric, detail)."""
+    return (name, *point)
+
+
+def score_one_file(engine, name: str, rtl: str, tb: str, engine_name: str):
+    """``engine.scored`` (the result and its points) of the SV testbench ``tb`` against the
+    one-file design ``{name: rtl}`` on the Verilator flow with engine ``engine_name`` (``fast``
+    or ``verilator``), coverage of the instance ``dut``."""
+    return engine.scored(
+        {
+            "design": {"files": {name: rtl}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+            "simulator": "verilator",
+            "engine": engine_name,
+            "coverage": {"scope": "dut"},
+        }
+    )
+
+
+def covered_keys(scored) -> set[tuple[str, int, str, str]]:
+    """The (file, line, metric, detail) of every covered point of a scored sample."""
+    return {(p.file, p.line, p.metric, p.detail) for p in scored.points if p.covered}

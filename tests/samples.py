@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import json
 
-from conftest import CID012, STIMULUS
+from conftest import ADVERSARIAL, CID012, STIMULUS, cid012_rows, rtl_files
 
 from reward_service.models import CocotbStimulus, ScoreRequest, SvTestbench
 
 ARBITER = "cvdp_copilot_fixed_arbiter_0004"
-PIDS = [ARBITER, "cvdp_copilot_gray_to_binary_0014", "cvdp_copilot_Attenuator_0011"]
+ATTENUATOR = "cvdp_copilot_Attenuator_0011"
+PIDS = [ARBITER, "cvdp_copilot_gray_to_binary_0014", ATTENUATOR]
 
 
 @functools.lru_cache(maxsize=1)
@@ -20,6 +21,25 @@ def problems():
     from reward_service.problems import load_problems
 
     return load_problems(CID012)
+
+
+@functools.cache
+def attenuator_rtl() -> dict[str, str]:
+    """The Attenuator's RTL files by name (read at first use, not at import: a module using it
+    still collects on a checkout without the shared cases)."""
+    return rtl_files(cid012_rows()[ATTENUATOR])
+
+
+@functools.cache
+def attenuator_weak() -> str:
+    """The Attenuator's weak.sv stimulus case: 42 of 56 toggle points (reward 1.9375)."""
+    return (STIMULUS / ATTENUATOR / "weak.sv").read_text()
+
+
+@functools.cache
+def adversarial_counter() -> str:
+    """dut_counter.v of adversarial case 12: an 8-bit counter, the small design of the cocotb tests."""
+    return (ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()
 
 
 def icarus_case(pid: str, tb: str = "good", seed: int = 0, simulator: str = "icarus") -> ScoreRequest:

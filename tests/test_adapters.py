@@ -10,6 +10,7 @@ trainer's convention -- None for TRL, an exception naming the sample otherwise -
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -114,8 +115,15 @@ def rollouts() -> list[list[Sample]]:
     return groups
 
 
-STEP = rollouts()
-FLAT = [s for group in STEP for s in group]
+@functools.cache
+def step() -> list[list[Sample]]:
+    """:func:`rollouts`, built once, at first use (the shared cases may be missing)."""
+    return rollouts()
+
+
+def flat() -> list[Sample]:
+    """The samples of :func:`step` in order."""
+    return [s for group in step() for s in group]
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +144,7 @@ def reference(service):
     """The step scored through the plain client: what the engine gives for these inputs."""
     with RewardClient(service) as client:
         return client.score_batch(
-            [{"problem_id": s.problem_id, "stimulus": {"kind": "completion", "text": s.text}} for s in FLAT],
+            [{"problem_id": s.problem_id, "stimulus": {"kind": "completion", "text": s.text}} for s in flat()],
             timeout=1800,
         )
 
@@ -150,7 +158,7 @@ def assert_aligned(rewards: list, samples: list[Sample]) -> None:
 def shuffled(seed: int) -> list[list[Sample]]:
     """The step in another order (groups and samples inside them), as the next step would be."""
     rng = random.Random(seed)
-    groups = [rng.sample(g, len(g)) for g in STEP]
+    groups = [rng.sample(g, len(g)) for g in step()]
     rng.shuffle(groups)
     return groups
 
@@ -160,9 +168,9 @@ def shuffled(seed: int) -> list[list[Sample]]:
 def test_reference_rewards_are_the_expected_coverage(reference):
     statuses = {"weak": "ok", "good": "ok", "best": "ok", "no_code": "invalid_input", "compile_error": "compile_error"}
     assert [r.status.value for r in reference] == [
-        "refused" if (s.problem_id, s.kind) in FORCING_CASES else statuses[s.kind] for s in FLAT
+        "refused" if (s.problem_id, s.kind) in FORCING_CASES else statuses[s.kind] for s in flat()
     ]
-    assert_aligned([r.reward for r in reference], FLAT)
+    assert_aligned([r.reward for r in reference], flat())
     assert FAILURE == 0.0
 
 
@@ -246,12 +254,12 @@ def test_trl_reward_function(service, reference):
 def test_trl_group_diversity_term(service, reference):
     weight = 0.5
     rewards = trl.CoverageReward(service, diversity_weight=weight)(
-        prompts=[s.prompt for s in FLAT], completions=[s.text for s in FLAT], problem_id=[s.label for s in FLAT]
+        prompts=[s.prompt for s in flat()], completions=[s.text for s in flat()], problem_id=[s.label for s in flat()]
     )
     # the same term as the batch API's, each group being the 8 completions of one problem
-    expected = group_rewards(reference, [str(s.group) for s in FLAT], weight)
+    expected = group_rewards(reference, [str(s.group) for s in flat()], weight)
     assert rewards == pytest.approx(expected.rewards)
-    for r, s, d in zip(rewards, FLAT, expected.diversity):
+    for r, s, d in zip(rewards, flat(), expected.diversity):
         if s.kind in ("no_code", "compile_error") or (s.problem_id, s.kind) in FORCING_CASES:
             assert r == FAILURE and d == 0.0  # FORCING_CASES: refused, no coverage to share
         else:
@@ -295,12 +303,12 @@ def test_openrlhf_remote_reward(service, reference):
     # with the diversity term (URL parameter): the samples of one prompt are a group
     div = post_openrlhf(
         service,
-        [s.prompt + s.text for s in FLAT],
-        [s.prompt for s in FLAT],
-        [s.label for s in FLAT],
+        [s.prompt + s.text for s in flat()],
+        [s.prompt for s in flat()],
+        [s.label for s in flat()],
         diversity_weight=0.25,
     ).json()
-    assert div["rewards"] == pytest.approx(group_rewards(reference, [str(s.group) for s in FLAT], 0.25).rewards)
+    assert div["rewards"] == pytest.approx(group_rewards(reference, [str(s.group) for s in flat()], 0.25).rewards)
     assert len(div["extra_logs"]["diversity"]) == 32
 
     # the Python-file form (--remote_rm_url path/to/openrlhf.py) through the client
@@ -372,7 +380,7 @@ def broken(shared_cache_dir):
 
 
 def test_infrastructure_failure_follows_each_trainers_convention(broken):
-    group = STEP[0][:4]  # good, weak, best, no_code of the Attenuator
+    group = step()[0][:4]  # good, weak, best, no_code of the Attenuator
     texts, labels = [s.text for s in group], [s.label for s in group]
 
     # TRL: None for the failed samples; the model's own failure stays 0

@@ -22,8 +22,6 @@ from reward_service.dispatch.base import Dispatcher, QueueFull
 from reward_service.settings import Settings
 
 ATTN = "cvdp_copilot_Attenuator_0011"
-GOOD_TB = (STIMULUS / ATTN / "good.sv").read_text()
-EXPECTED_GOOD = json.loads((STIMULUS / ATTN / "expected.json").read_text())["testbenches"]["good"]
 
 COUNTER = """module ctr(input clk, output reg [7:0] q);
   initial q = 0;
@@ -63,6 +61,16 @@ BROKEN_TB = "module tb;\n  reg clk = 0;\n  ctr uut(.clk(clk), .q());\n  initial 
 
 def attn_rtl() -> dict[str, str]:
     return rtl_files(cid012_rows()[ATTN])
+
+
+def good_tb() -> str:
+    """The Attenuator's good.sv stimulus case (read when a test needs it: the cases may be missing)."""
+    return (STIMULUS / ATTN / "good.sv").read_text()
+
+
+def expected_good() -> dict:
+    """good.sv's numbers in the Attenuator's expected.json."""
+    return json.loads((STIMULUS / ATTN / "expected.json").read_text())["testbenches"]["good"]
 
 
 def counter_request(tb: str = QUICK_TB, **extra) -> dict:
@@ -107,7 +115,7 @@ def no_traceback(response: httpx.Response) -> None:
 def test_verilator_score_equals_cli_json(api, shared_cache_dir, tmp_path):
     request = {
         "design": {"files": attn_rtl()},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good_tb()}},
         "simulator": "verilator",
         "coverage": {"scope": "uut"},
     }
@@ -115,7 +123,7 @@ def test_verilator_score_equals_cli_json(api, shared_cache_dir, tmp_path):
     assert response.status_code == 200, response.text
     got = response.json()
 
-    for name, text in {**attn_rtl(), "tb.sv": GOOD_TB}.items():
+    for name, text in {**attn_rtl(), "tb.sv": good_tb()}.items():
         (tmp_path / name).write_text(text)
     env = {"REWARD_SERVICE_CACHE_DIR": str(shared_cache_dir), "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     cli = subprocess.run(
@@ -146,7 +154,7 @@ def test_verilator_score_equals_cli_json(api, shared_cache_dir, tmp_path):
         d.pop("timings"), d.pop("cache")
     assert got == expected
     metrics = {m: {"covered": v["covered"], "total": v["total"]} for m, v in got["coverage"]["metrics"].items()}
-    assert metrics == EXPECTED_GOOD["coverage"] and got["reward"] == 2.0 and got["engine"] == "verilator"
+    assert metrics == expected_good()["coverage"] and got["reward"] == 2.0 and got["engine"] == "verilator"
 
 
 # -- 202 and polling ----------------------------------------------------------------------------
@@ -229,7 +237,7 @@ def test_register_problem_and_score_by_id_with_a_completion(api):
     assert mine["dut_instance"] == "uut" and mine["files"] == ["Attenuator.sv"] and mine["simulator"] == "icarus"
     assert api.get("/v1/problems/attn-icarus").json()["limits"]["run_s"] == 10
 
-    completion = f"Here is the testbench.\n```systemverilog\n{GOOD_TB}```\n"
+    completion = f"Here is the testbench.\n```systemverilog\n{good_tb()}```\n"
     scored = api.post(
         "/v1/score",
         json={
@@ -282,7 +290,7 @@ def test_load_cvdp_jsonl_then_score_a_completion_with_verilator(api):
     assert problem["dut_instance"] == "uut" and problem["targets"] == [{"metric": "overall", "percent": 90.0}]
     assert problem["prompt"] and problem["design"]["toplevel"] == "Attenuator"
 
-    completion = f"<think>drive every data value</think>\n```verilog\n{GOOD_TB}```"
+    completion = f"<think>drive every data value</think>\n```verilog\n{good_tb()}```"
     response = api.post(
         "/v1/score?wait=300", json={"problem_id": ATTN, "stimulus": {"kind": "completion", "text": completion}}
     )
@@ -291,7 +299,7 @@ def test_load_cvdp_jsonl_then_score_a_completion_with_verilator(api):
     assert result["status"] == "ok" and result["passed"] is True and result["reward"] == 2.0
     assert {
         m: {"covered": v["covered"], "total": v["total"]} for m, v in result["coverage"]["metrics"].items()
-    } == EXPECTED_GOOD["coverage"]
+    } == expected_good()["coverage"]
 
     bad = api.post("/v1/problems:load", content=CID012.read_text().splitlines()[0] + "\n{not json\n")
     assert bad.status_code == 422 and bad.json()["detail"].startswith("line 2: malformed JSON")

@@ -3,24 +3,36 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
-from conftest import ADVERSARIAL, STIMULUS, cid012_rows, rtl_files
+from conftest import STIMULUS, cid012_rows, rtl_files
 from helpers import seconds_before_run
+from samples import adversarial_counter
 
 from reward_service.sandbox.cpu import wall_backstop
 
 PID = "cvdp_copilot_Attenuator_0011"
-GOOD_TB = (STIMULUS / PID / "good.sv").read_text()
-RTL = rtl_files(cid012_rows()[PID])
-COUNTER = (ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()
 
 
-def request(tb: str = GOOD_TB, simulator: str = "verilator", scope: str | None = "uut", **extra) -> dict:
+# The shared cases are read when a test needs them, not at import: a checkout without them
+# still collects this module (conftest skips the tests that read them).
+@functools.cache
+def good_tb() -> str:
+    return (STIMULUS / PID / "good.sv").read_text()
+
+
+@functools.cache
+def rtl() -> dict[str, str]:
+    return rtl_files(cid012_rows()[PID])
+
+
+def request(tb: str | None = None, simulator: str = "verilator", scope: str | None = "uut", **extra) -> dict:
+    """A request for the Attenuator with ``tb`` (good.sv unless given)."""
     return {
-        "design": {"files": RTL},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
+        "design": {"files": rtl()},
+        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good_tb() if tb is None else tb}},
         "simulator": simulator,
         "coverage": {"scope": scope},
         **extra,
@@ -29,7 +41,7 @@ def request(tb: str = GOOD_TB, simulator: str = "verilator", scope: str | None =
 
 def cocotb_request(test_py: str, simulator: str = "icarus", **extra) -> dict:
     return {
-        "design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
+        "design": {"files": {"dut_counter.v": adversarial_counter()}, "toplevel": "dut_counter"},
         "stimulus": {"kind": "cocotb", "files": {"test_bad.py": test_py}, "test_module": "test_bad"},
         "simulator": simulator,
         "coverage": {"metrics": ["line"]},
@@ -39,7 +51,7 @@ def cocotb_request(test_py: str, simulator: str = "icarus", **extra) -> dict:
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_syntax_error_in_testbench_is_compile_error(isolated, simulator):
-    broken = GOOD_TB.replace("endmodule", "endmodule\nmodule oops(; endmodule", 1)
+    broken = good_tb().replace("endmodule", "endmodule\nmodule oops(; endmodule", 1)
     r = isolated.score(request(broken, simulator))
     assert r.status == "compile_error"
     assert "tb.sv" in r.message and r.reward == 0.0
@@ -48,7 +60,7 @@ def test_syntax_error_in_testbench_is_compile_error(isolated, simulator):
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_wrong_instance_name_is_invalid_input(isolated, simulator):
-    r = isolated.score(request(GOOD_TB.replace(" uut", " dut_x"), simulator))
+    r = isolated.score(request(good_tb().replace(" uut", " dut_x"), simulator))
     assert r.status == "invalid_input"
     assert "`uut`" in r.message and "dut_x" in r.message
 
@@ -62,7 +74,7 @@ def test_missing_dut_instance_is_invalid_input(isolated):
 
 def test_instance_check_also_uses_the_simulated_hierarchy(isolated):
     # `uut` exists, but it is another module's instance: the DUT itself sits under `other`.
-    tb = GOOD_TB.replace(" uut", " other") + "\nmodule dummy; endmodule\nmodule holder; dummy uut(); endmodule\n"
+    tb = good_tb().replace(" uut", " other") + "\nmodule dummy; endmodule\nmodule holder; dummy uut(); endmodule\n"
     tb = tb.replace("module tb_Attenuator;", "module tb_Attenuator;\n holder h();", 1)
     r = isolated.score(request(tb))
     assert r.status == "invalid_input"
@@ -71,7 +83,7 @@ def test_instance_check_also_uses_the_simulated_hierarchy(isolated):
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_run_time_limit_ends_within_limit_plus_2s(isolated, simulator):
-    tb = GOOD_TB.replace("$finish;", "")
+    tb = good_tb().replace("$finish;", "")
     started = time.monotonic()
     r = isolated.score(request(tb, simulator, limits={"run_s": 2}))
     assert r.status == "timeout" and r.reward == 0.0
@@ -85,7 +97,7 @@ def test_run_time_limit_ends_within_limit_plus_2s(isolated, simulator):
 def test_memory_bomb_in_sv_is_resource_limit(isolated):
     # the queue is read: with the testbench built without coverage (rs_cov_off.vlt), Verilator
     # drops a loop whose only effect is on a variable nothing reads, and the run ends at $finish
-    tb = GOOD_TB.replace(
+    tb = good_tb().replace(
         "initial begin",
         "int q[$];\n  initial forever begin q.push_back(1); if (q.size() == 0) $stop; end\n  initial begin",
         1,
@@ -171,7 +183,7 @@ def test_path_traversal_in_file_names_is_invalid_input(engine, name):
     r = engine.score(
         {
             "design": {"files": {name: "module x; endmodule"}},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good_tb()}},
         }
     )
     assert r.status == "invalid_input"
@@ -179,24 +191,31 @@ def test_path_traversal_in_file_names_is_invalid_input(engine, name):
     assert r.reward == 0.0
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"design": {"files": {}}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}},
-        {"design": {"files": RTL}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "   \n"}}},
-        {"design": {"files": RTL}, "stimulus": {"kind": "completion", "text": ""}},
-        {},
-    ],
-)
+def empty_inputs() -> dict[str, dict]:
+    return {
+        "no-design-files": {
+            "design": {"files": {}},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good_tb()}},
+        },
+        "blank-testbench": {
+            "design": {"files": rtl()},
+            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": "   \n"}},
+        },
+        "empty-completion": {"design": {"files": rtl()}, "stimulus": {"kind": "completion", "text": ""}},
+        "empty-request": {},
+    }
+
+
+@pytest.mark.parametrize("bad", ["no-design-files", "blank-testbench", "empty-completion", "empty-request"])
 def test_empty_input_is_invalid_input(engine, bad):
-    r = engine.score(bad)
+    r = engine.score(empty_inputs()[bad])
     assert r.status == "invalid_input" and r.message
 
 
 def test_completion_without_code_is_invalid_input(engine):
     r = engine.score(
         {
-            "design": {"files": RTL},
+            "design": {"files": rtl()},
             "coverage": {"scope": "uut"},
             "stimulus": {"kind": "completion", "text": "I would write a testbench that resets the DUT."},
         }
@@ -206,10 +225,10 @@ def test_completion_without_code_is_invalid_input(engine):
 
 
 def test_completion_is_extracted_and_scored(engine):
-    text = f"Here is my testbench:\n```systemverilog\n{GOOD_TB}\n```\nIt covers every state."
+    text = f"Here is my testbench:\n```systemverilog\n{good_tb()}\n```\nIt covers every state."
     r = engine.score(
         {
-            "design": {"files": RTL},
+            "design": {"files": rtl()},
             "coverage": {"scope": "uut"},
             "simulator": "verilator",
             "stimulus": {"kind": "completion", "text": text},
@@ -249,11 +268,11 @@ def test_vhdl_is_invalid_input(engine):
     vhdl = "entity counter is\n port (clk : in bit);\nend entity;\narchitecture rtl of counter is\nbegin\nend rtl;\n"
     for files in ({"counter.vhd": vhdl}, {"counter.sv": vhdl}):
         r = engine.score(
-            {"design": {"files": files}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": GOOD_TB}}}
+            {"design": {"files": files}, "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": good_tb()}}}
         )
         assert r.status == "invalid_input" and "VHDL" in r.message
 
 
 def test_malformed_request_shape_is_invalid_input(engine):
-    r = engine.score({"design": {"files": RTL}, "stimulus": {"kind": "perl", "files": {}}})
+    r = engine.score({"design": {"files": rtl()}, "stimulus": {"kind": "perl", "files": {}}})
     assert r.status == "invalid_input" and "stimulus" in r.message

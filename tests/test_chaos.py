@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 from compose_fixtures import Stack, busy_worker, compose_stack, essence, kill_mid_job, wait_healthy
-from conftest import ALLOW_DUT_WRITES, STIMULUS
+from conftest import ALLOW_DUT_WRITES, STIMULUS, needs_cases, stimulus_dirs
 from samples import ARBITER, problems
 
 from reward_service.client import RewardClient
@@ -34,7 +34,7 @@ from reward_service.models import ScoreRequest, SvTestbench
 
 REPO = Path(__file__).resolve().parents[1]
 CHAOS_OVERRIDE = REPO / "tests" / "compose.chaos.yml"
-CASES = sorted(d.name for d in STIMULUS.iterdir() if (d / "good.sv").is_file())
+CASES = [d.name for d in stimulus_dirs() if (d / "good.sv").is_file()]
 BATCH = 48
 #: Completion under a fault may take this much longer than the fault-free run.
 GRACE_S = 60.0
@@ -43,7 +43,13 @@ FAULT_AT = BATCH // 4
 #: How long /readyz may take to answer 200 after a fault, at the batch's end, and with the worker back.
 READY_S = 60.0
 
-pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.xdist_group("compose-stack"), pytest.mark.timeout(900)]
+pytestmark = [
+    needs_cases,
+    pytest.mark.chaos,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("compose-stack"),
+    pytest.mark.timeout(900),
+]
 
 
 def _cvdp(pid: str, tb_text: str, seed: int, **overrides) -> ScoreRequest:

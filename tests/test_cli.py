@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CID012, REPO, STIMULUS, cid012_rows, rtl_files
+from conftest import CID012, REPO, STIMULUS, cid012_rows, needs_cases, rtl_files
 
 PID = "cvdp_copilot_fixed_arbiter_0004"
 
@@ -164,6 +164,7 @@ def test_human_output_shows_table_and_reward(design_files, shared_cache_dir):
     assert "--simulator verilator" in out.stdout and "--engine fast" in out.stdout  # the CLI's own flags
 
 
+@needs_cases
 def test_human_output_of_a_sample_refused_before_it_ran_names_no_engine(tmp_path, shared_cache_dir):
     completion = tmp_path / "completion.txt"
     completion.write_text("I would reset the arbiter and then raise each request line in turn.")
@@ -222,6 +223,7 @@ def test_sandbox_failure_exits_3_with_its_reason_and_no_traceback(tmp_path, desi
     assert "sandbox_error" in out.stdout
 
 
+@needs_cases
 def test_problems_lists_cid012(shared_cache_dir):
     out = cli("problems", "--problems", str(CID012), "--json", cache=shared_cache_dir)
     assert out.returncode == 0, out.stderr
@@ -514,6 +516,7 @@ def test_piped_score_output_keeps_lines_whole(columns, tmp_path, shared_cache_di
     assert lines.index(timings[0]) == len(lines) - 1
 
 
+@needs_cases
 @pytest.mark.parametrize("columns", [None, 80])
 def test_piped_problems_listing_keeps_words_whole(columns, tmp_path):
     """problems in a pipe: the cid012 table (ids and module names need 157 columns side by side)
@@ -582,6 +585,7 @@ def test_score_help_piped_from_a_terminal_takes_its_width(columns, tmp_path):
             assert word in words, (word, text)
 
 
+@needs_cases
 @pytest.mark.parametrize("width", [80, 200])
 def test_problems_in_a_terminal_is_a_table_only_when_it_fits(width, tmp_path):
     """problems on a terminal: 80 columns, too narrow for the cid012 table (157), get one block

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ADVERSARIAL
+from samples import adversarial_counter
 
-COUNTER = (ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()
 TEST = """import os, cocotb
 from cocotb.triggers import Timer
 
@@ -18,7 +17,7 @@ async def knob(dut):
 
 def _req(env: dict) -> dict:
     return {
-        "design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
+        "design": {"files": {"dut_counter.v": adversarial_counter()}, "toplevel": "dut_counter"},
         "stimulus": {"kind": "cocotb", "files": {"test_knob.py": TEST}, "test_module": "test_knob", "env": env},
         "simulator": "icarus",
     }
@@ -64,7 +63,7 @@ def test_a_test_prints_and_writes_utf8_on_both_runtimes(engine, runtime):
     text = UNICODE_TEST.replace("__UNIT__", "units" if runtime == "1.9" else "unit")
     r = engine.score(
         {
-            "design": {"files": {"dut_counter.v": COUNTER}, "toplevel": "dut_counter"},
+            "design": {"files": {"dut_counter.v": adversarial_counter()}, "toplevel": "dut_counter"},
             "stimulus": {"kind": "cocotb", "files": {"test_u.py": text}, "test_module": "test_u"},
             "simulator": "icarus",
         }

@@ -295,7 +295,8 @@ def _interface_stub(rtl: str) -> str:
     return rtl[start : rtl.index(");", start) + 2] + "\nendmodule\n"
 
 
-ATTENUATOR_STUB = _interface_stub(rtl_files(cid012_rows()[ATTENUATOR])["Attenuator.sv"])
+def _attenuator_stub() -> str:
+    return _interface_stub(rtl_files(cid012_rows()[ATTENUATOR])["Attenuator.sv"])
 
 
 def _attenuator_request(text: str, simulator: str = "verilator") -> dict:
@@ -318,7 +319,7 @@ def test_end_to_end_testbench_plus_echoed_stub_scores_the_testbench(engine):
     want = json.loads((STIMULUS / ATTENUATOR / "expected.json").read_text())["testbenches"]["good"]
     text = (
         f"The testbench:\n\n```systemverilog\n{good}```\n\n"
-        f"It drives this interface:\n\n```systemverilog\n{ATTENUATOR_STUB}```\n"
+        f"It drives this interface:\n\n```systemverilog\n{_attenuator_stub()}```\n"
     )
     result = engine.score(_attenuator_request(text))
     assert result.status == "ok", result.message
@@ -338,7 +339,7 @@ def test_end_to_end_failure_names_the_block(engine):
         "  Attenuator dut (.clk(clk), .reset(reset), .data(data), .ATTN_CLK(a), .ATTN_DATA(b), .ATTN_LE(c));\n"
         "  initial $finish;\nendmodule\n"
     )
-    result = engine.score(_attenuator_request(f"```verilog\n{tb}```\n```verilog\n{ATTENUATOR_STUB}```\n"))
+    result = engine.score(_attenuator_request(f"```verilog\n{tb}```\n```verilog\n{_attenuator_stub()}```\n"))
     assert result.status == "invalid_input"
     assert "must instantiate the DUT as `uut`" in result.message
     assert (
@@ -346,7 +347,7 @@ def test_end_to_end_failure_names_the_block(engine):
         in result.message
     )
     assert result.stimulus_block.startswith("code block 1 of 2 (```verilog, 5 lines)")
-    only_stub = engine.score(_attenuator_request(f"```verilog\n{ATTENUATOR_STUB}```\n"))
+    only_stub = engine.score(_attenuator_request(f"```verilog\n{_attenuator_stub()}```\n"))
     assert only_stub.status == "invalid_input" and "restates the DUT (module Attenuator)" in only_stub.message
 
 

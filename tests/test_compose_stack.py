@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from compose_fixtures import Stack, compose_stack, essence, kill_mid_job, wait_healthy, warm_worker_cache
-from conftest import CID012, STIMULUS, cid012_rows, rtl_files, run_trainer_example
+from conftest import ADVERSARIAL, CID012, STIMULUS, cid012_rows, needs_cases, rtl_files, run_trainer_example
 from samples import ARBITER, PIDS, cocotb_case, icarus_case, problems
 from test_episodes import EXAMPLES as EPISODE_EXAMPLES
 from test_episodes import GOOD_TB as EPISODE_GOOD_TB
@@ -103,6 +103,7 @@ def _curl_json(url: str, body: Path, *, content_type: str = "application/json") 
     return int(code), json.loads(text)
 
 
+@needs_cases
 def test_curl_score_of_a_cvdp_problem_equals_the_cli(stack, shared_cache_dir, tmp_path):
     tb = STIMULUS / ATTENUATOR / "good.sv"
     cli = subprocess.run(
@@ -334,7 +335,7 @@ async def escape(dut):
     except OSError as exc:
         cocotb.log.info("blocked rootfs: %s", exc)
 """
-    counter = REPO.parent / "shared" / "cases" / "adversarial" / "12-hang-no-finish-zero-delay" / "dut_counter.v"
+    counter = ADVERSARIAL / "12-hang-no-finish-zero-delay" / "dut_counter.v"
     net = httpx.post(
         f"{url}/v1/score?wait=120",
         timeout=180,
@@ -652,7 +653,7 @@ async def bomb(dut):
 def _adversarial_requests() -> list[dict]:
     """The limit and escape cases of ../shared/cases/adversarial, and a cocotb fork bomb and
     memory bomb, as API requests."""
-    adv = REPO.parent / "shared" / "cases" / "adversarial"
+    adv = ADVERSARIAL
     counter = {"dut_counter.v": (adv / "12-hang-no-finish-zero-delay" / "dut_counter.v").read_text()}
 
     def sv(case: str, tb: str, simulator: str, text: str | None = None, **limits) -> dict:

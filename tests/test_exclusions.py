@@ -25,7 +25,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import CID012, REPO
+from conftest import CID012, REPO, needs_cases, require_cases
 from test_reports import _Dom, chromium, needs_chromium
 
 from reward_service.models import ScoreResult
@@ -59,6 +59,7 @@ def cli(*args: str, cache: Path, home: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def human(shared_cache_dir, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The issue's command, human output, with --html."""
+    require_cases()
     out = tmp_path_factory.mktemp("bcd-human")
     run = cli(
         "score",
@@ -79,6 +80,7 @@ def human(shared_cache_dir, tmp_path_factory) -> tuple[subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def as_json(shared_cache_dir, tmp_path_factory) -> ScoreResult:
+    require_cases()
     out = tmp_path_factory.mktemp("bcd-json")
     run = cli(
         "score",
@@ -260,6 +262,7 @@ def test_html_report_shows_proved_points_apart_in_chromium(human):
 
 
 # -- rescore: how many samples pass only because of the exclusion ----------------------------------
+@needs_cases
 @needs_chromium
 def test_rescore_report_counts_the_samples_that_pass_only_by_exclusion(shared_cache_dir, tmp_path):
     """Two samples: the good testbench passes on the reachable figure only (raw 84.44 < 90), the

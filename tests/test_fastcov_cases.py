@@ -18,14 +18,14 @@ import json
 import re
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, needs_cases, rtl_files, stimulus_dirs
 
 from reward_service.fastcov.compare import diff_points, ratio_gap
 
 METRICS = ["line", "branch", "toggle"]
 CASES = sorted(
     (d.name, tb)
-    for d in STIMULUS.iterdir()
+    for d in stimulus_dirs()
     if (d / "expected.json").exists()
     for tb in json.loads((d / "expected.json").read_text())["testbenches"]
 )
@@ -78,6 +78,7 @@ def _score_both(engine, problem_id: str, tb_text: str, tb_file: str):
 
 
 @pytest.mark.slow
+@needs_cases
 @pytest.mark.parametrize("problem_id,tb", CASES)
 def test_fast_path_equals_verilator(engine, problem_id, tb):
     expected = case_expected(problem_id)
@@ -137,6 +138,7 @@ COCOTB_ITEMS = [
 
 
 @pytest.mark.slow
+@needs_cases  # the cocotb corpus is one of the shared cases
 @pytest.mark.parametrize("item_id", COCOTB_ITEMS)
 def test_cocotb_fast_path_equals_verilator(engine, item_id):
     from test_cocotb_corpus import ROWS, outcome

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, needs_cases, rtl_files, stimulus_dirs
 
 from reward_service.fastcov.expr import begin_blocks_are_lists
 from reward_service.fastcov.expr_ir import emit_const
@@ -27,7 +27,7 @@ from reward_service.fastcov.unit import Unsupported
 from reward_service.sandbox.toolchain import verilator_root
 
 DESIGNS = Path(__file__).with_name("fastcov_designs") / "expr"
-CASES = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
+CASES = [d.name for d in stimulus_dirs() if (d / "expected.json").exists()]
 #: Verilator 5.48 writes ``__vlCoverInsert(&(vlSymsp->__Vcoverage[N]), first, "file", ...``, 5.052
 #: (REWARD_SERVICE_VERILATOR=pinned) also ``__vlCoverInsert(vlSelf->__Vcoverage + N, first, true, "file", ...``.
 _INSERT = re.compile(
@@ -113,6 +113,7 @@ def test_construct_points_equal_verilators(design):
     assert got == want, {"verilator only": sorted(want - got)[:10], "fast only": sorted(got - want)[:10]}
 
 
+@needs_cases
 @pytest.mark.parametrize("problem", CASES)
 def test_case_dut_points_equal_verilators(problem):
     files = case_dut(problem)
@@ -218,6 +219,7 @@ def _agreement(engine, files: dict[str, str], stimulus: dict[str, str], scope: s
 
 
 @pytest.mark.slow
+@needs_cases
 @pytest.mark.parametrize("problem,tb", [(p, tb) for p in CASES for tb in ("weak", "good", "best")])
 def test_case_testbench_covers_the_same_expr_points(engine, problem, tb):
     expected = case_expected(problem)
@@ -265,6 +267,7 @@ def test_parameter_sets_with_other_points_are_refused():
 
 
 @pytest.mark.slow
+@needs_cases  # the cocotb corpus is one of the shared cases
 @pytest.mark.parametrize("item_id", __import__("test_fastcov_cases").COCOTB_ITEMS)
 def test_cocotb_item_covers_the_same_expr_points(engine, item_id):
     """cocotb stimulus (engineers' tests from the cocotb corpus) on the instrumented DUT."""

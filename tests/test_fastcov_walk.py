@@ -5,7 +5,7 @@ source order (insertions, the first declaration found), on real testbenches."""
 from __future__ import annotations
 
 import pytest
-from conftest import STIMULUS
+from conftest import STIMULUS, needs_cases
 from pyslang import syntax
 
 from reward_service.fastcov.instrument import parse
@@ -21,6 +21,7 @@ def recursive(node):
             yield from recursive(child)
 
 
+@needs_cases
 @pytest.mark.parametrize("path", TESTBENCHES[:6], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_walk_matches_the_recursive_walk(path):
     (source,), _ = parse({path.name: path.read_text()})

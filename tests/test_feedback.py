@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CID012, REPO, STIMULUS
+from conftest import CID012, REPO, STIMULUS, needs_cases
 
 from reward_service.feedback import annotated_source, compress_bits, feedback_text
 from reward_service.problems import load_problems
@@ -114,6 +114,7 @@ def test_feedback_of_full_coverage_and_of_a_failure(engine, problems):
     assert annotated_source(problems[ATTN].design.files, failed.uncovered) == ""
 
 
+@needs_cases
 @pytest.mark.slow
 def test_score_feedback_flag(shared_cache_dir):
     env = {

@@ -6,20 +6,21 @@ and the issue's problem in that set meets its TARGET once proved points are excl
 from __future__ import annotations
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, needs_cases, rtl_files, stimulus_dirs
 
 from reward_service.formal.exclude import key_of, reachable_report
 from reward_service.formal.model import build_model
 from reward_service.formal.prover import PROOF_KINDS, _run, prove
 from reward_service.sandbox import get_sandbox
 
-PROBLEMS = sorted(d.name for d in STIMULUS.iterdir() if (d / "expected.json").exists())
+PROBLEMS = [d.name for d in stimulus_dirs() if (d / "expected.json").exists()]
 
 
 @pytest.fixture(scope="module")
 def proofs():
     """One proof run per stimulus problem (the verdict does not depend on the stimulus)."""
-    return {pid: prove(rtl_files(cid012_rows()[pid])) for pid in PROBLEMS}
+    rows = cid012_rows()
+    return {pid: prove(rtl_files(rows[pid])) for pid in PROBLEMS}
 
 
 def _score(engine, pid: str, tb: str, engine_name: str = "fast"):
@@ -156,6 +157,7 @@ def test_partial_verdicts_keep_only_decided_outputs(tmp_path):
 
 
 @pytest.mark.slow
+@needs_cases
 @pytest.mark.parametrize("pid", PROBLEMS)
 def test_no_covered_point_is_proved_unreachable(engine, proofs, pid):
     proof = proofs[pid]

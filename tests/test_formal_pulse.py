@@ -12,6 +12,7 @@ tests/test_formal_ticks.py)."""
 from __future__ import annotations
 
 import pytest
+from helpers import covered_keys, point_key, score_one_file
 
 from reward_service.formal.prover import prove
 
@@ -77,16 +78,12 @@ endmodule
 }
 
 
-def _key(name: str, point: tuple[int, str, str]) -> tuple[str, int, str, str]:
-    return (name, *point)
-
-
 @pytest.mark.parametrize("name", sorted(PULSED))
 def test_the_one_edge_model_leaves_what_a_pulse_reaches(name):
     rtl, _, point = PULSED[name]
     result = prove({name: rtl})
     assert result.status == "proved" and result.model == "edges", result.reason
-    assert _key(name, point) not in result.unreachable
+    assert point_key(name, point) not in result.unreachable
 
 
 @pytest.mark.slow
@@ -98,17 +95,9 @@ def test_the_fast_path_covers_it_and_verilator_does_not(engine, name):
     dead = set(prove({name: rtl}).unreachable)
     covered = {}
     for engine_name in ("fast", "verilator"):
-        scored = engine.scored(
-            {
-                "design": {"files": {name: rtl}},
-                "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-                "simulator": "verilator",
-                "engine": engine_name,
-                "coverage": {"scope": "dut"},
-            }
-        )
+        scored = score_one_file(engine, name, rtl, tb, engine_name)
         assert scored.result.status == "ok", scored.result.message
-        covered[engine_name] = {(p.file, p.line, p.metric, p.detail) for p in scored.points if p.covered}
+        covered[engine_name] = covered_keys(scored)
         assert not covered[engine_name] & dead, sorted(covered[engine_name] & dead)
-    assert _key(name, point) in covered["fast"]
-    assert _key(name, point) not in covered["verilator"]
+    assert point_key(name, point) in covered["fast"]
+    assert point_key(name, point) not in covered["verilator"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import cid012_rows, rtl_files
+from helpers import covered_keys, point_key, score_one_file
 
 from reward_service.formal import ticks_proof
 from reward_service.formal.model import build_model
@@ -191,10 +192,6 @@ FAST_ONLY = {"zero_width_reset.v", "zero_width_unreset.v"}
 VERILATOR_ONLY = {"div_by_zero.v"}
 
 
-def _key(name: str, point: tuple[int, str, str]) -> tuple[str, int, str, str]:
-    return (name, *point)
-
-
 def _same_step(model, sandbox, work, timeout_s):
     """The witness search's lowering (``clk2fflogic``): flip-flops update in the step their
     clock edge is seen, async resets act as levels (with the final netlist a proof reads)."""
@@ -209,7 +206,7 @@ def test_a_same_step_model_proves_what_a_simulator_covers(name):
     rtl, _, point = UNSOUND_FOR_SAME_STEP[name]
     result = _run(build_model({name: rtl}), get_sandbox("bwrap"), 30.0, 2000, lower=_same_step)
     assert result.status == "proved", result.reason
-    assert _key(name, point) in result.unreachable
+    assert point_key(name, point) in result.unreachable
 
 
 @pytest.mark.parametrize("name", sorted(UNSOUND_FOR_SAME_STEP))
@@ -223,7 +220,7 @@ def test_the_ticks_proof_leaves_it(name):
         assert result.notes[0].startswith("the targets of continuous assignments with a delay are free")
     else:
         assert "every-input-free model" in result.notes[0] or result.notes[0].startswith("one-edge model: ")
-    assert _key(name, point) not in result.unreachable
+    assert point_key(name, point) not in result.unreachable
 
 
 @pytest.mark.slow
@@ -231,15 +228,7 @@ def test_the_ticks_proof_leaves_it(name):
 @pytest.mark.parametrize("name", sorted(UNSOUND_FOR_SAME_STEP))
 def test_simulators_cover_it(engine, name, engine_name):
     rtl, tb, point = UNSOUND_FOR_SAME_STEP[name]
-    scored = engine.scored(
-        {
-            "design": {"files": {name: rtl}},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "simulator": "verilator",
-            "engine": engine_name,
-            "coverage": {"scope": "dut"},
-        }
-    )
+    scored = score_one_file(engine, name, rtl, tb, engine_name)
     assert scored.result.status == "ok", scored.result.message
     covered = {(p.line, p.metric, p.detail) for p in scored.points if p.covered}
     if (engine_name == "verilator" and name in FAST_ONLY) or (engine_name == "fast" and name in VERILATOR_ONLY):
@@ -247,7 +236,7 @@ def test_simulators_cover_it(engine, name, engine_name):
     else:
         assert point in covered, sorted(covered)
     dead = set(prove({name: rtl}).unreachable)
-    assert not {(p.file, p.line, p.metric, p.detail) for p in scored.points if p.covered} & dead
+    assert not covered_keys(scored) & dead
 
 
 #: A design the one-edge model refuses (posedge and negedge flip-flops, a latch) with points

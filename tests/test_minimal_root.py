@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from conftest import needs_cases
 from test_stimulus_cases import CASES, _request
 
 from reward_service.sandbox import BwrapSandbox, ExecSpec
@@ -126,6 +127,7 @@ def outcome(result) -> tuple:
 
 
 @pytest.mark.parametrize("engine_name", ["fast", "icarus"])
+@needs_cases
 @pytest.mark.parametrize("problem_id,tb", CASES)
 def test_every_stimulus_case_scores_the_same_in_the_minimal_root(engines, problem_id, tb, engine_name):
     request, _expected = _request(problem_id, tb, "verilator" if engine_name == "fast" else "icarus")

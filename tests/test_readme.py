@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, SHARED_CASES
+from conftest import REPO, SHARED_CASES, needs_cases
 
 README = (REPO / "README.md").read_text()
 
@@ -48,6 +48,7 @@ def read_paths(line: str) -> list[str]:
     return paths
 
 
+@needs_cases
 def test_every_file_a_readme_command_reads_ships_or_is_in_the_workspace():
     """No `cid012.jsonl` / `samples.jsonl` / `out.txt` that nobody has: each file a command reads
     is in the checkout, in ../shared/cases (this workspace; the README says where CVDP comes
@@ -133,6 +134,7 @@ def test_help_shows_boolean_options_as_flags(command):
     assert "<path>" in out.stdout  # options with a value keep their metavar
 
 
+@needs_cases
 def test_piped_tables_keep_their_words():
     """Output into a pipe (no COLUMNS): rich's 80 columns wrapped `difficulty` as `difficu/lty`."""
     out = cli("problems", "--problems", str(SHARED_CASES / "cvdp" / "cid012.jsonl"))

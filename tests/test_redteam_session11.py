@@ -4,11 +4,8 @@ score it is compared with is measured, not assumed)."""
 from __future__ import annotations
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
-
-PID = "cvdp_copilot_Attenuator_0011"
-RTL = rtl_files(cid012_rows()[PID])
-WEAK = (STIMULUS / PID / "weak.sv").read_text()  # 42 of 56 toggle points, reward 1.9375
+from redteam import attenuator_request, toggle
+from samples import attenuator_weak
 
 # Verilator's inline C++ ($c) reached through a macro: the screen (_SV_HOST_CODE in
 # scoring/prepare.py) matches `$c(` on the raw text, but `$c` and its `(` meet only after
@@ -20,34 +17,22 @@ HIDDEN_HOST_CODE = {
 }
 
 
-def _req(tb: str, eng: str) -> dict:
-    return {
-        "design": {"files": RTL},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-        "coverage": {"scope": "uut"},
-        "engine": eng,
-    }
-
-
-def _toggle(r) -> tuple[int, int]:
-    m = r.coverage.metrics["toggle"]
-    return m.covered, m.total
-
-
 @pytest.mark.parametrize("form", sorted(HIDDEN_HOST_CODE))
 @pytest.mark.parametrize("eng", ["verilator", "auto"])
 def test_macro_hidden_dollar_c_forging_coverage_is_refused(engine, form: str, eng: str) -> None:
-    honest = engine.score(_req(WEAK, eng))
-    assert honest.status == "ok" and _toggle(honest) == (42, 56)
+    honest = engine.score(attenuator_request(attenuator_weak(), eng))
+    assert honest.status == "ok" and toggle(honest) == (42, 56)
     forged = engine.score(
-        _req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + HIDDEN_HOST_CODE[form], 1), eng)
+        attenuator_request(
+            attenuator_weak().replace("module tb_Attenuator;", "module tb_Attenuator;" + HIDDEN_HOST_CODE[form], 1), eng
+        )
     )
     # refused like the plain `$c(` (tests/test_tamper.py: invalid_input by the raw-text screen;
     # here by the integrity check on the preprocessed tokens: refused, under every policy)
     assert forged.status == "refused" and "could forge coverage" in forged.message, (
         forged.status,
         forged.reward,
-        _toggle(forged) if forged.coverage else None,
+        toggle(forged) if forged.coverage else None,
     )
 
 
@@ -57,14 +42,22 @@ def test_macro_hidden_dpi_import_is_refused(engine) -> None:
         '  `IMP "DPI-C" function int system(input string cmd);\n'
         '  int rc; initial begin rc = system("true"); $display("rc=%0d", rc); end\n'
     )
-    r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + dpi, 1), "verilator"))
+    r = engine.score(
+        attenuator_request(
+            attenuator_weak().replace("module tb_Attenuator;", "module tb_Attenuator;" + dpi, 1), "verilator"
+        )
+    )
     assert r.status == "refused" and "could forge coverage" in r.message, (r.status, r.reward, r.log[-300:])
     assert [(v.kind, v.target) for v in r.violations] == [("host_code", "a DPI import/export")]
 
 
 def test_quoted_own_failure_text_is_not_a_sandbox_error(engine) -> None:
     bad = '\n`define HC $c\n  initial #1 `HC("int rs_a = ; /* undefined reference to `__real__ZN19VerilatedCovContext_x */");\n'
-    r = engine.score(_req(WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;" + bad, 1), "verilator"))
+    r = engine.score(
+        attenuator_request(
+            attenuator_weak().replace("module tb_Attenuator;", "module tb_Attenuator;" + bad, 1), "verilator"
+        )
+    )
     # the sample's own error: refused host code, or at least its compile_error, never ours
     assert r.status in ("refused", "compile_error"), (r.status, r.message[:200])
 

@@ -3,40 +3,25 @@
 from __future__ import annotations
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
-
-PID = "cvdp_copilot_Attenuator_0011"
-RTL = rtl_files(cid012_rows()[PID])
-WEAK = (STIMULUS / PID / "weak.sv").read_text()  # 42 of 56 toggle points
-
-
-def _req(tb: str, eng: str) -> dict:
-    return {
-        "design": {"files": RTL},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-        "coverage": {"scope": "uut"},
-        "engine": eng,
-    }
-
-
-def _toggle(r):
-    m = r.coverage.metrics.get("toggle") if r.coverage else None
-    return (m.covered, m.total) if m else None
+from redteam import WIRE_DUT, attenuator_request, sv_request, toggle
+from samples import attenuator_weak
 
 
 # fastcov's per-module time-0 latch is an identifier in the DUT's instrumented text; a testbench
 # forcing it through the hierarchy makes every watcher count time-0 changes as transitions.
 @pytest.mark.parametrize("eng", ["fast", "auto"])
 def test_forcing_fastcov_time0_latch_is_not_rewarded(engine, eng: str) -> None:
-    honest = engine.score(_req(WEAK, "verilator"))
+    honest = engine.score(attenuator_request(attenuator_weak(), "verilator"))
     forged = engine.score(
-        _req(
-            WEAK.replace("module tb_Attenuator;", "module tb_Attenuator;\n initial force uut.__rs_late0 = 1'b1;\n", 1),
+        attenuator_request(
+            attenuator_weak().replace(
+                "module tb_Attenuator;", "module tb_Attenuator;\n initial force uut.__rs_late0 = 1'b1;\n", 1
+            ),
             eng,
         )
     )
-    print(eng, forged.status, forged.message[:300] if forged.message else "", _toggle(forged), _toggle(honest))
-    assert forged.status != "ok" or _toggle(forged) == _toggle(honest)
+    print(eng, forged.status, forged.message[:300] if forged.message else "", toggle(forged), toggle(honest))
+    assert forged.status != "ok" or toggle(forged) == toggle(honest)
 
 
 # Two blocks whose generated names collide: block `a` output `b_d`, block `a_b` output `d`
@@ -65,8 +50,8 @@ endmodule
 
 
 def test_lowering_name_collision_keeps_legal_testbench_building(engine) -> None:
-    r = engine.score(_req(COLLIDE, "verilator"))
-    print(r.status, (r.message or "")[:600], _toggle(r))
+    r = engine.score(attenuator_request(COLLIDE, "verilator"))
+    print(r.status, (r.message or "")[:600], toggle(r))
     assert r.status == "ok", (r.status, r.message)
 
 
@@ -84,18 +69,18 @@ endmodule
 
 
 def test_block_used_from_file_without_clocking_word(engine) -> None:
-    req = _req(MAIN2, "verilator")
+    req = attenuator_request(MAIN2, "verilator")
     req["stimulus"]["files"]["drv.sv"] = OTHER
     r = engine.score(req)
-    print(r.status, (r.message or "")[:600], _toggle(r))
+    print(r.status, (r.message or "")[:600], toggle(r))
     assert r.status == "ok", (r.status, r.message)
 
 
 def test_control_same_files_with_clocking_word_in_comment(engine) -> None:
-    req = _req(MAIN2, "verilator")
+    req = attenuator_request(MAIN2, "verilator")
     req["stimulus"]["files"]["drv.sv"] = "// clocking\n" + OTHER
     r = engine.score(req)
-    print(r.status, (r.message or "")[:600], _toggle(r))
+    print(r.status, (r.message or "")[:600], toggle(r))
     assert r.status == "ok", (r.status, r.message)
 
 
@@ -103,43 +88,43 @@ def test_control_same_files_with_clocking_word_in_comment(engine) -> None:
 # helper's `assign o = ...` writes helper.o (a testbench symbol), and the connection `.o(ATTN_LE)`
 # is an output connection (skipped by _assignment's EmptyArgument rule), so the port-net rule
 # never sees a write of the DUT's output net.
-HELPER = WEAK.replace(
-    "module tb_Attenuator;",
-    "module drv2(output wire o1, output wire o2, output wire o3);\n"
-    "  reg t = 0; always #3 t = ~t;\n  assign o1 = t; assign o2 = t; assign o3 = t;\nendmodule\n"
-    "module tb_Attenuator;",
-    1,
-).replace(
-    "  always #5 clk = ~clk;", "  drv2 h(.o1(ATTN_CLK), .o2(ATTN_DATA), .o3(ATTN_LE));\n  always #5 clk = ~clk;", 1
-)
+def _helper_tb() -> str:
+    return (
+        attenuator_weak()
+        .replace(
+            "module tb_Attenuator;",
+            "module drv2(output wire o1, output wire o2, output wire o3);\n"
+            "  reg t = 0; always #3 t = ~t;\n  assign o1 = t; assign o2 = t; assign o3 = t;\nendmodule\n"
+            "module tb_Attenuator;",
+            1,
+        )
+        .replace(
+            "  always #5 clk = ~clk;",
+            "  drv2 h(.o1(ATTN_CLK), .o2(ATTN_DATA), .o3(ATTN_LE));\n  always #5 clk = ~clk;",
+            1,
+        )
+    )
 
-PRIM = WEAK.replace(
-    "  always #5 clk = ~clk;",
-    "  reg t = 0; always #3 t = ~t;\n  buf b1(ATTN_CLK, t); buf b2(ATTN_DATA, t); buf b3(ATTN_LE, t);\n  always #5 clk = ~clk;",
-    1,
-)
+
+def _prim_tb() -> str:
+    return attenuator_weak().replace(
+        "  always #5 clk = ~clk;",
+        "  reg t = 0; always #3 t = ~t;\n  buf b1(ATTN_CLK, t); buf b2(ATTN_DATA, t); buf b3(ATTN_LE, t);\n  always #5 clk = ~clk;",
+        1,
+    )
 
 
 @pytest.mark.parametrize("form", ["helper_module", "primitive"])
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
 def test_driving_dut_output_net_through_instance_output(engine, form: str, eng: str) -> None:
-    tb = HELPER if form == "helper_module" else PRIM
-    honest = engine.score(_req(WEAK, eng))
-    r = engine.score(_req(tb, eng))
-    print(form, eng, r.status, (r.message or "")[:400], _toggle(r), _toggle(honest))
-    assert r.status != "ok" or _toggle(r)[0] <= _toggle(honest)[0], (r.status, _toggle(r), _toggle(honest))
+    tb = _helper_tb() if form == "helper_module" else _prim_tb()
+    honest = engine.score(attenuator_request(attenuator_weak(), eng))
+    r = engine.score(attenuator_request(tb, eng))
+    print(form, eng, r.status, (r.message or "")[:400], toggle(r), toggle(honest))
+    assert r.status != "ok" or toggle(r)[0] <= toggle(honest)[0], (r.status, toggle(r), toggle(honest))
 
 
-# A design whose output is a wire (`assign y = &c;` of a 16-bit counter): a short honest run
-# never toggles y. The testbench drives the net y with a stronger driver of its own.
-WIRE_DUT = {
-    "d.sv": """module d(input clk, input rst, output y);
-  reg [15:0] c;
-  always @(posedge clk) if (rst) c <= 0; else c <= c + 1;
-  assign y = &c;
-endmodule
-"""
-}
+# The testbench drives the net y of WIRE_DUT (redteam.py) with a stronger driver of its own.
 WIRE_TB = """`timescale 1ns/1ps
 module tb;
   reg clk = 0, rst = 1; wire y;
@@ -163,32 +148,17 @@ WIRE_FORGES = {
 @pytest.mark.parametrize("form", sorted(WIRE_FORGES))
 @pytest.mark.parametrize("eng", ["fast", "verilator", "auto"])
 def test_stronger_driver_on_dut_output_wire(engine, form: str, eng: str) -> None:
-    def req(tb):
-        return {
-            "design": {"files": WIRE_DUT},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "coverage": {"scope": "dut"},
-            "engine": eng,
-        }
-
-    honest = engine.score(req(WIRE_TB))
-    r = engine.score(req(WIRE_FORGES[form]))
-    print("\nRES", form, eng, r.status, (r.message or "")[:300], _toggle(r), _toggle(honest), honest.status)
-    assert r.status != "ok" or _toggle(r)[0] <= _toggle(honest)[0], (r.status, _toggle(r), _toggle(honest))
+    honest = engine.score(sv_request(WIRE_DUT, WIRE_TB, "dut", eng))
+    r = engine.score(sv_request(WIRE_DUT, WIRE_FORGES[form], "dut", eng))
+    print("\nRES", form, eng, r.status, (r.message or "")[:300], toggle(r), toggle(honest), honest.status)
+    assert r.status != "ok" or toggle(r)[0] <= toggle(honest)[0], (r.status, toggle(r), toggle(honest))
 
 
 def test_control_plain_assign_to_dut_output_wire_is_refused(engine) -> None:
     tb = WIRE_TB.replace(
         "  always #5", "  reg t = 0; always #3 t = ~t;\n  assign (supply1, supply0) y = t;\n  always #5"
     )
-    r = engine.score(
-        {
-            "design": {"files": WIRE_DUT},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "coverage": {"scope": "dut"},
-            "engine": "fast",
-        }
-    )
+    r = engine.score(sv_request(WIRE_DUT, tb, "dut", "fast"))
     print("\nRES control", r.status, (r.message or "")[:300])
     assert r.status == "refused"
 
@@ -209,18 +179,10 @@ WIRE_FORGES_MORE = {
 @pytest.mark.parametrize("form", sorted(WIRE_FORGES_MORE))
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
 def test_stronger_driver_on_dut_output_wire_more(engine, form: str, eng: str) -> None:
-    def req(tb):
-        return {
-            "design": {"files": WIRE_DUT},
-            "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-            "coverage": {"scope": "dut"},
-            "engine": eng,
-        }
-
-    honest = engine.score(req(WIRE_TB))
-    r = engine.score(req(WIRE_FORGES_MORE[form]))
-    print("\nRES", form, eng, r.status, (r.message or "")[:300], _toggle(r), _toggle(honest))
-    assert r.status != "ok" or _toggle(r)[0] <= _toggle(honest)[0], (r.status, _toggle(r), _toggle(honest))
+    honest = engine.score(sv_request(WIRE_DUT, WIRE_TB, "dut", eng))
+    r = engine.score(sv_request(WIRE_DUT, WIRE_FORGES_MORE[form], "dut", eng))
+    print("\nRES", form, eng, r.status, (r.message or "")[:300], toggle(r), toggle(honest))
+    assert r.status != "ok" or toggle(r)[0] <= toggle(honest)[0], (r.status, toggle(r), toggle(honest))
 
 
 # A constant zero divisor: opt_expr (run by prep, before the division techmap) replaces a

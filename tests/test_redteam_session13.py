@@ -4,19 +4,12 @@ drive, and the syntax fallback's own crash (docs/integrity.md)."""
 from __future__ import annotations
 
 import pytest
+from redteam import WIRE_DUT, sv_request, toggle
 
 from reward_service.integrity import sv
 
-# A DUT whose output is a wire (`assign y = &c;` of a 16-bit counter): a short honest run never
-# toggles y (honest toggle 13/38 on fast and Verilator).
-DUT = {
-    "d.sv": """module d(input clk, input rst, output y);
-  reg [15:0] c;
-  always @(posedge clk) if (rst) c <= 0; else c <= c + 1;
-  assign y = &c;
-endmodule
-"""
-}
+# redteam.WIRE_DUT: honest toggle 13/38 on fast and Verilator
+DUT = WIRE_DUT
 HELPER = "module h(output o, input t); assign (supply1, supply0) o = t; endmodule\n"
 MONITOR = "module m(input i, output o); assign o = i; endmodule\n"
 
@@ -61,17 +54,7 @@ FORGES = {
 
 
 def _req(tb: str, eng: str) -> dict:
-    return {
-        "design": {"files": DUT},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-        "coverage": {"scope": "dut"},
-        "engine": eng,
-    }
-
-
-def _toggle(r):
-    m = r.coverage.metrics.get("toggle") if r.coverage else None
-    return (m.covered, m.total) if m else None
+    return sv_request(DUT, tb, "dut", eng)
 
 
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
@@ -79,8 +62,8 @@ def _toggle(r):
 def test_drivers_of_the_dut_output_net_are_refused(engine, form: str, eng: str) -> None:
     tb, refused = FORGES[form]
     r = engine.score(_req(tb, eng))
-    print("\nRES", form, eng, r.status, (r.message or "")[:300], _toggle(r))
-    assert r.status == "refused", (r.status, _toggle(r))
+    print("\nRES", form, eng, r.status, (r.message or "")[:300], toggle(r))
+    assert r.status == "refused", (r.status, toggle(r))
     assert (refused[0], refused[1], refused[2]) in {(v.kind, v.line, v.target) for v in r.violations}
     assert r.reward == 0.0
 
@@ -100,10 +83,10 @@ CONTROLS = {
 def test_reading_the_dut_output_net_stays_free(engine, form: str) -> None:
     honest = engine.score(_req(HONEST, "fast"))
     r = engine.score(_req(CONTROLS[form], "fast"))
-    print("\nRES", form, r.status, (r.message or "")[:300], _toggle(r), _toggle(honest))
-    assert honest.status == "ok" and _toggle(honest) == (13, 38)
+    print("\nRES", form, r.status, (r.message or "")[:300], toggle(r), toggle(honest))
+    assert honest.status == "ok" and toggle(honest) == (13, 38)
     assert r.status == "ok", (r.status, r.message)
-    assert _toggle(r) == _toggle(honest)
+    assert toggle(r) == toggle(honest)
 
 
 def _check(tb: str, more: dict | None = None) -> set[tuple[str, int | None, str]]:
@@ -154,9 +137,9 @@ RELEASE_HACK = _tb("wire y;", "initial begin #30 force dut.c = 16'hfffe; #10 rel
 @pytest.mark.parametrize("eng", ["fast", "verilator"])
 def test_release_with_a_pyslang_error_is_scored(engine, eng: str) -> None:
     r = engine.score(_req(RELEASE_UBD, eng))
-    print("\nRES", eng, r.status, (r.message or "")[:300], _toggle(r))
+    print("\nRES", eng, r.status, (r.message or "")[:300], toggle(r))
     assert r.status == "ok", (r.status, r.message)
-    assert _toggle(r) == (6, 38)  # rst held high by the force: fewer toggles than the honest 13
+    assert toggle(r) == (6, 38)  # rst held high by the force: fewer toggles than the honest 13
     hack = engine.score(_req(RELEASE_HACK, eng))
     assert hack.status == "refused", (hack.status, hack.message)
     assert [(v.kind, v.line, v.target) for v in hack.violations] == [
@@ -196,9 +179,9 @@ RW_FORGE = r"""
 def test_coverage_file_held_open_by_the_testbench_is_not_read(engine, forge: str) -> None:
     tb = _tb("wire y;", APPEND_FORGE if forge == "append" else RW_FORGE)
     r = engine.score(_req(tb, "verilator"))
-    print("\nRES", forge, r.status, r.reward, (r.message or "")[:300], _toggle(r))
+    print("\nRES", forge, r.status, r.reward, (r.message or "")[:300], toggle(r))
     assert r.status == "ok", (r.status, r.message)
-    assert _toggle(r) == (13, 38)
+    assert toggle(r) == (13, 38)
     assert r.reward == pytest.approx(1.8208204334365325)
 
 
@@ -261,7 +244,7 @@ def test_cocotb_child_process_cannot_append_coverage(engine, eng: str) -> None:
     r = engine.score(request(WEAK_21.replace(HACK, forge), eng))
     # the guard refuses the fork (EPERM): the test stops there, with no more coverage than the honest one
     assert r.status == "ok" and r.reward is not None and weak.reward is not None, r.message
-    assert _toggle(r)[0] <= _toggle(weak)[0] and r.reward <= weak.reward, (_toggle(r), _toggle(weak))
+    assert toggle(r)[0] <= toggle(weak)[0] and r.reward <= weak.reward, (toggle(r), toggle(weak))
     assert "fork refused" in r.log, r.log[-2000:]
 
 

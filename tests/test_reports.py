@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import CID012, REPO, STIMULUS, cid012_rows, live_server, rtl_files
+from conftest import CID012, REPO, STIMULUS, cid012_rows, live_server, needs_cases, rtl_files
 from test_workers import Service
 from test_workers import redis_server as redis_server  # a module fixture (private redis-server), re-exported for pytest
 
@@ -451,6 +451,7 @@ def test_rescore_report_html_shows_the_reports_numbers(tmp_path, shared_cache_di
     assert f"{100 * report['by_problem']['cvdp_copilot_Attenuator_0011']['mean_coverage']:.2f}" in row
 
 
+@needs_cases
 @pytest.mark.slow
 @needs_chromium
 def test_eval_cvdp_report_html_shows_the_reports_numbers(tmp_path, shared_cache_dir):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CID012, FORCING_CASES, REPO, STIMULUS, case_expected, free_port, live_server
+from conftest import CID012, FORCING_CASES, REPO, STIMULUS, case_expected, free_port, live_server, stimulus_dirs
 
 from reward_service.problems import load_problems
 from reward_service.rescore.report import summarise
@@ -24,7 +24,7 @@ from reward_service.rescore.store import ResultStore, Sample, problem_digest, re
 from reward_service.settings import get_settings
 
 ATTN = "cvdp_copilot_Attenuator_0011"
-PROBLEM_DIRS = sorted(d for d in STIMULUS.iterdir() if (d / "expected.json").exists())
+PROBLEM_DIRS = [d for d in stimulus_dirs() if (d / "expected.json").exists()]
 TBS = ("weak", "good", "best")
 KS = (1, 2, 3, 5)
 

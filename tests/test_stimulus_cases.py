@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, rtl_files
+from conftest import ALLOW_DUT_WRITES, STIMULUS, case_expected, cid012_rows, needs_cases, rtl_files, stimulus_dirs
+
+pytestmark = needs_cases  # every test here is parametrized on the shared cases
 
 CASES = sorted(
     (d.name, tb)
-    for d in STIMULUS.iterdir()
+    for d in stimulus_dirs()
     if (d / "expected.json").exists()
     for tb in json.loads((d / "expected.json").read_text())["testbenches"]
 )
@@ -64,7 +66,7 @@ def test_icarus_runs_what_expected_says(engine, problem_id, tb):
         assert result.status == "compile_error" and result.log
 
 
-COCOTB_CASES = sorted(d.name for d in STIMULUS.iterdir() if "cocotb" in json.loads((d / "expected.json").read_text()))
+COCOTB_CASES = sorted(d.name for d in stimulus_dirs() if "cocotb" in json.loads((d / "expected.json").read_text()))
 
 
 @pytest.mark.slow

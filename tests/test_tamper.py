@@ -4,11 +4,8 @@ simulator, or make the host read through a symlink (review findings)."""
 from __future__ import annotations
 
 import pytest
-from conftest import STIMULUS, cid012_rows, rtl_files
-
-PID = "cvdp_copilot_Attenuator_0011"
-RTL = rtl_files(cid012_rows()[PID])
-WEAK = (STIMULUS / PID / "weak.sv").read_text()  # 42 of 56 toggle points
+from redteam import attenuator_request
+from samples import attenuator_rtl, attenuator_weak
 
 FORGE = """
   integer fd;
@@ -25,13 +22,7 @@ FORGE = """
 
 
 def _req(tb: str, **extra) -> dict:
-    return {
-        "design": {"files": RTL},
-        "stimulus": {"kind": "sv_testbench", "files": {"tb.sv": tb}},
-        "simulator": "verilator",
-        "coverage": {"scope": "uut"},
-        **extra,
-    }
+    return attenuator_request(tb, simulator="verilator", **extra)
 
 
 def _with(tb: str, extra: str) -> str:
@@ -39,7 +30,7 @@ def _with(tb: str, extra: str) -> str:
 
 
 def test_forged_files_are_overwritten_by_the_real_ending(engine):
-    r = engine.score(_req(_with(WEAK, FORGE)))
+    r = engine.score(_req(_with(attenuator_weak(), FORGE)))
     assert r.status == "ok"
     assert (r.coverage.metrics["toggle"].covered, r.coverage.metrics["toggle"].total) == (42, 56)
     assert r.reward == pytest.approx(1.9375)
@@ -47,7 +38,7 @@ def test_forged_files_are_overwritten_by_the_real_ending(engine):
 
 def test_forged_files_then_a_crash_are_ignored(engine):
     bomb = FORGE + "\n  int q[$];\n  initial #1 forever q.push_back(1);\n"
-    r = engine.score(_req(_with(WEAK, bomb), limits={"memory_mb": 256, "run_s": 20}))
+    r = engine.score(_req(_with(attenuator_weak(), bomb), limits={"memory_mb": 256, "run_s": 20}))
     assert r.status == "resource_limit" and r.reward == 0.0
     assert r.coverage.overall is None  # the forged record was not taken
 
@@ -61,12 +52,15 @@ def test_forged_files_then_a_crash_are_ignored(engine):
     ],
 )
 def test_host_code_in_sv_stimulus_is_refused(engine, construct):
-    r = engine.score(_req(_with(WEAK, "\n  " + construct + "\n")))
+    r = engine.score(_req(_with(attenuator_weak(), "\n  " + construct + "\n")))
     assert r.status == "invalid_input" and "could forge coverage" in r.message
 
 
 def test_system_runs_no_shell(engine):
-    tb = _with(WEAK, '\n  integer rc;\n  initial begin rc = $system("echo SHELL_RAN"); $display("rc=%0d", rc); end\n')
+    tb = _with(
+        attenuator_weak(),
+        '\n  integer rc;\n  initial begin rc = $system("echo SHELL_RAN"); $display("rc=%0d", rc); end\n',
+    )
     r = engine.score(_req(tb))
     assert r.status == "ok" and "SHELL_RAN" not in r.log
     assert "rc=0" not in r.log
@@ -77,7 +71,7 @@ def test_cocotb_tamper_is_refused(engine, line):
     test = f"import os, cocotb\n\n@cocotb.test()\nasync def t(dut):\n    {line}\n"
     r = engine.score(
         {
-            "design": {"files": RTL, "toplevel": "Attenuator"},
+            "design": {"files": attenuator_rtl(), "toplevel": "Attenuator"},
             "simulator": "icarus",
             "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t"},
         }
@@ -101,7 +95,7 @@ async def t(dut):
 """
     r = engine.score(
         {
-            "design": {"files": RTL, "toplevel": "Attenuator"},
+            "design": {"files": attenuator_rtl(), "toplevel": "Attenuator"},
             "simulator": "icarus",
             "stimulus": {"kind": "cocotb", "files": {"test_t.py": test}, "test_module": "test_t"},
             "coverage": {"metrics": ["functional"]},
@@ -127,7 +121,7 @@ def test_cocotb_19_on_verilator_moves_to_the_fast_path(engine):
     test = "import cocotb\n\n@cocotb.test()\nasync def t(dut):\n    pass\n"
     r = engine.score(
         {
-            "design": {"files": RTL, "toplevel": "Attenuator"},
+            "design": {"files": attenuator_rtl(), "toplevel": "Attenuator"},
             "simulator": "verilator",
             "stimulus": {
                 "kind": "cocotb",

@@ -13,15 +13,14 @@ $REWARD_SERVICE_TRAINER_PACKAGES."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import os
 import sys
 from copy import deepcopy
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
-import torch  # the `trl` extra (scripts/install.sh --test)
 from conftest import CID012, STIMULUS, case_expected, embedded_service, free_port
 
 from reward_service.adapters import openrlhf as openrlhf_adapter
@@ -53,6 +52,7 @@ def _expected(pid: str, kind: str) -> float:
     return 1.0 + sum(ratios) / len(ratios)
 
 
+@functools.cache
 def _samples() -> list[tuple[str, str, float]]:
     """(problem id, response, expected reward): weak, good, no code for each problem."""
     out = []
@@ -65,7 +65,6 @@ def _samples() -> list[tuple[str, str, float]]:
     return out
 
 
-SAMPLES = _samples()
 PROMPT = "Write a testbench.\n"
 
 
@@ -77,9 +76,26 @@ def service(shared_cache_dir, tmp_path_factory):
         yield url
 
 
+# The trainer packages (torch, transformers: the `trl` extra; verl: `trainers`; OpenRLHF's wheel in
+# $REWARD_SERVICE_TRAINER_PACKAGES) are imported by the fixtures and tests that use them, so the
+# module collects without them and those tests are skipped (scripts/install.sh --test installs them).
+@pytest.fixture(scope="module")
+def verl():
+    """The verl package, or the test is skipped."""
+    return pytest.importorskip("verl")
+
+
+@pytest.fixture(scope="module")
+def single_turn_executor():
+    """OpenRLHF's SingleTurnAgentExecutor class, or the test is skipped."""
+    return pytest.importorskip("openrlhf.utils.agent").SingleTurnAgentExecutor
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     """A byte-level BPE tokenizer trained on the samples (no hub download)."""
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("transformers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -87,7 +103,7 @@ def tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(
-        [PROMPT] + [s[1] for s in SAMPLES],
+        [PROMPT] + [s[1] for s in _samples()],
         trainers.BpeTrainer(
             vocab_size=400,
             special_tokens=["<|pad|>", "<|endoftext|>"],
@@ -102,15 +118,17 @@ def tokenizer():
 def data_proto(tokenizer):
     """A verl rollout batch as the trainer hands it to the reward code: left-padded prompts,
     right-padded responses, attention mask over both, and the dataset's non-tensor fields."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
     from verl import DataProto
 
     prompt = tokenizer(PROMPT)["input_ids"]
-    responses = [tokenizer(text)["input_ids"] + [tokenizer.eos_token_id] for _, text, _ in SAMPLES]
+    responses = [tokenizer(text)["input_ids"] + [tokenizer.eos_token_id] for _, text, _ in _samples()]
     width = max(map(len, responses))
     pad = tokenizer.pad_token_id
     resp = torch.tensor([r + [pad] * (width - len(r)) for r in responses])
     mask = torch.tensor([[1] * len(prompt) + [1] * len(r) + [0] * (width - len(r)) for r in responses])
-    n = len(SAMPLES)
+    n = len(_samples())
     return DataProto.from_dict(
         tensors={
             "prompts": torch.tensor([prompt] * n),
@@ -120,7 +138,9 @@ def data_proto(tokenizer):
         },
         non_tensors={
             "data_source": np.array(["cvdp_cid012"] * n, dtype=object),
-            "reward_model": np.array([{"ground_truth": pid, "style": "rule"} for pid, _, _ in SAMPLES], dtype=object),
+            "reward_model": np.array(
+                [{"ground_truth": pid, "style": "rule"} for pid, _, _ in _samples()], dtype=object
+            ),
             "extra_info": np.array([{"index": i // 3} for i in range(n)], dtype=object),
         },
     )
@@ -157,7 +177,7 @@ def last_token_rewards(reward_tensor, data) -> list[float]:
 
 
 @pytest.mark.slow
-def test_verl_reward_loop_worker(service, tokenizer, tmp_path):
+def test_verl_reward_loop_worker(verl, tokenizer, service, tmp_path):
     """verl 0.9's default path: RewardLoopWorker (a Ray actor in a run; here the class itself) loads
     the custom reward function from the adapter file and scores each sample with the naive manager."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
@@ -167,16 +187,16 @@ def test_verl_reward_loop_worker(service, tokenizer, tmp_path):
     for name in ("compute_score_async", "compute_score"):
         worker = RewardLoopWorker(verl_config(service, name, str(tmp_path / "tok")))
         out = worker.loop.run_until_complete(worker.compute_score_batch(data))
-        assert [o["reward_score"] for o in out] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6), name
+        assert [o["reward_score"] for o in out] == pytest.approx([e for _, _, e in _samples()], abs=1e-6), name
 
 
 @pytest.mark.slow
-def test_verl_legacy_reward_managers(service, tokenizer):
+def test_verl_legacy_reward_managers(verl, tokenizer, service):
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.workers.reward_manager import BatchRewardManager, NaiveRewardManager
 
     data = data_proto(tokenizer)
-    expected = [e for _, _, e in SAMPLES]
+    expected = [e for _, _, e in _samples()]
     naive = NaiveRewardManager(tokenizer, 0, compute_score=get_custom_reward_fn(verl_config(service, "compute_score")))
     assert last_token_rewards(naive(data), data) == pytest.approx(expected, abs=1e-6)
     batch = BatchRewardManager(
@@ -199,54 +219,48 @@ class OneAnswerEngine:
 
 
 def run_openrlhf(executor, tokenizer) -> list[dict]:
-    engine = OneAnswerEngine([tokenizer(text, add_special_tokens=False)["input_ids"] for _, text, _ in SAMPLES])
+    engine = OneAnswerEngine([tokenizer(text, add_special_tokens=False)["input_ids"] for _, text, _ in _samples()])
     params = SimpleNamespace(max_tokens=None, logprobs=None)
 
     async def rollout():
-        return [await executor.execute(PROMPT, pid, params, 4096, tokenizer, engine) for pid, _, _ in SAMPLES]
+        return [await executor.execute(PROMPT, pid, params, 4096, tokenizer, engine) for pid, _, _ in _samples()]
 
     return asyncio.run(rollout())
 
 
 @pytest.mark.slow
-def test_openrlhf_remote_reward_url(service, tokenizer):
+def test_openrlhf_remote_reward_url(single_turn_executor, tokenizer, service):
     """OpenRLHF's single-turn executor: decodes prompt + response, POSTs it to --reward.remote_url."""
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    out = run_openrlhf(SingleTurnAgentExecutor(f"{service}/v1/openrlhf/reward"), tokenizer)
-    assert [o["reward"] for o in out] == [pytest.approx([e], abs=1e-6) for _, _, e in SAMPLES]
-    assert [o["scores"] for o in out] == [pytest.approx([max(0.0, e - 1.0)], abs=1e-6) for _, _, e in SAMPLES]
+    out = run_openrlhf(single_turn_executor(f"{service}/v1/openrlhf/reward"), tokenizer)
+    assert [o["reward"] for o in out] == [pytest.approx([e], abs=1e-6) for _, _, e in _samples()]
+    assert [o["scores"] for o in out] == [pytest.approx([max(0.0, e - 1.0)], abs=1e-6) for _, _, e in _samples()]
     assert all(set(o["extra_logs"]) == {"coverage", "passed", "no_coverage"} for o in out)
     # many queries, two servers: OpenRLHF shards one batch between the URLs
-    both = SingleTurnAgentExecutor([f"{service}/v1/openrlhf/reward"] * 2)
+    both = single_turn_executor([f"{service}/v1/openrlhf/reward"] * 2)
     parts = asyncio.run(
         both._fetch_rewards_via_http(
-            [PROMPT + t for _, t, _ in SAMPLES], [PROMPT] * len(SAMPLES), [pid for pid, _, _ in SAMPLES]
+            [PROMPT + t for _, t, _ in _samples()], [PROMPT] * len(_samples()), [pid for pid, _, _ in _samples()]
         )
     )
-    assert [r for p in parts for r in p["rewards"]] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6)
+    assert [r for p in parts for r in p["rewards"]] == pytest.approx([e for _, _, e in _samples()], abs=1e-6)
 
 
 @pytest.mark.slow
-def test_openrlhf_python_file_reward(service, tokenizer, monkeypatch):
+def test_openrlhf_python_file_reward(single_turn_executor, tokenizer, service, monkeypatch):
     """--reward.remote_url path/to/reward_service/adapters/openrlhf.py: OpenRLHF loads reward_func from the file."""
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
     monkeypatch.setenv("REWARD_SERVICE_URL", service)
-    executor = SingleTurnAgentExecutor(openrlhf_adapter.__file__)
+    executor = single_turn_executor(openrlhf_adapter.__file__)
     out = run_openrlhf(executor, tokenizer)
-    assert [float(o["reward"][0]) for o in out] == pytest.approx([e for _, _, e in SAMPLES], abs=1e-6)
+    assert [float(o["reward"][0]) for o in out] == pytest.approx([e for _, _, e in _samples()], abs=1e-6)
 
 
-def test_openrlhf_swallows_a_failed_reward(tokenizer):
+def test_openrlhf_swallows_a_failed_reward(single_turn_executor, tokenizer):
     """OpenRLHF 0.11.2 logs a reward request that failed after its 5 tries and leaves the reward None
     (docs/trainers.md): not 0, and its experience maker then stops on the missing reward."""
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
     down = f"http://127.0.0.1:{free_port()}/v1/openrlhf/reward"
     params = SimpleNamespace(max_tokens=None, logprobs=None)
     engine = OneAnswerEngine([tokenizer(NO_CODE)["input_ids"]])
-    out = asyncio.run(SingleTurnAgentExecutor(down).execute(PROMPT, PROBLEMS[0], params, 4096, tokenizer, engine))
+    out = asyncio.run(single_turn_executor(down).execute(PROMPT, PROBLEMS[0], params, 4096, tokenizer, engine))
     assert out["reward"] is None and out["scores"] is None
 
 
@@ -262,9 +276,9 @@ def test_slime_rm_hub(service):
 
     samples = [
         Sample(prompt=PROMPT, response=text, label=pid, index=i, group_index=i // 3)
-        for i, (pid, text, _) in enumerate(SAMPLES)
+        for i, (pid, text, _) in enumerate(_samples())
     ]
-    expected = [e for _, _, e in SAMPLES]
+    expected = [e for _, _, e in _samples()]
     args = SimpleNamespace(
         custom_rm_path="reward_service.adapters.slime.reward_func", rm_type=None, reward_service_url=service
     )

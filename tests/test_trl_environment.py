@@ -38,7 +38,7 @@ STEPS, GENERATIONS = 2, 2
 
 
 @pytest.fixture(scope="module")
-def run(trainer_service, tmp_path_factory):
+def run(trl_extra, trainer_service, tmp_path_factory):
     """The example's JSON: TRL's log history, every rollout (episode id, the messages TRL built,
     the environment's rewards), the demonstration, the SFT losses."""
     out = tmp_path_factory.mktemp("trl-env") / "history.json"

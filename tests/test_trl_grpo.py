@@ -27,7 +27,7 @@ FAILURE = shape_reward(Status.compile_error, CoverageReport(), False, RewardSpec
 
 
 @pytest.fixture(scope="module")
-def run(trainer_service, tmp_path_factory):
+def run(trl_extra, trainer_service, tmp_path_factory):
     """The example's JSON: TRL's log history, what the reward function scored, the SFT losses."""
     out = tmp_path_factory.mktemp("grpo") / "history.json"
     return run_trainer_example(EXAMPLE, trainer_service, out, "--steps", str(STEPS), timeout=540)
