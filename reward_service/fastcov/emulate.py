@@ -581,6 +581,89 @@ def comb_at_time_zero(source: SourceFile) -> None:
             )
 
 
+#: The edge keywords of a process's event list: what each one fires on, given the bit before
+#: (``p``) and now (``n``) (IEEE 1800 9.4.2 on 2-state values, the only ones Verilator has).
+_EDGE_FIRES = {
+    TokenKind.PosEdgeKeyword: "({n} & ~{p})",
+    TokenKind.NegEdgeKeyword: "(~{n} & {p})",
+    TokenKind.EdgeKeyword: "({n} ^ {p})",
+}
+
+
+def edge_processes(source: SourceFile) -> None:
+    """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``always begin : __rs_edge<k> bit
+    <now and before of each term>, <started>; if (!started) <before = now, started = 1>;
+    @( clk or  rst_n) begin <now = the terms>; <fire = an edge from before to now>; <before =
+    now>; if (fire) S end end``: the process runs ``S`` only when one of its edges happened
+    between the values it last saw and the values it sees when it runs.
+
+    Verilator runs such a process when the value of a term, compared where it evaluates its
+    triggers (after every running process has suspended), moved in the term's direction since
+    the previous evaluation: a zero-width pulse written by one process (``rst_n = 0; rst_n =
+    1;``, ``<=`` twice, ``clk = 1; clk = 0;``) is no change and runs nothing. Icarus wakes the
+    process at the first write and runs it after the writer suspended, with no edge left: on
+    its ``else`` arm, as if a clock had come (docs/semantics.md, "Zero-width pulses"). Waiting
+    on every change of each term keeps the values it last saw current; the first ones are
+    those when it first waits, where Icarus's own edge detection starts. The writer has
+    suspended when the woken process runs (Icarus queues it behind the running thread), which
+    is where Verilator compares. Values are read as 2-state bits (the least significant one,
+    as an edge is; X reads 0), as Verilator has them. ``always_ff`` becomes ``always`` (its
+    event control is no longer first; the points were taken from the text as written). Event
+    lists with a level term or an ``iff`` clause, and lists from a macro, stay as written."""
+    count = 0
+    for node in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
+        statement = node.statement
+        if statement.kind != _K.TimingControlStatement or statement.timingControl.kind != _K.EventControlWithExpression:
+            continue
+        terms = _edge_terms(statement.timingControl.expr)
+        if not terms:
+            continue
+        try:
+            start = source.offsets(statement)[0]
+            body_start, end = source.offsets(statement.statement)
+            texts = [source.slice(term.expr).strip() for term in terms]
+            for token in (node.keyword, *(term.edge for term in terms)):
+                source.offsets(token)
+        except Unsupported:
+            continue
+        if node.kind == _K.AlwaysFFBlock:
+            source.replace(node.keyword, "always")
+        for term in terms:
+            source.replace(term.edge, "")
+        block, started = f"{PREFIX}edge{count}", f"{PREFIX}started"
+        count += 1
+        now = [f"{PREFIX}n{i}" for i in range(len(terms))]
+        before = [f"{PREFIX}p{i}" for i in range(len(terms))]
+        fire = " | ".join(_EDGE_FIRES[t.edge.kind].format(n=n, p=p) for t, n, p in zip(terms, now, before, strict=True))
+        read = "".join(f"{n} = {text}; " for n, text in zip(now, texts, strict=True))
+        keep = "".join(f"{p} = {n}; " for n, p in zip(now, before, strict=True))
+        d = _depth(node)  # outside any wrap of the body by the point kinds
+        source.insert(
+            start,
+            f"begin : {block} bit {PREFIX}fire, {started}, {', '.join(now + before)}; "
+            f"if (!{started}) begin {read}{keep}{started} = 1'b1; end ",
+            closing=False,
+            depth=d,
+        )
+        source.insert(
+            body_start, f"begin {read}{PREFIX}fire = {fire}; {keep}if ({PREFIX}fire) ", closing=False, depth=d
+        )
+        source.insert(end, " end end", closing=True, depth=d)
+
+
+def _edge_terms(expr: Any) -> list[Any]:
+    """The ``SignalEventExpression`` terms of an event list whose every term is an edge of a
+    signal without ``iff``, in order; [] for any other list."""
+    while expr.kind == _K.ParenthesizedEventExpression:
+        expr = expr.expr
+    if expr.kind == _K.BinaryEventExpression:
+        left, right = _edge_terms(expr.left), _edge_terms(expr.right)
+        return [*left, *right] if left and right else []
+    if expr.kind == _K.SignalEventExpression and expr.iffClause is None and expr.edge.kind in _EDGE_FIRES:
+        return [expr]
+    return []
+
+
 def items_start(source: SourceFile, module: Any) -> int:
     """Where declarations can be added to ``module``: after its header and the
     ``timeunit``/``timeprecision`` items that start it (IEEE 1800 3.14.2.2: they precede all
