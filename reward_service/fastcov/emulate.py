@@ -30,6 +30,10 @@ testbench; no coverage is added here).
   the item its value selects runs. The selector is read 2-state (X/Z bits 0), as toggle
   sampling reads signals and as an X ``if`` condition already takes the ``else`` arm on
   both.
+- **Zero-width pulses** (:func:`edge_processes`, SV testbenches): a DUT process waiting on
+  edges runs its body only on an edge Verilator sees (a value moved between two of its trigger
+  evaluations); Icarus ran ``always @(posedge clk or negedge rst_n)`` on its ``else`` arm
+  after ``rst_n = 0; rst_n = 1;``.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
 - **DUT concurrent assertions** (:func:`assertions_out`): Icarus 11 rejects them; Verilator
@@ -582,73 +586,77 @@ def comb_at_time_zero(source: SourceFile) -> None:
 
 
 #: The edge keywords of a process's event list: what each one fires on, given the bit before
-#: (``p``) and now (``n``) (IEEE 1800 9.4.2 on 2-state values, the only ones Verilator has).
+#: (``p``) and now (``n``) (IEEE 1800 9.4.2 on 2-state values, the only ones Verilator has),
+#: and the other edge, which a helper process waits for to keep ``p`` current.
 _EDGE_FIRES = {
-    TokenKind.PosEdgeKeyword: "({n} & ~{p})",
-    TokenKind.NegEdgeKeyword: "(~{n} & {p})",
-    TokenKind.EdgeKeyword: "({n} ^ {p})",
+    TokenKind.PosEdgeKeyword: ("({n} & ~{p})", "negedge"),
+    TokenKind.NegEdgeKeyword: ("(~{n} & {p})", "posedge"),
+    TokenKind.EdgeKeyword: ("({n} ^ {p})", None),
 }
+#: Where declarations and helper processes can stand beside an ``always``.
+_ITEM_SCOPES = (_K.ModuleDeclaration, _K.GenerateBlock, _K.GenerateRegion)
 
 
 def edge_processes(source: SourceFile) -> None:
-    """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``always begin : __rs_edge<k> bit
-    <now and before of each term>, <started>; if (!started) <before = now, started = 1>;
-    @( clk or  rst_n) begin <now = the terms>; <fire = an edge from before to now>; <before =
-    now>; if (fire) S end end``: the process runs ``S`` only when one of its edges happened
-    between the values it last saw and the values it sees when it runs.
+    """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``bit <e>_f, <e>_n<i>, <e>_p<i>,
+    <e>_s<i>; always[_ff] @(posedge clk or negedge rst_n) begin <n = each term>; <f = an edge
+    from p to n>; <p = n>; if (<e>_f) S end`` and, after it, one helper per term that sets
+    ``<e>_p<i>`` to the term when it starts and at each of the term's other edges
+    (``always begin if (!<e>_s0) begin <e>_p0 = clk; <e>_s0 = 1'b1; end @(negedge clk) <e>_p0 =
+    clk; end``): the process runs ``S`` only when one of its edges happened between the
+    values last seen and the values it sees when it runs.
 
-    Verilator runs such a process when the value of a term, compared where it evaluates its
+    Verilator runs such a process when a term's value, compared where it evaluates its
     triggers (after every running process has suspended), moved in the term's direction since
     the previous evaluation: a zero-width pulse written by one process (``rst_n = 0; rst_n =
     1;``, ``<=`` twice, ``clk = 1; clk = 0;``) is no change and runs nothing. Icarus wakes the
     process at the first write and runs it after the writer suspended, with no edge left: on
-    its ``else`` arm, as if a clock had come (docs/semantics.md, "Zero-width pulses"). Waiting
-    on every change of each term keeps the values it last saw current; the first ones are
-    those when it first waits, where Icarus's own edge detection starts. The writer has
-    suspended when the woken process runs (Icarus queues it behind the running thread), which
-    is where Verilator compares. Values are read as 2-state bits (the least significant one,
-    as an edge is; X reads 0), as Verilator has them. ``always_ff`` becomes ``always`` (its
-    event control is no longer first; the points were taken from the text as written). Event
-    lists with a level term or an ``iff`` clause, and lists from a macro, stay as written."""
+    its ``else`` arm, as if a clock had come (docs/semantics.md, "Zero-width pulses"). Every
+    change of a term wakes the process or its helper, so ``p`` is the value at the last
+    change either saw; the writer has suspended when the woken process runs (Icarus queues it
+    behind the running thread), which is where Verilator compares. The event control and the
+    process stay as they were (Icarus's order among the processes one edge wakes, which
+    decides the last of several processes' ``<=`` to one variable, is the one it had as
+    written: tests/fastcov_designs/stops.sv). Values are read as 2-state bits (the least
+    significant one, as an edge is; X reads 0), as Verilator has them. Event lists with a
+    level term or an ``iff`` clause, lists from a macro and processes that are not an item of
+    a module or a ``begin``-``end`` generate block stay as written."""
     count = 0
     for node in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
         statement = node.statement
         if statement.kind != _K.TimingControlStatement or statement.timingControl.kind != _K.EventControlWithExpression:
             continue
+        if node.parent is None or node.parent.kind not in _ITEM_SCOPES:
+            continue
         terms = _edge_terms(statement.timingControl.expr)
         if not terms:
             continue
         try:
-            start = source.offsets(statement)[0]
-            body_start, end = source.offsets(statement.statement)
+            start, end = source.offsets(node)
+            body_start, body_end = source.offsets(statement.statement)
             texts = [source.slice(term.expr).strip() for term in terms]
-            for token in (node.keyword, *(term.edge for term in terms)):
-                source.offsets(token)
         except Unsupported:
             continue
-        if node.kind == _K.AlwaysFFBlock:
-            source.replace(node.keyword, "always")
-        for term in terms:
-            source.replace(term.edge, "")
-        block, started = f"{PREFIX}edge{count}", f"{PREFIX}started"
+        e = f"{PREFIX}e{count}"
         count += 1
-        now = [f"{PREFIX}n{i}" for i in range(len(terms))]
-        before = [f"{PREFIX}p{i}" for i in range(len(terms))]
-        fire = " | ".join(_EDGE_FIRES[t.edge.kind].format(n=n, p=p) for t, n, p in zip(terms, now, before, strict=True))
+        now = [f"{e}_n{i}" for i in range(len(terms))]
+        before = [f"{e}_p{i}" for i in range(len(terms))]
+        started = [f"{e}_s{i}" for i in range(len(terms))]
+        edges = [_EDGE_FIRES[t.edge.kind] for t in terms]
+        fire = " | ".join(f.format(n=n, p=p) for (f, _), n, p in zip(edges, now, before, strict=True))
         read = "".join(f"{n} = {text}; " for n, text in zip(now, texts, strict=True))
         keep = "".join(f"{p} = {n}; " for n, p in zip(now, before, strict=True))
+        helpers = "".join(
+            f" always begin if (!{s}) begin {p} = {text}; {s} = 1'b1; end @({other} {text}) {p} = {text}; end"
+            if other
+            else f" initial {p} = {text};"
+            for (_, other), p, s, text in zip(edges, before, started, texts, strict=True)
+        )
         d = _depth(node)  # outside any wrap of the body by the point kinds
-        source.insert(
-            start,
-            f"begin : {block} bit {PREFIX}fire, {started}, {', '.join(now + before)}; "
-            f"if (!{started}) begin {read}{keep}{started} = 1'b1; end ",
-            closing=False,
-            depth=d,
-        )
-        source.insert(
-            body_start, f"begin {read}{PREFIX}fire = {fire}; {keep}if ({PREFIX}fire) ", closing=False, depth=d
-        )
-        source.insert(end, " end end", closing=True, depth=d)
+        source.insert(start, f"bit {e}_f, {', '.join(now + before + started)}; ", closing=False, depth=d)
+        source.insert(body_start, f"begin {read}{e}_f = {fire}; {keep}if ({e}_f) ", closing=False, depth=d)
+        source.insert(body_end, " end", closing=True, depth=d)
+        source.insert(end, helpers, closing=True, depth=d)
 
 
 def _edge_terms(expr: Any) -> list[Any]:
