@@ -149,7 +149,7 @@ def test_a_variable_initialiser_is_a_line_point_on_both(engine):
     """Verilator (5.48 and 5.052) counts a covered line point at each initialised module or
     generate variable (the initial value's column), none for a net's, a subroutine's or a
     procedure's; the fast path counted none (line 3/4 on zw_reset before)."""
-    rtl = """module inits(input clk, output reg q);
+    rtl = """module inits(input clk, output reg q, output reg e);
   reg a = 1'b0;
   reg [3:0] b = 4'd3;
   integer i = 5;
@@ -163,11 +163,11 @@ def test_a_variable_initialiser_is_a_line_point_on_both(engine):
   endfunction
   always @(posedge clk) begin : blk
     reg z = 1;
-    q <= z ^ fn(1);
+    e <= z ^ fn(1);
   end
 endmodule
 """
-    tb = "module tb; reg clk = 0; wire q; inits dut(.clk(clk), .q(q)); initial begin #5 clk = 1; #5 $finish; end endmodule\n"
+    tb = "module tb; reg clk = 0; wire q, e; inits dut(.clk(clk), .q(q), .e(e)); initial begin #5 clk = 1; #5 $finish; end endmodule\n"
     fast, fast_points, ref, ref_points = _both(engine, "inits.sv", rtl, tb)
     assert not _differ(fast_points, ref_points), _differ(fast_points, ref_points)
     lines = sorted(k[1] for k, covered in fast_points.items() if k[2] == "line" and covered)
