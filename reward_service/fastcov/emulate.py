@@ -588,23 +588,26 @@ def comb_at_time_zero(source: SourceFile) -> None:
 #: The edge keywords of a process's event list: what each one fires on, given the bit before
 #: (``p``) and now (``n``) (IEEE 1800 9.4.2 on 2-state values, the only ones Verilator has),
 #: and the other edge, which a helper process waits for to keep ``p`` current.
+#: ``{n}`` is the term as written, whose width may be more than 1: every operand is widened to
+#: the widest, so ``1'b1`` keeps its least significant bit alone and ``p`` (a bit) adds no others.
 _EDGE_FIRES = {
-    TokenKind.PosEdgeKeyword: ("({n} & ~{p})", "negedge"),
-    TokenKind.NegEdgeKeyword: ("(~{n} & {p})", "posedge"),
-    TokenKind.EdgeKeyword: ("({n} ^ {p})", None),
+    TokenKind.PosEdgeKeyword: ("(({n}) & 1'b1 & ~{p})", "negedge"),
+    TokenKind.NegEdgeKeyword: ("(~({n}) & {p})", "posedge"),
+    TokenKind.EdgeKeyword: ("((({n}) & 1'b1) ^ {p})", None),
 }
 #: Where declarations and helper processes can stand beside an ``always``.
 _ITEM_SCOPES = (_K.ModuleDeclaration, _K.GenerateBlock, _K.GenerateRegion)
 
 
 def edge_processes(source: SourceFile) -> None:
-    """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``bit <e>_f, <e>_n<i>, <e>_p<i>,
-    <e>_s<i>; always[_ff] @(posedge clk or negedge rst_n) begin <n = each term>; <f = an edge
-    from p to n>; <p = n>; if (<e>_f) S end`` and, after it, one helper per term that sets
+    """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``bit <e>_p<i>; always[_ff]
+    @(posedge clk or negedge rst_n) if (<an edge from p to the terms now>) begin <p = each
+    term> S end else begin <p = each term> end`` and, after it, one helper per term that sets
     ``<e>_p<i>`` to the term when it starts and at each of the term's other edges
-    (``always begin if (!<e>_s0) begin <e>_p0 = clk; <e>_s0 = 1'b1; end @(negedge clk) <e>_p0 =
-    clk; end``): the process runs ``S`` only when one of its edges happened between the
-    values last seen and the values it sees when it runs.
+    (``always begin if (!<h>_s) begin <e>_p0 = clk; <h>_s = 1'b1; end @(negedge clk) <e>_p0 =
+    clk; end``; one helper sets the shadows of every process of the scope with that term and
+    edge, after the last of them): the process runs ``S`` only when one of its edges happened
+    between the values last seen and the values it sees when it runs.
 
     Verilator runs such a process when a term's value, compared where it evaluates its
     triggers (after every running process has suspended), moved in the term's direction since
@@ -622,6 +625,8 @@ def edge_processes(source: SourceFile) -> None:
     level term or an ``iff`` clause, lists from a macro and processes that are not an item of
     a module or a ``begin``-``end`` generate block stay as written."""
     count = 0
+    # (scope, term text, other edge) -> the shadows one helper keeps, the end of the last process
+    helpers: dict[tuple[tuple[int, int], str, str | None], tuple[list[tuple[str, str]], int, int]] = {}
     for node in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
         statement = node.statement
         if statement.kind != _K.TimingControlStatement or statement.timingControl.kind != _K.EventControlWithExpression:
@@ -632,6 +637,7 @@ def edge_processes(source: SourceFile) -> None:
         if not terms:
             continue
         try:
+            scope = source.offsets(node.parent)
             start, end = source.offsets(node)
             body_start, body_end = source.offsets(statement.statement)
             texts = [source.slice(term.expr).strip() for term in terms]
@@ -639,24 +645,30 @@ def edge_processes(source: SourceFile) -> None:
             continue
         e = f"{PREFIX}e{count}"
         count += 1
-        now = [f"{e}_n{i}" for i in range(len(terms))]
         before = [f"{e}_p{i}" for i in range(len(terms))]
-        started = [f"{e}_s{i}" for i in range(len(terms))]
         edges = [_EDGE_FIRES[t.edge.kind] for t in terms]
-        fire = " | ".join(f.format(n=n, p=p) for (f, _), n, p in zip(edges, now, before, strict=True))
-        read = "".join(f"{n} = {text}; " for n, text in zip(now, texts, strict=True))
-        keep = "".join(f"{p} = {n}; " for n, p in zip(now, before, strict=True))
-        helpers = "".join(
-            f" always begin if (!{s}) begin {p} = {text}; {s} = 1'b1; end @({other} {text}) {p} = {text}; end"
-            if other
-            else f" initial {p} = {text};"
-            for (_, other), p, s, text in zip(edges, before, started, texts, strict=True)
-        )
+        # few statements: Icarus interprets each one at every clock edge of every process
+        fire = " | ".join(f.format(n=text, p=p) for (f, _), text, p in zip(edges, texts, before, strict=True))
+        keep = "".join(f"{p} = {text}; " for p, text in zip(before, texts, strict=True))
         d = _depth(node)  # outside any wrap of the body by the point kinds
-        source.insert(start, f"bit {e}_f, {', '.join(now + before + started)}; ", closing=False, depth=d)
-        source.insert(body_start, f"begin {read}{e}_f = {fire}; {keep}if ({e}_f) ", closing=False, depth=d)
-        source.insert(body_end, " end", closing=True, depth=d)
-        source.insert(end, helpers, closing=True, depth=d)
+        source.insert(start, f"bit {', '.join(before)}; ", closing=False, depth=d)
+        source.insert(body_start, f"if ({fire}) begin {keep}", closing=False, depth=d)
+        source.insert(body_end, f" end else begin {keep}end", closing=True, depth=d)
+        for (_, other), p, text in zip(edges, before, texts, strict=True):
+            shadows = helpers.get((scope, text, other), ([], 0, 0))[0]
+            shadows.append((p, text))
+            helpers[(scope, text, other)] = (shadows, end, d)
+    # one helper per scope, term and other edge, after the last process it serves
+    for n, ((_, text, other), (shadows, end, d)) in enumerate(helpers.items()):
+        set_all = "".join(f"{p} = {value}; " for p, value in shadows)
+        started = f"{PREFIX}h{n}_s"
+        helper = (
+            f" bit {started}; always begin if (!{started}) begin {set_all}{started} = 1'b1; end "
+            f"@({other} {text}) begin {set_all}end end"
+            if other
+            else f" initial begin {set_all}end"
+        )
+        source.insert(end, helper, closing=True, depth=d)
 
 
 def _edge_terms(expr: Any) -> list[Any]:
