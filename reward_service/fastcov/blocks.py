@@ -101,6 +101,8 @@ class _Blocks:
                 for assignment in child.assignments:
                     if isinstance(assignment, syntax.BinaryExpressionSyntax):  # `lhs = rhs`
                         self.continuous_conds(child, assignment.right)
+            elif k == _K.DataDeclaration:
+                self.initializers(child)
             elif isinstance(child, syntax.NetDeclarationSyntax):
                 for decl in child.declarators:
                     if isinstance(decl, syntax.DeclaratorSyntax) and decl.initializer is not None:
@@ -135,6 +137,22 @@ class _Blocks:
             if body.kind == _K.TimingControlStatement:
                 body = body.statement
             self.u.append(body, flag.set)
+
+    def initializers(self, node: Any) -> None:
+        """A line ``block`` point for each initialised variable of a module or generate block
+        (``reg seen = 1'b0;``), at the initial value (Verilator 5.48 and 5.052 make the
+        initialiser an initial statement with its own point; a net's initialiser, ``wire w =
+        a;``, is a continuous assignment and has none, nor have a procedure's or a
+        subroutine's variables). The initialiser runs at time 0: the flag is set by an
+        ``initial`` after the declaration."""
+        for decl in node.declarators:
+            if not isinstance(decl, syntax.DeclaratorSyntax) or decl.initializer is None:
+                continue
+            token = decl.initializer.expr.getFirstToken()
+            if self.covered_here(token):
+                flag = self.point("line", token, "block", node)
+                # (begin-end: the prover strips the flag's statement, leaving valid code)
+                self.u.insert_after(node, f" initial begin {flag.set} end")
 
     def subroutine(self, node: Any) -> None:
         proto = node.prototype

@@ -30,6 +30,10 @@ testbench; no coverage is added here).
   the item its value selects runs. The selector is read 2-state (X/Z bits 0), as toggle
   sampling reads signals and as an X ``if`` condition already takes the ``else`` arm on
   both.
+- **Zero-width pulses** (:func:`edge_processes`, SV testbenches): a DUT process waiting on
+  edges runs its body only on an edge Verilator sees (a value moved between two of its trigger
+  evaluations); Icarus ran ``always @(posedge clk or negedge rst_n)`` on its ``else`` arm
+  after ``rst_n = 0; rst_n = 1;``.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
 - **DUT concurrent assertions** (:func:`assertions_out`): Icarus 11 rejects them; Verilator
@@ -579,6 +583,105 @@ def comb_at_time_zero(source: SourceFile) -> None:
                 closing=True,
                 depth=0,
             )
+
+
+#: The edge keywords of a process's event list: what each one fires on, given the bit before
+#: (``p``) and now (``n``) (IEEE 1800 9.4.2 on 2-state values, the only ones Verilator has),
+#: and the other edge, which a helper process waits for to keep ``p`` current.
+#: ``{n}`` is the term as written, whose width may be more than 1: every operand is widened to
+#: the widest, so ``1'b1`` keeps its least significant bit alone and ``p`` (a bit) adds no others.
+_EDGE_FIRES = {
+    TokenKind.PosEdgeKeyword: ("(({n}) & 1'b1 & ~{p})", "negedge"),
+    TokenKind.NegEdgeKeyword: ("(~({n}) & {p})", "posedge"),
+    TokenKind.EdgeKeyword: ("((({n}) & 1'b1) ^ {p})", None),
+}
+#: Where declarations and helper processes can stand beside an ``always``.
+_ITEM_SCOPES = (_K.ModuleDeclaration, _K.GenerateBlock, _K.GenerateRegion)
+
+
+def edge_processes(source: SourceFile) -> None:
+    """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``bit <e>_p<i>; always[_ff]
+    @(posedge clk or negedge rst_n) if (<an edge from p to the terms now>) begin <p = each
+    term> S end else begin <p = each term> end`` and, after it, one helper per term that sets
+    ``<e>_p<i>`` to the term when it starts and at each of the term's other edges
+    (``always begin if (!<h>_s) begin <e>_p0 = clk; <h>_s = 1'b1; end @(negedge clk) <e>_p0 =
+    clk; end``; one helper sets the shadows of every process of the scope with that term and
+    edge, after the last of them): the process runs ``S`` only when one of its edges happened
+    between the values last seen and the values it sees when it runs.
+
+    Verilator runs such a process when a term's value, compared where it evaluates its
+    triggers (after every running process has suspended), moved in the term's direction since
+    the previous evaluation: a zero-width pulse written by one process (``rst_n = 0; rst_n =
+    1;``, ``<=`` twice, ``clk = 1; clk = 0;``) is no change and runs nothing. Icarus wakes the
+    process at the first write and runs it after the writer suspended, with no edge left: on
+    its ``else`` arm, as if a clock had come (docs/semantics.md, "Zero-width pulses"). Every
+    change of a term wakes the process or its helper, so ``p`` is the value at the last
+    change either saw; the writer has suspended when the woken process runs (Icarus queues it
+    behind the running thread), which is where Verilator compares. The event control and the
+    process stay as they were (Icarus's order among the processes one edge wakes, which
+    decides the last of several processes' ``<=`` to one variable, is the one it had as
+    written: tests/fastcov_designs/stops.sv). Values are read as 2-state bits (the least
+    significant one, as an edge is; X reads 0), as Verilator has them. Event lists with a
+    level term or an ``iff`` clause, lists from a macro and processes that are not an item of
+    a module or a ``begin``-``end`` generate block stay as written."""
+    count = 0
+    # (scope, term text, other edge) -> the shadows one helper keeps, the end of the last process
+    helpers: dict[tuple[tuple[int, int], str, str | None], tuple[list[tuple[str, str]], int, int]] = {}
+    for node in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
+        statement = node.statement
+        if statement.kind != _K.TimingControlStatement or statement.timingControl.kind != _K.EventControlWithExpression:
+            continue
+        if node.parent is None or node.parent.kind not in _ITEM_SCOPES:
+            continue
+        terms = _edge_terms(statement.timingControl.expr)
+        if not terms:
+            continue
+        try:
+            scope = source.offsets(node.parent)
+            start, end = source.offsets(node)
+            body_start, body_end = source.offsets(statement.statement)
+            texts = [source.slice(term.expr).strip() for term in terms]
+        except Unsupported:
+            continue
+        e = f"{PREFIX}e{count}"
+        count += 1
+        before = [f"{e}_p{i}" for i in range(len(terms))]
+        edges = [_EDGE_FIRES[t.edge.kind] for t in terms]
+        # few statements: Icarus interprets each one at every clock edge of every process
+        fire = " | ".join(f.format(n=text, p=p) for (f, _), text, p in zip(edges, texts, before, strict=True))
+        keep = "".join(f"{p} = {text}; " for p, text in zip(before, texts, strict=True))
+        d = _depth(node)  # outside any wrap of the body by the point kinds
+        source.insert(start, f"bit {', '.join(before)}; ", closing=False, depth=d)
+        source.insert(body_start, f"if ({fire}) begin {keep}", closing=False, depth=d)
+        source.insert(body_end, f" end else begin {keep}end", closing=True, depth=d)
+        for (_, other), p, text in zip(edges, before, texts, strict=True):
+            shadows = helpers.get((scope, text, other), ([], 0, 0))[0]
+            shadows.append((p, text))
+            helpers[(scope, text, other)] = (shadows, end, d)
+    # one helper per scope, term and other edge, after the last process it serves
+    for n, ((_, text, other), (shadows, end, d)) in enumerate(helpers.items()):
+        set_all = "".join(f"{p} = {value}; " for p, value in shadows)
+        started = f"{PREFIX}h{n}_s"
+        helper = (
+            f" bit {started}; always begin if (!{started}) begin {set_all}{started} = 1'b1; end "
+            f"@({other} {text}) begin {set_all}end end"
+            if other
+            else f" initial begin {set_all}end"
+        )
+        source.insert(end, helper, closing=True, depth=d)
+
+
+def _edge_terms(expr: Any) -> list[Any]:
+    """The ``SignalEventExpression`` terms of an event list whose every term is an edge of a
+    signal without ``iff``, in order; [] for any other list."""
+    while expr.kind == _K.ParenthesizedEventExpression:
+        expr = expr.expr
+    if expr.kind == _K.BinaryEventExpression:
+        left, right = _edge_terms(expr.left), _edge_terms(expr.right)
+        return [*left, *right] if left and right else []
+    if expr.kind == _K.SignalEventExpression and expr.iffClause is None and expr.edge.kind in _EDGE_FIRES:
+        return [expr]
+    return []
 
 
 def items_start(source: SourceFile, module: Any) -> int:

@@ -312,6 +312,8 @@ def _emulate(
         emulate.two_state(source, inputs_only_except=toplevel or "")
     if emulation == "two_state":  # a cocotb test could read the parameter, a string on Verilator
         emulate.string_parameters(source)
+        # cocotb's writes of one time step land together (the last one wins): no pulse to see
+        emulate.edge_processes(source)
     emulate.zero_arrays(source)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)

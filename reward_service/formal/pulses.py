@@ -1,11 +1,12 @@
 """Zero-width reset pulses on the one-edge model (:mod:`.prover`, issue 23).
 
 A testbench that writes ``rst_n = 0; rst_n = 1;`` in one time step wakes every process
-``always @(posedge clk or negedge rst_n)``; Icarus (the fast path) runs it after the pulse
-ended, on its ``else`` branch, with no clock edge (IEEE 1800 4.7 lets a woken process run
-then); Verilator sees no change. A model whose flip-flops move only at clock edges proved
-``q && !seen`` unreachable (``q`` set by that process, ``seen`` by the same clock with no
-reset) while the fast path covers it (tests/test_formal_pulse.py).
+``always @(posedge clk or negedge rst_n)``; plain Icarus runs it after the pulse ended, on its
+``else`` branch, with no clock edge (IEEE 1800 4.7 lets a woken process run then); Verilator
+sees no change, and neither does the fast path any more (``fastcov.emulate.edge_processes``).
+A model whose flip-flops move only at clock edges proved ``q && !seen`` unreachable (``q`` set
+by that process, ``seen`` by the same clock with no reset) while Icarus covered it
+(tests/test_formal_pulse.py); the pulse below keeps such points unproved (sound, not tight).
 
 So the one-edge model has two more free choices per step, neither a DUT input (the witness
 search ties both to 0: every step a clock edge, no pulse, the model it searched before):
