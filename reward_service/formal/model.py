@@ -24,12 +24,15 @@ processes, no emulation rewrites. Instead
 - each toggle signal (scalar or plain vector at module level) gets two ``(* keep *)`` wires, the
   signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
   unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
+  An unpacked array (a memory) of such elements, of at most 256 bits in all as Verilator
+  counts it, gets the same two wires over the concatenation of its elements (constant
+  indices: each element bit is a property bit of its own).
 
 A flag of a ``begin ... end`` generate block is declared in that block (one copy
 per elaborated instance of it: the point is proved only when every copy is never 1).
 Points the model cannot represent exactly (in a function, task, ``initial``/``final`` or latch
 block, in another generate body, of a module instantiated with several parameter sets, toggle bits
-of arrays/structs/generate-scoped signals) get no property: they are never proved (their flag
+of generate-scoped signals and of arrays of other element types) get no property: they are never proved (their flag
 statements are removed from the text, so yosys never sees a module variable set in a
 function). Semantics: zero initial state, no reset assumed, inputs free at every step.
 """
@@ -48,7 +51,7 @@ from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.expr import ExprKind
 from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
 from reward_service.fastcov.screen import PROCESSES, edge_control, races, signal_uses
-from reward_service.fastcov.toggle import ToggleKind
+from reward_service.fastcov.toggle import MAX_WIDTH, ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
 from reward_service.formal.elaboration import IfSite, constant_conditions, dead_arm, if_site
 
@@ -413,22 +416,39 @@ def _toggles(
         return []
     decls = []
     for sig in probe.toggles:
-        shape = _shape(unit, sig)
-        if shape is None:
-            notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not a plain vector")
-            continue
-        names = sig.bit_names(*shape)
+        if sig.dims and not sig.scoped:
+            array = _array_shape(unit, sig)
+            if array is None:
+                notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not an array of plain elements")
+                continue
+            elements, shape = array
+            element_names = sig.bit_names(*shape)
+            if len(elements) * len(element_names) > MAX_WIDTH:
+                continue  # Verilator counts no point of it (--coverage-max-width), nor does the fast path
+            # one property bit per element bit, element by element: bit b of the k-th element
+            # (in the fast path's order) is bit k*W+b
+            names = [f"{''.join(f'[{i}]' for i in element)}{bit}" for element in elements for bit in element_names]
+            value = (
+                "{" + ", ".join(sig.name + "".join(f"[{i}]" for i in element) for element in reversed(elements)) + "}"
+            )
+        else:
+            vector = _shape(unit, sig)
+            if vector is None:
+                notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not a plain vector")
+                continue
+            names = sig.bit_names(*vector)
+            value = sig.name
         width = len(names)
         keys = [
             [(unit.file, sig.line, "toggle", f"{sig.name}{bit}:{edge}") for edge in ("0->1", "1->0")] for bit in names
         ]
-        if several or width > 256:
+        if several or width > MAX_WIDTH:
             notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: several parameter sets or too wide")
             points.extend((key, ()) for pair in keys for key in pair)
             continue
         high, low = f"{TOGGLE_PREFIX}{tag}{sig.index}_h", f"{TOGGLE_PREFIX}{tag}{sig.index}_l"
         decls.append(
-            f"(* keep *) wire [{width - 1}:0] {high} = {sig.name}; (* keep *) wire [{width - 1}:0] {low} = ~{sig.name};"
+            f"(* keep *) wire [{width - 1}:0] {high} = {value}; (* keep *) wire [{width - 1}:0] {low} = ~{value};"
         )
         for p, (rise, fall) in enumerate(keys):
             never_1, never_0 = len(properties), len(properties) + 1
@@ -441,7 +461,7 @@ def _toggles(
 
 def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
     """(left, right) of a module-level scalar (0, 0), plain vector, or a signal whose bits the
-    fast path names itself (0, 0: unused); None otherwise (arrays, generate-scoped signals)."""
+    fast path names itself (0, 0: unused); None otherwise (arrays: :func:`_array_shape`; generate-scoped signals)."""
     if sig.scoped or sig.dims:
         return None
     if sig.bits is not None:  # enum, packed struct, multi-dimensional: named LSB first
@@ -454,6 +474,32 @@ def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
         return 0, 0
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
         return t.range.left, t.range.right
+    return None
+
+
+def _array_shape(unit: ModuleUnit, sig: Any) -> tuple[list[tuple[int, ...]], tuple[int, int]] | None:
+    """The elements of a module-level unpacked array (index tuples, in the fast path's order:
+    each dimension from its lower to its upper index) and its element's (left, right) as
+    :meth:`ToggleSignal.bit_names` takes them (the fast path's ``$left``/``$right`` of a
+    variable of the element's type; (0, 0) for a scalar element or one whose bits the fast
+    path names itself); None for another element type."""
+    sym = unit.body.find(sig.name)
+    if sym is None:
+        return None
+    t = sym.type.canonicalType
+    ranges = []
+    while t.kind == _S.FixedSizeUnpackedArrayType:
+        ranges.append(range(t.range.lower, t.range.upper + 1))
+        t = t.elementType.canonicalType
+    if len(ranges) != len(sig.dims):
+        return None
+    elements: list[tuple[int, ...]] = [()]
+    for indices in ranges:
+        elements = [e + (i,) for e in elements for i in indices]
+    if sig.scalar or sig.bits is not None:
+        return elements, (0, 0)
+    if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
+        return elements, (t.range.left, t.range.right)
     return None
 
 
