@@ -50,7 +50,7 @@ from reward_service import hdl
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.expr import ExprKind
 from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
-from reward_service.fastcov.screen import PROCESSES, edge_control, races, signal_uses
+from reward_service.fastcov.screen import PROCESSES, _hierarchical, edge_control, races, signal_uses
 from reward_service.fastcov.toggle import MAX_WIDTH, ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
 from reward_service.formal.elaboration import IfSite, constant_conditions, dead_arm, if_site
@@ -91,6 +91,10 @@ class FormalModel:
     #: indices in ``points`` of the points without a property whose arm elaboration rules out
     #: (:mod:`.elaboration`): unreachable with no proof run
     dead: frozenset[int] = frozenset()
+    #: toggle ``_h`` wires (:data:`TOGGLE_PREFIX`) of internal variables (no port, no net)
+    #: whose bits nothing outside the netlist can write (:func:`_undriven_safe`): a bit of
+    #: one that the netlist leaves undriven keeps its zero initial value on every engine
+    undriven_ok: frozenset[str] = frozenset()
 
 
 def build_model(design: dict[str, str], top: str | None = None, expr: bool = True, timing: bool = True) -> FormalModel:
@@ -122,6 +126,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
     module_index = 0
     notes: list[str] = []
     files = {}
+    undriven_ok: set[str] | None = set() if _undriven_safe(sources, bodies) else None
     for source in sources:
         strip: list[tuple[str, list[str]]] = []  # per module in file order: tag, statements to remove
         for module in modules_of(source):
@@ -182,7 +187,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                     points.append((key, (len(properties),)))
                     properties.append(Property(name, _renamed(flag.name, tag), 0))
             strip.append((tag, removed))
-            toggle_decls = _toggles(unit, tag, several, properties, points, notes)
+            toggle_decls = _toggles(unit, tag, several, properties, points, notes, undriven_ok)
             if kept:  # declared before use: right after the header, as the fast path does
                 unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
             for scope, names in scoped.items():  # first in its block, before any use
@@ -194,7 +199,53 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
         # of a combinational block is a latch, which yosys refuses in an always_comb
         files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
-    return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes, dead=frozenset(dead))
+    return FormalModel(
+        files=files,
+        top=top,
+        properties=properties,
+        points=points,
+        notes=notes,
+        dead=frozenset(dead),
+        undriven_ok=frozenset(undriven_ok or ()),
+    )
+
+
+#: Tokens by which something outside the netlist yosys builds writes a variable: a forced
+#: value, a procedural continuous assignment, system tasks that write their arguments, a
+#: final block (yosys drops it).
+_OUTSIDE_WRITES = {
+    "force",
+    "release",
+    "deassign",
+    "final",
+    "$fscanf",
+    "$sscanf",
+    "$fread",
+    "$fgets",
+    "$fgetc",
+    "$ungetc",
+    "$value$plusargs",
+    "$cast",
+    "$readmemh",
+    "$readmemb",
+    "$system",
+}
+
+
+def _undriven_safe(sources: list[Any], bodies: dict[str, Any]) -> bool:
+    """Whether a variable bit the netlist leaves undriven is undriven in simulation too: the
+    design has no dotted name that may reach into another scope (a hierarchical write yosys
+    does not model) and none of :data:`_OUTSIDE_WRITES`. Then such a bit is never assigned:
+    Verilator keeps it at 0, Icarus at ``x`` (the fast path reads 0), and its toggle points are
+    unreachable on both (the netlist makes it a free input, ``setundef -undriven``, for every
+    other reader: Icarus's ``x`` and Verilator's 0 differ there)."""
+    for source in sources:
+        for module in modules_of(source):
+            if any(t.rawText in _OUTSIDE_WRITES for t in _tokens(module)):
+                return False
+            if next(_hierarchical(module, bodies.get(module.header.name.valueText)), None) is not None:
+                return False
+    return True
 
 
 def _timing_reason(source: Any, module: Any, body: Any) -> str | None:
@@ -398,9 +449,11 @@ def _toggles(
     properties: list[Property],
     points: list[tuple[PointKey, tuple[int, ...]]],
     notes: list[str],
+    undriven_ok: set[str] | None = None,
 ) -> list[str]:
     """Toggle points of the module (the fast path's :class:`ToggleKind` finds the signals) and
-    the declarations of their property wires."""
+    the declarations of their property wires; the ``_h`` wires of internal variables are added
+    to ``undriven_ok`` (None: the design has writes outside the netlist)."""
     if unit.body is None:
         return []
     probe = ModuleUnit(
@@ -447,6 +500,8 @@ def _toggles(
             points.extend((key, ()) for pair in keys for key in pair)
             continue
         high, low = f"{TOGGLE_PREFIX}{tag}{sig.index}_h", f"{TOGGLE_PREFIX}{tag}{sig.index}_l"
+        if undriven_ok is not None and _internal_variable(unit, sig):
+            undriven_ok.add(high)
         decls.append(
             f"(* keep *) wire [{width - 1}:0] {high} = {value}; (* keep *) wire [{width - 1}:0] {low} = ~{value};"
         )
@@ -475,6 +530,14 @@ def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
         return t.range.left, t.range.right
     return None
+
+
+def _internal_variable(unit: ModuleUnit, sig: Any) -> bool:
+    """Whether ``sig`` is a variable (not a net, whose undriven value a net type may make 1)
+    of the module that is not one of its ports (a testbench may drive the net it connects)."""
+    sym = unit.body.find(sig.name)
+    ports = {p.name for p in unit.body.portList}
+    return sym is not None and sym.kind == _S.Variable and sig.name not in ports
 
 
 def _array_shape(unit: ModuleUnit, sig: Any) -> tuple[list[tuple[int, ...]], tuple[int, int]] | None:
