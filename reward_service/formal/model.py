@@ -229,6 +229,19 @@ _OUTSIDE_WRITES = {
     "$readmemh",
     "$readmemb",
     "$system",
+    "$sformat",
+    "$swrite",
+    "$swriteb",
+    "$swriteo",
+    "$swriteh",
+    "$random",  # $random(seed) and the $dist_ functions update their seed argument
+    "$dist_uniform",
+    "$dist_normal",
+    "$dist_exponential",
+    "$dist_poisson",
+    "$dist_chi_square",
+    "$dist_t",
+    "$dist_erlang",
 }
 
 
