@@ -95,7 +95,19 @@ module top(input clk, input d, output q);
 endmodule
 """
 
-DESIGNS = {"ram.sv": RAM, "shift.sv": SHIFT, "und.sv": UNDRIVEN}
+#: Writes only out of range (addresses 10..15 of a 10-word memory), reads only in range:
+#: simulators ignore such a write, so no word and no read ever changes; a lowering that
+#: aliased the address (compared its low bits only) would let them change.
+OUT_OF_RANGE = """module oob(input clk, input we, input [3:0] a, input [3:0] d, output reg [3:0] q);
+  reg [3:0] mem [0:9];
+  always @(posedge clk) begin
+    if (we && a >= 4'd10) mem[a] <= d;
+    if (a < 4'd10) q <= mem[a];
+  end
+endmodule
+"""
+
+DESIGNS = {"ram.sv": RAM, "shift.sv": SHIFT, "und.sv": UNDRIVEN, "oob.sv": OUT_OF_RANGE}
 
 
 def _edges(*names: str) -> set[str]:
@@ -112,6 +124,10 @@ PROVED = {
         "edges",
         _edges(*(f"sr[{w}][3]" for w in range(4)), "q[3]")
         | _edges("two[0][0]", "two[0][1]", "two[0][2]", "two[1][0]", "two[1][1]"),
+    ),
+    "oob.sv": (
+        "ticks",
+        _edges(*(f"mem[{w}][{b}]" for w in range(10) for b in range(4)), "q[0]", "q[1]", "q[2]", "q[3]"),
     ),
     "und.sv": ("edges", _edges(*(f"u[{b}]" for b in range(4)), *(f"part[0][{b}]" for b in range(4)))),
 }
