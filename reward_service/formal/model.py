@@ -24,12 +24,15 @@ processes, no emulation rewrites. Instead
 - each toggle signal (scalar or plain vector at module level) gets two ``(* keep *)`` wires, the
   signal and its complement: "the bit is never 1" proves both its ``0->1`` and ``1->0`` points
   unreachable (Verilator's previous value starts at 0), "the bit is never 0" proves ``1->0``.
+  An unpacked array (a memory) of such elements, of at most 256 bits in all as Verilator
+  counts it, gets the same two wires over the concatenation of its elements (constant
+  indices: each element bit is a property bit of its own).
 
 A flag of a ``begin ... end`` generate block is declared in that block (one copy
 per elaborated instance of it: the point is proved only when every copy is never 1).
 Points the model cannot represent exactly (in a function, task, ``initial``/``final`` or latch
 block, in another generate body, of a module instantiated with several parameter sets, toggle bits
-of arrays/structs/generate-scoped signals) get no property: they are never proved (their flag
+of generate-scoped signals and of arrays of other element types) get no property: they are never proved (their flag
 statements are removed from the text, so yosys never sees a module variable set in a
 function). Semantics: zero initial state, no reset assumed, inputs free at every step.
 """
@@ -47,8 +50,8 @@ from reward_service import hdl
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.expr import ExprKind
 from reward_service.fastcov.instrument import _instance_bodies, modules_of, parse
-from reward_service.fastcov.screen import PROCESSES, edge_control, races, signal_uses
-from reward_service.fastcov.toggle import ToggleKind
+from reward_service.fastcov.screen import PROCESSES, _hierarchical, edge_control, races, signal_uses
+from reward_service.fastcov.toggle import MAX_WIDTH, ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
 from reward_service.formal.elaboration import IfSite, constant_conditions, dead_arm, if_site
 
@@ -88,6 +91,10 @@ class FormalModel:
     #: indices in ``points`` of the points without a property whose arm elaboration rules out
     #: (:mod:`.elaboration`): unreachable with no proof run
     dead: frozenset[int] = frozenset()
+    #: toggle ``_h`` wires (:data:`TOGGLE_PREFIX`) of internal variables (no port, no net)
+    #: whose bits nothing outside the netlist can write (:func:`_undriven_safe`): a bit of
+    #: one that the netlist leaves undriven keeps its zero initial value on every engine
+    undriven_ok: frozenset[str] = frozenset()
 
 
 def build_model(design: dict[str, str], top: str | None = None, expr: bool = True, timing: bool = True) -> FormalModel:
@@ -119,6 +126,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
     module_index = 0
     notes: list[str] = []
     files = {}
+    undriven_ok: set[str] | None = set() if _undriven_safe(sources, bodies) else None
     for source in sources:
         strip: list[tuple[str, list[str]]] = []  # per module in file order: tag, statements to remove
         for module in modules_of(source):
@@ -179,7 +187,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                     points.append((key, (len(properties),)))
                     properties.append(Property(name, _renamed(flag.name, tag), 0))
             strip.append((tag, removed))
-            toggle_decls = _toggles(unit, tag, several, properties, points, notes)
+            toggle_decls = _toggles(unit, tag, several, properties, points, notes, undriven_ok)
             if kept:  # declared before use: right after the header, as the fast path does
                 unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
             for scope, names in scoped.items():  # first in its block, before any use
@@ -191,7 +199,66 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
         # of a combinational block is a latch, which yosys refuses in an always_comb
         files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
-    return FormalModel(files=files, top=top, properties=properties, points=points, notes=notes, dead=frozenset(dead))
+    return FormalModel(
+        files=files,
+        top=top,
+        properties=properties,
+        points=points,
+        notes=notes,
+        dead=frozenset(dead),
+        undriven_ok=frozenset(undriven_ok or ()),
+    )
+
+
+#: Tokens by which something outside the netlist yosys builds writes a variable: a forced
+#: value, a procedural continuous assignment, system tasks that write their arguments, a
+#: final block (yosys drops it).
+_OUTSIDE_WRITES = {
+    "force",
+    "release",
+    "deassign",
+    "final",
+    "$fscanf",
+    "$sscanf",
+    "$fread",
+    "$fgets",
+    "$fgetc",
+    "$ungetc",
+    "$value$plusargs",
+    "$cast",
+    "$readmemh",
+    "$readmemb",
+    "$system",
+    "$sformat",
+    "$swrite",
+    "$swriteb",
+    "$swriteo",
+    "$swriteh",
+    "$random",  # $random(seed) and the $dist_ functions update their seed argument
+    "$dist_uniform",
+    "$dist_normal",
+    "$dist_exponential",
+    "$dist_poisson",
+    "$dist_chi_square",
+    "$dist_t",
+    "$dist_erlang",
+}
+
+
+def _undriven_safe(sources: list[Any], bodies: dict[str, Any]) -> bool:
+    """Whether a variable bit the netlist leaves undriven is undriven in simulation too: the
+    design has no dotted name that may reach into another scope (a hierarchical write yosys
+    does not model) and none of :data:`_OUTSIDE_WRITES`. Then such a bit is never assigned:
+    Verilator keeps it at 0, Icarus at ``x`` (the fast path reads 0), and its toggle points are
+    unreachable on both (the netlist makes it a free input, ``setundef -undriven``, for every
+    other reader: Icarus's ``x`` and Verilator's 0 differ there)."""
+    for source in sources:
+        for module in modules_of(source):
+            if any(t.rawText in _OUTSIDE_WRITES for t in _tokens(module)):
+                return False
+            if next(_hierarchical(module, bodies.get(module.header.name.valueText)), None) is not None:
+                return False
+    return True
 
 
 def _timing_reason(source: Any, module: Any, body: Any) -> str | None:
@@ -395,9 +462,11 @@ def _toggles(
     properties: list[Property],
     points: list[tuple[PointKey, tuple[int, ...]]],
     notes: list[str],
+    undriven_ok: set[str] | None = None,
 ) -> list[str]:
     """Toggle points of the module (the fast path's :class:`ToggleKind` finds the signals) and
-    the declarations of their property wires."""
+    the declarations of their property wires; the ``_h`` wires of internal variables are added
+    to ``undriven_ok`` (None: the design has writes outside the netlist)."""
     if unit.body is None:
         return []
     probe = ModuleUnit(
@@ -413,22 +482,41 @@ def _toggles(
         return []
     decls = []
     for sig in probe.toggles:
-        shape = _shape(unit, sig)
-        if shape is None:
-            notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not a plain vector")
-            continue
-        names = sig.bit_names(*shape)
+        if sig.dims and not sig.scoped:
+            array = _array_shape(unit, sig)
+            if array is None:
+                notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not an array of plain elements")
+                continue
+            elements, shape = array
+            element_names = sig.bit_names(*shape)
+            if len(elements) * len(element_names) > MAX_WIDTH:
+                continue  # Verilator counts no point of it (--coverage-max-width), nor does the fast path
+            # one property bit per element bit, element by element: bit b of the k-th element
+            # (in the fast path's order) is bit k*W+b
+            names = [f"{''.join(f'[{i}]' for i in element)}{bit}" for element in elements for bit in element_names]
+            value = (
+                "{" + ", ".join(sig.name + "".join(f"[{i}]" for i in element) for element in reversed(elements)) + "}"
+            )
+        else:
+            vector = _shape(unit, sig)
+            if vector is None:
+                notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: not a plain vector")
+                continue
+            names = sig.bit_names(*vector)
+            value = sig.name
         width = len(names)
         keys = [
             [(unit.file, sig.line, "toggle", f"{sig.name}{bit}:{edge}") for edge in ("0->1", "1->0")] for bit in names
         ]
-        if several or width > 256:
+        if several or width > MAX_WIDTH:
             notes.append(f"{unit.file}:{sig.line} toggles of {sig.name}: several parameter sets or too wide")
             points.extend((key, ()) for pair in keys for key in pair)
             continue
         high, low = f"{TOGGLE_PREFIX}{tag}{sig.index}_h", f"{TOGGLE_PREFIX}{tag}{sig.index}_l"
+        if undriven_ok is not None and _internal_variable(unit, sig):
+            undriven_ok.add(high)
         decls.append(
-            f"(* keep *) wire [{width - 1}:0] {high} = {sig.name}; (* keep *) wire [{width - 1}:0] {low} = ~{sig.name};"
+            f"(* keep *) wire [{width - 1}:0] {high} = {value}; (* keep *) wire [{width - 1}:0] {low} = ~{value};"
         )
         for p, (rise, fall) in enumerate(keys):
             never_1, never_0 = len(properties), len(properties) + 1
@@ -441,7 +529,7 @@ def _toggles(
 
 def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
     """(left, right) of a module-level scalar (0, 0), plain vector, or a signal whose bits the
-    fast path names itself (0, 0: unused); None otherwise (arrays, generate-scoped signals)."""
+    fast path names itself (0, 0: unused); None otherwise (arrays: :func:`_array_shape`; generate-scoped signals)."""
     if sig.scoped or sig.dims:
         return None
     if sig.bits is not None:  # enum, packed struct, multi-dimensional: named LSB first
@@ -454,6 +542,40 @@ def _shape(unit: ModuleUnit, sig: Any) -> tuple[int, int] | None:
         return 0, 0
     if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
         return t.range.left, t.range.right
+    return None
+
+
+def _internal_variable(unit: ModuleUnit, sig: Any) -> bool:
+    """Whether ``sig`` is a variable (not a net, whose undriven value a net type may make 1)
+    of the module that is not one of its ports (a testbench may drive the net it connects)."""
+    sym = unit.body.find(sig.name)
+    ports = {p.name for p in unit.body.portList}
+    return sym is not None and sym.kind == _S.Variable and sig.name not in ports
+
+
+def _array_shape(unit: ModuleUnit, sig: Any) -> tuple[list[tuple[int, ...]], tuple[int, int]] | None:
+    """The elements of a module-level unpacked array (index tuples, in the fast path's order:
+    each dimension from its lower to its upper index) and its element's (left, right) as
+    :meth:`ToggleSignal.bit_names` takes them (the fast path's ``$left``/``$right`` of a
+    variable of the element's type; (0, 0) for a scalar element or one whose bits the fast
+    path names itself); None for another element type."""
+    sym = unit.body.find(sig.name)
+    if sym is None:
+        return None
+    t = sym.type.canonicalType
+    ranges = []
+    while t.kind == _S.FixedSizeUnpackedArrayType:
+        ranges.append(range(t.range.lower, t.range.upper + 1))
+        t = t.elementType.canonicalType
+    if len(ranges) != len(sig.dims):
+        return None
+    elements: list[tuple[int, ...]] = [()]
+    for indices in ranges:
+        elements = [e + (i,) for e in elements for i in indices]
+    if sig.scalar or sig.bits is not None:
+        return elements, (0, 0)
+    if t.kind == _S.PackedArrayType and t.elementType.canonicalType.kind == _S.ScalarType:
+        return elements, (t.range.left, t.range.right)
     return None
 
 

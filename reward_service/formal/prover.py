@@ -400,7 +400,8 @@ def _run(
                 base.status, base.reason = "timeout", route
                 return base
         final = json.loads(_read(work / "final.json") or "{}").get("modules", {}).get(model.top, {})
-        result = _verdicts(model, outputs, verdicts, base, final.get("netnames", {}))
+        pre = json.loads(_read(work / "pre.json") or "{}").get("modules", {}).get(model.top, {})
+        result = _verdicts(model, outputs, verdicts, base, final.get("netnames", {}), undriven_bits(pre, model))
         result.reason = route
         return result
     finally:
@@ -746,8 +747,11 @@ def _verdicts(
     verdicts: list[bool | None],
     base: ProofResult,
     netnames: dict,
+    undriven: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset(),
 ) -> ProofResult:
-    """The result from the outputs' verdicts (True proved, False disproved, None undecided)."""
+    """The result from the outputs' verdicts (True proved, False disproved, None undecided).
+    ``undriven``: (wire, bit) of toggle ``_h`` wires that are never 1 because nothing drives
+    them (:func:`undriven_bits`; the AIG has them as free inputs)."""
     # a property holds when its signal bit is unreachable in every instance of its module
     # (the flattened wire is `<instance path>.<signal>`; model signal names are design-unique)
     # Each instance's wire bit: a constant in the final netlist (write_aiger names no constant
@@ -760,9 +764,10 @@ def _verdicts(
         if not leaf.startswith(FLAG_PREFIX):
             continue
         for bit, value in enumerate(net["bits"]):
-            known = (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
+            stuck = (wire, bit) in undriven
+            known = True if stuck else (value == "0") if isinstance(value, str) else mapped.get((wire, bit))
             instances.setdefault((leaf, bit), []).append(known)
-            constants.setdefault((leaf, bit), []).append(value == "0")
+            constants.setdefault((leaf, bit), []).append(stuck or value == "0")
     held = [
         bool(instances.get((p.signal, p.bit))) and all(v is True for v in instances[(p.signal, p.bit)])
         for p in model.properties
@@ -819,6 +824,36 @@ def _verdicts(
         notes=base.notes,
         per_metric=per_metric,
     )
+
+
+def undriven_bits(pre: dict, model: FormalModel) -> set[tuple[str, int]]:
+    """(wire, bit) of the toggle ``_h`` wires of ``model.undriven_ok`` (internal variables of
+    a design nothing outside the netlist writes) whose bit no cell of the flattened ``prep``
+    netlist ``pre`` (its top module) drives, no input port is, and no wire holding it has an
+    initial value: a variable bit the design never assigns. Verilator keeps it at its zero
+    initial value and the fast path reads Icarus's ``x`` as 0, so its toggle points are
+    unreachable, although the model makes the bit a free input for its readers
+    (``setundef -undriven``: the two engines' values differ there)."""
+    if not model.undriven_ok:
+        return set()
+    driven: set[int] = set()
+    for port in pre.get("ports", {}).values():
+        if port.get("direction") != "output":
+            driven.update(b for b in port["bits"] if isinstance(b, int))
+    for cell in pre.get("cells", {}).values():
+        dirs = cell.get("port_directions", {})
+        for name, bits in cell.get("connections", {}).items():
+            if dirs.get(name, "output") != "input":  # a port of unknown direction counts as a driver
+                driven.update(b for b in bits if isinstance(b, int))
+    nets = pre.get("netnames", {})
+    for net in nets.values():
+        if "init" in net.get("attributes", {}):
+            driven.update(b for b in net["bits"] if isinstance(b, int))
+    out: set[tuple[str, int]] = set()
+    for wire, net in nets.items():
+        if wire.rsplit(".", 1)[-1] in model.undriven_ok:
+            out.update((wire, i) for i, b in enumerate(net["bits"]) if isinstance(b, int) and b not in driven)
+    return out
 
 
 def _kind(key: PointKey, provers: tuple[int, ...], held: list[bool], constant: list[bool], before: str | None) -> str:
