@@ -15,9 +15,9 @@ from reward_service import __version__
 ENGINE_REVISION = "9"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
-FASTCOV_VERSION = "10"
+FASTCOV_VERSION = "11"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "13"
+PROVER_REVISION = "14"
 
 
 def results_revision() -> dict[str, str]:
