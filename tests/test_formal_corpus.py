@@ -66,7 +66,9 @@ ITEMS: dict[str, int] = {
     "cvdp_copilot_ring_token_0009": 1,
     "cvdp_copilot_sorter_0066": 4,
     "cvdp_copilot_static_branch_predict_0032": 8,
-    "cvdp_copilot_swizzler_0023": 1,
+    # + 36 toggles of map_idx's constant bits (each element a lane of MAPPING): the element bits
+    # a constant 0 holds never toggle, a constant 1 never falls (its rise is time 0's settling)
+    "cvdp_copilot_swizzler_0023": 37,
     "cvdp_copilot_ttc_lite_0013": 32,
     "cvdp_copilot_ttc_lite_0016": 32,
     "cvdp_copilot_vending_machine_0009": 8,
@@ -78,7 +80,7 @@ ITEMS: dict[str, int] = {
 #: sees a case item's block only in its item. swizzler: ``map_idx[i] >= 0`` and ``map_idx[i] < N``
 #: false (a 3-bit index, N = 8); axi4lite: ``wstrb_reg[i]`` set in PCIE_WRITE's loop, ``arready``
 #: 1 in READ_ADDR's ``arvalid && !arready``, ``pcie_cfg_rd_en`` 0 in SEND_READ_RESPONSE's condition.
-ON_PINNED: dict[str, int] = {"cvdp_agentic_axi4lite_to_pcie_config_0005": 108, "cvdp_copilot_swizzler_0023": 3}
+ON_PINNED: dict[str, int] = {"cvdp_agentic_axi4lite_to_pcie_config_0005": 108, "cvdp_copilot_swizzler_0023": 39}
 
 #: run on Verilator too: the proof's keys against Verilator's own coverage.dat records (the last
 #: two have a fully decoded 2-bit case in a combinational block, evaluated before the cocotb
