@@ -121,7 +121,7 @@ def step() -> list[list[Sample]]:
     return rollouts()
 
 
-def flat() -> list[Sample]:
+def flat_samples() -> list[Sample]:
     """The samples of :func:`step` in order."""
     return [s for group in step() for s in group]
 
@@ -144,7 +144,7 @@ def reference(service):
     """The step scored through the plain client: what the engine gives for these inputs."""
     with RewardClient(service) as client:
         return client.score_batch(
-            [{"problem_id": s.problem_id, "stimulus": {"kind": "completion", "text": s.text}} for s in flat()],
+            [{"problem_id": s.problem_id, "stimulus": {"kind": "completion", "text": s.text}} for s in flat_samples()],
             timeout=1800,
         )
 
@@ -168,9 +168,9 @@ def shuffled(seed: int) -> list[list[Sample]]:
 def test_reference_rewards_are_the_expected_coverage(reference):
     statuses = {"weak": "ok", "good": "ok", "best": "ok", "no_code": "invalid_input", "compile_error": "compile_error"}
     assert [r.status.value for r in reference] == [
-        "refused" if (s.problem_id, s.kind) in FORCING_CASES else statuses[s.kind] for s in flat()
+        "refused" if (s.problem_id, s.kind) in FORCING_CASES else statuses[s.kind] for s in flat_samples()
     ]
-    assert_aligned([r.reward for r in reference], flat())
+    assert_aligned([r.reward for r in reference], flat_samples())
     assert FAILURE == 0.0
 
 
@@ -254,12 +254,14 @@ def test_trl_reward_function(service, reference):
 def test_trl_group_diversity_term(service, reference):
     weight = 0.5
     rewards = trl.CoverageReward(service, diversity_weight=weight)(
-        prompts=[s.prompt for s in flat()], completions=[s.text for s in flat()], problem_id=[s.label for s in flat()]
+        prompts=[s.prompt for s in flat_samples()],
+        completions=[s.text for s in flat_samples()],
+        problem_id=[s.label for s in flat_samples()],
     )
     # the same term as the batch API's, each group being the 8 completions of one problem
-    expected = group_rewards(reference, [str(s.group) for s in flat()], weight)
+    expected = group_rewards(reference, [str(s.group) for s in flat_samples()], weight)
     assert rewards == pytest.approx(expected.rewards)
-    for r, s, d in zip(rewards, flat(), expected.diversity):
+    for r, s, d in zip(rewards, flat_samples(), expected.diversity):
         if s.kind in ("no_code", "compile_error") or (s.problem_id, s.kind) in FORCING_CASES:
             assert r == FAILURE and d == 0.0  # FORCING_CASES: refused, no coverage to share
         else:
@@ -303,12 +305,14 @@ def test_openrlhf_remote_reward(service, reference):
     # with the diversity term (URL parameter): the samples of one prompt are a group
     div = post_openrlhf(
         service,
-        [s.prompt + s.text for s in flat()],
-        [s.prompt for s in flat()],
-        [s.label for s in flat()],
+        [s.prompt + s.text for s in flat_samples()],
+        [s.prompt for s in flat_samples()],
+        [s.label for s in flat_samples()],
         diversity_weight=0.25,
     ).json()
-    assert div["rewards"] == pytest.approx(group_rewards(reference, [str(s.group) for s in flat()], 0.25).rewards)
+    assert div["rewards"] == pytest.approx(
+        group_rewards(reference, [str(s.group) for s in flat_samples()], 0.25).rewards
+    )
     assert len(div["extra_logs"]["diversity"]) == 32
 
     # the Python-file form (--remote_rm_url path/to/openrlhf.py) through the client
