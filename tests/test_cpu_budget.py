@@ -39,10 +39,10 @@ SV_NEAR = """module tb;
   logic clk=0; logic [3:0] a=0, y;
   dut uut(.clk(clk), .a(a), .y(y));
   always #1 clk = ~clk;
-  initial begin repeat (2000000) begin @(posedge clk); a = a + 1; end $finish; end
+  initial begin repeat (1400000) begin @(posedge clk); a = a + 1; end $finish; end
 endmodule
 """
-SV_FOREVER = SV_NEAR.replace("repeat (2000000)", "forever")
+SV_FOREVER = SV_NEAR.replace("repeat (1400000)", "forever")
 #: cocotb start-up plus one CPU second of Python (a loop on the process's CPU clock: the same
 #: CPU at any load).
 COCOTB_NEAR = """import time
