@@ -170,3 +170,24 @@ def test_a_respelled_flag_line_is_a_repeat() -> None:
     scoped = " ".join([*words[:5], "c.__rs_zz", *words[6:]])
     with pytest.raises(ValueError, match="repeats"):
         read_points(f"{module_line}\n{toggle_line}\n{scoped}\n", "tok", inst)
+
+
+#: The test takes write permission from its work directory, after making a directory under the
+#: coverage file's name (Verilator's) and the flag file's (the fast path's).
+READ_ONLY_WORK_DIR = """    import os
+    for name in ("cover" + "age.dat", "rs_fast" + "cov.txt"):
+        os.mkdir(name)
+    os.chmod(".", 0o500)
+"""
+
+
+@pytest.mark.parametrize("which", ["fast", "verilator"])
+def test_a_read_only_work_dir_is_the_tests_failure_not_a_hung_worker(engine, which: str) -> None:
+    """Before, Verilator could not open coverage.dat, VL_FATAL'd inside its coverage write and
+    deadlocked on the write's own mutex: the sample held its worker until the 510 s wall-clock
+    backstop (status timeout). The guard gives the directory back to the simulator at its
+    scorer-file open; cocotb's results.xml (the test's own file) cannot be written: no test ran."""
+    r = engine.score(request(WEAK_21.replace(HACK, READ_ONLY_WORK_DIR), which))
+    assert r.status.value == "runtime_error" and r.engine == which, describe(r)
+    assert "results.xml" in r.message and "Permission denied" in r.message, describe(r)
+    assert r.reward == 0.0

@@ -867,6 +867,19 @@ static int clear_place(const char *full) {
     return -1;
 }
 
+/* The simulator could not open a scorer file (the test used up the descriptors, filled the
+ * disk, ...): say so and end the process. Returning NULL would leave vvp's flags unwritten (a
+ * quiet low score) and deadlock Verilator (VL_FATAL in VerilatedCovImp::write runs the exit
+ * callbacks, which write the coverage again under the mutex it holds: the run then waits for
+ * the wall-clock backstop). */
+static void cannot_write_scorer_file(const char *base) {
+    char line[512];
+    int n = snprintf(line, sizeof line, "rs-guard: the simulator could not write its coverage file %s: %s\n", base,
+                     strerror(errno));
+    if (n > 0) syscall(SYS_write, 2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+    _exit(70);
+}
+
 static FILE *scorer_fopen(const char *which, const char *path, const char *mode) {
     static fopen_t real_fopen, real_fopen64;
     fopen_t *slot = strcmp(which, "fopen") == 0 ? &real_fopen : &real_fopen64;
@@ -888,20 +901,20 @@ static FILE *scorer_fopen(const char *which, const char *path, const char *mode)
         struct stat sb;
         if (fd >= 0 && (fstat(fd, &sb) != 0 || sb.st_dev != made.files[at].dev || sb.st_ino != made.files[at].ino)) {
             close(fd);
-            errno = EACCES;
-            return NULL;
+            errno = ESTALE; /* not the file it made: the test replaced it */
+            fd = -1;
         }
     } else {
-        if (clear_place(full) != 0) {
-            errno = EACCES;
-            return NULL;
-        }
+        /* the work directory is the simulator's: a test that took its write permission away
+         * (chmod 0500) would otherwise keep the scorer from moving things aside or creating */
+        if (path[0] != '/') syscall(SYS_fchmodat, AT_FDCWD, st.cwd, 0755);
+        if (clear_place(full) != 0) cannot_write_scorer_file(base);
         int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : 0);
         fd = (int)syscall(SYS_openat, AT_FDCWD, full, flags, 0644);
         struct stat sb;
         if (fd >= 0 && fstat(fd, &sb) == 0 && at < 0) note_made(base, &sb);
     }
-    if (fd < 0) return NULL;
+    if (fd < 0) cannot_write_scorer_file(base);
     FILE *f = fdopen(fd, append ? "a" : "w");
     if (!f) close(fd);
     return f;
