@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from reward_service.models import Limits
 from reward_service.sandbox import cpu
 from reward_service.sandbox.base import ExecSpec, SandboxError
 from reward_service.sandbox.bwrap import BwrapSandbox
@@ -157,6 +158,39 @@ def test_a_cocotb_test_that_sleeps_forever_is_its_own_timeout(engine, monkeypatc
     assert result.timings["run_cpu"] < 3000, result.timings
 
 
+def test_a_sleeping_cocotb_test_ends_when_idle_not_at_the_backstop(engine):
+    """With the default run budget (backstop minutes away), a test asleep in time.sleep (and one
+    polling in time.sleep(0.1)) ends once a whole idle window (cpu.RUN_IDLE_S) passed with no
+    CPU: well before the backstop, as the sample's own timeout. One such sample would otherwise
+    hold its RL step for minutes."""
+    backstop = cpu.wall_backstop(Limits().run_s)
+    polling = COCOTB_SLEEP.replace("time.sleep(1e9)", "while True:\n        time.sleep(0.1)")
+    for test in (COCOTB_SLEEP.replace("__CPU__", "0"), polling.replace("__CPU__", "0")):
+        result = engine.score(cocotb_request(test))
+        assert result.status == "timeout" and result.reward == 0, result.message
+        assert "waited without using" in result.message, result.message
+        # start-up (9-20 s of wall time at a load of 10) + at most two idle windows
+        assert result.timings["run"] < min(backstop / 2, 30 + 3 * cpu.RUN_IDLE_S) * 1000, result.timings
+
+
+def test_the_idle_window_needs_no_cpu_for_a_whole_window() -> None:
+    """CpuBudget.idle on worked-out samples: a step that used 0.01 CPU s in 15 s is idle, one
+    that used 1 s (7 % of a core) is not; windows restart after a busy one and after
+    idle_restart (held by the machine)."""
+    budget = cpu.CpuBudget(ExecSpec(argv=["x"], workdir=Path("/tmp"), cpu_s=10, idle_s=15))
+    budget.over(0.5)
+    assert not budget.idle(100.0)  # the first sample starts the window
+    budget.over(0.51)
+    assert not budget.idle(110.0)  # the window is not over yet
+    assert budget.idle(115.0)  # 0.01 CPU s in 15 s
+    budget.idle_restart(115.0)
+    budget.over(1.51)
+    assert not budget.idle(130.0)  # 1 CPU s in 15 s: busy, a new window starts at 130
+    assert not budget.idle(140.0)
+    assert budget.idle(145.0)
+    assert not cpu.CpuBudget(ExecSpec(argv=["x"], workdir=Path("/tmp"), cpu_s=10)).idle(1e6)  # no idle_s
+
+
 def _stop_the_first(comm: str, stopped: list[int], done: threading.Event, marker: bytes = b"") -> None:
     """SIGSTOP the first descendant of this process named ``comm`` whose command line holds
     ``marker`` (a worker frozen by its host: no CPU, not asleep by itself), as soon as it
@@ -242,6 +276,33 @@ def test_a_stopped_step_at_its_backstop_is_a_sandbox_error(use_cgroups):
         with tempfile.TemporaryDirectory() as work, pytest.raises(SandboxError, match="stopped"):
             BwrapSandbox(use_cgroups=use_cgroups).run(
                 ExecSpec(argv=["python3", "-c", _SPIN, "3", "0"], workdir=Path(work), cpu_s=5.0, timeout_s=4)
+            )
+    finally:
+        done.set()
+        stopper.join()
+    assert stopped
+
+
+@pytest.mark.parametrize("use_cgroups", CGROUPS)
+def test_an_asleep_step_ends_at_its_idle_limit_and_a_stopped_one_does_not(use_cgroups):
+    """idle_s=2, backstop 60 s: ``sleep 600`` ends as waited within a few idle windows; a step
+    stopped by someone else (state T: held, the machine's) uses no CPU either but is not the
+    sample's to blame: it still runs to its backstop (4 s here) and is a sandbox_error."""
+    sandbox = BwrapSandbox(use_cgroups=use_cgroups)
+    with tempfile.TemporaryDirectory() as work:
+        started = time.monotonic()
+        asleep = sandbox.run(ExecSpec(argv=["sleep", "600"], workdir=Path(work), cpu_s=5.0, idle_s=2, timeout_s=60))
+        took = time.monotonic() - started
+    assert asleep.timed_out and asleep.waited and asleep.exit_code == -9, asleep
+    assert took < 30, took
+    stopped: list[int] = []
+    done = threading.Event()
+    stopper = threading.Thread(target=_stop_the_first, args=("python3", stopped, done, b"process_time"))
+    stopper.start()
+    try:
+        with tempfile.TemporaryDirectory() as work, pytest.raises(SandboxError, match="stopped"):
+            sandbox.run(
+                ExecSpec(argv=["python3", "-c", _SPIN, "3", "0"], workdir=Path(work), cpu_s=5.0, idle_s=1, timeout_s=6)
             )
     finally:
         done.set()

@@ -303,6 +303,17 @@ def test_timeout_kills(sandbox, tmp_path, argv):
     assert time.monotonic() - started < 2 + 3
 
 
+def test_an_asleep_step_ends_at_its_idle_limit(sandbox, tmp_path):
+    """With a CPU budget and idle_s=2 (backstop 60 s): a step asleep ends as waited (the
+    sample's own timeout) within a few idle windows, long before its backstop."""
+    started = time.monotonic()
+    result = sandbox.run(
+        ExecSpec(argv=["sleep", "600"], workdir=tmp_path, cpu_s=5.0, idle_s=2, timeout_s=60, outputs=())
+    )
+    assert result.timed_out and result.waited, result
+    assert time.monotonic() - started < 40
+
+
 def test_timeout_with_output_closed(sandbox, tmp_path):
     """A process that closes its output is still followed to its time limit."""
     result = sandbox.run(

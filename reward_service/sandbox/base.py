@@ -75,6 +75,11 @@ class ExecSpec:
     #: (runnable on a loaded machine, stopped) the backend raises SandboxError. None: no CPU
     #: budget, ``timeout_s`` alone (the wall clock) is the limit.
     cpu_s: float | None = None
+    #: With ``cpu_s``: a step that used no CPU for this many wall-clock seconds while every
+    #: thread of it slept by itself ends then, ``timed_out`` and ``waited`` (as at the
+    #: backstop, minutes earlier: one sample in ``time.sleep`` would hold an RL step). For
+    #: run steps, which wait on nothing outside (builds can wait on a lock). None: no such limit.
+    idle_s: float | None = None
     #: A step of two phases with budgets of their own (``cpu_s`` must be set): (sandbox path
     #: under ``/work`` that the step creates when its first phase ends, the first phase's CPU
     #: seconds); ``cpu_s`` counts from that file's appearance. A backend that cannot see the

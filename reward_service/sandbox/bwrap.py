@@ -512,6 +512,11 @@ class BwrapSandbox(Sandbox):
                             break
                         _signal_step(proc, spec.stop_signal)
                         stop_at = now
+                    elif budget is not None and stop_at is None and budget.idle(now):
+                        if held_by(proc.pid) is None:
+                            timed_out = waited = True
+                            break
+                        budget.idle_restart(now)
                 ready, _, _ = select.select([fd], [], [], min(left, interval))
                 if not ready:
                     if _reap(proc, usage) is not None:

@@ -3,7 +3,8 @@
 status at any load. A wall-clock backstop (:func:`wall_backstop`) ends a step that did not use
 its budget in a generous multiple of it; who is to blame for that is :func:`held_by`'s answer:
 a step whose every thread was asleep waited by itself (the sample's own timeout: a cocotb test
-in ``time.sleep``, a wait on nothing), anything else (threads runnable but not running: a
+in ``time.sleep``, a wait on nothing; a run step with ``ExecSpec.idle_s`` ends so as soon as it
+used no CPU for that long, not at the backstop), anything else (threads runnable but not running: a
 loaded machine; stopped; in uninterruptible I/O) is the machine's, a ``sandbox_error``.
 
 Where the step has a cgroup (root on a cgroup v1 host with ``cpuacct``) its CPU is the cgroup's
@@ -26,8 +27,17 @@ from reward_service.sandbox.proctree import tree_states
 #: the simulators' start-up (bwrap, loader, page-cache misses: wall time, little CPU).
 BACKSTOP_FACTOR = 4.0
 BACKSTOP_SLACK_S = 30.0
+#: ``ExecSpec.idle_s`` of the simulation (run) steps: a sample asleep this long ends then, not
+#: minutes later at the backstop (an RL step waits for its slowest sample).
+RUN_IDLE_S = 15.0
 #: Seconds between the stop signal at the CPU budget (``ExecSpec.stop_signal``) and SIGKILL.
 STOP_GRACE_S = 2.0
+#: A step with ``ExecSpec.idle_s`` whose CPU count grew by less than this share of the
+#: ``idle_s`` wall-clock seconds of a window is looked at (:func:`held_by`): asleep by itself,
+#: it ends there as ``waited`` instead of at the backstop. A simulation never sleeps (it runs,
+#: or waits runnable on a loaded machine: state R, held); a cocotb test polling in
+#: ``time.sleep(0.1)`` wakes for ~0.1 % of a core.
+IDLE_CPU_SHARE = 0.05
 #: Scheduler states of a thread that waits by itself: interruptible sleep (``S``), an idle
 #: kernel-style wait (``I``), or exited (``Z``, ``X``).
 _OWN_WAIT = frozenset("SIZX")
@@ -54,6 +64,8 @@ class CpuBudget:
         self.base: float | None = None  # CPU used when the first phase ended (None: in it)
         self.over_count = 0
         self.used = 0.0
+        self.idle_s = spec.idle_s
+        self.idle_mark: tuple[float, float] | None = None  # (CPU seconds, when) at the window's start
 
     def limit(self) -> float:
         """The CPU seconds the step may have used by now (the whole step's count)."""
@@ -70,6 +82,29 @@ class CpuBudget:
             self.base = used
         self.over_count = self.over_count + 1 if used > self.limit() else 0
         return self.over_count >= 2
+
+    def idle(self, now: float) -> bool:
+        """True when the step has an idle limit (``ExecSpec.idle_s``) and its CPU count (the
+        last :meth:`over` sample) grew by less than :data:`IDLE_CPU_SHARE` of the window over
+        the last window of ``idle_s`` wall-clock seconds up to ``now`` (monotonic seconds; the
+        windows follow each other, so an idle step is seen within two of them). The caller
+        then asks :func:`held_by` and, when the machine held the step, :meth:`idle_restart`."""
+        if self.idle_s is None:
+            return False
+        if self.idle_mark is None:
+            self.idle_mark = (self.used, now)
+            return False
+        cpu, since = self.idle_mark
+        if now - since < self.idle_s:
+            return False
+        if self.used - cpu < IDLE_CPU_SHARE * (now - since):
+            return True
+        self.idle_mark = (self.used, now)
+        return False
+
+    def idle_restart(self, now: float) -> None:
+        """Start a new idle window at ``now`` (the step was held, not asleep by itself)."""
+        self.idle_mark = (self.used, now)
 
     def phase(self) -> str:
         """Which budget the step is on: ``"first"`` (of a split step) or ``"main"``."""

@@ -379,6 +379,11 @@ class DockerSandbox(Sandbox):
                 with contextlib.suppress(*_DOCKER_ERRORS):
                     api.kill(container, signal=int(spec.stop_signal))  # init passes it on
                 stop_at = time.monotonic()
+            elif budget is not None and stop_at is None and watch.measured and budget.idle(time.monotonic()):
+                if _held(api, container) is None:
+                    timed_out = waited = True
+                    break
+                budget.idle_restart(time.monotonic())
         if not (timed_out or flood.is_set() or held):
             try:  # the output ended; the process may still run with its output closed
                 api.wait(container, timeout=max(0.5, deadline - time.monotonic()))

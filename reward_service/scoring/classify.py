@@ -30,8 +30,8 @@ def classify(
         return Status.resource_limit, "process limit exceeded (fork bomb?)"
     if runres.waited:
         return Status.timeout, (
-            f"the simulation waited without using its {run_s:g} CPU-second run-time budget until the "
-            f"wall-clock backstop ({runres.duration_ms / 1000:.0f} s): it slept or waited on nothing "
+            f"the simulation waited without using its {run_s:g} CPU-second run-time budget, asleep, and "
+            f"was ended after {runres.duration_ms / 1000:.0f} s of wall clock: it slept or waited on nothing "
             "(a cocotb test in time.sleep, a blocking read); coverage up to the kill is reported for information"
         )
     if runres.timed_out or run.ended_by == "timeout":

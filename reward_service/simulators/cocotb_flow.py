@@ -74,7 +74,7 @@ from reward_service.integrity import cocotb_guard
 from reward_service.models import Status, TestOutcome
 from reward_service.safe_io import UnsafeOutput, output_file, read_output, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
-from reward_service.sandbox.cpu import wall_backstop
+from reward_service.sandbox.cpu import RUN_IDLE_S, wall_backstop
 from reward_service.sandbox.toolchain import Toolchain, versions
 from reward_service.simulators import cocotb_runtime
 from reward_service.simulators.base import Job, SimRun
@@ -615,6 +615,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
             # CPU seconds: cocotb's start-up (Python, the simulator loading the model) counts
             cpu_s=job.limits.run_s,
             timeout_s=wall_backstop(job.limits.run_s),
+            idle_s=RUN_IDLE_S,
             memory_mb=job.limits.memory_mb,
             processes=job.limits.processes,
             file_mb=job.limits.file_mb,

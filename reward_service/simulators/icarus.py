@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_head_tail, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
-from reward_service.sandbox.cpu import wall_backstop
+from reward_service.sandbox.cpu import RUN_IDLE_S, wall_backstop
 from reward_service.sandbox.toolchain import require_iverilog
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
@@ -238,6 +238,7 @@ def compile_and_run(job: Job, compiler: str, vvp: str, outputs: tuple[str, ...] 
                 cpu_split=(_BUILD_DONE, limits.compile_s),
                 stop_signal=signal.SIGINT,
                 timeout_s=wall_backstop(limits.compile_s + limits.run_s) + RUN_GRACE_S,
+                idle_s=RUN_IDLE_S,
                 memory_mb=limits.memory_mb,
                 processes=max(limits.processes, COMPILE_PROCESSES),
                 file_mb=max(limits.file_mb, COMPILE_FILE_MB),

@@ -29,7 +29,7 @@ from reward_service import hdl
 from reward_service.models import CODE_METRICS
 from reward_service.safe_io import UnsafeOutput, output_file, read_output_text
 from reward_service.sandbox import Bind, ExecResult, ExecSpec, SandboxError
-from reward_service.sandbox.cpu import wall_backstop
+from reward_service.sandbox.cpu import RUN_IDLE_S, wall_backstop
 from reward_service.sandbox.toolchain import Toolchain, require_verilator
 from reward_service.simulators import cocotb_flow
 from reward_service.simulators.base import Job, SimRun, SimulatorBackend
@@ -627,6 +627,7 @@ class VerilatorSimulator(SimulatorBackend):
                 # kills what is left (a solver it started, a stuck write) after the grace
                 cpu_s=job.limits.run_s + RUN_GRACE_S,
                 timeout_s=wall_backstop(job.limits.run_s + RUN_GRACE_S),
+                idle_s=RUN_IDLE_S,
                 memory_mb=job.limits.memory_mb,
                 processes=job.limits.processes,
                 file_mb=job.limits.file_mb,
