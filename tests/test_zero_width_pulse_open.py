@@ -17,26 +17,15 @@ triggered by its own ``always @(posedge clk)``): 1.625 on the fast path, 1.6667 
 from __future__ import annotations
 
 import pytest
+from helpers import pulse_dut, pulse_tb
 
 
-def _dut(proc: str) -> str:
-    return f"""module zw(input clk, input rst_n, input en, output reg q, output reg hit);
-  reg seen = 1'b0;
-{proc}
-  always @(posedge clk) seen <= 1'b1;
-  always @(*) begin
-    hit = 1'b0;
-    if (q && !seen) hit = 1'b1;
-  end
-endmodule
-"""
+def _dut(process: str) -> str:
+    return pulse_dut("zw", "input clk, input rst_n, input en, output reg q, output reg hit", process)
 
 
-def _tb(stim: str, pre: str = "") -> str:
-    return (
-        "module tb; reg clk = 0, rst_n = 1, en = 1; wire q, hit;\n" + pre + "  zw dut(.clk(clk), .rst_n(rst_n), "
-        f".en(en), .q(q), .hit(hit));\n  initial begin {stim} #5 $finish; end\nendmodule\n"
-    )
+def _tb(stimulus: str, pre: str = "") -> str:
+    return pulse_tb("zw", "clk = 0, rst_n = 1, en = 1", "q, hit", stimulus, pre)
 
 
 CLK = "#5 clk = 1; clk = 0;"
