@@ -228,7 +228,8 @@ SCREENED = {
     "module m(input clk, output reg y);\n always @(posedge clk) y <= 1;\n"
     " assert property (@(posedge clk) y);\nendmodule": [],
     "module m(input clk, r, output reg y);\n always @(posedge clk or r) y <= 1;\nendmodule": [2],
-    "module m(input clk, output reg y);\n always @(posedge clk iff y) y <= 1;\nendmodule": [2],
+    # (Icarus 11 rejects `iff` there: such a design goes to Verilator as its build fails)
+    "module m(input clk, output reg y);\n always @(posedge clk iff y) y <= 1;\nendmodule": [],
     # guarded inside processes and tasks
     "module m(input clk, output reg y);\n task t;\n @(negedge clk) y = 1;\n endtask\nendmodule": [],
     "module m(input clk, output reg y);\n initial begin\n repeat (2) @(posedge clk);\n y = 1;\n end\nendmodule": [],
