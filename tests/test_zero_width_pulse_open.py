@@ -62,6 +62,18 @@ GUARDED = {
         _dut("  task automatic w; @(posedge clk); endtask\n  always begin w; q <= 1'b1; end\n  always begin w; end"),
         _tb(CLK),
     ),
+    # a real edge wakes every process waiting in a task (the first one woken kept the shadow
+    # and hid the edge from the other: fast 1.6071, Verilator 1.6667, before the helpers alone
+    # kept it)
+    "task_both_callers": (
+        pulse_dut(
+            "zw",
+            "input clk, input rst_n, input en, output reg q, output reg r, output reg hit",
+            "  task automatic w; @(posedge clk); endtask\n  always begin w; q <= 1'b1; end\n"
+            "  always begin w; r <= 1'b1; end",
+        ),
+        pulse_tb("zw", "clk = 0, rst_n = 1, en = 1", "q, r, hit", "#5 clk = 1; #5 clk = 0; #5 clk = 1;"),
+    ),
     "inner_or": (
         _dut("  initial forever @(posedge clk or negedge rst_n) q <= 1'b1;"),
         _tb("#5 rst_n = 0; rst_n = 1; clk = 1; clk = 0;"),

@@ -626,8 +626,8 @@ def edge_processes(source: SourceFile) -> None:
 
     A wait inside a process or task (:func:`_inner_wait`: ``always begin @(posedge clk); ...
     end``, ``initial forever @(...)``, an inner ``@``, a task's ``@(negedge clk) S``) becomes
-    ``begin begin <e>_ok = 0; while (!<e>_ok) @(...) begin <e>_ok = <an edge>; <p = each term>
-    end end S end``, its shadows kept by the same helpers. Event lists with a level term or an
+    ``begin begin <e>_ok = 0; while (!<e>_ok) @(...) <e>_ok = <an edge>; end S end``, its
+    shadows kept by the helpers alone (several processes may wait there at once). Event lists with a level term or an
     ``iff`` clause, lists from a macro and processes that are not an item of a module or a
     ``begin``-``end`` generate block stay as written (:func:`unguarded_waits` names them: such
     a design goes to Verilator)."""
@@ -666,19 +666,22 @@ def edge_processes(source: SourceFile) -> None:
         e = f"{PREFIX}e{count}"
         count += 1
         d = _depth(process)
-        before, fire, keep = _shadow(e, terms, texts, scope, end, d, helpers)
+        before, fire, _ = _shadow(e, terms, texts, scope, end, d, helpers)
         source.insert(start, f"bit {e}_ok, {', '.join(before)}; ", closing=False, depth=d)
-        # `@(e) S` -> `begin begin ok = 0; while (!ok) @(e) begin ok = <an edge>; <keep> end end S
-        # end`: no process runs between the wake and the test of `ok` (the waits of a task
-        # called by several processes share it safely). The loop replaces the event control
-        # alone (any wrap of the statement by the point kinds stays around the control and S);
-        # the outer block keeps `S` the statement of an `if` or a loop; outside any wrap of the
-        # statement, inside its parent's.
+        # `@(e) S` -> `begin begin ok = 0; while (!ok) @(e) ok = <an edge>; end S end`. The
+        # waiter does not keep the shadows: several processes can wait here at once (a task's
+        # callers), and the first one woken would hide the edge from the others; the helpers
+        # alone keep them (every change of a term against the waited edge wakes its helper,
+        # which reads the value when the writer has suspended). No process runs between the
+        # wake and the test of `ok`, so they share it safely. The loop replaces the event
+        # control alone (any wrap of the statement by the point kinds stays around the control
+        # and S); the outer block keeps `S` the statement of an `if` or a loop; outside any wrap
+        # of the statement, inside its parent's.
         ds = _depth(statement) - 1
         source.insert(stmt_start, "begin ", closing=False, depth=ds)
         source.replace(
             control,
-            f"begin {e}_ok = 1'b0; while (!{e}_ok) {source.slice(control)} begin {e}_ok = {fire}; {keep}end end",
+            f"begin {e}_ok = 1'b0; while (!{e}_ok) {source.slice(control)} {e}_ok = {fire}; end",
         )
         source.insert(stmt_end, " end", closing=True, depth=ds)
     # one helper per scope, term and other edge, after the last process it serves
