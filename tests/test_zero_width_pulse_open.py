@@ -74,6 +74,8 @@ GUARDED = {
         ),
         pulse_tb("zw", "clk = 0, rst_n = 1, en = 1", "q, r, hit", "#5 clk = 1; #5 clk = 0; #5 clk = 1;"),
     ),
+    # a pulse at time 0 (fast 1.6875, Verilator 1.375 before)
+    "time0_pulse": (_dut("  initial begin @(posedge clk); q <= 1'b1; end"), _tb("clk = 1; clk = 0;")),
     "inner_or": (
         _dut("  initial forever @(posedge clk or negedge rst_n) q <= 1'b1;"),
         _tb("#5 rst_n = 0; rst_n = 1; clk = 1; clk = 0;"),
@@ -138,6 +140,20 @@ GLITCH = (
     "  zw dut(.clk(clk), .rst_n(rst_n), .en(en), .q(q), .hit(hit));\n"
     "  initial begin #5 a = 1; #5 a = 0; #5 $finish; end\nendmodule\n",
 )
+
+
+#: open, not pulses, found on the way (12-05; the same before the guard): a clock edge the
+#: testbench writes at time 0 (`clk = 1;` first thing) runs a DUT wait inside a process on
+#: Icarus, not on Verilator (fast 1.6458, Verilator 1.5625), while an `always @(posedge clk)`
+#: item runs on both; with `#5 clk = 0;` after it a negedge wait and the `seen` flip-flop differ
+#: the other way (fast 1.6667, Verilator 1.7292: Verilator's `seen` misses the time-0 edge).
+TIME0 = {
+    "time0_edge_inner": (_dut("  initial begin @(posedge clk); q <= 1'b1; end"), _tb("clk = 1;")),
+    "time0_edge_negedge_wait": (
+        _dut("  initial begin @(negedge clk); q <= 1'b1; end"),
+        _tb("clk = 1; #5 clk = 0;"),
+    ),
+}
 
 
 def _request(rtl: str, tb: str, which: str) -> dict:
@@ -210,6 +226,16 @@ def test_a_testbench_pulse_across_an_event_runs_the_same_processes(engine, name:
 @pytest.mark.parametrize("name", sorted(OPEN))
 def test_a_testbench_pulse_across_an_event_scores_the_same_on_fast_and_verilator(engine, name: str) -> None:
     points = _points(engine, *OPEN[name])
+    assert not _differ(points, ALL), _differ(points, ALL)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="open: a DUT wait and a clock edge written at time 0 (Verilator's process order)", strict=True
+)
+@pytest.mark.parametrize("name", sorted(TIME0))
+def test_a_clock_edge_at_time_0_scores_the_same_on_fast_and_verilator(engine, name: str) -> None:
+    points = _points(engine, *TIME0[name])
     assert not _differ(points, ALL), _differ(points, ALL)
 
 
