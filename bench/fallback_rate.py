@@ -113,6 +113,7 @@ REASONS = [
     ("`include", r"`include"),
     ("parameters (not elaborated)", r"with parameters \(not elaborated|uses defparam|under the testbench's parameter"),
     ("race at a clock edge", r"race at a clock edge"),
+    ("unguarded event control (zero-width pulses)", r"does not guard against zero-width pulses"),
     ("macro expansion", r"macro"),
     ("pyslang cannot parse/elaborate", r"pyslang cannot|could not be elaborated"),
     ("unpacked-array ports", r"unpacked-array ports"),

@@ -68,3 +68,34 @@ def score_one_file(engine, name: str, rtl: str, tb: str, engine_name: str):
 def covered_keys(scored) -> set[tuple[str, int, str, str]]:
     """The (file, line, metric, detail) of every covered point of a scored sample."""
     return {(p.file, p.line, p.metric, p.detail) for p in scored.points if p.covered}
+
+
+def pulse_dut(module: str, ports: str, process: str, reg: str = "q") -> str:
+    """A DUT for zero-width pulse tests (the ``seen``/``hit`` idiom): ``module <module>(<ports>)``
+    with ``process`` (the process under test, line 3 when one line) and a register ``seen`` set
+    by the first clock edge; ``hit`` (the ``if`` on line 7 for a one-line ``process``) is 1 when
+    ``reg`` is set before any clock edge, which only a process run on a pulse (no edge) reaches.
+    ``ports`` must declare ``clk``, ``reg`` and ``output reg hit``."""
+    return f"""module {module}({ports});
+  reg seen = 1'b0;
+{process}
+  always @(posedge clk) seen <= 1'b1;
+  always @(*) begin
+    hit = 1'b0;
+    if ({reg} && !seen) hit = 1'b1;
+  end
+endmodule
+"""
+
+
+def pulse_tb(module: str, regs: str, wires: str, stimulus: str, pre: str = "") -> str:
+    """The testbench of a :func:`pulse_dut`: top ``tb`` with ``reg <regs>;`` and ``wire
+    <wires>;`` (the DUT's inputs and outputs, connected by name to the instance ``dut``),
+    ``pre`` (declarations and processes before the instance, each line ending in a newline) and
+    ``initial begin <stimulus> #5 $finish; end``."""
+    names = [r.split("=")[0].strip() for r in regs.split(",")] + [w.strip() for w in wires.split(",")]
+    conns = ", ".join(f".{n}({n})" for n in names)
+    return (
+        f"module tb; reg {regs}; wire {wires};\n{pre}  {module} dut({conns});\n"
+        f"  initial begin {stimulus} #5 $finish; end\nendmodule\n"
+    )

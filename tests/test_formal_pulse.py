@@ -15,7 +15,7 @@ tests/test_formal_ticks.py)."""
 from __future__ import annotations
 
 import pytest
-from helpers import covered_keys, point_key, score_one_file
+from helpers import covered_keys, point_key, pulse_dut, pulse_tb, score_one_file
 
 from reward_service.formal.prover import prove
 
@@ -23,59 +23,33 @@ from reward_service.formal.prover import prove
 PULSED = {
     # the reset register takes its `else` value at the pulse, `seen` (no reset) does not move
     "zw_reset.v": (
-        """module zw_reset(input clk, input rst_n, output reg q, output reg hit);
-  reg seen = 1'b0;
-  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else q <= 1'b1;
-  always @(posedge clk) seen <= 1'b1;
-  always @(*) begin
-    hit = 1'b0;
-    if (q && !seen) hit = 1'b1;
-  end
-endmodule
-""",
-        """module tb; reg clk = 0, rst_n = 1; wire q, hit;
-  zw_reset dut(.clk(clk), .rst_n(rst_n), .q(q), .hit(hit));
-  initial begin #5 rst_n = 0; rst_n = 1; #5 $finish; end
-endmodule
-""",
+        pulse_dut(
+            "zw_reset",
+            "input clk, input rst_n, output reg q, output reg hit",
+            "  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else q <= 1'b1;",
+        ),
+        pulse_tb("zw_reset", "clk = 0, rst_n = 1", "q, hit", "#5 rst_n = 0; rst_n = 1;"),
         (7, "branch", "if"),
     ),
     # a register the process does not reset (a plain flip-flop in yosys's netlist) runs too
     "zw_unreset.v": (
-        """module zw_unreset(input clk, input rst_n, input d, output reg q, output reg r, output reg hit);
-  reg seen = 1'b0;
-  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else begin q <= 1'b1; r <= d; end
-  always @(posedge clk) seen <= 1'b1;
-  always @(*) begin
-    hit = 1'b0;
-    if (r && !seen) hit = 1'b1;
-  end
-endmodule
-""",
-        """module tb; reg clk = 0, rst_n = 1, d = 1; wire q, r, hit;
-  zw_unreset dut(.clk(clk), .rst_n(rst_n), .d(d), .q(q), .r(r), .hit(hit));
-  initial begin #5 rst_n = 0; rst_n = 1; #5 $finish; end
-endmodule
-""",
+        pulse_dut(
+            "zw_unreset",
+            "input clk, input rst_n, input d, output reg q, output reg r, output reg hit",
+            "  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else begin q <= 1'b1; r <= d; end",
+            reg="r",
+        ),
+        pulse_tb("zw_unreset", "clk = 0, rst_n = 1, d = 1", "q, r, hit", "#5 rst_n = 0; rst_n = 1;"),
         (7, "branch", "if"),
     ),
     # an active-high reset with an enable (`$adffe`): the pulse loads `q` when `en` is 1
     "zw_enable.v": (
-        """module zw_enable(input clk, input rst, input en, output reg q, output reg hit);
-  reg seen = 1'b0;
-  always @(posedge clk or posedge rst) if (rst) q <= 1'b0; else if (en) q <= 1'b1;
-  always @(posedge clk) seen <= 1'b1;
-  always @(*) begin
-    hit = 1'b0;
-    if (q && !seen) hit = 1'b1;
-  end
-endmodule
-""",
-        """module tb; reg clk = 0, rst = 0, en = 1; wire q, hit;
-  zw_enable dut(.clk(clk), .rst(rst), .en(en), .q(q), .hit(hit));
-  initial begin #5 rst = 1; rst = 0; #5 $finish; end
-endmodule
-""",
+        pulse_dut(
+            "zw_enable",
+            "input clk, input rst, input en, output reg q, output reg hit",
+            "  always @(posedge clk or posedge rst) if (rst) q <= 1'b0; else if (en) q <= 1'b1;",
+        ),
+        pulse_tb("zw_enable", "clk = 0, rst = 0, en = 1", "q, hit", "#5 rst = 1; rst = 0;"),
         (7, "branch", "if"),
     ),
 }

@@ -13,48 +13,27 @@ for a zero-width clock pulse ``clk = 1; clk = 0;``."""
 from __future__ import annotations
 
 import pytest
+from helpers import pulse_dut, pulse_tb
 
-ACTIVE_LOW = """module zw_reset(input clk, input rst_n, output reg q, output reg hit);
-  reg seen = 1'b0;
-  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else q <= 1'b1;
-  always @(posedge clk) seen <= 1'b1;
-  always @(*) begin
-    hit = 1'b0;
-    if (q && !seen) hit = 1'b1;
-  end
-endmodule
-"""
+ACTIVE_LOW = pulse_dut(
+    "zw_reset",
+    "input clk, input rst_n, output reg q, output reg hit",
+    "  always @(posedge clk or negedge rst_n) if (!rst_n) q <= 1'b0; else q <= 1'b1;",
+)
 
-ACTIVE_HIGH = """module zw_enable(input clk, input rst, input en, output reg q, output reg hit);
-  reg seen = 1'b0;
-  always_ff @(posedge clk or posedge rst) if (rst) q <= 1'b0; else if (en) q <= 1'b1;
-  always @(posedge clk) seen <= 1'b1;
-  always @(*) begin
-    hit = 1'b0;
-    if (q && !seen) hit = 1'b1;
-  end
-endmodule
-"""
+ACTIVE_HIGH = pulse_dut(
+    "zw_enable",
+    "input clk, input rst, input en, output reg q, output reg hit",
+    "  always_ff @(posedge clk or posedge rst) if (rst) q <= 1'b0; else if (en) q <= 1'b1;",
+)
 
 
 def _low(stimulus: str) -> tuple[str, str, str]:
-    tb = (
-        "module tb; reg clk = 0, rst_n = 1; wire q, hit;\n"
-        "  zw_reset dut(.clk(clk), .rst_n(rst_n), .q(q), .hit(hit));\n"
-        f"  initial begin {stimulus} #5 $finish; end\n"
-        "endmodule\n"
-    )
-    return "zw_reset.v", ACTIVE_LOW, tb
+    return "zw_reset.v", ACTIVE_LOW, pulse_tb("zw_reset", "clk = 0, rst_n = 1", "q, hit", stimulus)
 
 
 def _high(stimulus: str) -> tuple[str, str, str]:
-    tb = (
-        "module tb; reg clk = 0, rst = 0, en = 1; wire q, hit;\n"
-        "  zw_enable dut(.clk(clk), .rst(rst), .en(en), .q(q), .hit(hit));\n"
-        f"  initial begin {stimulus} #5 $finish; end\n"
-        "endmodule\n"
-    )
-    return "zw_enable.v", ACTIVE_HIGH, tb
+    return "zw_enable.v", ACTIVE_HIGH, pulse_tb("zw_enable", "clk = 0, rst = 0, en = 1", "q, hit", stimulus)
 
 
 #: name -> (file, design, testbench, Verilator's reward, measured with 5.052)

@@ -33,7 +33,8 @@ testbench; no coverage is added here).
 - **Zero-width pulses** (:func:`edge_processes`, SV testbenches): a DUT process waiting on
   edges runs its body only on an edge Verilator sees (a value moved between two of its trigger
   evaluations); Icarus ran ``always @(posedge clk or negedge rst_n)`` on its ``else`` arm
-  after ``rst_n = 0; rst_n = 1;``.
+  after ``rst_n = 0; rst_n = 1;``; a wait inside a process or task is guarded the same way.
+  A design with any other wait (:func:`unguarded_waits`) is not scored on the fast path.
 - **break/continue** (:func:`jumps_as_disable`): Icarus 11 parses neither; they become
   ``disable`` of a named block around the loop / its body.
 - **DUT concurrent assertions** (:func:`assertions_out`): Icarus 11 rejects them; Verilator
@@ -621,21 +622,23 @@ def edge_processes(source: SourceFile) -> None:
     process stay as they were (Icarus's order among the processes one edge wakes, which
     decides the last of several processes' ``<=`` to one variable, is the one it had as
     written: tests/fastcov_designs/stops.sv). Values are read as 2-state bits (the least
-    significant one, as an edge is; X reads 0), as Verilator has them. Event lists with a
-    level term or an ``iff`` clause, lists from a macro and processes that are not an item of
-    a module or a ``begin``-``end`` generate block stay as written."""
+    significant one, as an edge is; X reads 0), as Verilator has them.
+
+    A wait inside a process or task (:func:`_inner_wait`: ``always begin @(posedge clk); ...
+    end``, ``initial forever @(...)``, an inner ``@``, a task's ``@(negedge clk) S``) becomes
+    ``begin begin <e>_ok = 0; while (!<e>_ok) @(...) <e>_ok = <an edge>; end S end``, its
+    shadows kept by the helpers alone (several processes may wait there at once). Event lists with a level term or an
+    ``iff`` clause, lists from a macro and processes that are not an item of a module or a
+    ``begin``-``end`` generate block stay as written (:func:`unguarded_waits` names them: such
+    a design goes to Verilator)."""
     count = 0
     # (scope, term text, other edge) -> the shadows one helper keeps, the end of the last process
     helpers: dict[tuple[tuple[int, int], str, str | None], tuple[list[tuple[str, str]], int, int]] = {}
     for node in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
-        statement = node.statement
-        if statement.kind != _K.TimingControlStatement or statement.timingControl.kind != _K.EventControlWithExpression:
-            continue
-        if node.parent is None or node.parent.kind not in _ITEM_SCOPES:
-            continue
-        terms = _edge_terms(statement.timingControl.expr)
+        terms = _edge_process_terms(node)
         if not terms:
             continue
+        statement = node.statement
         try:
             scope = source.offsets(node.parent)
             start, end = source.offsets(node)
@@ -645,19 +648,42 @@ def edge_processes(source: SourceFile) -> None:
             continue
         e = f"{PREFIX}e{count}"
         count += 1
-        before = [f"{e}_p{i}" for i in range(len(terms))]
-        edges = [_EDGE_FIRES[t.edge.kind] for t in terms]
-        # few statements: Icarus interprets each one at every clock edge of every process
-        fire = " | ".join(f.format(n=text, p=p) for (f, _), text, p in zip(edges, texts, before, strict=True))
-        keep = "".join(f"{p} = {text}; " for p, text in zip(before, texts, strict=True))
         d = _depth(node)  # outside any wrap of the body by the point kinds
+        before, fire, keep = _shadow(e, terms, texts, scope, end, d, helpers)
         source.insert(start, f"bit {', '.join(before)}; ", closing=False, depth=d)
         source.insert(body_start, f"if ({fire}) begin {keep}", closing=False, depth=d)
         source.insert(body_end, f" end else begin {keep}end", closing=True, depth=d)
-        for (_, other), p, text in zip(edges, before, texts, strict=True):
-            shadows = helpers.get((scope, text, other), ([], 0, 0))[0]
-            shadows.append((p, text))
-            helpers[(scope, text, other)] = (shadows, end, d)
+    for control in source.of_kind(_K.EventControlWithExpression):
+        found = _inner_wait(source, control)
+        if found is None:
+            continue
+        process, terms = found
+        statement = control.parent
+        scope = source.offsets(process.parent)
+        start, end = source.offsets(process)
+        stmt_start, stmt_end = source.offsets(statement)
+        texts = [source.slice(term.expr).strip() for term in terms]
+        e = f"{PREFIX}e{count}"
+        count += 1
+        d = _depth(process)
+        before, fire, _ = _shadow(e, terms, texts, scope, end, d, helpers)
+        source.insert(start, f"bit {e}_ok, {', '.join(before)}; ", closing=False, depth=d)
+        # `@(e) S` -> `begin begin ok = 0; while (!ok) @(e) ok = <an edge>; end S end`. The
+        # waiter does not keep the shadows: several processes can wait here at once (a task's
+        # callers), and the first one woken would hide the edge from the others; the helpers
+        # alone keep them (every change of a term against the waited edge wakes its helper,
+        # which reads the value when the writer has suspended). No process runs between the
+        # wake and the test of `ok`, so they share it safely. The loop replaces the event
+        # control alone (any wrap of the statement by the point kinds stays around the control
+        # and S); the outer block keeps `S` the statement of an `if` or a loop; outside any wrap
+        # of the statement, inside its parent's.
+        ds = _depth(statement) - 1
+        source.insert(stmt_start, "begin ", closing=False, depth=ds)
+        source.replace(
+            control,
+            f"begin {e}_ok = 1'b0; while (!{e}_ok) {source.slice(control)} {e}_ok = {fire}; end",
+        )
+        source.insert(stmt_end, " end", closing=True, depth=ds)
     # one helper per scope, term and other edge, after the last process it serves
     for n, ((_, text, other), (shadows, end, d)) in enumerate(helpers.items()):
         set_all = "".join(f"{p} = {value}; " for p, value in shadows)
@@ -669,6 +695,169 @@ def edge_processes(source: SourceFile) -> None:
             else f" initial begin {set_all}end"
         )
         source.insert(end, helper, closing=True, depth=d)
+
+
+def _shadow(
+    e: str, terms: list[Any], texts: list[str], scope: tuple[int, int], end: int, depth: int, helpers: dict
+) -> tuple[list[str], str, str]:
+    """The shadows ``<e>_p<i>`` of one event control's edge ``terms`` (written ``texts``), the
+    condition that one of the edges happened and the statements that keep the shadows; each
+    shadow is added to ``helpers`` (the helper of its scope, term and other edge, placed after
+    ``end`` at ``depth`` unless a later process of the scope uses it)."""
+    before = [f"{e}_p{i}" for i in range(len(terms))]
+    edges = [_EDGE_FIRES[t.edge.kind] for t in terms]
+    # few statements: Icarus interprets each one at every clock edge of every process
+    fire = " | ".join(f.format(n=text, p=p) for (f, _), text, p in zip(edges, texts, before, strict=True))
+    keep = "".join(f"{p} = {text}; " for p, text in zip(before, texts, strict=True))
+    for (_, other), p, text in zip(edges, before, texts, strict=True):
+        shadows, last, _ = helpers.get((scope, text, other), ([], 0, 0))
+        shadows.append((p, text))
+        helpers[(scope, text, other)] = (shadows, max(last, end), depth)
+    return before, fire, keep
+
+
+def _edge_process_terms(node: Any) -> list[Any]:
+    """The edge terms of an ``always``/``always_ff`` item that :func:`edge_processes` rewrites
+    (its statement is an event control of edges only, it is an item of a module or a
+    ``begin``-``end`` generate block); [] for any other process."""
+    if node.kind not in (_K.AlwaysBlock, _K.AlwaysFFBlock):
+        return []
+    statement = node.statement
+    if statement.kind != _K.TimingControlStatement or statement.timingControl.kind != _K.EventControlWithExpression:
+        return []
+    if node.parent is None or node.parent.kind not in _ITEM_SCOPES:
+        return []
+    return _edge_terms(statement.timingControl.expr)
+
+
+#: The procedure items (the syntax of processes).
+PROCEDURES = frozenset(
+    {_K.InitialBlock, _K.FinalBlock, _K.AlwaysBlock, _K.AlwaysCombBlock, _K.AlwaysFFBlock, _K.AlwaysLatchBlock}
+)
+#: Event controls a process can wait on (``@(e)``, ``@e``, ``repeat (n) @(e)``; ``@*`` is not one).
+_EVENT_CONTROLS = (_K.EventControlWithExpression, _K.EventControl, _K.RepeatedEventControl)
+#: Where an event control is no process's wait (assertion clocks, clocking blocks, covergroups).
+_NOT_WAITS = {
+    _K.PropertySpec,
+    _K.PropertyDeclaration,
+    _K.SequenceDeclaration,
+    _K.ClockingDeclaration,
+    _K.CovergroupDeclaration,
+    _K.ConcurrentAssertionMember,
+    _K.AssertPropertyStatement,
+    _K.AssumePropertyStatement,
+    _K.CoverPropertyStatement,
+    _K.CoverSequenceStatement,
+    _K.RestrictPropertyStatement,
+    _K.ExpectPropertyStatement,
+}
+
+
+def unguarded_waits(source: SourceFile) -> list[str]:
+    """Event controls of the processes in ``source`` (a DUT file) that :func:`edge_processes`
+    leaves as written, each as ``"<file>:<line>: <event control>"``: the event control of an
+    ``always`` that is not an item of a module or a ``begin``-``end`` generate block
+    (``generate if (1) always @(posedge clk) ...``), a list with a level term (``@(clk)``,
+    ``@(a or b)``, ``@(posedge clk or r)``), a wait inside a process or task that
+    :func:`_inner_wait` does not guard (an ``edge`` term, a name the process declares, a task
+    of a package), an ``always @(edge ...)`` with a wait in its body, lists from a macro. A
+    zero-width pulse written by an SV testbench wakes such a wait on Icarus, not on Verilator
+    (the fast path would count points the reference does not, or miss some): a design with
+    one is not scored on the fast path. ``@*``, ``@(*)``, the event controls of assertions,
+    clocking blocks and covergroups are not waits of this kind, and a list with ``iff`` is
+    left out (Icarus 11 rejects it: the sample goes to Verilator anyway)."""
+    found: list[str] = []
+    for control in source.of_kind(*_EVENT_CONTROLS):
+        parent = control.parent
+        if parent is None or _not_a_wait(control):
+            continue
+        # the event control of an always whose statement it heads (its only statement)
+        process = parent.parent if parent.kind == _K.TimingControlStatement else None
+        if _inner_wait(source, control) is not None:
+            continue  # guarded by edge_processes
+        if any(n.kind == _K.IffEventClause for n in _walk(control)):
+            continue  # Icarus 11 rejects `iff` in an event control: the run goes to Verilator
+        if process is not None and _edge_process_terms(process):
+            try:
+                source.offsets(process)
+                source.offsets(parent.statement)
+                for term in _edge_process_terms(process):
+                    source.offsets(term.expr)
+                continue  # rewritten by edge_processes
+            except Unsupported:
+                pass  # from a macro: left as written
+        try:
+            line = source.line_col(control.getFirstToken().location)[0]
+        except Unsupported:
+            line = 0
+        found.append(f"{source.name}:{line}: `{str(control).strip()}`")
+    # an `edge` term's shadow is kept by its process alone: stale after the process waited
+    # elsewhere in its body
+    for process in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
+        terms = _edge_process_terms(process)
+        if any(t.edge.kind == TokenKind.EdgeKeyword for t in terms) and any(
+            n.kind in _EVENT_CONTROLS or n.kind == _K.WaitStatement for n in _walk(process.statement.statement)
+        ):
+            try:
+                line = source.line_col(process.getFirstToken().location)[0]
+            except Unsupported:
+                line = 0
+            found.append(
+                f"{source.name}:{line}: `{str(process.statement.timingControl).strip()}` with a wait in its body"
+            )
+    return found
+
+
+def _inner_wait(source: SourceFile, control: Any) -> tuple[Any, list[Any]] | None:
+    """``(process, terms)`` of an event control that :func:`edge_processes` guards as a wait
+    inside a process or task (not the one heading an ``always`` item it rewrites): ``@(...)``
+    of ``posedge``/``negedge`` terms without ``iff`` heading a statement, in a process or task
+    that is an item of a module or a ``begin``-``end`` generate block, whose terms name nothing
+    the process or task declares (its shadows and helper stand beside it), not from a macro.
+    None for any other event control. (An ``edge`` term has no helper to keep its shadow while
+    the process does not wait there.)"""
+    statement = control.parent
+    if control.kind != _K.EventControlWithExpression or statement is None:
+        return None
+    if statement.kind != _K.TimingControlStatement or _edge_process_terms(statement.parent):
+        return None
+    terms = _edge_terms(control.expr)
+    if not terms or any(t.edge.kind == TokenKind.EdgeKeyword for t in terms):
+        return None
+    process = statement.parent
+    while process is not None and process.kind not in PROCEDURES and process.kind != _K.TaskDeclaration:
+        if process.kind in _NOT_WAITS:
+            return None
+        process = process.parent
+    if process is None or process.parent is None or process.parent.kind not in _ITEM_SCOPES:
+        return None
+    local = {n.name.valueText for n in _walk(process) if isinstance(n, syntax.DeclaratorSyntax)}
+    named = {
+        n.identifier.valueText
+        for t in terms
+        for n in [t.expr, *_walk(t.expr)]
+        if n.kind in (_K.IdentifierName, _K.IdentifierSelectName)
+    }
+    if named & local:
+        return None
+    try:
+        for node in (process, process.parent, statement, control, *(t.expr for t in terms)):
+            source.offsets(node)
+    except Unsupported:
+        return None
+    return process, terms
+
+
+def _not_a_wait(node: Any) -> bool:
+    """Whether ``node`` is outside every procedure and subroutine, or in an assertion, a
+    clocking block or a covergroup."""
+    while node is not None:
+        if node.kind in _NOT_WAITS:
+            return True
+        if node.kind in PROCEDURES or node.kind in (_K.TaskDeclaration, _K.FunctionDeclaration):
+            return False
+        node = node.parent
+    return True
 
 
 def _edge_terms(expr: Any) -> list[Any]:
@@ -918,14 +1107,7 @@ def _construct_bodies(construct: Any):
 
 def _in_procedure(node: Any) -> bool:
     while node is not None:
-        if node.kind in (
-            _K.InitialBlock,
-            _K.FinalBlock,
-            _K.AlwaysBlock,
-            _K.AlwaysCombBlock,
-            _K.AlwaysFFBlock,
-            _K.AlwaysLatchBlock,
-        ):
+        if node.kind in PROCEDURES:
             return True
         node = node.parent
     return False

@@ -349,12 +349,7 @@ _RUNTIME_CONTEXTS = {
     _K.ContinuousAssign,
     _K.FunctionDeclaration,
     _K.TaskDeclaration,
-    _K.InitialBlock,
-    _K.FinalBlock,
-    _K.AlwaysBlock,
-    _K.AlwaysCombBlock,
-    _K.AlwaysFFBlock,
-    _K.AlwaysLatchBlock,
+    *emulate.PROCEDURES,
     _K.NetDeclaration,
     _K.HierarchicalInstance,
 }

@@ -7,7 +7,9 @@ path runs samples through it and never reaches into the engine.
 
 Fallback (the result's ``fallback`` says why, ``engine`` is then ``verilator``): a requested
 metric the fast path does not measure, a design it cannot instrument (also under the parameter
-values an SV testbench gives it, :mod:`.params`), ``auto`` with a design
+values an SV testbench gives it, :mod:`.params`), a DUT process waiting on an event control
+an SV testbench's zero-width pulse could wake on Icarus only
+(:func:`.screen.design_unguarded_waits`), ``auto`` with a design
 whose self-check did not agree, and a sample Icarus cannot compile or run (compile error,
 crash without flags). A timeout is not a fallback: the stimulus did not end on Icarus either;
 nor is a cocotb run that ran no test (``ended_by == "no_tests"``: the test module does not
@@ -95,6 +97,13 @@ def plan(prepared: Prepared) -> tuple[ParameterContext | None, str | None]:
             None,
             f"the design has a race at a clock edge the fast path may order unlike Verilator: {race}{SCORED_ON_VERILATOR}",
         )
+    if prepared.stimulus.kind == "sv_testbench":
+        # cocotb's writes of one time step land together (the last one wins): no pulse to see
+        from reward_service.fastcov.screen import design_unguarded_waits
+
+        waits = design_unguarded_waits(dict(prepared.design.files), defines)
+        if waits:
+            return None, f"{waits}{SCORED_ON_VERILATOR}"
     ports = _connected_array_ports(prepared)
     if ports:
         shown = ", ".join(f"{m}.{n}" for m, n in ports[:3]) + (" ..." if len(ports) > 3 else "")

@@ -579,20 +579,56 @@ def races(sources: list[Any], bodies: dict[str, Any]) -> str | None:
 def design_race(files: dict[str, str], defines: Mapping[str, str | None] | None = None) -> str | None:
     """:func:`races` of the DUT files ``files`` (name -> text) built with ``defines``. Cached
     per design (the samples of a problem share it)."""
-    return _design_race(
+    return _design_race(*_design_json(files, defines))
+
+
+def _design_json(files: dict[str, str], defines: Mapping[str, str | None] | None) -> tuple[str, str]:
+    """The HDL files and the macros of a design as JSON texts (the keys of the caches below)."""
+    return (
         json.dumps({n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}, sort_keys=True),
         json.dumps(dict(defines or {}), sort_keys=True),
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _design_race(files_json: str, defines_json: str) -> str | None:
-    from reward_service.fastcov.instrument import _instance_bodies, headers_of, parse
+def _parse_design(files_json: str, defines_json: str) -> tuple[list[Any], Any]:
+    """The parsed sources and the compilation of :func:`_design_json`'s texts."""
+    from reward_service.fastcov.instrument import headers_of, parse
 
     files = json.loads(files_json)
-    sources, compilation = parse(
+    return parse(
         {n: t for n, t in files.items() if hdl.is_hdl_source(n)},
         defines=json.loads(defines_json),
         headers=headers_of(files),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _design_race(files_json: str, defines_json: str) -> str | None:
+    from reward_service.fastcov.instrument import _instance_bodies
+
+    sources, compilation = _parse_design(files_json, defines_json)
     return races(sources, _instance_bodies(compilation))
+
+
+def design_unguarded_waits(files: dict[str, str], defines: Mapping[str, str | None] | None = None) -> str | None:
+    """Why the DUT files ``files`` (name -> text) built with ``defines`` must not be scored on
+    the fast path with an SV testbench: the event controls of their processes that
+    :func:`~reward_service.fastcov.emulate.edge_processes` leaves as written
+    (:func:`~reward_service.fastcov.emulate.unguarded_waits`: a zero-width pulse written by
+    the testbench wakes them on Icarus only), or None. Cached per design."""
+    return _design_unguarded_waits(*_design_json(files, defines))
+
+
+@functools.lru_cache(maxsize=256)
+def _design_unguarded_waits(files_json: str, defines_json: str) -> str | None:
+    from reward_service.fastcov.emulate import unguarded_waits
+
+    sources, _ = _parse_design(files_json, defines_json)
+    found = [w for source in sources for w in unguarded_waits(source)]
+    if not found:
+        return None
+    shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return (
+        f"the design waits on events the fast path does not guard against zero-width pulses "
+        f"({shown}): Icarus would run them on a pulse Verilator does not see"
+    )
