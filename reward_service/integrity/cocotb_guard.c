@@ -347,10 +347,34 @@ static int writable_place(const char *path) {
     return 0;
 }
 
+/* A native extension the test could use to read or write the process's memory: any from an
+ * installed package but cocotb's own (and pyyaml's parser, which cocotb-coverage loads): numpy
+ * arrays over a raw address read the run's token from the heap (red team 12-04), pyarrow's
+ * foreign_buffer does the same; and the interpreter's own test modules (_testcapi,
+ * _testinternalcapi, ...). The standard library's other extensions stay. The Python half
+ * (rs_cocotb_guard.refuse_native_extensions) gives the import a message first. */
+static int raw_memory_extension(const char *path) {
+    static const char *allowed[] = {"cocotb/", "pygpi/", "yaml/", "_yaml/", NULL};
+    char resolved[4096]; /* `cocotb/../numpy/...` names numpy */
+    if (strchr(path, '/') && realpath(path, resolved)) path = resolved;
+    const char *sp = strstr(path, "/site-packages/");
+    if (!sp) sp = strstr(path, "/dist-packages/");
+    if (sp) {
+        const char *pkg = sp + 15;
+        for (int i = 0; allowed[i]; i++)
+            if (strncmp(pkg, allowed[i], strlen(allowed[i])) == 0) return 0;
+        return 1;
+    }
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strstr(path, "/lib-dynload/") &&
+           (strncmp(base, "_test", 5) == 0 || strncmp(base, "_ctypes", 7) == 0 || strncmp(base, "_xxtest", 7) == 0);
+}
+
 void *dlopen(const char *path, int flags) {
     static dlopen_t real;
     if (!real) real = (dlopen_t)next_fn("dlopen");
-    if (armed && path && writable_place(path)) return NULL;
+    if (armed && path && (writable_place(path) || raw_memory_extension(path))) return NULL;
     return real(path, flags);
 }
 

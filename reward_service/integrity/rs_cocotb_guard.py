@@ -79,11 +79,80 @@ def stub_ctypes() -> None:
     sys.modules["ctypes.util"] = util
 
 
+#: Native extensions a guarded test may load from installed packages (top-level package names):
+#: cocotb's and pyyaml's. The guard's dlopen refuses the rest (cocotb_guard.c
+#: raw_memory_extension): numpy arrays over a raw address read the simulator's heap.
+NATIVE_ALLOWED = frozenset({"cocotb", "pygpi", "yaml", "_yaml"})
+
+
+def _refusal(name: str, origin: str) -> str | None:
+    """Why the guard will not load the native extension module ``name`` from file ``origin``
+    (None: it will)."""
+    parts = origin.split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            top = parts[parts.index(marker) + 1] if parts.index(marker) + 1 < len(parts) else ""
+            if top in NATIVE_ALLOWED:
+                return None
+            return (
+                f"{name}: native extension modules of installed packages ({top}) are not available in a guarded "
+                "cocotb run: they can read and write the simulator's memory (pure-Python packages, cocotb's and "
+                "the standard library's own extensions are)"
+            )
+    if "lib-dynload" in parts and parts[-1].startswith(("_test", "_ctypes", "_xxtest")):
+        return f"{name}: the interpreter's test and ctypes modules are not available in a guarded cocotb run"
+    return None
+
+
+#: What a guarded test gets for ``import numpy`` (one of the shipped stimulus packages: its own
+#: error on the refused extension would hide why).
+NUMPY_REFUSED = (
+    "numpy is not available in a guarded cocotb run: its arrays over a raw address read and write the "
+    "simulator's memory (it is with stimulus_policy dut_writes: allow)"
+)
+
+
+def refuse_native_extensions() -> None:
+    """Give the guard's refusal of native extensions (cocotb_guard.c raw_memory_extension) its
+    message: the loader of extension modules raises ImportError with the reason (the guard's
+    refusal alone reads as a broken library), and ``numpy`` is a stand-in whose every name
+    raises ImportError(:data:`NUMPY_REFUSED`). The C guard is the barrier; this is its message.
+    Does nothing when numpy is imported already (an unguarded run). Never raises."""
+    import importlib.machinery
+    import types
+
+    loader = importlib.machinery.ExtensionFileLoader
+    if not getattr(loader.create_module, "rs_guarded", False):
+        original = loader.create_module
+
+        def create_module(self, spec):
+            why = _refusal(spec.name, spec.origin or "")
+            if why is not None:
+                raise ImportError(why, name=spec.name)
+            return original(self, spec)
+
+        create_module.rs_guarded = True  # type: ignore[attr-defined]
+        loader.create_module = create_module  # type: ignore[method-assign]
+    if "numpy" in sys.modules:
+        return
+
+    def refused(name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        raise ImportError(NUMPY_REFUSED, name="numpy")
+
+    module = types.ModuleType("numpy", f"stand-in: {NUMPY_REFUSED}")
+    module.__getattr__ = refused  # type: ignore[method-assign]
+    sys.modules["numpy"] = module
+
+
 def install() -> None:
     """Wrap cocotb's write scheduling (2.1: ``cocotb.handle._schedule_write``; 1.9:
     ``Scheduler._schedule_write``) to keep the test's frame of each write, after giving
-    ``ctypes`` its stand-in (:func:`stub_ctypes`). Never raises."""
+    ``ctypes`` its stand-in (:func:`stub_ctypes`) and refusing native extensions of installed
+    packages with a message (:func:`refuse_native_extensions`). Never raises."""
     stub_ctypes()
+    refuse_native_extensions()
     try:
         import cocotb.handle as handle_module
 

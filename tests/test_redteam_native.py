@@ -1,0 +1,70 @@
+"""Red team: native code in a cocotb test's own process (docs/integrity-cocotb.md).
+
+A cocotb test runs inside the simulator: a native extension that can read or write an
+arbitrary address reads the run's token from the heap or sets the instrumented DUT's flags
+(red team 12-04: a numpy array over a raw address). In a guarded run (the default policy) the
+guard's dlopen loads no native extension of an installed package but cocotb's and pyyaml's,
+and none of the interpreter's test modules; the Python half says why on import."""
+
+from __future__ import annotations
+
+import pytest
+from test_integrity_cocotb import HACK, WEAK_21, describe, request
+
+#: Reads 16 bytes at the address of a bytes object through a numpy array over that address
+#: (what the heap scan of tests/test_redteam_session14.py builds on), after taking the guard's
+#: Python half out of the way (the numpy stand-in, the loader's wrapper): the C guard alone must
+#: stop the import.
+RAW_READ = """    import sys, importlib.machinery as m
+    sys.modules.pop("numpy", None)  # the stand-in
+    wrapped = m.ExtensionFileLoader.create_module
+    if wrapped.__closure__:  # the message's wrapper: its original from the closure
+        m.ExtensionFileLoader.create_module = next(c.cell_contents for c in wrapped.__closure__ if callable(c.cell_contents))
+    secret = b"x" * 64
+    try:
+        import numpy as np
+    except ImportError as exc:
+        dut._log.info("RT numpy refused: %s", str(exc).splitlines()[0][:200])
+    else:
+        class Raw:
+            def __init__(self, addr, n):
+                self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (addr, True), "version": 3}
+        dut._log.info("RT raw read %r", bytes(np.asarray(Raw(id(secret), 16))))
+"""
+
+
+@pytest.fixture(scope="module")
+def weak(engine):
+    return {e: engine.score(request(WEAK_21, e)) for e in ("fast", "verilator")}
+
+
+@pytest.mark.parametrize("which", ["fast", "verilator"])
+def test_numpy_over_a_raw_address_does_not_load(engine, weak, which: str) -> None:
+    r = engine.score(request(WEAK_21.replace(HACK, RAW_READ), which))
+    assert "RT numpy refused" in (r.log or "") and "RT raw read" not in (r.log or ""), describe(r)
+    assert r.status.value == "ok" and r.reward == weak[which].reward, describe(r)
+
+
+@pytest.mark.parametrize(
+    "module, reason",
+    [
+        ("numpy", "numpy is not available in a guarded cocotb run"),
+        ("pyarrow", "native extension modules of installed packages (pyarrow)"),
+        ("_testcapi", "test and ctypes modules are not available"),
+    ],
+)
+def test_a_test_module_importing_a_raw_memory_extension_is_its_own_failure(engine, module: str, reason: str) -> None:
+    """Imported at module level: no test runs, the sample's runtime_error says why (never our
+    sandbox_error: numpy is one of the shipped stimulus packages, but not for a guarded run)."""
+    pytest.importorskip(module)
+    text = f"import {module}\n{module}.__name__, getattr({module}, 'x', None)\n" + WEAK_21
+    r = engine.score(request(text, "fast"))
+    assert r.status.value == "runtime_error" and r.reward == 0.0, describe(r)
+    assert "could not be imported" in r.message and reason in r.message, describe(r)
+
+
+def test_numpy_loads_where_dut_writes_are_allowed(engine) -> None:
+    """Policy ``allow`` loads no guard (it is for measurement): numpy works there."""
+    probe = "    import numpy as np\n    dut._log.info('RT numpy sum %d', int(np.arange(4).sum()))\n"
+    r = engine.score(request(WEAK_21.replace(HACK, probe), "fast", policy="allow"))
+    assert r.status.value == "ok" and "RT numpy sum 6" in (r.log or ""), describe(r)
