@@ -266,17 +266,16 @@ def test_children_count_against_the_budget(use_cgroups):
     assert not fits.timed_out and "done" in fits.output and fits.cpu_s is not None and fits.cpu_s >= 1.8, fits
 
 
-@pytest.mark.parametrize("use_cgroups", CGROUPS)
-def test_a_stopped_step_at_its_backstop_is_a_sandbox_error(use_cgroups):
+def _a_stopped_step_is_a_sandbox_error(sandbox: BwrapSandbox, **spec) -> None:
+    """A spinning step that another thread stops (SIGSTOP) runs to its backstop and raises
+    SandboxError naming the stop: the machine held it, not the sample."""
     stopped: list[int] = []
     done = threading.Event()
     stopper = threading.Thread(target=_stop_the_first, args=("python3", stopped, done, b"process_time"))
     stopper.start()
     try:
         with tempfile.TemporaryDirectory() as work, pytest.raises(SandboxError, match="stopped"):
-            BwrapSandbox(use_cgroups=use_cgroups).run(
-                ExecSpec(argv=["python3", "-c", _SPIN, "3", "0"], workdir=Path(work), cpu_s=5.0, timeout_s=4)
-            )
+            sandbox.run(ExecSpec(argv=["python3", "-c", _SPIN, "3", "0"], workdir=Path(work), cpu_s=5.0, **spec))
     finally:
         done.set()
         stopper.join()
@@ -284,10 +283,15 @@ def test_a_stopped_step_at_its_backstop_is_a_sandbox_error(use_cgroups):
 
 
 @pytest.mark.parametrize("use_cgroups", CGROUPS)
+def test_a_stopped_step_at_its_backstop_is_a_sandbox_error(use_cgroups):
+    _a_stopped_step_is_a_sandbox_error(BwrapSandbox(use_cgroups=use_cgroups), timeout_s=4)
+
+
+@pytest.mark.parametrize("use_cgroups", CGROUPS)
 def test_an_asleep_step_ends_at_its_idle_limit_and_a_stopped_one_does_not(use_cgroups):
     """idle_s=2, backstop 60 s: ``sleep 600`` ends as waited within a few idle windows; a step
     stopped by someone else (state T: held, the machine's) uses no CPU either but is not the
-    sample's to blame: it still runs to its backstop (4 s here) and is a sandbox_error."""
+    sample's to blame: it still runs to its backstop (6 s here) and is a sandbox_error."""
     sandbox = BwrapSandbox(use_cgroups=use_cgroups)
     with tempfile.TemporaryDirectory() as work:
         started = time.monotonic()
@@ -295,16 +299,4 @@ def test_an_asleep_step_ends_at_its_idle_limit_and_a_stopped_one_does_not(use_cg
         took = time.monotonic() - started
     assert asleep.timed_out and asleep.waited and asleep.exit_code == -9, asleep
     assert took < 30, took
-    stopped: list[int] = []
-    done = threading.Event()
-    stopper = threading.Thread(target=_stop_the_first, args=("python3", stopped, done, b"process_time"))
-    stopper.start()
-    try:
-        with tempfile.TemporaryDirectory() as work, pytest.raises(SandboxError, match="stopped"):
-            sandbox.run(
-                ExecSpec(argv=["python3", "-c", _SPIN, "3", "0"], workdir=Path(work), cpu_s=5.0, idle_s=1, timeout_s=6)
-            )
-    finally:
-        done.set()
-        stopper.join()
-    assert stopped
+    _a_stopped_step_is_a_sandbox_error(sandbox, idle_s=1, timeout_s=6)
