@@ -4,7 +4,9 @@ A cocotb test runs inside the simulator: a native extension that can read or wri
 arbitrary address reads the run's token from the heap or sets the instrumented DUT's flags
 (red team 12-04: a numpy array over a raw address). In a guarded run (the default policy) the
 guard's dlopen loads no native extension of an installed package but cocotb's and pyyaml's,
-and none of the interpreter's test modules; the Python half says why on import."""
+and none of the interpreter's test modules; the Python half says why on import. Pure Python has
+the same reach through unchecked bytecode (CPython 3.11): code objects made from chosen bytes are
+refused by an audit hook."""
 
 from __future__ import annotations
 
@@ -68,3 +70,52 @@ def test_numpy_loads_where_dut_writes_are_allowed(engine) -> None:
     probe = "    import numpy as np\n    dut._log.info('RT numpy sum %d', int(np.arange(4).sum()))\n"
     r = engine.score(request(WEAK_21.replace(HACK, probe), "fast", policy="allow"))
     assert r.status.value == "ok" and "RT numpy sum 6" in (r.log or ""), describe(r)
+
+
+#: CPython 3.11 runs bytecode unchecked: LOAD_CONST past co_consts returns a pointer the test
+#: placed, here to a fake bytearray over the whole address space; it then reads a bytes object's
+#: contents by address (and could write any address: the token, the flags). ``make`` builds the
+#: code object: ``replace`` (code.__new__) or ``marshal`` (a code object from chosen bytes).
+BYTECODE_READ = """    import struct, types, marshal
+    holder = bytes(struct.pack("<qqqqqqq", 100, id(bytearray), 2**62, 2**62, 0, 0, 0))
+    ptr = bytes(struct.pack("<q", id(holder) + bytes.__basicsize__ - 1))
+    target = id(ptr) + bytes.__basicsize__ - 1
+    pool = [(None, i) for i in range(100000)]  # a co_consts below the pointer, within 2**31
+    consts = next((t for t in pool if 0 < target - (id(t) + 24) < 2**31), None)
+    assert consts is not None, "no co_consts below the pointer"
+    idx = (target - (id(consts) + 24)) // 8
+    ops = bytes([151, 0] + [b for k in (24, 16, 8) for b in (144, (idx >> k) & 255)] + [100, idx & 255, 83, 0])
+    try:
+        code = (lambda: None).__code__.replace(co_code=ops, co_consts=consts)
+        if "MAKE" == "marshal":
+            code = marshal.loads(marshal.dumps(code))
+        mem = types.FunctionType(code, {})()
+        secret = b"RT-SECRET-0123456789"
+        at = id(secret) + bytes.__basicsize__ - 1
+        dut._log.info("RT bytecode read %r", bytes(mem[at : at + 20]))
+    except RuntimeError as exc:
+        dut._log.info("RT bytecode refused: %s", exc)
+"""
+
+
+def test_bytecode_reads_memory_where_dut_writes_are_allowed(engine) -> None:
+    """The primitive is real: unguarded (policy allow), the fake bytearray reads the secret."""
+    r = engine.score(request(WEAK_21.replace(HACK, BYTECODE_READ.replace("MAKE", "replace")), "fast", policy="allow"))
+    assert "RT bytecode read b'RT-SECRET-0123456789'" in (r.log or ""), describe(r)
+
+
+@pytest.mark.parametrize("make", ["replace", "marshal"])
+@pytest.mark.parametrize("which", ["fast", "verilator"])
+def test_a_code_object_from_chosen_bytes_is_refused(engine, weak, which: str, make: str) -> None:
+    """Guarded: code.replace (code.__new__) is refused by the audit hook before marshal is
+    reached; the marshal case refuses marshal.loads itself (the replace there is stdlib-free)."""
+    hack = BYTECODE_READ.replace("MAKE", make)
+    if make == "marshal":  # a code object built without replace: marshal's bytes of a plain one, patched
+        hack = hack.replace(
+            "code = (lambda: None).__code__.replace(co_code=ops, co_consts=consts)",
+            "code = marshal.loads(marshal.dumps((lambda: None).__code__))",
+        )
+    r = engine.score(request(WEAK_21.replace(HACK, hack), which))
+    assert "RT bytecode refused: building code objects" in (r.log or ""), describe(r)
+    assert "RT bytecode read" not in (r.log or ""), describe(r)
+    assert r.status.value == "ok" and r.reward == weak[which].reward, describe(r)

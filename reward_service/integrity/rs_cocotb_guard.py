@@ -146,13 +146,79 @@ def refuse_native_extensions() -> None:
     sys.modules["numpy"] = module
 
 
+#: Where a test can write files: a bytecode file read from there is the test's to craft.
+_WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/")
+#: What a refused code object raises.
+CODE_REFUSED = (
+    "building code objects (types.CodeType, code.replace, marshal) is not available in a guarded cocotb run: "
+    "unchecked bytecode reads and writes the simulator's memory"
+)
+
+
+def refuse_code_objects() -> None:
+    """Install an audit hook (PEP 578: it cannot be removed) that refuses what makes code
+    objects from bytes the test chose: ``code.__new__`` (``types.CodeType``, ``code.replace``),
+    ``marshal.load`` and ``marshal.loads`` except importlib's own load of a ``.pyc`` file
+    outside the places a test can write, through its stock ``get_data`` and ``_io``. CPython
+    3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a fake
+    ``bytearray`` over the whole address space in ~20 lines of pure Python (measured 12-05:
+    it read a bytes object's contents by address), the token and the flags are then the
+    test's. Compiled source (``compile``, ``exec``, imports of ``.py`` files) and
+    ``types.coroutine`` (a flag on an existing code object) stay. Everything
+    the hook compares with is captured now, before the test runs. Raises RuntimeError in the
+    refused call; never raises here."""
+    try:
+        import _io
+        import importlib._bootstrap_external as bootstrap
+
+        compile_bytecode = getattr(bootstrap, "_compile_bytecode").__code__  # noqa: B009 (private: no stub)
+        get_codes = (bootstrap.SourceLoader.get_code.__code__, bootstrap.SourcelessFileLoader.get_code.__code__)
+        get_data = bootstrap.FileLoader.get_data
+        io_module, open_code = getattr(bootstrap, "_io"), _io.open_code  # noqa: B009
+        realpath, getframe = os.path.realpath, sys._getframe
+        import types
+
+        # the standard library's one maker of code objects at run time: the same code with a flag
+        coroutine = types.coroutine.__code__
+    except (ImportError, AttributeError):
+        return
+
+    def importlib_pyc() -> bool:
+        caller = getframe(2)  # 0: this function, 1: the hook, 2: the caller of marshal.loads
+        if caller.f_code is not compile_bytecode or caller.f_back is None:
+            return False
+        loader_frame = caller.f_back
+        if loader_frame.f_code not in get_codes:
+            return False
+        loader = loader_frame.f_locals.get("self")
+        path = loader_frame.f_locals.get("bytecode_path") or getattr(loader, "path", None)
+        stock = (
+            getattr(type(loader), "get_data", None) is get_data
+            and "get_data" not in getattr(loader, "__dict__", {})
+            and getattr(bootstrap, "_io", None) is io_module
+            and getattr(io_module, "open_code", None) is open_code
+        )
+        return stock and isinstance(path, str) and not realpath(path).startswith(_WRITABLE)
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "code.__new__":
+            if getframe(1).f_code is not coroutine:
+                raise RuntimeError(CODE_REFUSED)
+        elif event == "marshal.load" or (event == "marshal.loads" and not importlib_pyc()):
+            raise RuntimeError(CODE_REFUSED)
+
+    sys.addaudithook(hook)
+
+
 def install() -> None:
     """Wrap cocotb's write scheduling (2.1: ``cocotb.handle._schedule_write``; 1.9:
     ``Scheduler._schedule_write``) to keep the test's frame of each write, after giving
     ``ctypes`` its stand-in (:func:`stub_ctypes`) and refusing native extensions of installed
-    packages with a message (:func:`refuse_native_extensions`). Never raises."""
+    packages with a message (:func:`refuse_native_extensions`) and code objects from chosen
+    bytes (:func:`refuse_code_objects`). Never raises."""
     stub_ctypes()
     refuse_native_extensions()
+    refuse_code_objects()
     try:
         import cocotb.handle as handle_module
 
