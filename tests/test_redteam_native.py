@@ -119,3 +119,33 @@ def test_a_code_object_from_chosen_bytes_is_refused(engine, weak, which: str, ma
     assert "RT bytecode refused: building code objects" in (r.log or ""), describe(r)
     assert "RT bytecode read" not in (r.log or ""), describe(r)
     assert r.status.value == "ok" and r.reward == weak[which].reward, describe(r)
+
+
+#: What would take the audit hook apart, each tried inside a guarded test: the hook's captured
+#: values (found through gc: its defaults), a stdlib function's code swapped for the test's, a
+#: tracer (it can rewrite a running frame's locals), a .pyc the test wrote loaded by importlib's
+#: own loader.
+UNDO_THE_HOOK = {
+    "hook_defaults": "import gc, types\n"
+    "    hook = next(o for o in gc.get_objects() if isinstance(o, types.FunctionType) and o.__name__ == 'hook')\n"
+    "    hook.__defaults__ = (None,) * len(hook.__defaults__)",
+    "code_swap": "import importlib._bootstrap_external as b\n    b._compile_bytecode.__code__ = (lambda data, name=None, bytecode_path=None, source_path=None: data).__code__",
+    "settrace": "import sys\n    sys.settrace(lambda *a: None)",
+    "written_pyc": "import importlib.machinery as m, importlib.util as u, marshal\n"
+    "    open('m.pyc', 'wb').write(u.MAGIC_NUMBER + bytes(12) + marshal.dumps(compile('x = 1', 'm', 'exec')))\n"
+    "    m.SourcelessFileLoader('m', '/work/m.pyc').get_code('m')",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(UNDO_THE_HOOK))
+def test_the_code_object_hook_cannot_be_taken_apart(engine, weak, attack: str) -> None:
+    body = UNDO_THE_HOOK[attack].replace("\n    ", "\n        ")
+    hack = f"""    try:
+        {body}
+        dut._log.info("RT undone")
+    except RuntimeError as exc:
+        dut._log.info("RT refused: %s", exc)
+"""
+    r = engine.score(request(WEAK_21.replace(HACK, hack), "fast"))
+    assert "RT refused: building code objects" in (r.log or "") and "RT undone" not in (r.log or ""), describe(r)
+    assert r.status.value == "ok" and r.reward == weak["fast"].reward, describe(r)

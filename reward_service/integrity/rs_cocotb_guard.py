@@ -146,8 +146,8 @@ def refuse_native_extensions() -> None:
     sys.modules["numpy"] = module
 
 
-#: Where a test can write files: a bytecode file read from there is the test's to craft.
-_WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/")
+#: Where a test can write files (cocotb_guard.c writable_place): never a trusted tree.
+_WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", "/var/run/")
 #: What a refused code object raises.
 CODE_REFUSED = (
     "building code objects (types.CodeType, code.replace, marshal) is not available in a guarded cocotb run: "
@@ -159,53 +159,92 @@ def refuse_code_objects() -> None:
     """Install an audit hook (PEP 578: it cannot be removed) that refuses what makes code
     objects from bytes the test chose: ``code.__new__`` (``types.CodeType``, ``code.replace``),
     ``marshal.load`` and ``marshal.loads`` except importlib's own load of a ``.pyc`` file
-    outside the places a test can write, through its stock ``get_data`` and ``_io``. CPython
-    3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a fake
-    ``bytearray`` over the whole address space in ~20 lines of pure Python (measured 12-05:
-    it read a bytes object's contents by address), the token and the flags are then the
-    test's. Compiled source (``compile``, ``exec``, imports of ``.py`` files) and
-    ``types.coroutine`` (a flag on an existing code object) stay. Everything
-    the hook compares with is captured now, before the test runs. Raises RuntimeError in the
-    refused call; never raises here."""
+    under the interpreter's prefix (read-only; a stock ``SourceFileLoader``/``SourcelessFileLoader``
+    reading through the stock ``_io``); and what would take the hook's checks apart: a
+    function's ``__code__`` replaced, ``__defaults__``/``__kwdefaults__`` of this module's
+    functions, ``sys.settrace``/``sys.setprofile`` (a tracer can rewrite a running frame's
+    locals). CPython 3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a
+    fake ``bytearray`` over the whole address space in ~10 lines of pure Python (measured
+    12-05), the token and the flags are then the test's. Compiled source (``compile``, ``exec``,
+    imports of ``.py`` files) and ``types.coroutine`` (a flag on an existing code object) stay.
+    What the hook compares with is bound as default arguments now, before the test runs (a
+    closure cell or a module global could be rewritten; replacing the defaults is refused).
+    Raises RuntimeError in the refused call; never raises here."""
     try:
         import _io
         import importlib._bootstrap_external as bootstrap
-
-        compile_bytecode = getattr(bootstrap, "_compile_bytecode").__code__  # noqa: B009 (private: no stub)
-        get_codes = (bootstrap.SourceLoader.get_code.__code__, bootstrap.SourcelessFileLoader.get_code.__code__)
-        get_data = bootstrap.FileLoader.get_data
-        io_module, open_code = getattr(bootstrap, "_io"), _io.open_code  # noqa: B009
-        realpath, getframe = os.path.realpath, sys._getframe
         import types
 
+        compile_bytecode = getattr(bootstrap, "_compile_bytecode").__code__  # noqa: B009 (private: no stub)
+        loaders = (bootstrap.SourceFileLoader, bootstrap.SourcelessFileLoader)
+        get_codes = (bootstrap.SourceLoader.get_code.__code__, bootstrap.SourcelessFileLoader.get_code.__code__)
+        io_module = getattr(bootstrap, "_io")  # noqa: B009
+        io_calls = (_io.open_code, _io.FileIO)
         # the standard library's one maker of code objects at run time: the same code with a flag
         coroutine = types.coroutine.__code__
+        # the standard library's directory and the import path as it is before the test runs
+        # (an embedded interpreter's prefixes do not name the cocotb 1.9 venv's site-packages);
+        # never one of the places a test writes
+        trees = {os.path.dirname(os.__file__), sys.prefix, sys.base_prefix, *(p for p in sys.path if p.startswith("/"))}
+        prefixes = tuple(
+            t.rstrip("/") + "/" for t in trees if t and not (t.rstrip("/") + "/").startswith(_WRITABLE) and t != "/"
+        )
     except (ImportError, AttributeError):
         return
 
-    def importlib_pyc() -> bool:
-        caller = getframe(2)  # 0: this function, 1: the hook, 2: the caller of marshal.loads
-        if caller.f_code is not compile_bytecode or caller.f_back is None:
-            return False
-        loader_frame = caller.f_back
-        if loader_frame.f_code not in get_codes:
-            return False
-        loader = loader_frame.f_locals.get("self")
-        path = loader_frame.f_locals.get("bytecode_path") or getattr(loader, "path", None)
-        stock = (
-            getattr(type(loader), "get_data", None) is get_data
-            and "get_data" not in getattr(loader, "__dict__", {})
-            and getattr(bootstrap, "_io", None) is io_module
-            and getattr(io_module, "open_code", None) is open_code
-        )
-        return stock and isinstance(path, str) and not realpath(path).startswith(_WRITABLE)
-
-    def hook(event: str, args: tuple) -> None:
+    def hook(
+        event: str,
+        args: tuple,
+        _getframe=sys._getframe,
+        _function=types.FunctionType,
+        _prefixes=prefixes,
+        _type=type,
+        _isinstance=isinstance,
+        _getattribute=object.__getattribute__,
+        _bootstrap_dict=bootstrap.__dict__,
+        _io_dict=_io.__dict__,
+        _compile_bytecode=compile_bytecode,
+        _loaders=loaders,
+        _get_codes=get_codes,
+        _io_module=io_module,
+        _io_calls=io_calls,
+        _coroutine=coroutine,
+        _here=__file__,
+        _refused=CODE_REFUSED,
+    ) -> None:
         if event == "code.__new__":
-            if getframe(1).f_code is not coroutine:
-                raise RuntimeError(CODE_REFUSED)
-        elif event == "marshal.load" or (event == "marshal.loads" and not importlib_pyc()):
-            raise RuntimeError(CODE_REFUSED)
+            if _getframe(1).f_code is not _coroutine:
+                raise RuntimeError(_refused)
+        elif event == "object.__setattr__":
+            target, name = args[0], args[1]
+            if _isinstance(target, _function) and (
+                (name == "__code__" and _getframe(1).f_code is not _coroutine)
+                or (name in ("__defaults__", "__kwdefaults__") and target.__code__.co_filename == _here)
+            ):
+                raise RuntimeError(_refused)
+        elif event in ("marshal.load", "sys.settrace", "sys.setprofile"):
+            raise RuntimeError(_refused)
+        elif event == "marshal.loads":
+            caller = _getframe(1)  # the caller of marshal.loads
+            loader_frame = caller.f_back
+            if caller.f_code is not _compile_bytecode or loader_frame is None:
+                raise RuntimeError(_refused)
+            if loader_frame.f_code is not _get_codes[0] and loader_frame.f_code is not _get_codes[1]:
+                raise RuntimeError(_refused)
+            loader = loader_frame.f_locals.get("self")
+            if _type(loader) not in _loaders or "get_data" in _getattribute(loader, "__dict__"):
+                raise RuntimeError(_refused)
+            if (
+                _bootstrap_dict.get("_io") is not _io_module
+                or _io_dict.get("open_code") is not _io_calls[0]
+                or _io_dict.get("FileIO") is not _io_calls[1]
+            ):
+                raise RuntimeError(_refused)
+            path = loader_frame.f_locals.get("bytecode_path") or _getattribute(loader, "path")
+            # under the interpreter's own read-only trees, which hold no symlink to a writable
+            # place (os.path.realpath is Python over os functions a test can patch: not used)
+            if _type(path) is not str or not path.startswith(_prefixes) or "/.." in path or "/./" in path:
+                raise RuntimeError(_refused)
 
     sys.addaudithook(hook)
 
