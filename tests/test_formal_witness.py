@@ -314,3 +314,28 @@ def test_problems_ceiling_and_the_results_undecided_points(tmp_path: Path):
     assert "TARGET shown attainable for 1 of 1 problems." in out.stdout
     (record,) = [json.loads(line) for line in (tmp_path / "R.jsonl").read_text().splitlines()]
     assert record["undecided"] == {m: 0 for m in ("line", "branch", "toggle", "expr")}
+
+
+UNDRIVEN_OUT = """module hole(input clk, input rst, input d, output reg q, output logic [3:0] y, output logic [1:0] z);
+  always @(posedge clk) if (rst) q <= 1'b0; else q <= d;
+  assign z[0] = q;
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_an_output_the_dut_never_drives_is_not_proved(engine):
+    """Counterexample first: Verilator 5.052 counts the toggles of a DUT output port no
+    statement drives when the testbench drives the net the port is connected to (a real run:
+    `y[0..3]` and `z[1]` toggle). The integrity policy refuses such a testbench by default
+    (`stimulus_policy.dut_writes`), but `allow` scores it: the prover must never prove them,
+    and the closure (ports driven only) leaves them undecided."""
+    design = {"hole.sv": UNDRIVEN_OUT}
+    proof = prove(design)
+    assert not [k for k in proof.unreachable if k[2] == "toggle" and k[3].split("[")[0] in ("y", "z")]
+    result = ceiling.closure(design, engine=engine)
+    assert result.status == "ok", result.reason
+    assert result.proved_but_covered == []
+    undecided = sorted(k[3] for k in result.undecided_keys)
+    bits = [f"y[{i}]" for i in range(4)] + ["z[1]"]
+    assert undecided == sorted(f"{b}:{t}" for b in bits for t in ("0->1", "1->0")), undecided
