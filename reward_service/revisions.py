@@ -15,7 +15,7 @@ from reward_service import __version__
 ENGINE_REVISION = "10"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
-FASTCOV_VERSION = "12"
+FASTCOV_VERSION = "13"
 #: The unreachability prover's verdicts (also keys its verdict cache).
 PROVER_REVISION = "14"
 

@@ -6,7 +6,8 @@ testbench; no coverage is added here).
   ``integer`` becomes ``int`` (Icarus zero-initialises 2-state variables and turns X/Z written
   to them into 0); input ports become ``bit`` variables, so an undriven or X input reads 0
   inside, as in Verilator. Nets stay 4-state (a net cannot be 2-state); toggle sampling reads
-  their X/Z as 0. Unpacked arrays stay 4-state and are zeroed (:func:`zero_arrays`).
+  their X/Z as 0. Unpacked arrays stay 4-state and are zeroed (:func:`zero_arrays`), but
+  big ones read only in clocked processes (:func:`procedural_arrays`).
 - **zero-initialised only** (:func:`zero_init`, cocotb stimulus, whose tests read signal
   values as logic vectors).
 - **Time-0 evaluation** (:func:`comb_at_time_zero`): Verilator evaluates combinational logic
@@ -65,10 +66,15 @@ from reward_service.fastcov.unit import walk as _walk
 _K = syntax.SyntaxKind
 
 
-def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None:
+def two_state(
+    source: SourceFile,
+    inputs_only_except: str | None = None,
+    bit_arrays: frozenset[tuple[int, int]] = frozenset(),
+) -> None:
     """Rewrite variable data types of every module in ``source`` to 2-state (see above). With
     ``inputs_only_except``: only the input ports, and not those of that module (cocotb's
-    toplevel, whose signals the test reads as logic vectors)."""
+    toplevel, whose signals the test reads as logic vectors). ``bit_arrays``: the array
+    declarations (:func:`procedural_arrays`) that become 2-state too."""
     nets = _net_names(source.of_kind(_K.NetDeclaration))
     inputs_only = inputs_only_except is not None
     for node in source.of_kind(_K.RegType, _K.LogicType, _K.IntegerType, _K.VariablePortHeader, _K.NetPortHeader):
@@ -84,6 +90,7 @@ def two_state(source: SourceFile, inputs_only_except: str | None = None) -> None
                 and parent.kind == _K.DataDeclaration
                 and _unpacked(parent)
                 and not _in_subroutine(parent)
+                and _place(source, parent) not in bit_arrays
             ):
                 continue  # arrays stay 4-state (zero_arrays)
             if (
@@ -156,10 +163,97 @@ def _typedef_zero(decl: Any, bodies: dict[str, Any]) -> str | None:
     return "'0" if t.isIntegral else None
 
 
-def zero_arrays(source: SourceFile) -> None:
-    """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes)."""
+def procedural_arrays(source: SourceFile, big: dict[str, set[str]]) -> frozenset[tuple[int, int]]:
+    """The ``reg``/``logic`` unpacked-array declarations of ``source`` (their byte offsets,
+    ``source.offsets``) that can be 2-state
+    (``bit``) on Icarus 11, so need no zeroing loop: each of its arrays has more than
+    :data:`~.unit.MAX_WIDTH` bits in every instance (``big``: module -> such array names, from
+    the elaboration; no toggle watcher waits on its elements then) and is named only in
+    ``initial``/``final`` blocks and in ``always`` blocks that are not combinational, never in
+    an event control, a ``wait``, a function or task, a continuous assignment or port
+    connection, nor anywhere outside its module, and never with a bit or part select of an
+    element. Icarus 11 aborts when a 2-state array element is in a sensitivity list (``@*``'s
+    included: vvp's ``anyedge`` assertion) or has a part written (``set_word``). Why: zeroing a
+    4-state array of 2^16 words costs ~550 M vvp instructions (~5.5 k a word); a ``bit`` array
+    starts at 0 with no loop, and reads 0 where a 4-state one read X (Verilator has no X)."""
+    if not big:
+        return frozenset()
+    candidates: dict[tuple[str, str], Any] = {}
+    dims: dict[str, int] = {}
+    for node in source.of_kind(_K.DataDeclaration):
+        module = _module_name(node)
+        if (
+            module in big
+            and node.type.kind in (_K.RegType, _K.LogicType)
+            and _unpacked(node)
+            and node.parent is not None
+            and node.parent.kind == _K.ModuleDeclaration
+        ):
+            decls = [d for d in node.declarators if isinstance(d, syntax.DeclaratorSyntax)]
+            if decls and all(d.name.valueText in big[module] for d in decls):
+                for d in decls:
+                    candidates[(module, d.name.valueText)] = node
+                    dims[d.name.valueText] = sum(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
+    if not candidates:
+        return frozenset()
+    wanted = {name for _, name in candidates}
+    refused: set[tuple[str, str]] = set()
+    for ident in source.of_kind(_K.IdentifierName, _K.IdentifierSelectName):
+        name = ident.identifier.valueText
+        if name not in wanted:
+            continue
+        key = (_module_name(ident) or "", name)
+        if key not in candidates:  # another module's (a hierarchical reference, or its own)
+            refused.update(k for k in candidates if k[1] == name)
+        elif not _read_in_edge_procedure(ident) or _selects(ident) > dims[name]:
+            refused.add(key)
+    refused_nodes = {id(candidates[k]) for k in refused}
+    places = (_place(source, n) for n in candidates.values() if id(n) not in refused_nodes)
+    return frozenset(p for p in places if p is not None)
+
+
+def _place(source: SourceFile, node: Any) -> tuple[int, int] | None:
+    """``node``'s offsets in ``source``, None for code from a macro expansion."""
+    try:
+        return source.offsets(node)
+    except Unsupported:
+        return None
+
+
+def _selects(ident: Any) -> int:
+    """How many ``[...]`` selects follow the name ``ident``."""
+    if ident.kind != _K.IdentifierSelectName:
+        return 0
+    return sum(isinstance(x, syntax.SyntaxNode) for x in ident.selectors)
+
+
+def _read_in_edge_procedure(node: Any) -> bool:
+    """Whether ``node`` stands in an ``initial``/``final`` block or a non-combinational
+    ``always`` block, outside any event control, ``wait``, ``@*`` statement or subroutine."""
+    node = node.parent
+    while node is not None:
+        k = node.kind
+        if k in (_K.InitialBlock, _K.FinalBlock, _K.AlwaysFFBlock, _K.AlwaysBlock):
+            return True
+        if k in (_K.AlwaysCombBlock, _K.AlwaysLatchBlock, _K.WaitStatement, _K.FunctionDeclaration, _K.TaskDeclaration):
+            return False
+        if k in _EVENT_CONTROLS or k == _K.ImplicitEventControl:
+            return False
+        if k == _K.TimingControlStatement and node.timingControl.kind == _K.ImplicitEventControl:
+            return False
+        if k == _K.ModuleDeclaration:
+            return False
+        node = node.parent
+    return False
+
+
+def zero_arrays(source: SourceFile, skip: frozenset[tuple[int, int]] = frozenset()) -> None:
+    """The ``foreach`` zero initialisers of unpacked arrays (both emulation modes); the
+    declarations in ``skip`` (made 2-state: :func:`procedural_arrays`) start at 0 without."""
     driven = _continuously_driven(source.of_kind(_K.ContinuousAssign, _K.HierarchyInstantiation))
     for node in source.of_kind(_K.DataDeclaration, _K.ImplicitAnsiPort):
+        if skip and node.kind == _K.DataDeclaration and _place(source, node) in skip:
+            continue
         if node.kind == _K.DataDeclaration and _unpacked(node) and not _in_subroutine(node) and not _in_procedure(node):
             _zero_array_declaration(source, node, driven)
         elif (

@@ -26,6 +26,7 @@ from reward_service.fastcov import emulate
 from reward_service.fastcov.blocks import BlocksKind
 from reward_service.fastcov.unit import (
     FLAG_FILE,
+    MAX_WIDTH,
     PREFIX,
     TOKEN_PLACEHOLDER,
     ModuleUnit,
@@ -234,6 +235,7 @@ def instrument(
         compilations = {**dict.fromkeys(own_bodies, own), **dict.fromkeys(bodies, compilation)}
         bodies = {**own_bodies, **bodies}
     kinds = _kinds(metrics)
+    big = _big_arrays(compilations.values()) if emulation == "two_state" else {}
     tables: dict[str, ModuleTable] = {}
     for source in sources:
         wrapped = emulate.name_generate_blocks(source)
@@ -247,7 +249,7 @@ def instrument(
             for kind in kinds:
                 kind.instrument(unit)
             tables[unit.name] = _finish_module(unit)
-        _emulate(source, emulation, toplevel, bodies)
+        _emulate(source, emulation, toplevel, bodies, big)
         # the DUT's only: the testbench's points do not count, and its text stays as written
         emulate.case_selectors_two_state(source)
     files = dict(design)
@@ -303,10 +305,15 @@ def emulate_testbench(files: dict[str, str], headers: dict[str, str] | None = No
 
 
 def _emulate(
-    source: SourceFile, emulation: str, toplevel: str | None = None, bodies: dict[str, Any] | None = None
+    source: SourceFile,
+    emulation: str,
+    toplevel: str | None = None,
+    bodies: dict[str, Any] | None = None,
+    big: dict[str, set[str]] | None = None,
 ) -> None:
+    arrays = emulate.procedural_arrays(source, big or {})
     if emulation == "two_state":
-        emulate.two_state(source)
+        emulate.two_state(source, bit_arrays=arrays)
     else:  # cocotb: 4-state, zeroed; inputs of modules below the toplevel 2-state (X -> 0)
         emulate.zero_init(source, bodies)
         emulate.two_state(source, inputs_only_except=toplevel or "")
@@ -314,10 +321,30 @@ def _emulate(
         emulate.string_parameters(source)
         # cocotb's writes of one time step land together (the last one wins): no pulse to see
         emulate.edge_processes(source)
-    emulate.zero_arrays(source)
+    emulate.zero_arrays(source, skip=arrays)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)
     emulate.jumps_as_disable(source)
+
+
+def _big_arrays(compilations: Any) -> dict[str, set[str]]:
+    """Module name -> its unpacked-array variables with more than :data:`.unit.MAX_WIDTH`
+    bits in every elaborated instance of every compilation in ``compilations`` (these have no
+    toggle points, so no watcher waits on their elements: :func:`.emulate.procedural_arrays`).
+    An elaboration that fails gives nothing."""
+    widths: dict[str, dict[str, int]] = {}
+    try:
+        for compilation in {id(c): c for c in compilations}.values():
+            for body in instance_bodies(compilation):
+                seen = widths.setdefault(body.definition.name, {})
+                for member in body:
+                    if member.kind == ast.SymbolKind.Variable and member.type.canonicalType.isUnpackedArray:
+                        width = member.type.canonicalType.bitstreamWidth
+                        seen[member.name] = min(width, seen.get(member.name, width))
+    except Exception as exc:
+        log.debug("pyslang elaboration failed: %s", exc)
+        return {}
+    return {m: {n for n, w in seen.items() if w > MAX_WIDTH} for m, seen in widths.items()}
 
 
 def _instance_bodies(compilation: Any, strict: bool = False) -> dict[str, Any]:

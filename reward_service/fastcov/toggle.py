@@ -26,11 +26,18 @@ from typing import Any
 
 from pyslang import ast, syntax
 
-from reward_service.fastcov.unit import FLAG_FILE, PREFIX, TOKEN_PLACEHOLDER, ModuleUnit, Unsupported, other_bodies
+from reward_service.fastcov.unit import (
+    FLAG_FILE,
+    MAX_WIDTH,
+    PREFIX,
+    TOKEN_PLACEHOLDER,
+    ModuleUnit,
+    Unsupported,
+    other_bodies,
+)
 
 _K = syntax.SyntaxKind
 _S = ast.SymbolKind
-MAX_WIDTH = 256  # Verilator's --coverage-max-width default
 
 
 @dataclass

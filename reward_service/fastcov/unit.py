@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # toggle.py builds on this module
 PREFIX = "__rs_"
 #: The flag file every instrumented module instance appends its lines to (in the run dir).
 FLAG_FILE = "rs_fastcov.txt"
+#: Verilator's --coverage-max-width default: a signal with more bits (elements x width) has no
+#: toggle points.
+MAX_WIDTH = 256
 #: Stands for the per-run token in instrumented text (see :mod:`reward_service.fastcov.backend`).
 TOKEN_PLACEHOLDER = "__RS_FASTCOV_TOKEN__"
 

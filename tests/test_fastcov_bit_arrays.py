@@ -1,0 +1,114 @@
+"""Big unpacked arrays as 2-state ``bit`` arrays on the fast path (issue 20: zeroing a 4-state
+array of 2^16 words was ~550 M of vvp's instructions on async_fifo_compute_ram_0004). Only
+arrays with no toggle points (more than 256 bits) that are named nowhere Icarus 11 aborts on a
+2-state array (a sensitivity list, ``@*``, a part-select write of an element) become ``bit``;
+the points must stay Verilator's, where a 4-state array kept an undriven value's X and
+Verilator reads 0."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import covered_keys, score_one_file
+
+from reward_service.fastcov.instrument import instrument
+
+#: 64 x 8 = 512 bits (no toggle points); `mem` is written an undriven net's value (X/Z on a
+#: 4-state array: its read then took the `else` arm; 0 on Verilator).
+DUT = """module bigmem (input logic clk, input logic we, input logic [6:0] a, output logic hit, output logic miss);
+  wire [7:0] floating;
+  logic [7:0] mem [0:63];
+  always_ff @(posedge clk) begin
+    if (we) mem[a] <= floating;
+    if (mem[a] == 8'd0)
+      hit <= 1'b1;
+    else
+      miss <= 1'b1;
+  end
+endmodule
+"""
+
+TB = """module tb;
+  logic clk = 0, we = 0; logic [6:0] a = 0; wire hit, miss;
+  bigmem dut (.clk(clk), .we(we), .a(a), .hit(hit), .miss(miss));
+  always #5 clk = ~clk;
+  initial begin
+    @(negedge clk) begin we = 1; a = 7'd3; end
+    @(negedge clk) we = 0;
+    repeat (2) @(negedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+def _module(text: str, name: str) -> str:
+    start = text.index(f"module {name}")
+    return text[start : text.index("endmodule", start)]
+
+
+def test_a_big_array_read_only_at_clock_edges_becomes_bit_without_a_zeroing_loop():
+    text = instrument({"bigmem.sv": DUT}).files["bigmem.sv"]
+    assert "bit [7:0] mem [0:63];" in text
+    assert "initial foreach (mem[" not in text
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "always @(*) q = mem[a];",  # a sensitivity list of a 2-state element aborts vvp
+        "always_comb q = mem[a];",
+        "always @(posedge clk) mem[a][3:0] <= 4'd1;",  # a part of a 2-state element: set_word aborts
+        "always @(posedge clk) mem[a][2] <= 1'b1;",
+        "always @(mem[2]) q = 8'd1;",
+        "assign w = mem[a];",
+        "function automatic logic [7:0] f(input logic [6:0] i); f = mem[i]; endfunction",
+    ],
+)
+def test_an_array_named_where_icarus_aborts_on_bit_stays_4_state(use):
+    dut = f"""module m (input logic clk, input logic [5:0] a, output logic [7:0] q, output logic [7:0] w);
+  logic [7:0] mem [0:63];
+  always @(posedge clk) mem[a] <= q;
+  {use}
+endmodule
+"""
+    text = _module(instrument({"m.sv": dut}).files["m.sv"], "m")
+    assert "logic [7:0] mem [0:63];" in text
+    assert "initial foreach (mem[" in text
+
+
+def test_a_small_array_keeps_its_toggle_watchers_and_stays_4_state():
+    dut = """module m (input logic clk, input logic [1:0] a, input logic [7:0] d, output logic [7:0] q);
+  logic [7:0] mem [0:3];
+  always @(posedge clk) begin mem[a] <= d; q <= mem[a]; end
+endmodule
+"""
+    text = instrument({"m.sv": dut}).files["m.sv"]
+    assert "logic [7:0] mem [0:3];" in text
+    assert "@(mem[__rs_g0])" in text  # the element watchers a bit array would abort on
+
+
+def test_an_array_small_in_one_instance_stays_4_state():
+    """Parameters decide the size per instance: one small instance has toggle watchers."""
+    dut = """module m #(parameter N = 64) (input logic clk, input logic [5:0] a, output logic [7:0] q);
+  logic [7:0] mem [0:N-1];
+  always @(posedge clk) q <= mem[a];
+endmodule
+module top (input logic clk, input logic [5:0] a, output logic [7:0] q1, output logic [7:0] q2);
+  m #(.N(64)) big (.clk(clk), .a(a), .q(q1));
+  m #(.N(4)) little (.clk(clk), .a(a), .q(q2));
+endmodule
+"""
+    text = _module(instrument({"m.sv": dut}).files["m.sv"], "m")
+    assert "logic [7:0] mem [0:N-1];" in text
+
+
+@pytest.mark.slow
+def test_a_bit_array_covers_verilators_points(engine):
+    fast = score_one_file(engine, "bigmem.sv", DUT, TB, "fast")
+    reference = score_one_file(engine, "bigmem.sv", DUT, TB, "verilator")
+    assert fast.result.engine == "fast", fast.result.fallback
+    assert fast.result.status == reference.result.status == "ok", (fast.result.message, reference.result.message)
+    assert covered_keys(fast) == covered_keys(reference)
+    # Verilator reads the word written from the undriven net as 0: never the else arm
+    covered = {(k[1], k[2], k[3]) for k in covered_keys(reference)}
+    assert (6, "branch", "if") in covered and (6, "branch", "else") not in covered
