@@ -41,6 +41,17 @@ endmodule
 """
 
 
+def _same_points(engine, name: str, dut: str, tb: str):
+    """(line, metric, detail) of the points Verilator covers, which the fast path must cover
+    too, and Verilator's scored sample."""
+    fast = score_one_file(engine, name, dut, tb, "fast")
+    reference = score_one_file(engine, name, dut, tb, "verilator")
+    assert fast.result.engine == "fast", fast.result.fallback
+    assert fast.result.status == reference.result.status == "ok", (fast.result.message, reference.result.message)
+    assert covered_keys(fast) == covered_keys(reference)
+    return {(k[1], k[2], k[3]) for k in covered_keys(reference)}, reference
+
+
 def _module(text: str, name: str) -> str:
     start = text.index(f"module {name}")
     return text[start : text.index("endmodule", start)]
@@ -104,11 +115,71 @@ endmodule
 
 @pytest.mark.slow
 def test_a_bit_array_covers_verilators_points(engine):
-    fast = score_one_file(engine, "bigmem.sv", DUT, TB, "fast")
-    reference = score_one_file(engine, "bigmem.sv", DUT, TB, "verilator")
-    assert fast.result.engine == "fast", fast.result.fallback
-    assert fast.result.status == reference.result.status == "ok", (fast.result.message, reference.result.message)
-    assert covered_keys(fast) == covered_keys(reference)
+    covered, _ = _same_points(engine, "bigmem.sv", DUT, TB)
     # Verilator reads the word written from the undriven net as 0: never the else arm
-    covered = {(k[1], k[2], k[3]) for k in covered_keys(reference)}
     assert (6, "branch", "if") in covered and (6, "branch", "else") not in covered
+
+
+#: Out-of-range indices (docs/fastcov.md): Verilator keeps $clog2(hi + 1) bits of an index, for
+#: writes and reads; what is still out of range writes nothing and reads 0. Icarus wrote nothing
+#: and read X for all of them.
+OOB_DUT = """module oob (input logic clk, input logic [6:0] a, input logic [7:0] d, output logic [3:0] seen);
+  logic [7:0] mem [0:63];
+  logic [7:0] six [0:5];
+  logic [7:0] hi [1:4];
+  integer j;
+  always_ff @(posedge clk) begin
+    mem[a] <= d;
+    six[a] <= d;
+    hi[a] <= d;
+    if (mem[a - 7'd64] == 8'd9)
+      seen[0] <= 1'b1;
+    if (six[a] == 8'd0)
+      seen[1] <= 1'b1;
+    else
+      seen[2] <= 1'b1;
+    if (hi[a] != 8'd0)
+      seen[3] <= 1'b1;
+  end
+  logic [7:0] sh [0:1];
+  logic [7:0] last;
+  always_ff @(posedge clk) begin
+    sh[0] <= d;
+    for (j = 0; j < 2; j = j + 1)
+      sh[j + 1] <= sh[j];
+    last <= sh[0];
+  end
+endmodule
+"""
+
+OOB_TB = """module tb;
+  logic clk = 0; logic [6:0] a = 0; logic [7:0] d = 0; wire [3:0] seen;
+  oob dut (.clk(clk), .a(a), .d(d), .seen(seen));
+  always #5 clk = ~clk;
+  initial begin
+    @(negedge clk) begin a = 7'd100; d = 8'd9; end  // mem[36], six[4]; hi: nothing
+    @(negedge clk) begin a = 7'd7; d = 8'd5; end    // six: nothing, reads 0; hi[7 & 7]: nothing
+    @(negedge clk) begin a = 7'd6; d = 8'd0; end    // six: nothing (6 & 7 = 6 > 5)
+    @(negedge clk) begin a = 7'd12; d = 8'd3; end   // six[4], hi[4]
+    repeat (3) @(negedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_out_of_range_indices_are_cut_and_read_0_as_on_verilator():
+    text = instrument({"oob.sv": OOB_DUT}).files["oob.sv"]
+    assert "mem[((a) & 63)] <= d;" in text
+    assert "((((a) & 7) >= (0) && ((a) & 7) <= (5)) ? six[((a) & 7)] : '0) == 8'd0" in text
+
+
+@pytest.mark.slow
+def test_out_of_range_indices_cover_verilators_points(engine):
+    covered, reference = _same_points(engine, "oob.sv", OOB_DUT, OOB_TB)
+    # hi[12] is hi[4] on Verilator (Icarus wrote nothing and read X, which is not != 0)
+    assert (16, "branch", "if") in covered
+    # the shift register's sh[2] write lands in sh[0] (the later nonblocking write wins): sh
+    # stays 0, and so does `last` (Icarus dropped the write: sh[0] took d)
+    toggles = {p.detail for p in reference.points if p.metric == "toggle" and p.line == 20}
+    assert "last[0]:0->1" in toggles and (20, "toggle", "last[0]:0->1") not in covered

@@ -1335,3 +1335,205 @@ def _unpacked(decl: Any) -> bool:
         isinstance(d, syntax.DeclaratorSyntax) and any(isinstance(x, syntax.SyntaxNode) for x in d.dimensions)
         for d in decl.declarators
     )
+
+
+#: Assignment kinds whose ``left`` is written (compound ones read it too).
+_WRITES = frozenset(k for k in _K.__members__.values() if k.name.endswith("AssignmentExpression"))
+#: Where an expression's value is only read: a condition, a case selector or item, an index.
+_READ_ENDS = frozenset(
+    {
+        _K.ConditionalPredicate,
+        _K.ConditionalPattern,
+        _K.CaseStatement,
+        _K.StandardCaseItem,
+        _K.ReturnStatement,
+        _K.EqualsValueClause,
+        _K.BitSelect,
+        _K.SimpleRangeSelect,
+        _K.AscendingRangeSelect,
+        _K.DescendingRangeSelect,
+        _K.ForLoopStatement,
+        _K.DoWhileStatement,
+        _K.LoopStatement,
+    }
+)
+#: Expressions an element read passes through on its way to where it is read.
+_READ_THROUGH = frozenset(
+    k
+    for k in _K.__members__.values()
+    if k.name.endswith("Expression")
+    and k not in _WRITES
+    and k
+    not in (
+        _K.PostincrementExpression,
+        _K.PostdecrementExpression,
+        _K.UnaryPreincrementExpression,
+        _K.UnaryPredecrementExpression,
+        _K.InvocationExpression,  # a task's output argument is written
+        _K.AssignmentPatternExpression,
+    )
+) | {_K.ElementSelect, _K.IdentifierSelectName}
+
+
+def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
+    """Index one-dimensional unpacked arrays as Verilator does (both emulation modes).
+
+    Verilator (5.052, measured) cuts an element select's index to the bits the array's highest
+    index needs, ``$clog2(hi + 1)``, for reads and writes alike: ``mem[100]`` of
+    ``mem [0:63]`` is ``mem[36]``, ``d[100]`` of ``d [0:5]`` is ``d[4]``, ``b[130]`` of
+    ``b [1:64]`` is ``b[2]``; an index still outside the range then writes nothing and reads 0.
+    Icarus writes nothing and reads X for any index outside the range (an X the 2-state
+    rewrite does not even clear). So every variable index becomes ``((i) & MASK)``, and a read
+    of an array whose range is not ``[0:2^n-1]`` (in the first elaborated instance: ``bodies``;
+    the testbench's: from literal bounds) becomes ``(in range ? a[...] : '0)`` where the element
+    is unsigned and the index has no side effect (a call, ``++``, an assignment). Arrays of
+    several unpacked dimensions, names declared twice in a module, constant literal indices and
+    selects from macro expansions are left alone."""
+    arrays: dict[tuple[str, str], tuple[str, str, bool, bool]] = {}
+    twice: set[tuple[str, str]] = set()
+    for node in source.of_kind(_K.DataDeclaration):
+        module = _module_name(node)
+        if module is None:
+            continue
+        for decl in node.declarators:
+            if not isinstance(decl, syntax.DeclaratorSyntax):
+                continue
+            key = (module, decl.name.valueText)
+            dims = [d for d in decl.dimensions if isinstance(d, syntax.SyntaxNode)]
+            if key in arrays or key in twice:
+                arrays.pop(key, None)
+                twice.add(key)
+                continue
+            bounds = _bounds(source, dims) if len(dims) == 1 and not _in_subroutine(node) else None
+            if bounds is None or node.parent is None or node.parent.kind != _K.ModuleDeclaration:
+                twice.add(key)  # a local or unsupported declaration shadows nothing we rewrite
+                continue
+            lo, hi, full = bounds
+            if full is None:
+                full = _full_range(bodies, module, decl.name.valueText)
+            arrays[key] = (lo, hi, bool(full), _unsigned(node))
+    if not arrays:
+        return
+    names = {name for _, name in arrays}
+    for ident in source.of_kind(_K.IdentifierSelectName):
+        name = ident.identifier.valueText
+        if name not in names:
+            continue
+        info = arrays.get((_module_name(ident) or "", name))
+        selects: list[Any] = [s for s in ident.selectors if isinstance(s, syntax.SyntaxNode)]
+        if info is None or not selects or selects[0].selector is None or selects[0].selector.kind != _K.BitSelect:
+            continue
+        index = selects[0].selector.expr
+        if _unparen(index).kind == _K.IntegerLiteralExpression:
+            continue
+        lo, hi, full, unsigned = info
+        try:
+            start, end = source.offsets(index)
+            outer = source.offsets(ident)
+            text = source.slice(index)
+        except Unsupported:
+            continue
+        mask = _mask(hi)
+        d = _depth(index)
+        source.insert(start, "((", closing=False, depth=d)
+        source.insert(end, f") & {mask})", closing=True, depth=d)
+        if full or not unsigned or not _read_only(source, ident) or _has_effects(index):
+            continue
+        cut = f"(({text}) & {mask})"
+        od = _depth(ident)
+        source.insert(outer[0], f"(({cut} >= ({lo}) && {cut} <= ({hi})) ? ", closing=False, depth=od)
+        source.insert(outer[1], " : '0)", closing=True, depth=od)
+
+
+def _mask(hi: str) -> str:
+    """The mask of the index bits Verilator keeps for an array whose highest index is ``hi``
+    (SV text): ``$clog2(hi + 1)`` bits, at least one."""
+    if hi.isdigit():
+        return str((1 << max(1, int(hi).bit_length())) - 1)  # $clog2(hi + 1) == hi.bit_length()
+    return f"((1 << ($clog2(({hi}) + 1) > 0 ? $clog2(({hi}) + 1) : 1)) - 1)"
+
+
+def _bounds(source: SourceFile, dims: list[Any]) -> tuple[str, str, bool | None] | None:
+    """(lowest index, highest index, whether the range is [0:2^n-1] or None when the bounds
+    are not literals) of one unpacked dimension, as SV text; None for a queue or dynamic
+    array."""
+    spec = dims[0].specifier
+    if not isinstance(spec, syntax.RangeDimensionSpecifierSyntax):
+        return None
+    sel: Any = spec.selector
+    try:
+        if sel.kind == _K.BitSelect:  # [N]
+            n = source.slice(sel.expr)
+            values = _literals(sel.expr)
+            if values is not None:
+                return "0", str(values[0] - 1), _full(0, values[0] - 1)
+            return "0", f"({n}) - 1", None
+        if sel.kind != _K.SimpleRangeSelect:
+            return None
+        left, right = source.slice(sel.left), source.slice(sel.right)
+    except Unsupported:
+        return None
+    a, b = _literals(sel.left), _literals(sel.right)
+    if a is not None and b is not None:
+        return str(min(a[0], b[0])), str(max(a[0], b[0])), _full(min(a[0], b[0]), max(a[0], b[0]))
+    lo = f"(({left}) < ({right}) ? ({left}) : ({right}))"
+    hi = f"(({left}) > ({right}) ? ({left}) : ({right}))"
+    return lo, hi, None
+
+
+def _literals(expr: Any) -> tuple[int] | None:
+    expr = _unparen(expr)
+    if expr.kind != _K.IntegerLiteralExpression:
+        return None
+    try:
+        return (int(expr.literal.valueText.replace("_", "")),)
+    except ValueError:
+        return None
+
+
+def _full(lo: int, hi: int) -> bool:
+    """Whether ``[lo:hi]`` is ``[0:2^n-1]``: every index cut to its bits is in range."""
+    return lo == 0 and hi >= 0 and (hi + 1) & hi == 0
+
+
+def _full_range(bodies: dict[str, Any] | None, module: str, name: str) -> bool:
+    body = (bodies or {}).get(module)
+    sym = body.find(name) if body is not None else None
+    t = sym.type.canonicalType if sym is not None and sym.kind == ast.SymbolKind.Variable else None
+    if t is None or t.kind != ast.SymbolKind.FixedSizeUnpackedArrayType:
+        return False
+    return _full(min(t.range.left, t.range.right), max(t.range.left, t.range.right))
+
+
+def _unsigned(decl: Any) -> bool:
+    """Whether the elements of a data declaration are unsigned ``reg``/``logic``/``bit`` vectors."""
+    t = decl.type
+    return t.kind in (_K.RegType, _K.LogicType, _K.BitType) and t.signing.kind == TokenKind.Unknown
+
+
+def _read_only(source: SourceFile, node: Any) -> bool:
+    """Whether the expression ``node`` is only read where it stands (not an assignment's
+    left side, an ``++`` operand, a call's argument or a port connection)."""
+    child, parent = node, node.parent
+    while parent is not None:
+        k = parent.kind
+        if k in _WRITES:
+            return _place(source, parent.left) != _place(source, child)
+        if k in _READ_ENDS:
+            return True
+        if k not in _READ_THROUGH:
+            return False
+        child, parent = parent, parent.parent
+    return False
+
+
+def _has_effects(expr: Any) -> bool:
+    """Whether evaluating ``expr`` twice could differ from once (a call, ``++``, an assignment)."""
+    kinds = _WRITES | {
+        _K.InvocationExpression,
+        _K.PostincrementExpression,
+        _K.PostdecrementExpression,
+        _K.UnaryPreincrementExpression,
+        _K.UnaryPredecrementExpression,
+    }
+    return expr.kind in kinds or any(n.kind in kinds for n in _walk(expr))
