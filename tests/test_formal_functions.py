@@ -100,3 +100,14 @@ def test_dual_port_memory_calc_ecc_point_is_witnessed_and_replayed(engine):
     assert result.proved_but_covered == []
     assert key in result.witness.claimed
     assert result.undecided == 0, json.dumps(result.to_json())
+
+
+def test_a_non_ascii_comment_does_not_shift_the_rewritten_calls():
+    """pyslang's offsets count bytes (dramcntrl.sv's comments have `µ`)."""
+    design = {"fn.sv": "// 100 \u00b5s\n" + FN}
+    witness_model = build_model(design, witness=True)
+    assert "y <= f__rs_c0({a, 1'b0});" in witness_model.files["fn.sv"]
+    assert "assign z = f__rs_c1({a[1:0], 2'b10});" in witness_model.files["fn.sv"]
+    proof = prove(design)
+    assert proof.status == "proved", proof.reason
+    assert {(k[1] - 1, *k[2:]) for k in proof.unreachable if k[1] == 7} == {(6, *k[2:]) for k in NEVER}

@@ -181,7 +181,8 @@ def rewrite(text: str, module: str, functions: dict[str, Function], witness: boo
         for m in mod.members
         if m.kind == _K.FunctionDeclaration and m.prototype.name.kind == _K.IdentifierName
     }
-    edits: list[tuple[int, int, str]] = []  # (start, end, replacement)
+    raw = text.encode()  # pyslang's offsets count bytes
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement), byte offsets
     decl_text: list[str] = []
     calls: dict[str, list[Any]] = {n: [] for n in flagged}
     for n in _nodes(mod):
@@ -194,10 +195,10 @@ def rewrite(text: str, module: str, functions: dict[str, Function], witness: boo
     for fi, (name, fn) in enumerate(sorted(flagged.items())):
         node = decls[name]
         start, end = _span(node)
-        body = text[start:end]
+        body = raw[start:end].decode()
         flag_re = re.compile(r"\b(" + "|".join(map(re.escape, fn.flags)) + r")\b")
         name_re = re.compile(r"\b" + re.escape(name) + r"\b")
-        semi = node.semi.location.offset + 1 - start
+        semi = len(raw[start : node.semi.location.offset + 1].decode())
         # in place: the design's own calls set a local instead of the module's flags
         inplace = flag_re.sub(DUMMY, body)
         inplace = inplace[:semi] + f" reg {DUMMY};" + inplace[semi:]
@@ -228,8 +229,8 @@ def rewrite(text: str, module: str, functions: dict[str, Function], witness: boo
     header_end = mod.header.semi.location.offset + 1
     edits.append((header_end, header_end, " " + " ".join(decl_text)))
     for s, e, r in sorted(edits, key=lambda x: x[0], reverse=True):
-        text = text[:s] + r + text[e:]
-    return text
+        raw = raw[:s] + r.encode() + raw[e:]
+    return raw.decode()
 
 
 def in_generate(node: Any) -> bool:
