@@ -181,9 +181,10 @@ class ExprKind:
         (no pending bits, no ``#0`` companion: a formal step sees settled values only), and
         for a continuous assignment in an ``always @(*)`` after it. Checks that have no such
         place are left out and their flags named with the reason (never proved): a loop's own
-        list (counted after the step, from a function in the loop condition), a function or
-        task, a flag counted in several places (one driver per flag), and whatever
-        ``why_not(flag, anchor)`` refuses. Returns flag name -> reason for those."""
+        list (counted after the step, from a function in the loop condition), a flag counted
+        in several places (one driver per flag), and whatever ``why_not(flag, anchor)``
+        refuses (the model refuses tasks and the functions it does not model; a function's
+        checks go where the fast path puts them). Returns flag name -> reason for those."""
         if unit.body is None:
             raise Unsupported(f"{unit.file}: module {unit.name} could not be elaborated for expression coverage")
         walker = _Walker(unit, formal=True)
@@ -562,9 +563,7 @@ class _Walker:
                 why = "counted in several places" if targets else "never counted"
             elif targets[0].how in ("for", "dowhile"):
                 why = "in a loop's own statement list (counted after its step)"
-            elif targets[0].how == "func":
-                why = "in a function or task"
-            why = why or why_not(flag, targets[0].anchor)
+            why = why or why_not(flag, targets[0].anchor)  # a function or task: the model decides
             if why:
                 reasons[flag.name] = why
         skip = {self.flags[k].set for k in self.flags if self.flags[k].name in reasons}
@@ -578,6 +577,10 @@ class _Walker:
                 self.u.append(t.anchor, text)
             elif t.how == "comb":
                 self.u.insert_after(t.anchor, f" always @(*) begin {text} end")
+            elif t.how == "func":
+                self.u.append(t.anchor, text)
+                for ret in t.returns:
+                    self.u.prepend(ret, text)
         return reasons
 
     def loop_checks(self, t: _Target) -> None:

@@ -54,6 +54,7 @@ from reward_service.fastcov.screen import PROCESSES, _hierarchical, edge_control
 from reward_service.fastcov.toggle import MAX_WIDTH, ToggleKind
 from reward_service.fastcov.unit import ModuleUnit, Unsupported, ancestors, other_bodies
 from reward_service.formal.elaboration import IfSite, constant_conditions, dead_arm, if_site
+from reward_service.formal.functions import Function, allowed_spans, in_generate, modelled_functions, rewrite
 
 _K = syntax.SyntaxKind
 _S = ast.SymbolKind
@@ -97,13 +98,17 @@ class FormalModel:
     undriven_ok: frozenset[str] = frozenset()
 
 
-def build_model(design: dict[str, str], top: str | None = None, expr: bool = True, timing: bool = True) -> FormalModel:
+def build_model(
+    design: dict[str, str], top: str | None = None, expr: bool = True, timing: bool = True, witness: bool = False
+) -> FormalModel:
     """Build the formal model of the DUT files ``design`` (name -> text). ``top``: the DUT's
     top module (default: pyslang's single top instance). ``expr=False``: expression points
     get no check (all undecided; the prover's fallback when yosys cannot read the checks).
     ``timing=False``: the design's races and timing outside the model are not refused (the
     witness search's model: a sequence it finds counts only once replayed, so a model that
     misses some simulator states may still show others reachable; never for proofs).
+    ``witness``: the witness search's model of points in functions (:mod:`.functions`: the
+    design's calls only, no free-argument call; never for proofs).
     Raises :class:`Unsupported` when the design cannot be modelled at all (then every point
     is undecided)."""
     hdl_files = {n: t for n, t in design.items() if hdl.is_hdl_source(n)}
@@ -129,6 +134,7 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
     undriven_ok: set[str] | None = set() if _undriven_safe(sources, bodies) else None
     for source in sources:
         strip: list[tuple[str, list[str]]] = []  # per module in file order: tag, statements to remove
+        rewrites: list[tuple[str, dict[str, Function], str]] = []  # modules with points in functions
         for module in modules_of(source):
             name = module.header.name.valueText
             why_unsound = timing and _timing_reason(source, module, bodies.get(name))
@@ -147,13 +153,16 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
             unit.add_point = recording  # type: ignore[method-assign]
             BlocksKind().instrument(unit)
             several = bool(unit.body is not None and _other_sets(unit))
+            functions, function_notes = modelled_functions(unit) if not several else ({}, [])
+            notes.extend(function_notes)
+            spans = allowed_spans(functions)
 
-            def why_not(flag, anchor, _several=several, _unit=unit):
+            def why_not(flag, anchor, _several=several, _unit=unit, _spans=spans):
                 # a flag of a `begin ... end` generate block is declared in that block (one
                 # flag per elaborated copy; the prover proves its point only when every copy
                 # is never 1, and a block no instance elaborates has no copy)
                 return (
-                    _unmodelled(anchor)
+                    _unmodelled(anchor, _spans)
                     or ("in a generate block" if flag.scope and _generate_block(_unit, flag) is None else None)
                     or ("module has several parameter sets" if _several else None)
                 )
@@ -183,10 +192,16 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                     points.append((key, (len(properties),)))
                     properties.append(Property(name, _renamed(flag.name, tag), 0))
                 else:
-                    kept.append(flag.name)
+                    owner = _function_of(anchor, functions)
+                    if owner is None:
+                        kept.append(flag.name)  # a flag in a function is declared by functions.rewrite
+                    else:
+                        owner.flags.append(_renamed(flag.name, tag))
                     points.append((key, (len(properties),)))
                     properties.append(Property(name, _renamed(flag.name, tag), 0))
             strip.append((tag, removed))
+            if any(f.flags for f in functions.values()):
+                rewrites.append((name, functions, tag))
             toggle_decls = _toggles(unit, tag, several, properties, points, notes, undriven_ok)
             if kept:  # declared before use: right after the header, as the fast path does
                 unit.insert_after(module.header, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in kept) + ";")
@@ -198,7 +213,10 @@ def build_model(design: dict[str, str], top: str | None = None, expr: bool = Tru
                 unit.insert_before(module.endmodule, " " + " ".join(toggle_decls) + " ")
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
         # of a combinational block is a latch, which yosys refuses in an always_comb
-        files[source.name] = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
+        text = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
+        for module_name, functions, tag in rewrites:
+            text = rewrite(text, module_name, functions, witness, tag, _call_why)
+        files[source.name] = text
     return FormalModel(
         files=files,
         top=top,
@@ -431,10 +449,31 @@ def _other_sets(unit: ModuleUnit) -> list[Any]:
         return [None]
 
 
-def _unmodelled(anchor: Any) -> str | None:
-    """Why a flag set under ``anchor`` cannot be modelled (None: it can)."""
+def _function_of(anchor: Any, functions: dict[str, Function]) -> Function | None:
+    """The modelled function ``anchor`` is in (None: not in one)."""
+    spans = {f.span: f for f in functions.values()}
+    for node in [anchor, *ancestors(anchor)]:
+        if node.kind == _K.FunctionDeclaration:
+            return spans.get(_span_key(node))
+    return None
+
+
+def _call_why(call: Any) -> str | None:
+    """Why the witness model gives the call ``call`` of a function no flags of its own (None:
+    it does): its place is not modelled, a generate construct (one call per elaborated copy)
+    or where an asynchronous control runs it (the reset arm)."""
+    if in_generate(call):
+        return "in a generate construct"
+    return _unmodelled(call) or _async_reason(call)
+
+
+def _unmodelled(anchor: Any, functions: set[tuple[int, int]] = frozenset()) -> str | None:  # type: ignore[assignment]
+    """Why a flag set under ``anchor`` cannot be modelled (None: it can). ``functions``: the
+    spans of the functions :mod:`.functions` models (a flag in one is modelled)."""
     for node in [anchor, *ancestors(anchor)]:
         k = node.kind
+        if k == _K.FunctionDeclaration and _span_key(node) in functions:
+            return None
         if k in (_K.FunctionDeclaration, _K.TaskDeclaration):
             return "in a function or task"
         if k in (_K.InitialBlock, _K.FinalBlock):

@@ -127,7 +127,7 @@ def _synthesized(
     """The model (``ticks``: without the proof's timing refusals) and its AIG in ``work``;
     (model, None) or (model or None, (status, reason)) when there is none."""
     try:
-        model = build_model(design, top, timing=not ticks)
+        model = build_model(design, top, timing=not ticks, witness=True)
     except Unsupported as exc:
         return None, ("unsupported", str(exc))
     except Exception as exc:  # a parser failure: no witness, every point undecided
