@@ -183,3 +183,20 @@ def test_out_of_range_indices_cover_verilators_points(engine):
     # stays 0, and so does `last` (Icarus dropped the write: sh[0] took d)
     toggles = {p.detail for p in reference.points if p.metric == "toggle" and p.line == 20}
     assert "last[0]:0->1" in toggles and (20, "toggle", "last[0]:0->1") not in covered
+
+
+def test_another_scopes_array_keeps_its_own_index():
+    """`u.mem[a]` is the instance's array, not the module's own `mem`: no bounds of the latter."""
+    dut = """module m (input logic clk, input logic [6:0] a, output logic [7:0] q);
+  logic [7:0] mem [0:99];
+  always_ff @(posedge clk) q <= mem[a];
+endmodule
+module top (input logic clk, input logic [6:0] a, output logic [7:0] q, output logic [7:0] r);
+  logic [7:0] mem [0:5];
+  m u (.clk(clk), .a(a), .q(q));
+  always_ff @(posedge clk) r <= u.mem[a] + mem[a];
+endmodule
+"""
+    text = instrument({"m.sv": dut}).files["m.sv"]
+    assert "r <= u.mem[a] + ((((a) & 7) >= (0) && ((a) & 7) <= (5)) ? mem[((a) & 7)] : '0);" in text
+    assert "((((a) & 127) >= (0) && ((a) & 127) <= (99)) ? mem[((a) & 127)] : '0)" in text

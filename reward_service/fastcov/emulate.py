@@ -1419,6 +1419,8 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
         name = ident.identifier.valueText
         if name not in names:
             continue
+        if ident.parent is not None and ident.parent.kind == _K.ScopedName:
+            continue  # `u.mem[i]`: another scope's array
         info = arrays.get((_module_name(ident) or "", name))
         selects: list[Any] = [s for s in ident.selectors if isinstance(s, syntax.SyntaxNode)]
         if info is None or not selects or selects[0].selector is None or selects[0].selector.kind != _K.BitSelect:
