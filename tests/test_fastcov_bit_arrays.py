@@ -197,6 +197,6 @@ module top (input logic clk, input logic [6:0] a, output logic [7:0] q, output l
   always_ff @(posedge clk) r <= u.mem[a] + mem[a];
 endmodule
 """
-    text = instrument({"m.sv": dut}).files["m.sv"]
+    text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]  # expr refuses hierarchical values
     assert "r <= u.mem[a] + ((((a) & 7) >= (0) && ((a) & 7) <= (5)) ? mem[((a) & 7)] : '0);" in text
     assert "((((a) & 127) >= (0) && ((a) & 127) <= (99)) ? mem[((a) & 127)] : '0)" in text
