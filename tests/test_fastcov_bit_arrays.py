@@ -200,3 +200,15 @@ endmodule
     text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]  # expr refuses hierarchical values
     assert "r <= u.mem[a] + ((((a) & 7) >= (0) && ((a) & 7) <= (5)) ? mem[((a) & 7)] : '0);" in text
     assert "((((a) & 127) >= (0) && ((a) & 127) <= (99)) ? mem[((a) & 127)] : '0)" in text
+
+
+def test_an_index_with_a_line_comment_is_masked_but_not_copied():
+    """The range check copies the index's text onto one line: a `//` comment would end it."""
+    dut = """module m (input logic clk, input logic [6:0] a, output logic [7:0] q);
+  logic [7:0] mem [0:5];
+  always_ff @(posedge clk) q <= mem[a + // the address
+  7'd0];
+endmodule
+"""
+    text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]
+    assert "q <= mem[((a + // the address\n  7'd0) & 7)];" in text

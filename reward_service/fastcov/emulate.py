@@ -1441,6 +1441,8 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
         source.insert(end, f") & {mask})", closing=True, depth=d)
         if full or not unsigned or not _read_only(source, ident) or _has_effects(index):
             continue
+        if "\n" in text or "//" in text or "`" in text:
+            continue  # a comment, line break or macro in the index: not copied into one line
         cut = f"(({text}) & {mask})"
         od = _depth(ident)
         source.insert(outer[0], f"(({cut} >= ({lo}) && {cut} <= ({hi})) ? ", closing=False, depth=od)
