@@ -694,7 +694,7 @@ _EDGE_FIRES = {
 _ITEM_SCOPES = (_K.ModuleDeclaration, _K.GenerateBlock, _K.GenerateRegion)
 
 
-def edge_processes(source: SourceFile) -> None:
+def edge_processes(source: SourceFile, steady: frozenset[str] = frozenset()) -> None:
     """``always[_ff] @(posedge clk or negedge rst_n) S`` -> ``bit <e>_p<i>; always[_ff]
     @(posedge clk or negedge rst_n) if (<an edge from p to the terms now>) begin <p = each
     term> S end else begin <p = each term> end`` and, after it, one helper per term that sets
@@ -724,13 +724,17 @@ def edge_processes(source: SourceFile) -> None:
     shadows kept by the helpers alone (several processes may wait there at once). Event lists with a level term or an
     ``iff`` clause, lists from a macro and processes that are not an item of a module or a
     ``begin``-``end`` generate block stay as written (:func:`unguarded_waits` names them: such
-    a design goes to Verilator)."""
+    a design goes to Verilator).
+
+    ``steady``: names of testbench variables no zero-width pulse can reach
+    (:func:`.clocks.steady_clocks`); a process or wait whose every term is one of them stays as
+    written (its guard would never refuse a wake)."""
     count = 0
     # (scope, term text, other edge) -> the shadows one helper keeps, the end of the last process
     helpers: dict[tuple[tuple[int, int], str, str | None], tuple[list[tuple[str, str]], int, int]] = {}
     for node in source.of_kind(_K.AlwaysBlock, _K.AlwaysFFBlock):
         terms = _edge_process_terms(node)
-        if not terms:
+        if not terms or _all_steady(terms, steady):
             continue
         statement = node.statement
         try:
@@ -752,6 +756,8 @@ def edge_processes(source: SourceFile) -> None:
         if found is None:
             continue
         process, terms = found
+        if _all_steady(terms, steady):
+            continue
         statement = control.parent
         scope = source.offsets(process.parent)
         start, end = source.offsets(process)
@@ -789,6 +795,13 @@ def edge_processes(source: SourceFile) -> None:
             else f" initial begin {set_all}end"
         )
         source.insert(end, helper, closing=True, depth=d)
+
+
+def _all_steady(terms: list[Any], steady: frozenset[str]) -> bool:
+    """Every term of an edge list names one of the ``steady`` variables (a plain identifier)."""
+    return bool(steady) and all(
+        t.expr.kind == _K.IdentifierName and t.expr.identifier.valueText in steady for t in terms
+    )
 
 
 def _shadow(

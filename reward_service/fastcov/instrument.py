@@ -24,6 +24,7 @@ from pyslang.parsing import PreprocessorOptions, Token, TokenKind
 from reward_service import hdl
 from reward_service.fastcov import emulate
 from reward_service.fastcov.blocks import BlocksKind
+from reward_service.fastcov.clocks import steady_clocks
 from reward_service.fastcov.unit import (
     FLAG_FILE,
     MAX_WIDTH,
@@ -290,6 +291,7 @@ def emulate_testbench(files: dict[str, str], headers: dict[str, str] | None = No
     cannot be taken out, is left as it is (returned in the second list, for the result's
     message). ``headers``: the files an `` `include`` of theirs may name (name -> text)."""
     out, skipped = dict(files), []
+    sources: list[SourceFile] = []
     for name, text in files.items():
         if not name.lower().endswith(hdl.HDL_SUFFIXES) or name.lower().endswith(hdl.HEADER_SUFFIXES):
             continue
@@ -297,10 +299,17 @@ def emulate_testbench(files: dict[str, str], headers: dict[str, str] | None = No
             (source,), _ = parse({name: text}, headers=headers)
             if emulate.strip_covergroups(source):  # Icarus 11 rejects them; Verilator ignores them
                 (source,), _ = parse({name: source.apply()}, headers=headers)  # the rewrites below see none
-            _emulate(source, "two_state")
-            out[name] = source.apply()
+            sources.append(source)
         except Unsupported:
             skipped.append(name)
+    # a file left as written could write any clock: then every wait keeps its guard
+    steady = frozenset() if skipped else steady_clocks(sources)
+    for source in sources:
+        try:
+            _emulate(source, "two_state", steady=steady)
+            out[source.name] = source.apply()
+        except Unsupported:
+            skipped.append(source.name)
     return out, skipped
 
 
@@ -310,6 +319,7 @@ def _emulate(
     toplevel: str | None = None,
     bodies: dict[str, Any] | None = None,
     big: dict[str, set[str]] | None = None,
+    steady: frozenset[str] = frozenset(),
 ) -> None:
     arrays = emulate.procedural_arrays(source, big or {})
     if emulation == "two_state":
@@ -320,7 +330,7 @@ def _emulate(
     if emulation == "two_state":  # a cocotb test could read the parameter, a string on Verilator
         emulate.string_parameters(source)
         # cocotb's writes of one time step land together (the last one wins): no pulse to see
-        emulate.edge_processes(source)
+        emulate.edge_processes(source, steady)
     emulate.zero_arrays(source, skip=arrays)
     emulate.array_indices(source, bodies)
     emulate.comb_at_time_zero(source)
