@@ -22,7 +22,8 @@
  *
  * Besides, it takes away what in-process code could use to go around libgpi: ctypes and cffi
  * (their extension modules' init symbols are not found, so `import ctypes` fails), native
- * code from writable places (dlopen of a file under /work, /tmp, /dev/shm is refused), the
+ * code from writable places (dlopen of a file under /work, /tmp, /dev, /proc, /run, or of a path
+ * that resolves to no file, is refused), the
  * process's own memory through /proc/<pid>/mem (open refused), and other processes' access to
  * it (PR_SET_DUMPABLE 0), and processes: an armed simulator forks, spawns and execs nothing
  * (EPERM), so no process of the test outlives the simulator's coverage write to rewrite it.
@@ -336,14 +337,19 @@ void *dlsym(void *handle, const char *name) {
     return fn ? fn(handle, name) : NULL;
 }
 
+/* A library the test could have placed or named by another path: under a writable place, under
+ * /proc or /dev (a memory file's copy through /proc/<pid>/fd/<n>, another file through
+ * /proc/<pid>/root), or a path that resolves to no file (realpath fails on a memory file's
+ * "/memfd:x (deleted)"), checked on the path as given and as resolved. */
 static int writable_place(const char *path) {
-    static const char *places[] = {"/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", NULL};
+    static const char *places[] = {"/work/", "/tmp/", "/dev/", "/proc/", "/var/tmp/", "/run/", "/var/run/", NULL};
     char resolved[4096];
-    const char *p = path;
-    if (path && strchr(path, '/') && realpath(path, resolved)) p = resolved;
-    if (!p || p[0] != '/') return 0; /* a bare name is searched in the library path */
-    for (int i = 0; places[i]; i++)
-        if (strncmp(p, places[i], strlen(places[i])) == 0) return 1;
+    if (!path || !strchr(path, '/')) return 0; /* a bare name is searched in the library path */
+    if (!realpath(path, resolved)) return 1;
+    const char *both[] = {path, resolved};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; places[i]; i++)
+            if (strncmp(both[k], places[i], strlen(places[i])) == 0) return 1;
     return 0;
 }
 
@@ -351,8 +357,9 @@ static int writable_place(const char *path) {
  * installed package but cocotb's own (and pyyaml's parser, which cocotb-coverage loads): numpy
  * arrays over a raw address read the run's token from the heap (red team 12-04), pyarrow's
  * foreign_buffer does the same; and the interpreter's own test modules (_testcapi,
- * _testinternalcapi, ...). The standard library's other extensions stay. The Python half
- * (rs_cocotb_guard.refuse_native_extensions) gives the import a message first. */
+ * _testinternalcapi, ...) and its `_xx` modules (`_xxsubinterpreters` runs code in a
+ * subinterpreter the audit hooks do not watch). The standard library's other extensions stay.
+ * The Python half (rs_cocotb_guard.refuse_native_extensions) gives the import a message first. */
 static int raw_memory_extension(const char *path) {
     static const char *allowed[] = {"cocotb/", "pygpi/", "yaml/", "_yaml/", NULL};
     char resolved[4096]; /* `cocotb/../numpy/...` names numpy */
@@ -368,7 +375,7 @@ static int raw_memory_extension(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     return strstr(path, "/lib-dynload/") &&
-           (strncmp(base, "_test", 5) == 0 || strncmp(base, "_ctypes", 7) == 0 || strncmp(base, "_xxtest", 7) == 0);
+           (strncmp(base, "_test", 5) == 0 || strncmp(base, "_ctypes", 7) == 0 || strncmp(base, "_xx", 3) == 0);
 }
 
 void *dlopen(const char *path, int flags) {

@@ -88,7 +88,14 @@ NATIVE_ALLOWED = frozenset({"cocotb", "pygpi", "yaml", "_yaml"})
 def _refusal(name: str, origin: str) -> str | None:
     """Why the guard will not load the native extension module ``name`` from file ``origin``
     (None: it will)."""
-    parts = origin.split("/")
+    if "/" in origin:
+        resolved = os.path.realpath(origin, strict=False)
+        if not os.path.exists(resolved) or any(p.startswith(_PLACED) for p in (origin, resolved)):
+            return (
+                f"{name}: native code from {origin} is not available in a guarded cocotb run: a library must be an "
+                "installed file (not a copy in a writable place, a memory file or a path under /proc or /dev)"
+            )
+    parts = os.path.realpath(origin).split("/") if "/" in origin else origin.split("/")
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
             top = parts[parts.index(marker) + 1] if parts.index(marker) + 1 < len(parts) else ""
@@ -99,8 +106,11 @@ def _refusal(name: str, origin: str) -> str | None:
                 "cocotb run: they can read and write the simulator's memory (pure-Python packages, cocotb's and "
                 "the standard library's own extensions are)"
             )
-    if "lib-dynload" in parts and parts[-1].startswith(("_test", "_ctypes", "_xxtest")):
-        return f"{name}: the interpreter's test and ctypes modules are not available in a guarded cocotb run"
+    if "lib-dynload" in parts and parts[-1].startswith(("_test", "_ctypes", "_xx")):
+        return (
+            f"{name}: the interpreter's test, ctypes and _xx modules are not available in a guarded cocotb run "
+            "(raw memory; a subinterpreter without the guard's audit hooks)"
+        )
     return None
 
 
@@ -146,6 +156,8 @@ def refuse_native_extensions() -> None:
     sys.modules["numpy"] = module
 
 
+#: Where no library the guard loads may be (cocotb_guard.c writable_place).
+_PLACED = ("/work/", "/tmp/", "/dev/", "/proc/", "/var/tmp/", "/run/", "/var/run/")
 #: Where a test can write files (cocotb_guard.c writable_place): never a trusted tree.
 _WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", "/var/run/")
 #: What a refused code object raises.
