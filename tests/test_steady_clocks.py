@@ -63,6 +63,9 @@ UNSTEADY = {
     "compound": "always #5 clk = ~clk; initial #7 clk |= 1;",
     "assignment_in_expression": "always #5 clk = ~clk; initial #7 a = (clk = 1);",
     "macro_write": "`define W clk = 1\nalways #5 clk = ~clk; initial #7 `W;",
+    # one generator per iteration: two toggles in one time step
+    "generate_loop": "for (genvar g = 0; g < 2; g++) begin : gg always #5 clk = ~clk; end",
+    "generate_loop_forever": "for (genvar g = 0; g < 2; g++) begin : gg initial forever #5 clk = ~clk; end",
     "no_generator": "initial begin clk = 0; #5 clk = 1; #5 clk = 0; end",
 }
 

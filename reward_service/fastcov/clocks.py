@@ -217,11 +217,18 @@ def _write(target: Any, assignment: Any) -> str:
     if delayed is None or delayed.kind != _K.TimingControlStatement or not _unit_delay(delayed.timingControl):
         return "other"
     holder = _lift(delayed).parent
-    if holder is not None and holder.kind == _K.AlwaysBlock:
+    if holder is not None and holder.kind == _K.AlwaysBlock and _module_item(holder):
         return "generator"
     if holder is not None and holder.kind == _K.ForeverStatement and _after_assignments(holder, last=True):
-        return "generator"
+        initial = holder.parent if holder.parent.kind == _K.InitialBlock else holder.parent.parent
+        return "generator" if _module_item(initial) else "other"
     return "other"
+
+
+def _module_item(process: Any) -> bool:
+    """``process`` is an item of a module itself: one process, where a generate loop around it
+    would make one per iteration (two toggles of one time step: a pulse)."""
+    return process.parent is not None and process.parent.kind == _K.ModuleDeclaration
 
 
 def _lift(node: Any) -> Any:
