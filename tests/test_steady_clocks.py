@@ -93,7 +93,14 @@ def test_a_write_from_another_file_or_module_keeps_the_guard():
     other = {"other.sv": "module poke; initial #7 tb.clk = 1; endmodule\n"}
     assert steady(gen, extra=other) == []
     reader = {"other.sv": 'module look; initial #7 $display("%b", tb.clk); endmodule\n'}
-    assert steady(gen, extra=reader) == ["clk"]
+    assert steady(gen, extra=reader) == []  # any use in another module keeps the guard
+    # an implicit net `clk` of another module (a port connection creates it) carries a pulse
+    # that module waits on (red team 12-05: fast 1.7778 against Verilator 1.5556)
+    implicit = {
+        "other.sv": "module pulser(output reg o); initial begin o = 0; #12 o = 1; o = 0; end endmodule\n"
+        "module other(output logic [3:0] n); pulser p(.o(clk)); always @(posedge clk) n <= 4'hF; endmodule\n"
+    }
+    assert steady(gen, extra=implicit) == []
 
 
 def test_a_steady_clocks_waits_are_left_as_written():

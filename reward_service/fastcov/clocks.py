@@ -131,7 +131,9 @@ def steady_clocks(sources: list[SourceFile]) -> frozenset[str]:
             name = node.identifier.valueText
             if name not in candidates or name in tainted:
                 continue
-            use = _use(node)
+            # a use in another module names something else (an implicit net of that module,
+            # or the variable through a hierarchical name): the edge rewrite goes by name
+            use = _use(node) if _module_of(node) == _module_of(candidates[name]) else "other"
             if use == "generator" and node.kind == _K.IdentifierName:
                 generators[name] = generators.get(name, 0) + 1
             elif use == "zero" and node.kind == _K.IdentifierName:
@@ -143,6 +145,13 @@ def steady_clocks(sources: list[SourceFile]) -> frozenset[str]:
         for name, decl in candidates.items()
         if name not in tainted and generators.get(name) == 1 and _zero_or_none(decl.initializer)
     )
+
+
+def _module_of(node: Any) -> tuple[int, int] | None:
+    """The span of the module ``node`` is in (None outside any module)."""
+    while node is not None and node.kind != _K.ModuleDeclaration:
+        node = node.parent
+    return _span(node) if node is not None else None
 
 
 def _module_variable(decl: Any) -> bool:
