@@ -124,6 +124,7 @@ def steady_clocks(sources: list[SourceFile]) -> frozenset[str]:
     candidates = {name: decls[0] for name, decls in declared.items() if len(decls) == 1 and _module_variable(decls[0])}
     if not candidates:
         return frozenset()
+    home = {name: _module_of(decl) for name, decl in candidates.items()}
     generators: dict[str, int] = {}
     tainted: set[str] = set()
     for source in sources:
@@ -133,7 +134,7 @@ def steady_clocks(sources: list[SourceFile]) -> frozenset[str]:
                 continue
             # a use in another module names something else (an implicit net of that module,
             # or the variable through a hierarchical name): the edge rewrite goes by name
-            use = _use(node) if _module_of(node) == _module_of(candidates[name]) else "other"
+            use = _use(node) if _module_of(node) == home[name] else "other"
             if use == "generator" and node.kind == _K.IdentifierName:
                 generators[name] = generators.get(name, 0) + 1
             elif use == "zero" and node.kind == _K.IdentifierName:

@@ -83,6 +83,16 @@ class _Check:
     flag: str
     done: str = ""  # a bit set once the flag is (the check is then skipped), or none
 
+    @property
+    def bit(self) -> str:
+        """The flag bit ``flag`` sets (``__rs_f3`` of ``__rs_f3 = 1'b1;``)."""
+        return self.flag.split(" = ", 1)[0]
+
+    def skipping(self) -> _Check:
+        """This check, skipped once its flag is set (``if (!f) if (<terms>) f = 1'b1;``): a set
+        flag stays set, and the test of one bit costs less than the terms'."""
+        return self if self.done else _Check(self.terms, self.flag, self.bit)
+
     def text(self, rename: dict[str, str] | None = None) -> str:
         cond = " && ".join(
             (rename or {}).get(src, src) if value else "!" + (rename or {}).get(src, src) for src, value in self.terms
@@ -527,7 +537,7 @@ class _Walker:
         return t
 
     def flush(self) -> None:
-        for t in self.targets:
+        for index, t in enumerate(self.targets):
             if not t.checks:
                 continue
             if t.how in ("for", "dowhile"):
@@ -535,42 +545,20 @@ class _Walker:
                 continue
             text = _guarded(t.checks)
             if t.how == "append":
-                self.u.append(t.anchor, _guarded(_skipping(t.checks)))
+                skipping = [(guard, tuple(c.skipping() for c in group)) for guard, group in t.checks]
+                self.u.append(t.anchor, _guarded(skipping))
             elif t.how == "comb":
                 # Verilator evaluates a continuous assignment with its inputs settled (no
                 # glitches of simultaneous input changes): check after the active region (#0),
                 # once at time 0 and after every change
-                self.u.insert_after(t.anchor, f" initial begin #0; #0; {text} end {self._comb_watcher(t)}")
+                watcher = _comb_watcher(t, f"{PREFIX}expr_n{index}")
+                self.u.insert_after(t.anchor, f" initial begin #0; #0; {text} end {watcher}")
             elif t.how == "func":
                 self.u.append(t.anchor, text)
                 for ret in t.returns:
                     self.u.prepend(ret, text)
         for settle in self.settles:
             settle.commit(self.u)
-
-    def _comb_watcher(self, t: _Target) -> str:
-        """The process that checks a continuous assignment's points after each change of its
-        inputs (``always @* begin #0; <checks> end``), where a check whose flag is set is
-        skipped and the process parks on an event nothing triggers once every flag of its list
-        is set (a flag, once set, stays set: nothing is left to see). Checks told apart by
-        genvar guards (the iterations of a generate loop) get one such process per guard under
-        a generate ``if`` of it, so an iteration elaborates its own checks alone instead of
-        testing every iteration's guard at each change. Measured (callgrind, vvp):
-        bcd_adder_0006's model testbench spent 179 M of its 300 M instructions in these
-        processes, most of them after every point was set."""
-        event = f"{PREFIX}expr_n{self.targets.index(t)}"
-        guards = list(dict.fromkeys(guard for guard, _ in t.checks))
-        if guards == [()]:
-            return _parking([c for _, group in t.checks for c in group], event)
-        if () in guards:
-            return f"always @* begin #0; {_guarded(t.checks)} end"
-        blocks = []
-        for i, guard in enumerate(guards):
-            cond = " && ".join(f"({name} == {value})" for name, value in guard)
-            checks = [c for g, group in t.checks if g == guard for c in group]
-            # named: an unnamed block would take a genblk<n> name, which may be a user block's
-            blocks.append(f"if ({cond}) begin : {event}_{i} {_parking(checks, event)} end")
-        return " ".join(blocks)
 
     def flush_formal(self, why_not: Callable[[Flag, Any], str | None]) -> dict[str, str]:
         """:meth:`flush` for the formal model (see :meth:`ExprKind.instrument_formal`)."""
@@ -661,20 +649,36 @@ def _terms(ce: CoverExpr, file: str) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
+def _comb_watcher(t: _Target, event: str) -> str:
+    """The process that checks a continuous assignment's points after each change of its
+    inputs (``always @* begin #0; <checks> end``), where a check whose flag is set is
+    skipped and the process parks on an event nothing triggers once every flag of its list
+    is set (a flag, once set, stays set: nothing is left to see). Checks told apart by
+    genvar guards (the iterations of a generate loop) get one such process per guard under
+    a generate ``if`` of it, so an iteration elaborates its own checks alone instead of
+    testing every iteration's guard at each change. Measured (callgrind, vvp):
+    bcd_adder_0006's model testbench spent 179 M of its 300 M instructions in these
+    processes, most of them after every point was set. ``event``: a name for the event it
+    parks on, unique in the module."""
+    guards = list(dict.fromkeys(guard for guard, _ in t.checks))
+    if guards == [()]:
+        return _parking([c for _, group in t.checks for c in group], event)
+    if () in guards:
+        return f"always @* begin #0; {_guarded(t.checks)} end"
+    blocks = []
+    for i, guard in enumerate(guards):
+        cond = " && ".join(f"({name} == {value})" for name, value in guard)
+        checks = [c for g, group in t.checks if g == guard for c in group]
+        # named: an unnamed block would take a genblk<n> name, which may be a user block's
+        blocks.append(f"if ({cond}) begin : {event}_{i} {_parking(checks, event)} end")
+    return " ".join(blocks)
+
+
 def _parking(checks: list[_Check], event: str) -> str:
-    """``event`` and the process of :meth:`_Walker._comb_watcher` for ``checks`` (unguarded)."""
-    flags = list(dict.fromkeys(c.flag.split(" = ", 1)[0] for c in checks))
-    text = " ".join(dict.fromkeys(c.text() for c in _skipping([((), tuple(checks))])[0][1]))
+    """``event`` and the process of :func:`_comb_watcher` for ``checks`` (unguarded)."""
+    flags = list(dict.fromkeys(c.bit for c in checks))
+    text = " ".join(dict.fromkeys(c.skipping().text() for c in checks))
     return f"event {event}; always @* begin #0; {text} if (&{{{', '.join(flags)}}}) @({event}); end"
-
-
-def _skipping(checks: list[tuple[tuple, tuple[_Check, ...]]]) -> list[tuple[tuple, tuple[_Check, ...]]]:
-    """``checks`` with each check skipped once its flag is set (``if (!f) if (<terms>) f =
-    1'b1;``): a set flag stays set, and the test of one bit costs less than the terms'."""
-    return [
-        (guard, tuple(_Check(c.terms, c.flag, c.done or c.flag.split(" = ", 1)[0]) for c in group))
-        for guard, group in checks
-    ]
 
 
 def _guarded(checks: list[tuple[tuple, tuple[_Check, ...]]]) -> str:

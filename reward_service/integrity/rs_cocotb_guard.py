@@ -88,14 +88,15 @@ NATIVE_ALLOWED = frozenset({"cocotb", "pygpi", "yaml", "_yaml"})
 def _refusal(name: str, origin: str) -> str | None:
     """Why the guard will not load the native extension module ``name`` from file ``origin``
     (None: it will)."""
+    resolved = origin
     if "/" in origin:
-        resolved = os.path.realpath(origin, strict=False)
+        resolved = os.path.realpath(origin)
         if not os.path.exists(resolved) or any(p.startswith(_PLACED) for p in (origin, resolved)):
             return (
                 f"{name}: native code from {origin} is not available in a guarded cocotb run: a library must be an "
                 "installed file (not a copy in a writable place, a memory file or a path under /proc or /dev)"
             )
-    parts = os.path.realpath(origin).split("/") if "/" in origin else origin.split("/")
+    parts = resolved.split("/")
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
             top = parts[parts.index(marker) + 1] if parts.index(marker) + 1 < len(parts) else ""
@@ -156,10 +157,11 @@ def refuse_native_extensions() -> None:
     sys.modules["numpy"] = module
 
 
-#: Where no library the guard loads may be (cocotb_guard.c writable_place).
-_PLACED = ("/work/", "/tmp/", "/dev/", "/proc/", "/var/tmp/", "/run/", "/var/run/")
 #: Where a test can write files (cocotb_guard.c writable_place): never a trusted tree.
 _WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", "/var/run/")
+#: Where no library the guard loads may be (cocotb_guard.c writable_place): the writable
+#: places, and /dev and /proc (a memory file's copy, another file by another path).
+_PLACED = (*_WRITABLE, "/dev/", "/proc/")
 #: What a refused code object raises.
 CODE_REFUSED = (
     "building code objects (types.CodeType, code.replace, marshal) is not available in a guarded cocotb run: "
