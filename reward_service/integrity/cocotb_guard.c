@@ -329,53 +329,98 @@ void gpi_set_signal_value_str(void *hdl, const char *value, int action) {
 
 #pragma GCC diagnostic ignored "-Wnonnull-compare"
 void *dlsym(void *handle, const char *name) {
-    if (armed && name && (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0)) {
+    if (armed && name &&
+        (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0 ||
+         strncmp(name, "PyInit__xx", 10) == 0)) {
         return NULL;
     }
     dlsym_t fn = real_dlsym();
     return fn ? fn(handle, name) : NULL;
 }
 
-static int writable_place(const char *path) {
-    static const char *places[] = {"/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", NULL};
-    char resolved[4096];
-    const char *p = path;
-    if (path && strchr(path, '/') && realpath(path, resolved)) p = resolved;
-    if (!p || p[0] != '/') return 0; /* a bare name is searched in the library path */
+/* Native code only from a file of a read-only tree, named by its resolved path: not from a
+ * place the test can write (the run dir, /tmp, /dev/shm, ...), nor from what the kernel makes
+ * up under /proc and /dev: a copy of a refused extension in a memfd, or a deleted file, loads
+ * through /proc/self/fd/<n> (whose link names no file: realpath fails), /proc/<pid>/map_files,
+ * /proc/self/root/... (red team 12-05: _testcapi loaded from a memfd). A path that does not
+ * resolve is refused too. */
+static int untrusted_place(const char *resolved) {
+    static const char *places[] = {"/work/", "/tmp/", "/dev/", "/proc/", "/sys/", "/var/tmp/", "/run/", "/var/run/",
+                                   NULL};
     for (int i = 0; places[i]; i++)
-        if (strncmp(p, places[i], strlen(places[i])) == 0) return 1;
-    return 0;
+        if (strncmp(resolved, places[i], strlen(places[i])) == 0) return 1;
+    size_t cl = strlen(st.cwd); /* the step's working directory (the run dir) */
+    return cl > 1 && strncmp(resolved, st.cwd, cl) == 0 && (resolved[cl] == '/' || resolved[cl] == 0);
 }
 
 /* A native extension the test could use to read or write the process's memory: any from an
  * installed package but cocotb's own (and pyyaml's parser, which cocotb-coverage loads): numpy
  * arrays over a raw address read the run's token from the heap (red team 12-04), pyarrow's
- * foreign_buffer does the same; and the interpreter's own test modules (_testcapi,
- * _testinternalcapi, ...). The standard library's other extensions stay. The Python half
+ * foreign_buffer does the same; the interpreter's own test modules (_testcapi,
+ * _testinternalcapi, ...) and its _xx* and xx* modules (_xxsubinterpreters runs code in a
+ * subinterpreter, which has none of this interpreter's audit hooks; the others are examples
+ * and fuzz targets nothing needs). The standard library's other extensions stay. `resolved` is
+ * a realpath (`cocotb/../numpy/...` names numpy). The Python half
  * (rs_cocotb_guard.refuse_native_extensions) gives the import a message first. */
-static int raw_memory_extension(const char *path) {
+static int raw_memory_extension(const char *resolved) {
     static const char *allowed[] = {"cocotb/", "pygpi/", "yaml/", "_yaml/", NULL};
-    char resolved[4096]; /* `cocotb/../numpy/...` names numpy */
-    if (strchr(path, '/') && realpath(path, resolved)) path = resolved;
-    const char *sp = strstr(path, "/site-packages/");
-    if (!sp) sp = strstr(path, "/dist-packages/");
+    static const char *refused[] = {"_test", "_ctypes", "_xx", "xx", NULL};
+    const char *sp = strstr(resolved, "/site-packages/");
+    if (!sp) sp = strstr(resolved, "/dist-packages/");
     if (sp) {
         const char *pkg = sp + 15;
         for (int i = 0; allowed[i]; i++)
             if (strncmp(pkg, allowed[i], strlen(allowed[i])) == 0) return 0;
         return 1;
     }
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    return strstr(path, "/lib-dynload/") &&
-           (strncmp(base, "_test", 5) == 0 || strncmp(base, "_ctypes", 7) == 0 || strncmp(base, "_xxtest", 7) == 0);
+    const char *base = strrchr(resolved, '/');
+    base = base ? base + 1 : resolved;
+    if (!strstr(resolved, "/lib-dynload/")) return 0;
+    for (int i = 0; refused[i]; i++)
+        if (strncmp(base, refused[i], strlen(refused[i])) == 0) return 1;
+    return 0;
 }
 
+/* Whether dlopen(path) is refused in an armed process (path has a slash): the path is resolved
+ * (into `resolved`, what is then loaded, so no symlink can be switched in between) and must name
+ * a file of a trusted place that is no refused extension. */
+static int refused_native(const char *path, char *resolved) {
+    if (realpath(path, resolved) && !untrusted_place(resolved) && !raw_memory_extension(resolved)) return 0;
+    char line[600];
+    snprintf(line, sizeof line, "rs-guard: native code from %.400s refused\n", path);
+    write_all(log_fd, line, strlen(line));
+    errno = EACCES;
+    return 1;
+}
+
+__attribute__((noinline)) static void *checked_dlopen(dlopen_t real, const char *path, int flags) {
+    char resolved[4096];
+    return refused_native(path, resolved) ? NULL : real(resolved, flags);
+}
+
+/* A bare name (no slash) is searched in the library path the loader fixed at start-up and in the
+ * calling object's RUNPATH: that call must stay a tail call (no local of dlopen's own may have
+ * its address taken), so that the loader sees the caller's return address, not the guard's
+ * (cocotb 1.9 opens "libcocotb.so" by its RUNPATH). */
 void *dlopen(const char *path, int flags) {
     static dlopen_t real;
     if (!real) real = (dlopen_t)next_fn("dlopen");
-    if (armed && path && (writable_place(path) || raw_memory_extension(path))) return NULL;
-    return real(path, flags);
+    if (!armed || !path || !strchr(path, '/')) return real(path, flags);
+    return checked_dlopen(real, path, flags);
+}
+
+typedef void *(*dlmopen_t)(long, const char *, int);
+
+__attribute__((noinline)) static void *checked_dlmopen(dlmopen_t real, long lmid, const char *path, int flags) {
+    char resolved[4096];
+    return refused_native(path, resolved) ? NULL : real(lmid, resolved, flags);
+}
+
+void *dlmopen(long lmid, const char *path, int flags) {
+    static dlmopen_t real;
+    if (!real) real = (dlmopen_t)next_fn("dlmopen");
+    if (!armed || !path || !strchr(path, '/')) return real(lmid, path, flags);
+    return checked_dlmopen(real, lmid, path, flags);
 }
 
 /* A /proc file that gives the process's addresses (where the guard's pages are): the layout a

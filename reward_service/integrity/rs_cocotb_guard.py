@@ -19,6 +19,8 @@ import os
 import sys
 
 _TEST_DIR = os.path.realpath(os.environ.get("RS_GUARD_TEST_DIR") or os.getcwd())
+#: The simulator's working directory (the run dir), as cocotb_guard.c keeps it.
+_CWD = os.getcwd().rstrip("/") + "/" if os.getcwd() != "/" else "\0"
 _writes: dict[str, str] = {}
 
 
@@ -85,10 +87,36 @@ def stub_ctypes() -> None:
 NATIVE_ALLOWED = frozenset({"cocotb", "pygpi", "yaml", "_yaml"})
 
 
+#: Places native code is not loaded from (cocotb_guard.c untrusted_place): where a test can
+#: write, and what the kernel makes up (a memfd or a deleted file behind /proc/<pid>/fd/<n>).
+_NO_NATIVE = ("/work/", "/tmp/", "/dev/", "/proc/", "/sys/", "/var/tmp/", "/run/", "/var/run/")
+#: The interpreter's own extension modules that are not loaded (cocotb_guard.c
+#: raw_memory_extension): test modules, ctypes, and the _xx*/xx* ones (_xxsubinterpreters runs
+#: code in a subinterpreter, which has none of this interpreter's audit hooks).
+_NO_DYNLOAD = ("_test", "_ctypes", "_xx", "xx")
+
+
 def _refusal(name: str, origin: str) -> str | None:
     """Why the guard will not load the native extension module ``name`` from file ``origin``
-    (None: it will)."""
-    parts = origin.split("/")
+    (None: it will). The message of cocotb_guard.c's dlopen refusal, which decides."""
+    if name.split(".")[-1].startswith("_xx"):
+        return (
+            f"{name}: the interpreter's _xx* modules are not available in a guarded cocotb run "
+            "(_xxsubinterpreters runs code in a subinterpreter, which has none of this interpreter's checks)"
+        )
+    if "/" not in origin:
+        return None
+    try:
+        resolved = os.path.realpath(origin, strict=True)
+    except (OSError, ValueError):
+        resolved = None
+    if resolved is None or resolved.startswith(_NO_NATIVE) or resolved.startswith(_CWD):
+        return (
+            f"{name}: native code from {origin} is not loaded in a guarded cocotb run: "
+            f"{'it names no file' if resolved is None else 'it is ' + resolved} (only files of the read-only "
+            "trees load: not a memfd or deleted file behind /proc/<pid>/fd, nor a place the test writes)"
+        )
+    parts = resolved.split("/")
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
             top = parts[parts.index(marker) + 1] if parts.index(marker) + 1 < len(parts) else ""
@@ -99,7 +127,12 @@ def _refusal(name: str, origin: str) -> str | None:
                 "cocotb run: they can read and write the simulator's memory (pure-Python packages, cocotb's and "
                 "the standard library's own extensions are)"
             )
-    if "lib-dynload" in parts and parts[-1].startswith(("_test", "_ctypes", "_xxtest")):
+    if "lib-dynload" in parts and parts[-1].startswith(_NO_DYNLOAD):
+        if parts[-1].startswith(("_xx", "xx")):
+            return (
+                f"{name}: the interpreter's _xx* and xx* modules are not available in a guarded cocotb run "
+                "(_xxsubinterpreters runs code in a subinterpreter, which has none of this interpreter's checks)"
+            )
         return f"{name}: the interpreter's test and ctypes modules are not available in a guarded cocotb run"
     return None
 
@@ -152,6 +185,12 @@ _WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", "/var/run/")
 CODE_REFUSED = (
     "building code objects (types.CodeType, code.replace, marshal) is not available in a guarded cocotb run: "
     "unchecked bytecode reads and writes the simulator's memory"
+)
+
+
+#: What making a subinterpreter raises.
+SUBINTERPRETER_REFUSED = (
+    "subinterpreters are not available in a guarded cocotb run: code there runs without this interpreter's checks"
 )
 
 
@@ -211,8 +250,20 @@ def refuse_code_objects() -> None:
         _coroutine=coroutine,
         _here=__file__,
         _refused=CODE_REFUSED,
+        _native=_refusal,
+        _str=str,
     ) -> None:
-        if event == "code.__new__":
+        if event == "import":
+            # an extension module's load (_imp.create_dynamic: args[1] its file) or any import of
+            # a name (args[1] None): the message of the C guard's refusal (it decides)
+            name, origin = args[0], args[1]
+            why = _native(name, origin if _type(origin) is _str else "") if _type(name) is _str else None
+            if why is not None:
+                raise ImportError(why, name=name)
+        elif event == "cpython.PyInterpreterState_New":
+            # a subinterpreter has none of this interpreter's audit hooks (this one included)
+            raise RuntimeError(SUBINTERPRETER_REFUSED)
+        elif event == "code.__new__":
             if _getframe(1).f_code is not _coroutine:
                 raise RuntimeError(_refused)
         elif event == "object.__setattr__":

@@ -1,0 +1,165 @@
+"""Red team: routes around the cocotb guard's refusal of native code and raw memory
+(docs/integrity-cocotb.md), each tried by a real guarded cocotb test through the Engine.
+
+- native code loaded from a path the guard's place check cannot resolve: a copy of a refused
+  extension in a memfd (or a deleted file) loaded through ``/proc/self/fd/<n>``;
+- the interpreter's ``_xx*`` modules: ``_xxsubinterpreters`` runs code in a subinterpreter, which
+  has none of the main interpreter's audit hooks.
+
+Each attack's unguarded outcome is what the test logs before the fixes ("RT loaded ...");
+the tests assert the refusal and that the sample then scores exactly as the weak test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_integrity_cocotb import HACK, WEAK_21, describe, request
+
+from reward_service.integrity import cocotb_guard
+
+
+@pytest.fixture(scope="module")
+def weak(engine):
+    return {e: engine.score(request(WEAK_21, e)) for e in ("fast", "verilator")}
+
+
+def run_hack(engine, hack: str, which: str = "fast"):
+    return engine.score(request(WEAK_21.replace(HACK, hack), which))
+
+
+def assert_weak(r, weak, which: str = "fast") -> None:
+    assert r.status.value == "ok" and r.reward == weak[which].reward, describe(r)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. native code through a path the place check cannot resolve
+
+#: Copies the interpreter's ``_testcapi`` (refused from lib-dynload) to a place named by ``WHERE``
+#: and loads it with ``_imp.create_dynamic`` (the extension loader's own call) through that path.
+LOAD_COPY = """    import os, _imp, importlib.machinery as m, importlib.util as u
+    origin = m.PathFinder.find_spec("_testcapi").origin
+    data = open(origin, "rb").read()
+    proc = "/" + "pr" + "oc"  # spelled in pieces: the text screen refuses the word (docs/cocotb.md)
+    if not os.path.isdir(f"{proc}/self/fd"):
+        dut._log.info("RT no /proc")
+    else:
+        if "WHERE" == "memfd":
+            fd = os.memfd_create("x")
+            os.write(fd, data)
+            path = f"{proc}/self/fd/{fd}"
+        elif "WHERE" == "memfd_pid":
+            fd = os.memfd_create("x")
+            os.write(fd, data)
+            path = f"{proc}/{os.getpid()}/fd/{fd}"
+        else:  # a deleted file of the run dir, still open
+            open("copy.so", "wb").write(data)
+            fd = os.open("copy.so", os.O_RDONLY)
+            os.unlink("copy.so")
+            path = f"{proc}/self/fd/{fd}"
+        spec = u.spec_from_file_location("_testcapi", path, loader=m.ExtensionFileLoader("_testcapi", path))
+        try:
+            module = _imp.create_dynamic(spec)
+            dut._log.info("RT loaded %s %s", module.__name__, path)
+        except ImportError as exc:
+            dut._log.info("RT refused: %s", exc)
+"""
+
+
+@pytest.mark.parametrize("where", ["memfd", "memfd_pid", "deleted"])
+def test_an_extension_through_proc_fd_is_refused(engine, weak, where: str) -> None:
+    r = run_hack(engine, LOAD_COPY.replace("WHERE", where))
+    if "RT no /proc" in (r.log or ""):
+        pytest.skip("no /proc in the sandbox here: the route does not exist")
+    assert "RT loaded" not in (r.log or ""), describe(r)
+    assert "RT refused: _testcapi: native code from /proc/" in (r.log or ""), describe(r)
+    assert_weak(r, weak)
+
+
+def _guarded_python(code: str, tmp_path: Path, cache_dir: Path) -> subprocess.CompletedProcess:
+    """``code`` run by the host's Python with the armed C guard preloaded and no Python half
+    (no audit hook, no loader wrapper): what the C refuses on its own."""
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(cocotb_guard.library(cache_dir)),
+        "RS_GUARD_TOP": "top",
+        "RS_GUARD_PORTS": "clk",
+        "RS_GUARD_FILE": str(tmp_path / cocotb_guard.RECORD),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+
+
+#: Loads ``NAME`` from ``PATH`` (``"origin"``: its own file) with the extension loader's call.
+C_LOAD = """import os, sys, _imp, importlib.machinery as m, importlib.util as u
+origin = m.PathFinder.find_spec("NAME").origin
+path = "PATH"
+if path == "memfd":
+    fd = os.memfd_create("x")
+    os.write(fd, open(origin, "rb").read())
+    path = f"/proc/self/fd/{fd}"
+elif path == "origin":
+    path = origin
+spec = u.spec_from_file_location("NAME", path, loader=m.ExtensionFileLoader("NAME", path))
+try:
+    _imp.create_dynamic(spec)
+    print("loaded")
+except ImportError as exc:
+    print("refused", exc)
+"""
+
+
+@pytest.mark.parametrize(
+    "name, path",
+    [("_testcapi", "memfd"), ("_xxsubinterpreters", "origin"), ("_xxtestfuzz", "origin"), ("xxlimited", "origin")],
+)
+def test_the_c_guard_alone_refuses(shared_cache_dir, tmp_path, name: str, path: str) -> None:
+    try:
+        __import__(name)
+    except ImportError:
+        pytest.skip(f"this Python has no {name}")
+    proc = _guarded_python(C_LOAD.replace("NAME", name).replace("PATH", path), tmp_path, shared_cache_dir)
+    assert proc.stdout.startswith("refused"), (proc.stdout, proc.stderr)
+    control = _guarded_python(C_LOAD.replace("NAME", "_json").replace("PATH", "origin"), tmp_path, shared_cache_dir)
+    assert control.stdout.strip() == "loaded" or "built-in" in control.stderr, (control.stdout, control.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. the interpreter's _xx* modules: a subinterpreter has no audit hook
+
+#: In a subinterpreter, code.replace (refused by the main interpreter's audit hook) is free.
+SUBINTERPRETER = """    try:
+        import _xxsubinterpreters as s
+    except ImportError as exc:
+        dut._log.info("RT refused: %s", exc)
+    else:
+        i = s.create()
+        s.run_string(i, "c = (lambda: None).__code__.replace(co_consts=(1,)); open('/work/rt_sub.txt', 'w').write('replaced')")
+        dut._log.info("RT subinterpreter: %s", open("/work/rt_sub.txt").read())
+"""
+
+
+def test_a_subinterpreter_is_refused(engine, weak) -> None:
+    r = run_hack(engine, SUBINTERPRETER)
+    assert "RT subinterpreter" not in (r.log or ""), describe(r)
+    assert "RT refused: _xxsubinterpreters: " in (r.log or "") and "subinterpreter" in (r.log or ""), describe(r)
+    assert_weak(r, weak)
+
+
+def test_no_subinterpreter_is_made_under_the_hook(tmp_path) -> None:
+    """The second layer: with ``_xxsubinterpreters`` loaded before the hook (as a built-in
+    module would be), making an interpreter is refused by the audit hook itself."""
+    pytest.importorskip("_xxsubinterpreters")
+    code = (
+        "import _xxsubinterpreters as s, rs_cocotb_guard as g\n"
+        "g.refuse_code_objects()\n"
+        "try:\n    s.create()\n    print('created')\nexcept RuntimeError as exc:\n    print('refused', exc)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(cocotb_guard.LOCATOR).parent)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.stdout.startswith("refused"), (proc.stdout, proc.stderr)
