@@ -4,7 +4,9 @@
 - native code loaded from a path the guard's place check cannot resolve: a copy of a refused
   extension in a memfd (or a deleted file) loaded through ``/proc/self/fd/<n>``;
 - the interpreter's ``_xx*`` modules: ``_xxsubinterpreters`` runs code in a subinterpreter, which
-  has none of the main interpreter's audit hooks.
+  has none of the main interpreter's audit hooks;
+- importlib's ``.pyc`` loading, which may call ``marshal.loads``, fed chosen bytes by a loader
+  class whose ``get_data`` the test replaced.
 
 Each attack's unguarded outcome is what the test logs before the fixes ("RT loaded ...");
 the tests assert the refusal and that the sample then scores exactly as the weak test.
@@ -163,3 +165,33 @@ def test_no_subinterpreter_is_made_under_the_hook(tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(cocotb_guard.LOCATOR).parent)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert proc.stdout.startswith("refused"), (proc.stdout, proc.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. marshal.loads through importlib's .pyc path with a replaced get_data
+
+#: Chosen bytes (a code object the test compiled: with the same call, any bytecode) fed to
+#: marshal.loads through the stock SourcelessFileLoader.get_code, its class's get_data replaced.
+MARSHAL = """    import os, marshal, importlib.util as u, importlib._bootstrap_external as b
+    forged = u.MAGIC_NUMBER + bytes(12) + marshal.dumps(compile("RESULT = 'forged'", "f", "exec"))
+    b.SourcelessFileLoader.get_data = lambda self, path: forged
+    try:
+        code = b.SourcelessFileLoader("f", os.__file__).get_code("f")
+        ns = {}
+        exec(code, ns)
+        dut._log.info("RT marshal accepted: %s", ns["RESULT"])
+    except RuntimeError as exc:
+        dut._log.info("RT refused: %s", exc)
+    finally:
+        del b.SourcelessFileLoader.get_data
+    import colorsys  # importlib's own .pyc loading still works
+    dut._log.info("RT import after %s", colorsys.__name__)
+"""
+
+
+def test_marshal_through_a_replaced_get_data_is_refused(engine, weak) -> None:
+    r = run_hack(engine, MARSHAL)
+    assert "RT marshal accepted" not in (r.log or ""), describe(r)
+    assert "RT refused: building code objects" in (r.log or ""), describe(r)
+    assert "RT import after colorsys" in (r.log or ""), describe(r)
+    assert_weak(r, weak)

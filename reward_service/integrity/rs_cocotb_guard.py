@@ -252,6 +252,8 @@ def refuse_code_objects() -> None:
         _refused=CODE_REFUSED,
         _native=_refusal,
         _str=str,
+        _bytes=bytes,
+        _fileio=_io.FileIO,
     ) -> None:
         if event == "import":
             # an extension module's load (_imp.create_dynamic: args[1] its file) or any import of
@@ -291,10 +293,24 @@ def refuse_code_objects() -> None:
                 or _io_dict.get("FileIO") is not _io_calls[1]
             ):
                 raise RuntimeError(_refused)
-            path = loader_frame.f_locals.get("bytecode_path") or _getattribute(loader, "path")
+            # the file the stock get_code read: SourceLoader's bytecode_path, SourcelessFileLoader's path
+            local = "bytecode_path" if loader_frame.f_code is _get_codes[0] else "path"
+            path = loader_frame.f_locals.get(local)
             # under the interpreter's own read-only trees, which hold no symlink to a writable
             # place (os.path.realpath is Python over os functions a test can patch: not used)
-            if _type(path) is not str or not path.startswith(_prefixes) or "/.." in path or "/./" in path:
+            if _type(path) is not _str or not path.startswith(_prefixes) or "/.." in path or "/./" in path:
+                raise RuntimeError(_refused)
+            # and the bytes are that file's, read here: get_data (or get_filename, path_stats) may
+            # be replaced at class level to hand importlib chosen bytes (red team 12-05)
+            try:
+                stream = _fileio(path, "r")
+                try:
+                    on_disk = stream.readall()
+                finally:
+                    stream.close()
+            except OSError:
+                raise RuntimeError(_refused) from None
+            if _type(args[0]) is not _bytes or on_disk[16:] != args[0]:
                 raise RuntimeError(_refused)
 
     sys.addaudithook(hook)
