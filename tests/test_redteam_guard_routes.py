@@ -6,7 +6,10 @@
 - the interpreter's ``_xx*`` modules: ``_xxsubinterpreters`` runs code in a subinterpreter, which
   has none of the main interpreter's audit hooks;
 - importlib's ``.pyc`` loading, which may call ``marshal.loads``, fed chosen bytes by a loader
-  class whose ``get_data`` the test replaced.
+  class whose ``get_data`` the test replaced;
+- ``types.coroutine``, the one maker of code objects the audit hook let through, called with
+  stand-ins for a function and a code object whose ``replace`` is a ``functools.partial`` of a
+  real code object's.
 
 Each attack's unguarded outcome is what the test logs before the fixes ("RT loaded ...");
 the tests assert the refusal and that the sample then scores exactly as the weak test.
@@ -194,4 +197,47 @@ def test_marshal_through_a_replaced_get_data_is_refused(engine, weak) -> None:
     assert "RT marshal accepted" not in (r.log or ""), describe(r)
     assert "RT refused: building code objects" in (r.log or ""), describe(r)
     assert "RT import after colorsys" in (r.log or ""), describe(r)
+    assert_weak(r, weak)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. types.coroutine with stand-ins
+
+#: Stand-ins pass types.coroutine's class checks (``__class__`` properties); the code's
+#: ``replace`` is a partial of a real code object's with chosen bytecode and constants, called
+#: from types.coroutine's own frame (the audit hook's exemption) with no Python frame between.
+COROUTINE = """    import functools, types
+    real = (lambda: "orig").__code__
+
+    class FakeCode:
+        __class__ = property(lambda self: types.CodeType)
+        co_flags = real.co_flags | 0x20
+        replace = functools.partial(real.replace, co_consts=("RT-FORGED",))
+
+    class FakeFunction:
+        __class__ = property(lambda self: types.FunctionType)
+        __code__ = FakeCode()
+
+        def __call__(self):
+            pass
+
+    fake = FakeFunction()
+    try:
+        types.coroutine(fake)
+        dut._log.info("RT coroutine forged %r", fake.__code__.co_consts)
+    except RuntimeError as exc:
+        dut._log.info("RT refused: %s", exc)
+
+    @types.coroutine
+    def honest():
+        yield
+    dut._log.info("RT honest coroutine flags %#x", honest.__code__.co_flags & 0x100)
+"""
+
+
+def test_types_coroutine_with_stand_ins_is_refused(engine, weak) -> None:
+    r = run_hack(engine, COROUTINE)
+    assert "RT coroutine forged" not in (r.log or ""), describe(r)
+    assert "RT refused: building code objects" in (r.log or ""), describe(r)
+    assert "RT honest coroutine flags 0x100" in (r.log or ""), describe(r)
     assert_weak(r, weak)

@@ -254,6 +254,7 @@ def refuse_code_objects() -> None:
         _str=str,
         _bytes=bytes,
         _fileio=_io.FileIO,
+        _codetype=types.CodeType,
     ) -> None:
         if event == "import":
             # an extension module's load (_imp.create_dynamic: args[1] its file) or any import of
@@ -266,13 +267,53 @@ def refuse_code_objects() -> None:
             # a subinterpreter has none of this interpreter's audit hooks (this one included)
             raise RuntimeError(SUBINTERPRETER_REFUSED)
         elif event == "code.__new__":
-            if _getframe(1).f_code is not _coroutine:
+            # types.coroutine's one call, co.replace(co_flags=co.co_flags | 0x100), on a real
+            # function's real code: stand-ins pass its __class__ checks, and a functools.partial of
+            # a real code's replace as their `replace` would make any code object from its frame
+            # with no Python frame between (red team 12-05). args: co_code, co_filename, co_name,
+            # argcount, posonlyargcount, kwonlyargcount, nlocals, stacksize, flags.
+            frame = _getframe(1)
+            if frame.f_code is not _coroutine:
+                raise RuntimeError(_refused)
+            names = frame.f_locals
+            func, co = names.get("func"), names.get("co")
+            if (
+                _type(func) is not _function
+                or _type(co) is not _codetype
+                or _getattribute(func, "__code__") is not co
+                or _type(args[0]) is not _bytes
+                or args[0] != co.co_code
+                or args[1] != co.co_filename
+                or args[2] != co.co_name
+                or args[3:8]
+                != (co.co_argcount, co.co_posonlyargcount, co.co_kwonlyargcount, co.co_nlocals, co.co_stacksize)
+                or args[8] != co.co_flags | 0x100
+            ):
                 raise RuntimeError(_refused)
         elif event == "object.__setattr__":
             target, name = args[0], args[1]
-            if _isinstance(target, _function) and (
-                (name == "__code__" and _getframe(1).f_code is not _coroutine)
-                or (name in ("__defaults__", "__kwdefaults__") and target.__code__.co_filename == _here)
+            if _isinstance(target, _function) and name == "__code__":
+                # only types.coroutine's: the function's own code with CO_ITERABLE_COROUTINE set
+                if _getframe(1).f_code is not _coroutine:
+                    raise RuntimeError(_refused)
+                new, old = args[2], _getattribute(target, "__code__")
+                if (
+                    _type(new) is not _codetype
+                    or new.co_flags != old.co_flags | 0x100
+                    or new.co_consts is not old.co_consts
+                    or new.co_names is not old.co_names
+                    or (new.co_code, new.co_varnames, new.co_freevars, new.co_cellvars)
+                    != (old.co_code, old.co_varnames, old.co_freevars, old.co_cellvars)
+                    or (new.co_filename, new.co_name, new.co_qualname, new.co_firstlineno)
+                    != (old.co_filename, old.co_name, old.co_qualname, old.co_firstlineno)
+                    or (new.co_linetable, new.co_exceptiontable) != (old.co_linetable, old.co_exceptiontable)
+                    or (new.co_argcount, new.co_posonlyargcount, new.co_kwonlyargcount)
+                    != (old.co_argcount, old.co_posonlyargcount, old.co_kwonlyargcount)
+                    or (new.co_nlocals, new.co_stacksize) != (old.co_nlocals, old.co_stacksize)
+                ):
+                    raise RuntimeError(_refused)
+            elif _isinstance(target, _function) and (
+                name in ("__defaults__", "__kwdefaults__") and target.__code__.co_filename == _here
             ):
                 raise RuntimeError(_refused)
         elif event in ("marshal.load", "sys.settrace", "sys.setprofile"):
