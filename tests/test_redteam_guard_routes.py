@@ -9,7 +9,9 @@
   class whose ``get_data`` the test replaced;
 - ``types.coroutine``, the one maker of code objects the audit hook let through, called with
   stand-ins for a function and a code object whose ``replace`` is a ``functools.partial`` of a
-  real code object's.
+  real code object's;
+- a test that uses up the simulator's descriptors so that it cannot write its coverage file:
+  the sample's own doing, a ``resource_limit`` (never cached), not a quiet score of 0.
 
 Each attack's unguarded outcome is what the test logs before the fixes ("RT loaded ...");
 the tests assert the refusal and that the sample then scores exactly as the weak test.
@@ -241,3 +243,42 @@ def test_types_coroutine_with_stand_ins_is_refused(engine, weak) -> None:
     assert "RT refused: building code objects" in (r.log or ""), describe(r)
     assert "RT honest coroutine flags 0x100" in (r.log or ""), describe(r)
     assert_weak(r, weak)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the simulator cannot write its coverage file: the test used up the descriptors
+
+#: After the tests (results.xml written), Python's exit handlers run before the simulator's
+#: final blocks and coverage write: this one takes every free descriptor.
+EXHAUST = """    import atexit, os
+
+    def take_all():
+        held = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+
+    atexit.register(take_all)
+"""
+
+
+@pytest.mark.parametrize("which, stderr", [("fast", "kept"), ("verilator", "kept"), ("fast", "closed")])
+def test_a_test_using_up_descriptors_is_a_resource_limit(shared_cache_dir, tmp_path, which: str, stderr: str) -> None:
+    """Before: ``ok`` with reward 0 and no coverage, cached. ``closed``: the test also closed
+    fd 2 (the guard writes to its saved copy and its record file)."""
+    from reward_service.cache import ResultCache
+    from reward_service.engine import Engine
+    from reward_service.settings import Settings
+
+    caching = Engine(Settings(cache_dir=shared_cache_dir, result_cache=True))
+    caching.results = ResultCache(tmp_path / "results")  # its own: nothing of other runs
+    hack = EXHAUST + ("    os.close(2)\n" if stderr == "closed" else "")
+    req = request(WEAK_21.replace(HACK, hack), which)
+    r = caching.score(req)
+    assert r.status.value == "resource_limit" and r.reward == 0.0 and r.passed is False, describe(r)
+    assert "rs-guard: the simulator could not write its coverage file" in r.message, describe(r)
+    assert "descriptors" in r.message or "Too many open files" in r.message, describe(r)
+    again = caching.score(req)
+    assert not again.cache.result, "a resource_limit was cached"

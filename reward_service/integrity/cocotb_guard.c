@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #define GUARD_EXIT 86
+#define CANNOT_WRITE_EXIT 70 /* EX_SOFTWARE: a scorer file could not be written */
 #define VPI_TYPE 1       /* vpiType */
 #define VPI_FULL_NAME 3  /* vpiFullName */
 #define VPI_NET 36       /* vpiNet */
@@ -940,13 +941,22 @@ static int clear_place(const char *full) {
  * disk, ...): say so and end the process. Returning NULL would leave vvp's flags unwritten (a
  * quiet low score) and deadlock Verilator (VL_FATAL in VerilatedCovImp::write runs the exit
  * callbacks, which write the coverage again under the mutex it holds: the run then waits for
- * the wall-clock backstop). */
+ * the wall-clock backstop). The line goes to the saved stderr (the step's output, whatever the
+ * test did to fd 2) and, as a record, to the record file (both descriptors opened at start, so
+ * none is needed now); the engine scores the sample a resource_limit (its own doing, never
+ * cached; cocotb_guard.CANNOT_WRITE). */
 static void cannot_write_scorer_file(const char *base) {
-    char line[512];
-    int n = snprintf(line, sizeof line, "rs-guard: the simulator could not write its coverage file %s: %s\n", base,
-                     strerror(errno));
-    if (n > 0) syscall(SYS_write, 2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
-    _exit(70);
+    char line[512], esc_base[200], esc_err[200], rec[700];
+    const char *why = strerror(errno);
+    int n = snprintf(line, sizeof line, "rs-guard: the simulator could not write its coverage file %.100s: %.100s\n",
+                     base, why);
+    if (n > 0) write_all(log_fd >= 0 ? log_fd : 2, line, strlen(line));
+    json_str(esc_base, sizeof esc_base, base);
+    json_str(esc_err, sizeof esc_err, why);
+    snprintf(rec, sizeof rec, "RS_COCOTB_GUARD {\"event\": \"cannot_write\", \"file\": \"%s\", \"error\": \"%s\"}\n",
+             esc_base, esc_err);
+    write_all(record_fd, rec, strlen(rec));
+    _exit(CANNOT_WRITE_EXIT);
 }
 
 static FILE *scorer_fopen(const char *which, const char *path, const char *mode) {
