@@ -22,7 +22,8 @@
  *
  * Besides, it takes away what in-process code could use to go around libgpi: ctypes and cffi
  * (their extension modules' init symbols are not found, so `import ctypes` fails), native
- * code from writable places (dlopen of a file under /work, /tmp, /dev/shm is refused), the
+ * code from writable or kernel-made places (dlopen of a path that does not resolve, or resolves
+ * under /work, /tmp, /dev, /proc, ..., is refused), extensions that reach raw memory, the
  * process's own memory through /proc/<pid>/mem (open refused), and other processes' access to
  * it (PR_SET_DUMPABLE 0), and processes: an armed simulator forks, spawns and execs nothing
  * (EPERM), so no process of the test outlives the simulator's coverage write to rewrite it.

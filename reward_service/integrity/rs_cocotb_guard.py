@@ -199,13 +199,15 @@ def refuse_code_objects() -> None:
     objects from bytes the test chose: ``code.__new__`` (``types.CodeType``, ``code.replace``),
     ``marshal.load`` and ``marshal.loads`` except importlib's own load of a ``.pyc`` file
     under the interpreter's prefix (read-only; a stock ``SourceFileLoader``/``SourcelessFileLoader``
-    reading through the stock ``_io``); and what would take the hook's checks apart: a
-    function's ``__code__`` replaced, ``__defaults__``/``__kwdefaults__`` of this module's
-    functions, ``sys.settrace``/``sys.setprofile`` (a tracer can rewrite a running frame's
-    locals). CPython 3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a
+    reading through the stock ``_io``, and the bytes given the file's own, read here); and what
+    would take the hook's checks apart: a function's ``__code__`` replaced,
+    ``__defaults__``/``__kwdefaults__`` of this module's functions, ``sys.settrace``/``sys.setprofile``
+    (a tracer can rewrite a running frame's locals), a subinterpreter (it has no hooks). Native
+    extensions the C guard refuses get their ``ImportError`` here (the ``import`` event). CPython 3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a
     fake ``bytearray`` over the whole address space in ~10 lines of pure Python (measured
     12-05), the token and the flags are then the test's. Compiled source (``compile``, ``exec``,
-    imports of ``.py`` files) and ``types.coroutine`` (a flag on an existing code object) stay.
+    imports of ``.py`` files) and ``types.coroutine`` (CO_ITERABLE_COROUTINE set on a real
+    function's real code, nothing else changed) stay.
     What the hook compares with is bound as default arguments now, before the test runs (a
     closure cell or a module global could be rewritten; replacing the defaults is refused).
     Raises RuntimeError in the refused call; never raises here."""
