@@ -729,7 +729,8 @@ def list_problems(
             )
         return
     # the heading as a line of its own: a table title wraps at the table's width
-    console.print(f"{len(loaded)} problems in {problems}", highlight=False, markup=False)
+    noun = "problem" if len(loaded) == 1 else "problems"
+    console.print(f"{len(loaded)} {noun} in {problems}", highlight=False, markup=False)
     table = Table()
     for col in ("id", "difficulty", "agentic", "DUT module", "instance", "target %"):
         table.add_column(col, overflow="fold", no_wrap=col == "id")
@@ -737,7 +738,7 @@ def list_problems(
         table.add_row(
             p.id,
             p.difficulty or "",
-            "yes" if p.agentic else "",
+            "yes" if p.agentic else "no",
             p.design.toplevel or "",
             p.dut_instance,
             f"{p.target_percent:g}",

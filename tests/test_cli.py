@@ -532,7 +532,7 @@ def test_piped_problems_listing_keeps_words_whole(columns, tmp_path):
     problems = load_problems(CID012)
     fields = ["difficulty", "agentic", "DUT module", "instance", "target %"]
     want = {
-        pid: [p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "", p.dut_instance]
+        pid: [p.difficulty or "", "yes" if p.agentic else "no", p.design.toplevel or "", p.dut_instance]
         + [f"{p.target_percent:g}"]
         for pid, p in problems.items()
     }
@@ -600,7 +600,7 @@ def test_problems_in_a_terminal_is_a_table_only_when_it_fits(width, tmp_path):
     assert lines[0] == f"82 problems in {CID012}"
     fields = ["difficulty", "agentic", "DUT module", "instance", "target %"]
     want = {
-        pid: [p.difficulty or "", "yes" if p.agentic else "", p.design.toplevel or "", p.dut_instance]
+        pid: [p.difficulty or "", "yes" if p.agentic else "no", p.design.toplevel or "", p.dut_instance]
         + [f"{p.target_percent:g}"]
         for pid, p in load_problems(CID012).items()
     }

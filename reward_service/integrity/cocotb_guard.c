@@ -22,8 +22,8 @@
  *
  * Besides, it takes away what in-process code could use to go around libgpi: ctypes and cffi
  * (their extension modules' init symbols are not found, so `import ctypes` fails), native
- * code from writable places (dlopen of a file under /work, /tmp, /dev, /proc, /run, or of a path
- * that resolves to no file, is refused), the
+ * code from writable or kernel-made places (dlopen of a path that does not resolve, or resolves
+ * under /work, /tmp, /dev, /proc, ..., is refused), extensions that reach raw memory, the
  * process's own memory through /proc/<pid>/mem (open refused), and other processes' access to
  * it (PR_SET_DUMPABLE 0), and processes: an armed simulator forks, spawns and execs nothing
  * (EPERM), so no process of the test outlives the simulator's coverage write to rewrite it.
@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #define GUARD_EXIT 86
+#define CANNOT_WRITE_EXIT 70 /* EX_SOFTWARE: a scorer file could not be written */
 #define VPI_TYPE 1       /* vpiType */
 #define VPI_FULL_NAME 3  /* vpiFullName */
 #define VPI_NET 36       /* vpiNet */
@@ -330,59 +331,98 @@ void gpi_set_signal_value_str(void *hdl, const char *value, int action) {
 
 #pragma GCC diagnostic ignored "-Wnonnull-compare"
 void *dlsym(void *handle, const char *name) {
-    if (armed && name && (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0)) {
+    if (armed && name &&
+        (strcmp(name, "PyInit__ctypes") == 0 || strcmp(name, "PyInit__cffi_backend") == 0 ||
+         strncmp(name, "PyInit__xx", 10) == 0)) {
         return NULL;
     }
     dlsym_t fn = real_dlsym();
     return fn ? fn(handle, name) : NULL;
 }
 
-/* A library the test could have placed or named by another path: under a writable place, under
- * /proc or /dev (a memory file's copy through /proc/<pid>/fd/<n>, another file through
- * /proc/<pid>/root), or a path that resolves to no file (realpath fails on a memory file's
- * "/memfd:x (deleted)"), checked on the path as given and as resolved. */
-static int writable_place(const char *path) {
-    static const char *places[] = {"/work/", "/tmp/", "/dev/", "/proc/", "/var/tmp/", "/run/", "/var/run/", NULL};
-    char resolved[4096];
-    if (!path || !strchr(path, '/')) return 0; /* a bare name is searched in the library path */
-    if (!realpath(path, resolved)) return 1;
-    const char *both[] = {path, resolved};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; places[i]; i++)
-            if (strncmp(both[k], places[i], strlen(places[i])) == 0) return 1;
-    return 0;
+/* Native code only from a file of a read-only tree, named by its resolved path: not from a
+ * place the test can write (the run dir, /tmp, /dev/shm, ...), nor from what the kernel makes
+ * up under /proc and /dev: a copy of a refused extension in a memfd, or a deleted file, loads
+ * through /proc/self/fd/<n> (whose link names no file: realpath fails), /proc/<pid>/map_files,
+ * /proc/self/root/... (red team 12-05: _testcapi loaded from a memfd). A path that does not
+ * resolve is refused too. */
+static int untrusted_place(const char *resolved) {
+    static const char *places[] = {"/work/", "/tmp/", "/dev/", "/proc/", "/sys/", "/var/tmp/", "/run/", "/var/run/",
+                                   NULL};
+    for (int i = 0; places[i]; i++)
+        if (strncmp(resolved, places[i], strlen(places[i])) == 0) return 1;
+    size_t cl = strlen(st.cwd); /* the step's working directory (the run dir) */
+    return cl > 1 && strncmp(resolved, st.cwd, cl) == 0 && (resolved[cl] == '/' || resolved[cl] == 0);
 }
 
 /* A native extension the test could use to read or write the process's memory: any from an
  * installed package but cocotb's own (and pyyaml's parser, which cocotb-coverage loads): numpy
  * arrays over a raw address read the run's token from the heap (red team 12-04), pyarrow's
- * foreign_buffer does the same; and the interpreter's own test modules (_testcapi,
- * _testinternalcapi, ...) and its `_xx` modules (`_xxsubinterpreters` runs code in a
- * subinterpreter the audit hooks do not watch). The standard library's other extensions stay.
- * The Python half (rs_cocotb_guard.refuse_native_extensions) gives the import a message first. */
-static int raw_memory_extension(const char *path) {
+ * foreign_buffer does the same; the interpreter's own test modules (_testcapi,
+ * _testinternalcapi, ...) and its _xx* and xx* modules (_xxsubinterpreters runs code in a
+ * subinterpreter, which has none of this interpreter's audit hooks; the others are examples
+ * and fuzz targets nothing needs). The standard library's other extensions stay. `resolved` is
+ * a realpath (`cocotb/../numpy/...` names numpy). The Python half
+ * (rs_cocotb_guard.refuse_native_extensions) gives the import a message first. */
+static int raw_memory_extension(const char *resolved) {
     static const char *allowed[] = {"cocotb/", "pygpi/", "yaml/", "_yaml/", NULL};
-    char resolved[4096]; /* `cocotb/../numpy/...` names numpy */
-    if (strchr(path, '/') && realpath(path, resolved)) path = resolved;
-    const char *sp = strstr(path, "/site-packages/");
-    if (!sp) sp = strstr(path, "/dist-packages/");
+    static const char *refused[] = {"_test", "_ctypes", "_xx", "xx", NULL};
+    const char *sp = strstr(resolved, "/site-packages/");
+    if (!sp) sp = strstr(resolved, "/dist-packages/");
     if (sp) {
         const char *pkg = sp + 15;
         for (int i = 0; allowed[i]; i++)
             if (strncmp(pkg, allowed[i], strlen(allowed[i])) == 0) return 0;
         return 1;
     }
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    return strstr(path, "/lib-dynload/") &&
-           (strncmp(base, "_test", 5) == 0 || strncmp(base, "_ctypes", 7) == 0 || strncmp(base, "_xx", 3) == 0);
+    const char *base = strrchr(resolved, '/');
+    base = base ? base + 1 : resolved;
+    if (!strstr(resolved, "/lib-dynload/")) return 0;
+    for (int i = 0; refused[i]; i++)
+        if (strncmp(base, refused[i], strlen(refused[i])) == 0) return 1;
+    return 0;
 }
 
+/* Whether dlopen(path) is refused in an armed process (path has a slash): the path is resolved
+ * (into `resolved`, what is then loaded, so no symlink can be switched in between) and must name
+ * a file of a trusted place that is no refused extension. */
+static int refused_native(const char *path, char *resolved) {
+    if (realpath(path, resolved) && !untrusted_place(resolved) && !raw_memory_extension(resolved)) return 0;
+    char line[600];
+    snprintf(line, sizeof line, "rs-guard: native code from %.400s refused\n", path);
+    write_all(log_fd, line, strlen(line));
+    errno = EACCES;
+    return 1;
+}
+
+__attribute__((noinline)) static void *checked_dlopen(dlopen_t real, const char *path, int flags) {
+    char resolved[4096];
+    return refused_native(path, resolved) ? NULL : real(resolved, flags);
+}
+
+/* A bare name (no slash) is searched in the library path the loader fixed at start-up and in the
+ * calling object's RUNPATH: that call must stay a tail call (no local of dlopen's own may have
+ * its address taken), so that the loader sees the caller's return address, not the guard's
+ * (cocotb 1.9 opens "libcocotb.so" by its RUNPATH). */
 void *dlopen(const char *path, int flags) {
     static dlopen_t real;
     if (!real) real = (dlopen_t)next_fn("dlopen");
-    if (armed && path && (writable_place(path) || raw_memory_extension(path))) return NULL;
-    return real(path, flags);
+    if (!armed || !path || !strchr(path, '/')) return real(path, flags);
+    return checked_dlopen(real, path, flags);
+}
+
+typedef void *(*dlmopen_t)(long, const char *, int);
+
+__attribute__((noinline)) static void *checked_dlmopen(dlmopen_t real, long lmid, const char *path, int flags) {
+    char resolved[4096];
+    return refused_native(path, resolved) ? NULL : real(lmid, resolved, flags);
+}
+
+void *dlmopen(long lmid, const char *path, int flags) {
+    static dlmopen_t real;
+    if (!real) real = (dlmopen_t)next_fn("dlmopen");
+    if (!armed || !path || !strchr(path, '/')) return real(lmid, path, flags);
+    return checked_dlmopen(real, lmid, path, flags);
 }
 
 /* A /proc file that gives the process's addresses (where the guard's pages are): the layout a
@@ -902,13 +942,22 @@ static int clear_place(const char *full) {
  * disk, ...): say so and end the process. Returning NULL would leave vvp's flags unwritten (a
  * quiet low score) and deadlock Verilator (VL_FATAL in VerilatedCovImp::write runs the exit
  * callbacks, which write the coverage again under the mutex it holds: the run then waits for
- * the wall-clock backstop). */
+ * the wall-clock backstop). The line goes to the saved stderr (the step's output, whatever the
+ * test did to fd 2) and, as a record, to the record file (both descriptors opened at start, so
+ * none is needed now); the engine scores the sample a resource_limit (its own doing, never
+ * cached; cocotb_guard.CANNOT_WRITE). */
 static void cannot_write_scorer_file(const char *base) {
-    char line[512];
-    int n = snprintf(line, sizeof line, "rs-guard: the simulator could not write its coverage file %s: %s\n", base,
-                     strerror(errno));
-    if (n > 0) syscall(SYS_write, 2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
-    _exit(70);
+    char line[512], esc_base[200], esc_err[200], rec[700];
+    const char *why = strerror(errno);
+    int n = snprintf(line, sizeof line, "rs-guard: the simulator could not write its coverage file %.100s: %.100s\n",
+                     base, why);
+    if (n > 0) write_all(log_fd >= 0 ? log_fd : 2, line, strlen(line));
+    json_str(esc_base, sizeof esc_base, base);
+    json_str(esc_err, sizeof esc_err, why);
+    snprintf(rec, sizeof rec, "RS_COCOTB_GUARD {\"event\": \"cannot_write\", \"file\": \"%s\", \"error\": \"%s\"}\n",
+             esc_base, esc_err);
+    write_all(record_fd, rec, strlen(rec));
+    _exit(CANNOT_WRITE_EXIT);
 }
 
 static FILE *scorer_fopen(const char *which, const char *path, const char *mode) {

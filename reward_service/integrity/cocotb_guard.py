@@ -43,7 +43,12 @@ RECORD = "rs_guard.jsonl"
 MARKER = "RS_COCOTB_GUARD "
 #: The simulator's exit status after a refused write (cocotb_guard.c GUARD_EXIT).
 EXIT = 86
+#: The simulator's exit status when it could not write a scorer file (cocotb_guard.c
+#: CANNOT_WRITE_EXIT): the test used up the descriptors or the disk.
+CANNOT_WRITE_EXIT = 70
 KIND = "cocotb_write"
+#: The guard's line on the step's saved stderr when the simulator could not write its coverage.
+_CANNOT_WRITE_LINE = re.compile(r"^rs-guard: the simulator could not write its coverage file [^\n]*", re.M)
 _LINE = re.compile(r"^" + re.escape(MARKER) + r"(\{.*\})\s*$", re.M)
 _ACTIONS = {
     "deposit": "a write (deposit)",
@@ -167,6 +172,18 @@ def records(*texts: str) -> list[dict]:
 def armed(found: list[dict]) -> bool:
     """Whether the guard started in the run whose records are ``found``."""
     return any(r.get("event") == "armed" for r in found)
+
+
+def cannot_write(found: list[dict], output: str) -> str | None:
+    """The guard's ``rs-guard:`` line when the simulator could not write its coverage file (it
+    ended with :data:`CANNOT_WRITE_EXIT`: the test had used up the descriptors or filled the
+    disk), from its record in ``found`` or the step's ``output``; None otherwise. A test that
+    prints such a line itself only makes its own sample a failure."""
+    for r in found:
+        if r.get("event") == "cannot_write":
+            return f"rs-guard: the simulator could not write its coverage file {r.get('file')}: {r.get('error')}"
+    m = _CANNOT_WRITE_LINE.search(output or "")
+    return m.group(0).strip()[:300] if m else None
 
 
 def dropped_note(found: list[dict]) -> str | None:

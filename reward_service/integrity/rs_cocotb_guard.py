@@ -19,6 +19,8 @@ import os
 import sys
 
 _TEST_DIR = os.path.realpath(os.environ.get("RS_GUARD_TEST_DIR") or os.getcwd())
+#: The simulator's working directory (the run dir), as cocotb_guard.c keeps it.
+_CWD = os.getcwd().rstrip("/") + "/" if os.getcwd() != "/" else "\0"
 _writes: dict[str, str] = {}
 
 
@@ -85,17 +87,35 @@ def stub_ctypes() -> None:
 NATIVE_ALLOWED = frozenset({"cocotb", "pygpi", "yaml", "_yaml"})
 
 
+#: Places native code is not loaded from (cocotb_guard.c untrusted_place): where a test can
+#: write, and what the kernel makes up (a memfd or a deleted file behind /proc/<pid>/fd/<n>).
+_NO_NATIVE = ("/work/", "/tmp/", "/dev/", "/proc/", "/sys/", "/var/tmp/", "/run/", "/var/run/")
+#: The interpreter's own extension modules that are not loaded (cocotb_guard.c
+#: raw_memory_extension): test modules, ctypes, and the _xx*/xx* ones (_xxsubinterpreters runs
+#: code in a subinterpreter, which has none of this interpreter's audit hooks).
+_NO_DYNLOAD = ("_test", "_ctypes", "_xx", "xx")
+
+
 def _refusal(name: str, origin: str) -> str | None:
     """Why the guard will not load the native extension module ``name`` from file ``origin``
-    (None: it will)."""
-    resolved = origin
-    if "/" in origin:
-        resolved = os.path.realpath(origin)
-        if not os.path.exists(resolved) or any(p.startswith(_PLACED) for p in (origin, resolved)):
-            return (
-                f"{name}: native code from {origin} is not available in a guarded cocotb run: a library must be an "
-                "installed file (not a copy in a writable place, a memory file or a path under /proc or /dev)"
-            )
+    (None: it will). The message of cocotb_guard.c's dlopen refusal, which decides."""
+    if name.split(".")[-1].startswith("_xx"):
+        return (
+            f"{name}: the interpreter's _xx* modules are not available in a guarded cocotb run "
+            "(_xxsubinterpreters runs code in a subinterpreter, which has none of this interpreter's checks)"
+        )
+    if "/" not in origin:
+        return None
+    try:
+        resolved = os.path.realpath(origin, strict=True)
+    except (OSError, ValueError):
+        resolved = None
+    if resolved is None or resolved.startswith(_NO_NATIVE) or resolved.startswith(_CWD):
+        return (
+            f"{name}: native code from {origin} is not loaded in a guarded cocotb run: "
+            f"{'it names no file' if resolved is None else 'it is ' + resolved} (only files of the read-only "
+            "trees load: not a memfd or deleted file behind /proc/<pid>/fd, nor a place the test writes)"
+        )
     parts = resolved.split("/")
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
@@ -107,11 +127,13 @@ def _refusal(name: str, origin: str) -> str | None:
                 "cocotb run: they can read and write the simulator's memory (pure-Python packages, cocotb's and "
                 "the standard library's own extensions are)"
             )
-    if "lib-dynload" in parts and parts[-1].startswith(("_test", "_ctypes", "_xx")):
-        return (
-            f"{name}: the interpreter's test, ctypes and _xx modules are not available in a guarded cocotb run "
-            "(raw memory; a subinterpreter without the guard's audit hooks)"
-        )
+    if "lib-dynload" in parts and parts[-1].startswith(_NO_DYNLOAD):
+        if parts[-1].startswith(("_xx", "xx")):
+            return (
+                f"{name}: the interpreter's _xx* and xx* modules are not available in a guarded cocotb run "
+                "(_xxsubinterpreters runs code in a subinterpreter, which has none of this interpreter's checks)"
+            )
+        return f"{name}: the interpreter's test and ctypes modules are not available in a guarded cocotb run"
     return None
 
 
@@ -159,13 +181,16 @@ def refuse_native_extensions() -> None:
 
 #: Where a test can write files (cocotb_guard.c writable_place): never a trusted tree.
 _WRITABLE = ("/work/", "/tmp/", "/dev/shm/", "/var/tmp/", "/run/", "/var/run/")
-#: Where no library the guard loads may be (cocotb_guard.c writable_place): the writable
-#: places, and /dev and /proc (a memory file's copy, another file by another path).
-_PLACED = (*_WRITABLE, "/dev/", "/proc/")
 #: What a refused code object raises.
 CODE_REFUSED = (
     "building code objects (types.CodeType, code.replace, marshal) is not available in a guarded cocotb run: "
     "unchecked bytecode reads and writes the simulator's memory"
+)
+
+
+#: What making a subinterpreter raises.
+SUBINTERPRETER_REFUSED = (
+    "subinterpreters are not available in a guarded cocotb run: code there runs without this interpreter's checks"
 )
 
 
@@ -174,13 +199,15 @@ def refuse_code_objects() -> None:
     objects from bytes the test chose: ``code.__new__`` (``types.CodeType``, ``code.replace``),
     ``marshal.load`` and ``marshal.loads`` except importlib's own load of a ``.pyc`` file
     under the interpreter's prefix (read-only; a stock ``SourceFileLoader``/``SourcelessFileLoader``
-    reading through the stock ``_io``); and what would take the hook's checks apart: a
-    function's ``__code__`` replaced, ``__defaults__``/``__kwdefaults__`` of this module's
-    functions, ``sys.settrace``/``sys.setprofile`` (a tracer can rewrite a running frame's
-    locals). CPython 3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a
+    reading through the stock ``_io``, and the bytes given the file's own, read here); and what
+    would take the hook's checks apart: a function's ``__code__`` replaced,
+    ``__defaults__``/``__kwdefaults__`` of this module's functions, ``sys.settrace``/``sys.setprofile``
+    (a tracer can rewrite a running frame's locals), a subinterpreter (it has no hooks). Native
+    extensions the C guard refuses get their ``ImportError`` here (the ``import`` event). CPython 3.11 runs bytecode unchecked: a ``LOAD_CONST`` past ``co_consts`` returns a
     fake ``bytearray`` over the whole address space in ~10 lines of pure Python (measured
     12-05), the token and the flags are then the test's. Compiled source (``compile``, ``exec``,
-    imports of ``.py`` files) and ``types.coroutine`` (a flag on an existing code object) stay.
+    imports of ``.py`` files) and ``types.coroutine`` (CO_ITERABLE_COROUTINE set on a real
+    function's real code, nothing else changed) stay.
     What the hook compares with is bound as default arguments now, before the test runs (a
     closure cell or a module global could be rewritten; replacing the defaults is refused).
     Raises RuntimeError in the refused call; never raises here."""
@@ -225,15 +252,70 @@ def refuse_code_objects() -> None:
         _coroutine=coroutine,
         _here=__file__,
         _refused=CODE_REFUSED,
+        _native=_refusal,
+        _str=str,
+        _bytes=bytes,
+        _fileio=_io.FileIO,
+        _codetype=types.CodeType,
     ) -> None:
-        if event == "code.__new__":
-            if _getframe(1).f_code is not _coroutine:
+        if event == "import":
+            # an extension module's load (_imp.create_dynamic: args[1] its file) or any import of
+            # a name (args[1] None): the message of the C guard's refusal (it decides)
+            name, origin = args[0], args[1]
+            why = _native(name, origin if _type(origin) is _str else "") if _type(name) is _str else None
+            if why is not None:
+                raise ImportError(why, name=name)
+        elif event == "cpython.PyInterpreterState_New":
+            # a subinterpreter has none of this interpreter's audit hooks (this one included)
+            raise RuntimeError(SUBINTERPRETER_REFUSED)
+        elif event == "code.__new__":
+            # types.coroutine's one call, co.replace(co_flags=co.co_flags | 0x100), on a real
+            # function's real code: stand-ins pass its __class__ checks, and a functools.partial of
+            # a real code's replace as their `replace` would make any code object from its frame
+            # with no Python frame between (red team 12-05). args: co_code, co_filename, co_name,
+            # argcount, posonlyargcount, kwonlyargcount, nlocals, stacksize, flags.
+            frame = _getframe(1)
+            if frame.f_code is not _coroutine:
+                raise RuntimeError(_refused)
+            names = frame.f_locals
+            func, co = names.get("func"), names.get("co")
+            if (
+                _type(func) is not _function
+                or _type(co) is not _codetype
+                or _getattribute(func, "__code__") is not co
+                or _type(args[0]) is not _bytes
+                or args[0] != co.co_code
+                or args[1] != co.co_filename
+                or args[2] != co.co_name
+                or args[3:8]
+                != (co.co_argcount, co.co_posonlyargcount, co.co_kwonlyargcount, co.co_nlocals, co.co_stacksize)
+                or args[8] != co.co_flags | 0x100
+            ):
                 raise RuntimeError(_refused)
         elif event == "object.__setattr__":
             target, name = args[0], args[1]
-            if _isinstance(target, _function) and (
-                (name == "__code__" and _getframe(1).f_code is not _coroutine)
-                or (name in ("__defaults__", "__kwdefaults__") and target.__code__.co_filename == _here)
+            if _isinstance(target, _function) and name == "__code__":
+                # only types.coroutine's: the function's own code with CO_ITERABLE_COROUTINE set
+                if _getframe(1).f_code is not _coroutine:
+                    raise RuntimeError(_refused)
+                new, old = args[2], _getattribute(target, "__code__")
+                if (
+                    _type(new) is not _codetype
+                    or new.co_flags != old.co_flags | 0x100
+                    or new.co_consts is not old.co_consts
+                    or new.co_names is not old.co_names
+                    or (new.co_code, new.co_varnames, new.co_freevars, new.co_cellvars)
+                    != (old.co_code, old.co_varnames, old.co_freevars, old.co_cellvars)
+                    or (new.co_filename, new.co_name, new.co_qualname, new.co_firstlineno)
+                    != (old.co_filename, old.co_name, old.co_qualname, old.co_firstlineno)
+                    or (new.co_linetable, new.co_exceptiontable) != (old.co_linetable, old.co_exceptiontable)
+                    or (new.co_argcount, new.co_posonlyargcount, new.co_kwonlyargcount)
+                    != (old.co_argcount, old.co_posonlyargcount, old.co_kwonlyargcount)
+                    or (new.co_nlocals, new.co_stacksize) != (old.co_nlocals, old.co_stacksize)
+                ):
+                    raise RuntimeError(_refused)
+            elif _isinstance(target, _function) and (
+                name in ("__defaults__", "__kwdefaults__") and target.__code__.co_filename == _here
             ):
                 raise RuntimeError(_refused)
         elif event in ("marshal.load", "sys.settrace", "sys.setprofile"):
@@ -254,10 +336,24 @@ def refuse_code_objects() -> None:
                 or _io_dict.get("FileIO") is not _io_calls[1]
             ):
                 raise RuntimeError(_refused)
-            path = loader_frame.f_locals.get("bytecode_path") or _getattribute(loader, "path")
+            # the file the stock get_code read: SourceLoader's bytecode_path, SourcelessFileLoader's path
+            local = "bytecode_path" if loader_frame.f_code is _get_codes[0] else "path"
+            path = loader_frame.f_locals.get(local)
             # under the interpreter's own read-only trees, which hold no symlink to a writable
             # place (os.path.realpath is Python over os functions a test can patch: not used)
-            if _type(path) is not str or not path.startswith(_prefixes) or "/.." in path or "/./" in path:
+            if _type(path) is not _str or not path.startswith(_prefixes) or "/.." in path or "/./" in path:
+                raise RuntimeError(_refused)
+            # and the bytes are that file's, read here: get_data (or get_filename, path_stats) may
+            # be replaced at class level to hand importlib chosen bytes (red team 12-05)
+            try:
+                stream = _fileio(path, "r")
+                try:
+                    on_disk = stream.readall()
+                finally:
+                    stream.close()
+            except OSError:
+                raise RuntimeError(_refused) from None
+            if _type(args[0]) is not _bytes or on_disk[16:] != args[0]:
                 raise RuntimeError(_refused)
 
     sys.addaudithook(hook)

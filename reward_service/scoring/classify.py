@@ -42,12 +42,6 @@ def classify(
         )
     if _file_too_large(runres):
         return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
-    unwritable = _SCORER_FILE_UNWRITABLE.search(runres.output or "")
-    if unwritable and (runres.exit_code == _SCORER_FILE_EXIT or _SIMULATOR_EXIT_70.search(runres.output or "")):
-        return Status.resource_limit, (
-            f"{unwritable.group(0).removeprefix('rs-guard: ')}: the test used up what the simulator needs to write its "
-            "coverage (file descriptors, disk space); no coverage is measured"
-        )
     if run.not_run is not None:  # a cocotb run that ran no test: nothing the stimulus did is measured
         return run.not_run
     if sim_name in ("verilator", "fast") and not has_cov and run.results_xml is None:
@@ -76,15 +70,6 @@ def classify(
         notes.append(f"the log reports {total} error line(s), first: {errors[0]}")
     return Status.ok, "; ".join(n for n in notes if n)
 
-
-#: The cocotb guard's report that the simulator could not create a coverage file at its end
-#: (cocotb_guard.c cannot_write_scorer_file, which then exits 70): the test held every file
-#: descriptor or filled the disk. The sample's doing, but a limit, like the others not cached.
-_SCORER_FILE_UNWRITABLE = re.compile(r"^rs-guard: the simulator could not write its coverage file [^\n]*", re.M)
-_SCORER_FILE_EXIT = 70
-#: The cocotb driver's report of its simulator's exit status (the step itself exits 1). A test
-#: can print both lines itself: it then gets this status, reward 0, and gains nothing.
-_SIMULATOR_EXIT_70 = re.compile(r"^cocotb_driver: \S+: Command failed with return code: 70$", re.M)
 
 #: A tool's report of its own bug at build time, anchored at the tool's own line starts (a
 #: quoted source line or an elaboration-time ``$error`` begins otherwise, so a sample cannot

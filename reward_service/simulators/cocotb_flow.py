@@ -631,11 +631,18 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
     out.tests = parse_results_xml(out.results_xml) if out.results_xml else []
     status = _read_status(run / STATUS)
     out.ended_by = _ended_by(out, out.run.output, out.tests, status)
-    if guarded:
-        _check_guard(job, out, run / cocotb_guard.RECORD)
+    cannot_write = _check_guard(job, out, run / cocotb_guard.RECORD) if guarded else None
     out.not_run = no_test_ran(out, status, _read_status(run / DISCOVERY), runtime.name, test_module, toolchain.versions)
     if out.not_run is not None:
         out.ended_by = "no_tests"
+    if cannot_write is not None and not out.violations and not out.run.limit_hit:
+        # the test used up what the simulator needed to write its coverage: its own doing, but
+        # the machine's numbers (a resource_limit: the failure value, never cached), not a quiet 0
+        out.not_run = (
+            Status.resource_limit,
+            "the cocotb test used up the simulator's file descriptors or disk space, so that it could not "
+            f"write its coverage: {cannot_write}",
+        )
     died = _died_on_our_runtime(out, runtime, simulator.name)
     other = _other_runtime(runtime, simulator.name, toolchain) if died is not None else None
     if died is not None and other is None and runtime.detection is not None:
@@ -694,10 +701,12 @@ def _other_runtime(runtime: Runtime, simulator: str, toolchain: Toolchain) -> st
     return None
 
 
-def _check_guard(job: Job, out: SimRun, record: Path) -> None:
+def _check_guard(job: Job, out: SimRun, record: Path) -> str | None:
     """Read the write guard's records (the record file and the step's output) into
     ``out.violations``. Raises :class:`~reward_service.sandbox.SandboxError` when a test ran
-    but the guard never started (our failure: the run was unguarded, its numbers mean nothing)."""
+    but the guard never started (our failure: the run was unguarded, its numbers mean nothing).
+    Returns the guard's line when the simulator could not write its coverage file
+    (:func:`cocotb_guard.cannot_write`), else None."""
     assert out.run is not None
     try:
         text = read_output_text(record, max_bytes=1 << 20)
@@ -710,6 +719,7 @@ def _check_guard(job: Job, out: SimRun, record: Path) -> None:
         out.notes.append(note)
     if not out.violations and (out.tests or out.results_xml is not None) and not cocotb_guard.armed(found):
         raise SandboxError("the cocotb write guard did not start in the simulator: the run was not checked")
+    return cocotb_guard.cannot_write(found, out.run.output)
 
 
 #: The driver's exit statuses (cocotb_driver.EXIT_*) that mean the runner failed before or
