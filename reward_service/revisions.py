@@ -17,7 +17,7 @@ ENGINE_REVISION = "12"
 #: ``auto`` decisions).
 FASTCOV_VERSION = "13"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "15"
+PROVER_REVISION = "16"
 
 
 def results_revision() -> dict[str, str]:

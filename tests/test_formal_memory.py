@@ -107,7 +107,22 @@ OUT_OF_RANGE = """module oob(input clk, input we, input [3:0] a, input [3:0] d, 
 endmodule
 """
 
-DESIGNS = {"ram.sv": RAM, "shift.sv": SHIFT, "und.sv": UNDRIVEN, "oob.sv": OUT_OF_RANGE}
+#: Writes only through an index past the end that Verilator cuts into range: it keeps
+#: $clog2(1 + 1) = 1 index bit, so `sh[j + 1]` at j = 1 is `sh[0]` (cid012's
+#: rgb_color_space_conversion_0009 shifts its pipeline that way). Yosys dropped the write: the
+#: prover proved every bit of `sh[0]` stuck, which both engines toggle (and the witness search
+#: claimed 1,080 points of rgb that no replay covered). Only `sh[1]` is never written.
+ALIASED = """module alias_wr(input clk, input [3:0] d, output reg [3:0] q);
+  reg [3:0] sh [0:1];
+  integer j;
+  always @(posedge clk) begin
+    for (j = 1; j < 2; j = j + 1) sh[j + 1] <= d;
+    q <= sh[0];
+  end
+endmodule
+"""
+
+DESIGNS = {"ram.sv": RAM, "shift.sv": SHIFT, "und.sv": UNDRIVEN, "oob.sv": OUT_OF_RANGE, "alias.sv": ALIASED}
 
 
 def _edges(*names: str) -> set[str]:
@@ -130,6 +145,7 @@ PROVED = {
         _edges(*(f"mem[{w}][{b}]" for w in range(10) for b in range(4)), "q[0]", "q[1]", "q[2]", "q[3]"),
     ),
     "und.sv": ("edges", _edges(*(f"u[{b}]" for b in range(4)), *(f"part[0][{b}]" for b in range(4)))),
+    "alias.sv": ("edges", _edges(*(f"sh[1][{b}]" for b in range(4)))),
 }
 
 
