@@ -212,3 +212,37 @@ endmodule
 """
     text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]
     assert "q <= mem[((a + // the address\n  7'd0) & 7)];" in text
+
+
+#: An indexed part-select of a packed vector past its end (`v[15 +: 5]` of a 15-bit `v`):
+#: Verilator reads 0, Icarus reads X and the fast path keeps it (q = xxxxx, `hit` = x). Found
+#: by the closure replay of cid012's binary_search_tree_sorting_0030, whose DUT reads
+#: `left_child[node*5 +: 5]` with node 15 of 15 nodes: the two engines take different FSM
+#: branches (fast 102 toggle points short of Verilator on the closure testbench).
+PART_SELECT_DUT = """module ps(input clk, input [3:0] idx, input [14:0] v, output reg [4:0] q, output reg hit);
+  always @(posedge clk) begin
+    q <= v[idx*5 +: 5];
+    hit <= (v[idx*5 +: 5] != 5'b11111);
+  end
+endmodule
+"""
+PART_SELECT_TB = """module tb;
+  reg clk = 0; reg [3:0] idx = 0; reg [14:0] v = 15'h7fff;
+  wire [4:0] q; wire hit;
+  ps dut(.clk(clk), .idx(idx), .v(v), .q(q), .hit(hit));
+  always #5 clk = ~clk;
+  initial begin
+    repeat (2) @(negedge clk);
+    idx = 3;
+    repeat (2) @(negedge clk);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known: out-of-range part-select reads are X on the fast path, 0 on Verilator")
+def test_a_part_select_past_the_vectors_end_reads_0_as_on_verilator(engine):
+    covered, _ = _same_points(engine, "ps.sv", PART_SELECT_DUT, PART_SELECT_TB)
+    assert (3, "toggle", "q[0]:1->0") in covered
