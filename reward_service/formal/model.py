@@ -212,12 +212,13 @@ def build_model(
                 unit.insert_after(opener, " (* keep *) reg " + ", ".join(f"{n} = 1'b0" for n in names) + ";")
             if toggle_decls:  # after the signals they read
                 unit.insert_before(module.endmodule, " " + " ".join(toggle_decls) + " ")
-        # arrays indexed as both engines do (Verilator keeps $clog2(hi + 1) index bits, then
-        # reads 0 and writes nothing out of range): yosys drops an out-of-range write and
-        # reads an undefined value, so `sh[j+1]` of `sh [0:1]` (which is `sh[0]` to Verilator)
-        # lost a write the engines make: witnesses that did not replay, proofs of states the
-        # model could not reach
+        # arrays and part-selects indexed as both engines do (Verilator keeps $clog2(hi + 1)
+        # index bits, then reads 0 and writes nothing out of range): yosys drops an
+        # out-of-range write and reads an undefined value, so `sh[j+1]` of `sh [0:1]` (which
+        # is `sh[0]` to Verilator) lost a write the engines make: witnesses that did not
+        # replay, proofs of states the model could not reach
         emulate.array_indices(source, bodies)
+        emulate.part_selects(source, bodies)
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
         # of a combinational block is a latch, which yosys refuses in an always_comb
         text = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
