@@ -214,16 +214,18 @@ endmodule
     assert "q <= mem[((a + // the address\n  7'd0) & 7)];" in text
 
 
-#: Indexed part-selects past a packed vector's end (issue: cid012's
+#: Bit- and indexed part-selects past a packed vector's end (cid012's
 #: binary_search_tree_sorting_0030 reads `left_child[node*5 +: 5]` with node 15 of 15 nodes: X
 #: on the fast path, 0 on Verilator, and the engines took different FSM branches: 102 toggle
 #: points apart on its closure testbench). Verilator cuts the lowest bit to $clog2($bits(v))
-#: bits, then reads 0 and writes nothing past the top; the base keeps its own width. (`w2` is
+#: bits, then reads 0 and writes nothing past the top; the base keeps its own width. `s`, `wr4`:
+#: the same for a bit-select (sync_serial_communication_0009's `data_reg[bit_count]`). (`w2` is
 #: 40 bits: Verilator 5.052 counts a toggle of bit b of a port over 64 bits also at b+32 and
 #: b+64, a difference of its own, not this test's.)
 PART_SELECT_DUT = """module ps(input clk, input [3:0] i, input [14:0] v, input [74:0] w, input [15:0] x16, input [39:0] w2,
   output [4:0] a, output [4:0] b, output [4:0] c, output [4:0] d, output [4:0] e, output [4:0] f, output [4:0] g,
-  output [3:0] h, output [1:0] k, output reg [14:0] wr1, output reg [14:0] wr3, output reg [74:0] wr2, output reg hit);
+  output [3:0] h, output [1:0] k, output s, output reg [14:0] wr1, output reg [14:0] wr3, output reg [74:0] wr2,
+  output reg [14:0] wr4, output reg hit);
   assign a = v[i*5 +: 5];
   assign b = v[i*4 +: 5];
   assign c = v[i*5 -: 5];
@@ -233,11 +235,13 @@ PART_SELECT_DUT = """module ps(input clk, input [3:0] i, input [14:0] v, input [
   assign g = w[(i-5)*5 +: 5];
   assign h = x16[i*4 +: 4];
   assign k = w2[i + 4'd13 +: 2];
-  initial begin wr1 = 0; wr2 = 0; wr3 = 0; hit = 0; end
+  assign s = v[i*3];
+  initial begin wr1 = 0; wr2 = 0; wr3 = 0; wr4 = 0; hit = 0; end
   always @(posedge clk) begin
     wr1[i*4 +: 5] <= 5'b10101;
     wr3[i*5 -: 5] <= 5'b10101;
     wr2[i*18 +: 5] <= 5'b10101;
+    wr4[i*5] <= 1'b1;
     if (v[i*5 +: 5] != 5'b11111) hit <= 1;
   end
 endmodule
@@ -245,18 +249,19 @@ endmodule
 PART_SELECT_TB = """module tb;
   reg clk = 0; reg [3:0] i = 0; reg [14:0] v = 15'h7fff; reg [74:0] w = {75{1'b1}};
   reg [15:0] x16 = 16'h00f5; reg [39:0] w2 = 40'h3;
-  wire [4:0] a, b, c, d, e, f, g; wire [3:0] h; wire [1:0] k; wire [14:0] wr1, wr3; wire [74:0] wr2; wire hit;
+  wire [4:0] a, b, c, d, e, f, g; wire [3:0] h; wire [1:0] k; wire s; wire [14:0] wr1, wr3, wr4; wire [74:0] wr2;
+  wire hit;
   ps dut(.clk(clk), .i(i), .v(v), .w(w), .x16(x16), .w2(w2), .a(a), .b(b), .c(c), .d(d), .e(e), .f(f), .g(g),
-         .h(h), .k(k), .wr1(wr1), .wr3(wr3), .wr2(wr2), .hit(hit));
+         .h(h), .k(k), .s(s), .wr1(wr1), .wr3(wr3), .wr2(wr2), .wr4(wr4), .hit(hit));
   integer n;
   initial begin
     for (n = 0; n < 16; n = n + 1) begin
       i = n; #1;
-      $display("RS i=%0d a=%b b=%b c=%b d=%b e=%b f=%b g=%b h=%b k=%b", i, a, b, c, d, e, f, g, h, k);
+      $display("RS i=%0d a=%b b=%b c=%b d=%b e=%b f=%b g=%b h=%b k=%b s=%b", i, a, b, c, d, e, f, g, h, k, s);
     end
     i = 3; #1 clk = 1; #1 clk = 0;
     i = 4; #1 clk = 1; #1 clk = 0;
-    $display("RS wr1=%b wr3=%b wr2=%h hit=%b", wr1, wr3, wr2, hit);
+    $display("RS wr1=%b wr3=%b wr2=%h wr4=%b hit=%b", wr1, wr3, wr2, wr4, hit);
     $finish;
   end
 endmodule
@@ -268,6 +273,7 @@ def test_part_selects_are_cut_and_zeroed_in_the_text():
     mask = "((1 << ($clog2($bits(v)) > 0 ? $clog2($bits(v)) : 1)) - 1)"
     assert f"v[(($unsigned(i*5)) & {mask}) +: 5]" in text
     assert f"v[(($unsigned(i*5) - (5) + 1) & {mask}) +: 5]" in text  # `-:` as the select of its lowest bit
+    assert f"(v[(($unsigned(i*3)) & {mask})] & ((($unsigned(i*3)) & {mask}) < $bits(v)))" in text
     assert "& ({(5){1'b1}} >> " in text
 
 
@@ -285,10 +291,13 @@ def test_part_selects_past_the_end_read_and_write_as_on_verilator(engine):
     rows = {ln.split()[1]: ln for ln in lines["verilator"]}
     assert "a=11111" in rows["i=4"] and "a=00001" in rows["i=6"] and "a=00000" in rows["i=3"]
     assert "c=00111" in rows["i=0"] and "h=0101" in rows["i=4"] and "k=11" in rows["i=3"]
-    assert "RS wr1=101000000010101 wr3=010100000010101 wr2=5000540000000000000 hit=1" in lines["verilator"]
+    assert "s=0" in rows["i=5"] and "s=1" in rows["i=6"]  # v[15] past the top; v[18] is v[2]
+    assert "RS wr1=101000000010101 wr3=010100000010101 wr2=5000540000000000000 wr4=000000000010000 hit=1" in (
+        lines["verilator"]
+    )
 
 
 @pytest.mark.slow
 def test_part_selects_past_the_end_cover_verilators_points(engine):
     covered, _ = _same_points(engine, "ps.sv", PART_SELECT_DUT, PART_SELECT_TB)
-    assert (18, "branch", "if") in covered  # v[15 +: 5] reads 00000 (Icarus: xxxxx, not != 5'b11111)
+    assert (21, "branch", "if") in covered  # v[15 +: 5] reads 00000 (Icarus: xxxxx, not != 5'b11111)

@@ -1462,22 +1462,25 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
         source.insert(outer[1], " : '0)", closing=True, depth=od)
 
 
-def part_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
-    """Index packed vectors' indexed part-selects (``v[b +: w]``, ``v[b -: w]``) as Verilator
-    does (both emulation modes; the formal model too).
+def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
+    """Index packed vectors' bit-selects (``v[i]``) and indexed part-selects (``v[b +: w]``,
+    ``v[b -: w]``) as Verilator does (both emulation modes; the formal model too).
 
-    Verilator (5.052, measured: tests/test_fastcov_bit_arrays.py) cuts the select's lowest bit
-    (``b``, or ``b - w + 1`` for ``-:``) to ``$clog2($bits(v))`` bits, as it cuts array indices:
-    ``v[20 +: 5]`` of a 15-bit ``v`` is ``v[4 +: 5]``, ``v[-5 +: 5]`` is ``v[11 +: 5]``; bits
-    still past the top then read 0 and are not written. Icarus reads X for every bit out of
-    range and writes the bits in range, uncut (cid012's binary_search_tree_sorting_0030 reads
-    ``left_child[node*5 +: 5]`` of node 15 of 15: X on the fast path, 0 on Verilator, and the
-    two took different branches). So the lowest bit becomes ``((b) & MASK)`` (a ``-:`` select
-    becomes the ``+:`` select of its lowest bit; the base keeps its own width), and a read of it is ANDed with the bits in
-    range, ``({w{1'b1}} >> (past the top))``, where the base has no side effect. Only vectors
-    of one packed dimension ``[msb:0]`` of the module (in its first elaborated instance:
-    ``bodies``), not shadowed by a declaration in a block or subroutine; constant bases are
-    left alone."""
+    Verilator (5.052, measured: tests/test_fastcov_bit_arrays.py) cuts the index, or the
+    select's lowest bit (``b``, or ``b - w + 1`` for ``-:``), to ``$clog2($bits(v))`` bits, as
+    it cuts array indices: ``v[21]`` of a 15-bit ``v`` is ``v[5]``, ``v[20 +: 5]`` is
+    ``v[4 +: 5]``, ``v[-5 +: 5]`` is ``v[11 +: 5]``; bits still past the top then read 0 and
+    are not written. Icarus reads X for every bit out of range and writes the bits in range,
+    uncut (cid012's binary_search_tree_sorting_0030 reads ``left_child[node*5 +: 5]`` of node 15
+    of 15: X on the fast path, 0 on Verilator, and the two took different branches;
+    sync_serial_communication_0009 writes ``data_reg[bit_count]`` of 64 bits with an 8-bit
+    count). So the index becomes ``(($unsigned(i)) & MASK)`` (in its own width: ``$unsigned``
+    is a call, whose argument the mask's 32 bits do not widen; a ``-:`` select becomes the
+    ``+:`` select of its lowest bit), and a read is ANDed with the bits in range (``(i < $bits(v))``,
+    ``({w{1'b1}} >> (past the top))``) where the index has no side effect. Only vectors of one
+    packed dimension ``[msb:0]`` of the module (in its first elaborated instance: ``bodies``),
+    not shadowed by a declaration in a block or subroutine or by an argument; literal indices
+    are left alone."""
     shadowed: dict[str, set[str]] = {}
     for node in source.of_kind(_K.DataDeclaration):
         module = _module_name(node)
@@ -1485,49 +1488,60 @@ def part_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> No
             shadowed.setdefault(module, set()).update(
                 d.name.valueText for d in node.declarators if isinstance(d, syntax.DeclaratorSyntax)
             )
+    for port in source.of_kind(_K.FunctionPort):  # a task's or function's argument
+        module = _module_name(port)
+        if module is not None and port.declarator is not None:
+            shadowed.setdefault(module, set()).add(port.declarator.name.valueText)
     for ident in source.of_kind(_K.IdentifierSelectName):
         selects: list[Any] = [s for s in ident.selectors if isinstance(s, syntax.SyntaxNode)]
         if len(selects) != 1 or selects[0].selector is None:
             continue
         sel = selects[0].selector
-        if sel.kind not in (_K.AscendingRangeSelect, _K.DescendingRangeSelect):
+        if sel.kind == _K.BitSelect:
+            index, width = sel.expr, None
+        elif sel.kind in (_K.AscendingRangeSelect, _K.DescendingRangeSelect):
+            index, width = sel.left, sel.right
+        else:
             continue
         if ident.parent is not None and ident.parent.kind == _K.ScopedName:
-            continue  # `u.v[b +: w]`: another scope's vector
+            continue  # `u.v[i]`: another scope's vector
         module = _module_name(ident)
         name = ident.identifier.valueText
         if module is None or name in shadowed.get(module, ()) or not _plain_vector(bodies, module, name):
             continue
-        if _literals(sel.left) is not None:
+        if _literals(index) is not None:
             continue
         try:
-            start, end = source.offsets(sel.left)
+            start, end = source.offsets(index)
             outer = source.offsets(ident)
-            base, width = source.slice(sel.left), source.slice(sel.right)
+            base = source.slice(index)
+            w = source.slice(width) if width is not None else "1"
         except Unsupported:
             continue
-        if any(c in base + width for c in "\n`") or "//" in base + width:
+        if any(c in base + w for c in "\n`") or "//" in base + w:
             continue  # a comment, line break or macro: not copied into one line
         mask = f"((1 << ($clog2($bits({name})) > 0 ? $clog2($bits({name})) : 1)) - 1)"
-        d = _depth(sel.left)
-        # the base keeps its own (self-determined) width: `$unsigned` is a call, whose
-        # argument the mask's 32 bits do not widen (`i + 4'd1` of a 4-bit `i` wraps at 16)
-        if sel.kind == _K.AscendingRangeSelect:
+        d = _depth(index)
+        if sel.kind == _K.DescendingRangeSelect:
+            lowest = f"$unsigned({base}) - ({w}) + 1"
+            source.insert(start, "(($unsigned(", closing=False, depth=d)
+            source.insert(end, f") - ({w}) + 1) & {mask})", closing=True, depth=d)
+            source.replace(sel.range, "+:")
+        else:
             lowest = f"$unsigned({base})"
             source.insert(start, "(($unsigned(", closing=False, depth=d)
             source.insert(end, f")) & {mask})", closing=True, depth=d)
-        else:
-            lowest = f"$unsigned({base}) - ({width}) + 1"
-            source.insert(start, "(($unsigned(", closing=False, depth=d)
-            source.insert(end, f") - ({width}) + 1) & {mask})", closing=True, depth=d)
-            source.replace(sel.range, "+:")
-        if not _read_only(source, ident) or _has_effects(sel.left):
+        if not _read_only(source, ident) or _has_effects(index):
             continue
         cut = f"(({lowest}) & {mask})"
-        past = f"({cut} + ({width}) > $bits({name}) ? {cut} + ({width}) - $bits({name}) : 0)"
+        if width is None:
+            in_range = f"({cut} < $bits({name}))"
+        else:
+            past = f"({cut} + ({w}) > $bits({name}) ? {cut} + ({w}) - $bits({name}) : 0)"
+            in_range = f"({{({w}){{1'b1}}}} >> {past})"
         od = _depth(ident)
         source.insert(outer[0], "(", closing=False, depth=od)
-        source.insert(outer[1], f" & ({{({width}){{1'b1}}}} >> {past}))", closing=True, depth=od)
+        source.insert(outer[1], f" & {in_range})", closing=True, depth=od)
 
 
 def _plain_vector(bodies: dict[str, Any] | None, module: str, name: str) -> bool:

@@ -333,7 +333,7 @@ def _emulate(
         emulate.edge_processes(source, steady)
     emulate.zero_arrays(source, skip=arrays)
     emulate.array_indices(source, bodies)
-    emulate.part_selects(source, bodies)
+    emulate.vector_selects(source, bodies)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)
     emulate.jumps_as_disable(source)
