@@ -292,8 +292,9 @@ def test_part_selects_past_the_end_read_and_write_as_on_verilator(engine):
     assert "a=11111" in rows["i=4"] and "a=00001" in rows["i=6"] and "a=00000" in rows["i=3"]
     assert "c=00111" in rows["i=0"] and "h=0101" in rows["i=4"] and "k=11" in rows["i=3"]
     assert "s=0" in rows["i=5"] and "s=1" in rows["i=6"]  # v[15] past the top; v[18] is v[2]
-    assert "RS wr1=101000000010101 wr3=010100000010101 wr2=5000540000000000000 wr4=000000000010000 hit=1" in (
-        lines["verilator"]
+    assert (
+        "RS wr1=101000000010101 wr3=010100000010101 wr2=5000540000000000000 wr4=000000000010000 hit=1"
+        in (lines["verilator"])
     )
 
 
