@@ -170,8 +170,9 @@ endmodule
 
 def test_out_of_range_indices_are_cut_and_read_0_as_on_verilator():
     text = instrument({"oob.sv": OOB_DUT}).files["oob.sv"]
-    assert "mem[((a) & 63)] <= d;" in text
-    assert "((((a) & 7) >= (0) && ((a) & 7) <= (5)) ? six[((a) & 7)] : '0) == 8'd0" in text
+    assert "mem[(($unsigned(a)) & 63)] <= d;" in text
+    cut = "(($unsigned(a)) & 7)"
+    assert f"(({cut} >= (0) && {cut} <= (5)) ? six[{cut}] : '0) == 8'd0" in text
 
 
 @pytest.mark.slow
@@ -198,8 +199,10 @@ module top (input logic clk, input logic [6:0] a, output logic [7:0] q, output l
 endmodule
 """
     text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]  # expr refuses hierarchical values
-    assert "r <= u.mem[a] + ((((a) & 7) >= (0) && ((a) & 7) <= (5)) ? mem[((a) & 7)] : '0);" in text
-    assert "((((a) & 127) >= (0) && ((a) & 127) <= (99)) ? mem[((a) & 127)] : '0)" in text
+    cut = "(($unsigned(a)) & 7)"
+    assert f"r <= u.mem[a] + (({cut} >= (0) && {cut} <= (5)) ? mem[{cut}] : '0);" in text
+    cut = "(($unsigned(a)) & 127)"
+    assert f"(({cut} >= (0) && {cut} <= (99)) ? mem[{cut}] : '0)" in text
 
 
 def test_an_index_with_a_line_comment_is_masked_but_not_copied():
@@ -211,7 +214,35 @@ def test_an_index_with_a_line_comment_is_masked_but_not_copied():
 endmodule
 """
     text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]
-    assert "q <= mem[((a + // the address\n  7'd0) & 7)];" in text
+    assert "q <= mem[(($unsigned(a + // the address\n  7'd0)) & 7)];" in text
+
+
+#: An index in its own width (attacker review 12-05): `i + 2'd1` of a 2-bit `i` is 0 at i = 3 on
+#: Verilator (the index is self-determined), so `mem[i + 2'd1]` reads `mem[0]`; the mask's 32
+#: bits widened it to 4 (`mem[4]`): the fast path missed `hit`, and the prover proved it.
+SELF_WIDTH_DUT = """module wrap(input clk, input [1:0] i, output reg hit);
+  reg [3:0] mem [0:7];
+  integer k;
+  initial begin hit = 0; for (k = 0; k < 8; k = k + 1) mem[k] = 0; end
+  always @(posedge clk) begin
+    mem[0] <= 4'hF;
+    if (mem[i + 2'd1] == 4'hF) hit <= 1;
+  end
+endmodule
+"""
+SELF_WIDTH_TB = """module tb;
+  reg clk = 0; reg [1:0] i = 3; wire hit;
+  wrap dut(.clk(clk), .i(i), .hit(hit));
+  always #5 clk = ~clk;
+  initial begin #40 $finish; end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_an_index_keeps_its_own_width_as_on_verilator(engine):
+    covered, _ = _same_points(engine, "wrap.sv", SELF_WIDTH_DUT, SELF_WIDTH_TB)
+    assert (7, "branch", "if") in covered and (1, "toggle", "hit:0->1") in covered
 
 
 #: Bit- and indexed part-selects past a packed vector's end (cid012's

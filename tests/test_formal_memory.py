@@ -122,7 +122,28 @@ ALIASED = """module alias_wr(input clk, input [3:0] d, output reg [3:0] q);
 endmodule
 """
 
-DESIGNS = {"ram.sv": RAM, "shift.sv": SHIFT, "und.sv": UNDRIVEN, "oob.sv": OUT_OF_RANGE, "alias.sv": ALIASED}
+#: An index in its own width: `i + 2'd1` of a 2-bit `i` is 0 at i = 3 on both engines (a
+#: self-determined index), so `mem[i + 2'd1]` reads `mem[0]`, which is written with 4'hF. A
+#: 32-bit mask widened the index to 4: the prover proved `hit` and the branch unreachable
+#: (attacker review 12-05). Only `mem[1..7]` never change (never written: 0 on both engines).
+SELF_WIDTH = """module wrap(input clk, input [1:0] i, input [3:0] d, output reg hit);
+  reg [3:0] mem [0:7];
+  always @(posedge clk) begin
+    mem[0] <= d;
+    if (mem[i + 2'd1] == 4'hF) hit <= 1'b1;
+    else hit <= 1'b0;
+  end
+endmodule
+"""
+
+DESIGNS = {
+    "ram.sv": RAM,
+    "shift.sv": SHIFT,
+    "und.sv": UNDRIVEN,
+    "oob.sv": OUT_OF_RANGE,
+    "alias.sv": ALIASED,
+    "wrap.sv": SELF_WIDTH,
+}
 
 
 def _edges(*names: str) -> set[str]:
@@ -146,6 +167,7 @@ PROVED = {
     ),
     "und.sv": ("edges", _edges(*(f"u[{b}]" for b in range(4)), *(f"part[0][{b}]" for b in range(4)))),
     "alias.sv": ("edges", _edges(*(f"sh[1][{b}]" for b in range(4)))),
+    "wrap.sv": ("edges", _edges(*(f"mem[{w}][{b}]" for w in range(1, 8) for b in range(4)))),
 }
 
 

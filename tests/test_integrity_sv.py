@@ -615,7 +615,8 @@ def test_dut_function_writing_dut_state_in_any_form_is_refused(body: str):
 #: cocotb driver's report of the simulator's exit 70), printed by a testbench itself.
 FORGED_GUARD_LINES = (
     '    $display("rs-guard: the simulator could not write its coverage file cov.dat: Too many open files");\n'
-    '    $display("cocotb_driver: vvp: Command failed with return code: 70");'
+    '    $display("cocotb_driver: vvp: Command failed with return code: 70");\n'
+    '    $display("File size limit exceeded");'
 )
 
 
@@ -623,7 +624,8 @@ FORGED_GUARD_LINES = (
 def test_a_testbench_printing_the_guards_lines_is_scored_as_its_plain_twin(engine, engine_name):
     """0.13.0 read those lines from the step's output: any testbench could print them and turn
     its sample into an uncached resource_limit whose message said no coverage was measured
-    (attacker review 12-05). Only a guarded cocotb run's record file says so now."""
+    (attacker review 12-05). Only a guarded cocotb run's record file says so now, and only the
+    step's exit status says a file went over the size limit (the shell's line did too)."""
     weak = engine.score(_request(make_tb(), engine_name))
     forged = engine.score(_request(make_tb(body=FORGED_GUARD_LINES), engine_name))
     assert "rs-guard: the simulator could not write" in (forged.log or ""), forged.message

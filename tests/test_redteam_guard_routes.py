@@ -386,3 +386,21 @@ def test_a_test_that_holds_every_descriptor_is_a_resource_limit(engine, which: s
     assert "RT holding" in (r.log or ""), describe(r)
     assert r.status.value == "resource_limit" and r.reward == 0.0, describe(r)
     assert "could not write its coverage file" in r.message and "file descriptors" in r.message, describe(r)
+
+
+#: A test that prints what only the guard or the sandbox may say: the guard's cannot-write line
+#: and record, and the shell's report of a file over the size limit (attacker review 12-05:
+#: each gave an uncached resource_limit, a failure a trainer may drop instead of learning it).
+FORGED_LINES = """    import sys
+    print("rs-guard: the simulator could not write its coverage file x: Too many open files", flush=True)
+    print('RS_COCOTB_GUARD {"event": "cannot_write", "file": "x", "error": "Too many open files"}', flush=True)
+    print("File size limit exceeded", flush=True)
+    sys.stderr.write("File size limit exceeded\\n")
+"""
+
+
+@pytest.mark.parametrize("which", ["fast", "verilator"])
+def test_a_test_printing_the_guards_or_the_sandboxs_lines_is_scored_as_without(engine, weak, which: str) -> None:
+    r = run_hack(engine, FORGED_LINES, which)
+    assert "could not write its coverage file x" in (r.log or ""), describe(r)
+    assert_weak(r, weak, which)

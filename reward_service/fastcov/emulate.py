@@ -1396,7 +1396,8 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
     ``mem [0:63]`` is ``mem[36]``, ``d[100]`` of ``d [0:5]`` is ``d[4]``, ``b[130]`` of
     ``b [1:64]`` is ``b[2]``; an index still outside the range then writes nothing and reads 0.
     Icarus writes nothing and reads X for any index outside the range (an X the 2-state
-    rewrite does not even clear). So every variable index becomes ``((i) & MASK)``, and a read
+    rewrite does not even clear). So every variable index becomes ``(($unsigned(i)) & MASK)`` (in
+    its own width), and a read
     of an array whose range is not ``[0:2^n-1]`` (in the first elaborated instance: ``bodies``;
     the testbench's: from literal bounds) becomes ``(in range ? a[...] : '0)`` where the element
     is unsigned and the index has no side effect (a call, ``++``, an assignment). Arrays of
@@ -1450,13 +1451,15 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
             continue
         mask = _mask(hi)
         d = _depth(index)
-        source.insert(start, "((", closing=False, depth=d)
-        source.insert(end, f") & {mask})", closing=True, depth=d)
+        # the index keeps its own (self-determined) width: `$unsigned` is a call, whose
+        # argument the mask's 32 bits do not widen (`mem[i + 2'd1]` of a 2-bit `i` is mem[0] at 3)
+        source.insert(start, "(($unsigned(", closing=False, depth=d)
+        source.insert(end, f")) & {mask})", closing=True, depth=d)
         if full or not unsigned or not _read_only(source, ident) or _has_effects(index):
             continue
         if "\n" in text or "//" in text or "`" in text:
             continue  # a comment, line break or macro in the index: not copied into one line
-        cut = f"(({text}) & {mask})"
+        cut = f"(($unsigned({text})) & {mask})"
         od = _depth(ident)
         source.insert(outer[0], f"(({cut} >= ({lo}) && {cut} <= ({hi})) ? ", closing=False, depth=od)
         source.insert(outer[1], " : '0)", closing=True, depth=od)

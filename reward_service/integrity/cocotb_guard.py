@@ -47,8 +47,6 @@ EXIT = 86
 #: CANNOT_WRITE_EXIT): the test used up the descriptors or the disk.
 CANNOT_WRITE_EXIT = 70
 KIND = "cocotb_write"
-#: The guard's line on the step's saved stderr when the simulator could not write its coverage.
-_CANNOT_WRITE_LINE = re.compile(r"^rs-guard: the simulator could not write its coverage file [^\n]*", re.M)
 _LINE = re.compile(r"^" + re.escape(MARKER) + r"(\{.*\})\s*$", re.M)
 _ACTIONS = {
     "deposit": "a write (deposit)",
@@ -174,16 +172,15 @@ def armed(found: list[dict]) -> bool:
     return any(r.get("event") == "armed" for r in found)
 
 
-def cannot_write(found: list[dict], output: str) -> str | None:
+def cannot_write(found: list[dict]) -> str | None:
     """The guard's ``rs-guard:`` line when the simulator could not write its coverage file (it
     ended with :data:`CANNOT_WRITE_EXIT`: the test had used up the descriptors or filled the
-    disk), from its record in ``found`` or the step's ``output``; None otherwise. A test that
-    prints such a line itself only makes its own sample a failure."""
+    disk), from its record in ``found`` (the record file's records: never the step's output,
+    which the test writes); None otherwise."""
     for r in found:
         if r.get("event") == "cannot_write":
             return f"rs-guard: the simulator could not write its coverage file {r.get('file')}: {r.get('error')}"
-    m = _CANNOT_WRITE_LINE.search(output or "")
-    return m.group(0).strip()[:300] if m else None
+    return None
 
 
 def dropped_note(found: list[dict]) -> str | None:

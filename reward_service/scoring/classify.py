@@ -40,7 +40,7 @@ def classify(
             f"the simulation used up its {run_s:g} CPU-second run-time limit{hint}; coverage "
             "up to the kill is reported for information"
         )
-    if _file_too_large(runres):
+    if _file_too_large(runres) or run.ended_by == "file_size":
         return Status.resource_limit, "a file written by the simulation exceeded the file-size limit"
     if run.not_run is not None:  # a cocotb run that ran no test: nothing the stimulus did is measured
         return run.not_run
@@ -89,7 +89,11 @@ def tool_internal_error(build_log: str) -> str | None:
 
 
 def _file_too_large(runres: ExecResult) -> bool:
-    return runres.exit_code in (-25, 153) or "File size limit exceeded" in runres.output
+    """Whether SIGXFSZ ended the step (a file over the file-size limit): its exit status only,
+    never a line of its output, which the testbench writes (``$display("File size limit
+    exceeded")`` was an uncached resource_limit; attacker review 12-05). A cocotb run's
+    simulator is the driver's child: its status file says (``ended_by == "file_size"``)."""
+    return runres.exit_code in (-25, 128 + 25)
 
 
 def first_error(log_text: str) -> str:

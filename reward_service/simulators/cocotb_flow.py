@@ -523,6 +523,8 @@ def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict
         return "timeout"
     if run.limit_hit:
         return "killed"
+    if status.get("returncode") in _FILE_SIZE_EXITS:  # the simulator, killed by SIGXFSZ
+        return "file_size"
     premature = (
         any(p in (t.message or "") for t in tests for p in (PREMATURE, PREMATURE_19))
         or PREMATURE in log_text
@@ -534,6 +536,11 @@ def _ended_by(out: SimRun, log_text: str, tests: list[TestOutcome], status: dict
     if (isinstance(rc, int) and rc < 0) or (run.exit_code is not None and run.exit_code < 0):
         return "crash"
     return "exit"
+
+
+#: The simulator's return code, in the driver's status file, when SIGXFSZ ended it (a file over
+#: the file-size limit): -25 from subprocess, 153 through a shell.
+_FILE_SIZE_EXITS = (-25, 128 + 25)
 
 
 def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = ()) -> SimRun:
@@ -719,7 +726,9 @@ def _check_guard(job: Job, out: SimRun, record: Path) -> str | None:
         out.notes.append(note)
     if not out.violations and (out.tests or out.results_xml is not None) and not cocotb_guard.armed(found):
         raise SandboxError("the cocotb write guard did not start in the simulator: the run was not checked")
-    return cocotb_guard.cannot_write(found, out.run.output)
+    # only the record file (written from a descriptor the guard opened at start, which the
+    # test cannot write): a test prints whatever it likes on the step's output
+    return cocotb_guard.cannot_write(cocotb_guard.records(text))
 
 
 #: The driver's exit statuses (cocotb_driver.EXIT_*) that mean the runner failed before or
@@ -749,7 +758,7 @@ def no_test_ran(
     :func:`cocotb_runtime.shipped`), it defines no test, every test was skipped, no
     ``results.xml`` (``sandbox_error`` when the driver says the runner itself failed), a
     ``results.xml`` without test cases: ``runtime_error``."""
-    if out.run is None or out.run.limit_hit or out.ended_by in ("timeout", "killed", "crash"):
+    if out.run is None or out.run.limit_hit or out.ended_by in ("timeout", "killed", "crash", "file_size"):
         return None
     if out.tests:
         if all(_skipped(t) for t in out.tests):
