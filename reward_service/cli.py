@@ -324,10 +324,16 @@ def score(
         Shaping | None, typer.Option("--shaping", help="reward shaping (docs/coverage.md) \\[default: chorus]")
     ] = None,
     run_s: Annotated[
-        float | None, typer.Option("--run-s", help="simulation wall-clock limit, seconds \\[default: 30]")
+        float | None,
+        typer.Option(
+            "--run-s", help="simulation CPU-time limit, seconds (wall-clock backstop 4x + 30 s) \\[default: 30]"
+        ),
     ] = None,
     compile_s: Annotated[
-        float | None, typer.Option("--compile-s", help="build wall-clock limit, seconds \\[default: 120]")
+        float | None,
+        typer.Option(
+            "--compile-s", help="build CPU-time limit, seconds (wall-clock backstop 4x + 30 s) \\[default: 120]"
+        ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="simulation seed")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="print the ScoreResult as JSON")] = False,

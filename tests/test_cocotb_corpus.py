@@ -261,7 +261,8 @@ VERILATOR = {
         5,
         {"line": (17, 20), "branch": (38, 42), "toggle": (974, 1810), "expr": (0, 6)},
     ),
-    "cvdp_copilot_64b66b_encoder_0018": (7, 0, {"line": (2, 2), "branch": (6, 8), "toggle": (394, 412)}),
+    # toggle 394 before 0.14: Verilator counted 2 bits of its 66-bit output it never changed
+    "cvdp_copilot_64b66b_encoder_0018": (7, 0, {"line": (2, 2), "branch": (6, 8), "toggle": (392, 412)}),
     "cvdp_copilot_cdc_pulse_synchronizer_0022": (
         8,
         0,

@@ -333,3 +333,20 @@ def test_part_selects_past_the_end_read_and_write_as_on_verilator(engine):
 def test_part_selects_past_the_end_cover_verilators_points(engine):
     covered, _ = _same_points(engine, "ps.sv", PART_SELECT_DUT, PART_SELECT_TB)
     assert (21, "branch", "if") in covered  # v[15 +: 5] reads 00000 (Icarus: xxxxx, not != 5'b11111)
+
+
+def test_a_part_select_whose_base_calls_clog2_is_zeroed_too():
+    """`$clog2` and `$bits` have no effect: a base that calls them is copied into the range
+    check (binary_search_tree_sorting_0030's `left_child[node*($clog2(N)+1) +: ...]` read X on
+    the fast path past the end, 0 on Verilator); a base holding another select is only cut (its
+    copy would not be cut as the select in place is)."""
+    dut = """module m(input [3:0] i, input [74:0] v, input [14:0] s, output [4:0] a, output [4:0] b);
+  assign a = v[i*($clog2(15)+1) +: 5];
+  assign b = v[s[i]*5 +: 5];
+endmodule
+"""
+    text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]  # expr refuses $clog2 of a literal
+    a = next(line for line in text.splitlines() if "assign a" in line)
+    b = next(line for line in text.splitlines() if "assign b" in line)
+    assert "assign a = (v[" in a and "{(5){1'b1}} >>" in a
+    assert "assign b = v[" in b and "{(5){1'b1}} >>" not in b

@@ -1534,7 +1534,8 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
             lowest = f"$unsigned({base})"
             source.insert(start, "(($unsigned(", closing=False, depth=d)
             source.insert(end, f")) & {mask})", closing=True, depth=d)
-        if not _read_only(source, ident) or _has_effects(index):
+        if not _read_only(source, ident) or _has_effects(index) or "[" in base:
+            # (a select in the index: its copy here would not be cut as the one in place is)
             continue
         cut = f"(({lowest}) & {mask})"
         if width is None:
@@ -1642,13 +1643,27 @@ def _read_only(source: SourceFile, node: Any) -> bool:
     return False
 
 
+#: System functions whose value depends on their arguments only (no state, no side effect).
+_PURE_SYSTEM_FUNCTIONS = frozenset(
+    {"$clog2", "$bits", "$signed", "$unsigned", "$size", "$high", "$low", "$left", "$right", "$countones"}
+)
+
+
 def _has_effects(expr: Any) -> bool:
-    """Whether evaluating ``expr`` twice could differ from once (a call, ``++``, an assignment)."""
+    """Whether evaluating ``expr`` twice could differ from once (a call other than of
+    :data:`_PURE_SYSTEM_FUNCTIONS`, ``++``, an assignment)."""
     kinds = _WRITES | {
-        _K.InvocationExpression,
         _K.PostincrementExpression,
         _K.PostdecrementExpression,
         _K.UnaryPreincrementExpression,
         _K.UnaryPredecrementExpression,
     }
-    return expr.kind in kinds or any(n.kind in kinds for n in _walk(expr))
+    for node in (expr, *_walk(expr)):
+        if node.kind in kinds:
+            return True
+        if node.kind == _K.InvocationExpression:
+            callee = node.left
+            pure = callee.kind == _K.SystemName and callee.systemIdentifier.valueText in _PURE_SYSTEM_FUNCTIONS
+            if not pure:
+                return True
+    return False
