@@ -350,3 +350,29 @@ endmodule
     b = next(line for line in text.splitlines() if "assign b" in line)
     assert "assign a = (v[" in a and "{(5){1'b1}} >>" in a
     assert "assign b = v[" in b and "{(5){1'b1}} >>" not in b
+
+
+#: An array of a generate block named like a module vector (attacker review 12-05): the select
+#: in the block is the array's element, not a bit of the vector; taken for the vector's, its read
+#: was ANDed with a one-bit range check (fast o1 = 1 where Verilator reads 3).
+SHADOW_DUT = """module m(input clk, input [1:0] i, input [3:0] v, output [3:0] o1, output o2);
+  assign o2 = v[i];
+  if (1) begin : g
+    wire [3:0] v [0:3];
+    assign v[0] = 4'h1; assign v[1] = 4'h2; assign v[2] = 4'h3; assign v[3] = 4'h4;
+    assign o1 = v[i];
+  end
+endmodule
+"""
+SHADOW_TB = """module tb;
+  reg clk = 0; reg [1:0] i = 0; reg [3:0] v = 4'h5; wire [3:0] o1; wire o2;
+  m dut(.clk(clk), .i(i), .v(v), .o1(o1), .o2(o2));
+  initial begin #1 i = 2; #1 i = 1; #1 i = 3; #1 $finish; end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_a_generate_blocks_array_named_like_a_vector_is_not_cut_as_the_vector(engine):
+    covered, _ = _same_points(engine, "m.sv", SHADOW_DUT, SHADOW_TB)
+    assert (1, "toggle", "o1[1]:0->1") in covered and (1, "toggle", "o1[2]:0->1") in covered

@@ -1485,7 +1485,8 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
     not shadowed by a declaration in a block or subroutine or by an argument; literal indices
     are left alone."""
     shadowed: dict[str, set[str]] = {}
-    for node in source.of_kind(_K.DataDeclaration):
+    # a variable or net of a block (generate blocks too) or a subroutine, a non-ANSI argument
+    for node in source.of_kind(_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
         module = _module_name(node)
         if module is not None and (node.parent is None or node.parent.kind != _K.ModuleDeclaration):
             shadowed.setdefault(module, set()).update(
