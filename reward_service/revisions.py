@@ -15,9 +15,9 @@ from reward_service import __version__
 ENGINE_REVISION = "12"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
-FASTCOV_VERSION = "14"
+FASTCOV_VERSION = "15"
 #: The unreachability prover's verdicts (also keys its verdict cache).
-PROVER_REVISION = "16"
+PROVER_REVISION = "17"
 
 
 def results_revision() -> dict[str, str]:

@@ -52,6 +52,15 @@ def _same_points(engine, name: str, dut: str, tb: str):
     return {(k[1], k[2], k[3]) for k in covered_keys(reference)}, reference
 
 
+def _same_prints(engine, name: str, dut: str, tb: str, count: int) -> list[str]:
+    """The testbench's `RS ` lines, equal on both engines (``count`` of them): Verilator's."""
+    runs = {e: score_one_file(engine, name, dut, tb, e).result for e in ("fast", "verilator")}
+    lines = {e: [ln.strip() for ln in (r.log or "").splitlines() if "RS " in ln] for e, r in runs.items()}
+    assert runs["fast"].engine == "fast" and len(lines["verilator"]) == count, runs["fast"].fallback
+    assert lines["fast"] == lines["verilator"]
+    return lines["verilator"]
+
+
 def _module(text: str, name: str) -> str:
     start = text.index(f"module {name}")
     return text[start : text.index("endmodule", start)]
@@ -302,10 +311,13 @@ endmodule
 def test_part_selects_are_cut_and_zeroed_in_the_text():
     text = instrument({"ps.sv": PART_SELECT_DUT}).files["ps.sv"]
     mask = "((1 << ($clog2($bits(v)) > 0 ? $clog2($bits(v)) : 1)) - 1)"
-    assert f"v[(($unsigned(i*5)) & {mask}) +: 5]" in text
-    assert f"v[(($unsigned(i*5) - (5) + 1) & {mask}) +: 5]" in text  # `-:` as the select of its lowest bit
-    assert f"(v[(($unsigned(i*3)) & {mask})] & ((($unsigned(i*3)) & {mask}) < $bits(v)))" in text
-    assert "& ({(5){1'b1}} >> " in text
+    # a read: shifted down by the cut lowest bit (zeros past the top), cast to its width
+    assert f"assign a = ((5)'(v >> (($unsigned(i*5)) & {mask})  ));" in text
+    assert f"assign c = ((5)'(v >> (($unsigned(i*5) - (5) + 1) & {mask})  ));" in text  # `-:`: its lowest bit
+    assert f"assign s = (1'(v >> (($unsigned(i*3)) & {mask})));" in text
+    # a write: cut only (Verilator writes nothing past the top; nor does Icarus)
+    mask = mask.replace("(v)", "(wr3)")
+    assert f"wr3[(($unsigned(i*5) - (5) + 1) & {mask}) +: 5] <= 5'b10101;" in text
 
 
 @pytest.mark.slow
@@ -313,20 +325,12 @@ def test_part_selects_past_the_end_read_and_write_as_on_verilator(engine):
     """Every printed value equal on both engines; a few of Verilator's, worked out by hand:
     `v[20 +: 5]` of 15 bits is `v[4 +: 5]`, `v[30 +: 5]` is `v[14 +: 5]` (one bit, then 0),
     `v[-4 +: 5]` is `v[12 +: 5]`; a write at 16 lands at 0."""
-    runs = {
-        e: score_one_file(engine, "ps.sv", PART_SELECT_DUT, PART_SELECT_TB, e).result for e in ("fast", "verilator")
-    }
-    lines = {e: [ln.strip() for ln in (r.log or "").splitlines() if "RS " in ln] for e, r in runs.items()}
-    assert runs["fast"].engine == "fast" and len(lines["verilator"]) == 17, runs["fast"].fallback
-    assert lines["fast"] == lines["verilator"]
-    rows = {ln.split()[1]: ln for ln in lines["verilator"]}
+    lines = _same_prints(engine, "ps.sv", PART_SELECT_DUT, PART_SELECT_TB, 17)
+    rows = {ln.split()[1]: ln for ln in lines}
     assert "a=11111" in rows["i=4"] and "a=00001" in rows["i=6"] and "a=00000" in rows["i=3"]
     assert "c=00111" in rows["i=0"] and "h=0101" in rows["i=4"] and "k=11" in rows["i=3"]
     assert "s=0" in rows["i=5"] and "s=1" in rows["i=6"]  # v[15] past the top; v[18] is v[2]
-    assert (
-        "RS wr1=101000000010101 wr3=010100000010101 wr2=5000540000000000000 wr4=000000000010000 hit=1"
-        in (lines["verilator"])
-    )
+    assert "RS wr1=101000000010101 wr3=010100000010101 wr2=5000540000000000000 wr4=000000000010000 hit=1" in lines
 
 
 @pytest.mark.slow
@@ -335,21 +339,100 @@ def test_part_selects_past_the_end_cover_verilators_points(engine):
     assert (21, "branch", "if") in covered  # v[15 +: 5] reads 00000 (Icarus: xxxxx, not != 5'b11111)
 
 
-def test_a_part_select_whose_base_calls_clog2_is_zeroed_too():
-    """`$clog2` and `$bits` have no effect: a base that calls them is copied into the range
-    check (binary_search_tree_sorting_0030's `left_child[node*($clog2(N)+1) +: ...]` read X on
-    the fast path past the end, 0 on Verilator); a base holding another select is only cut (its
-    copy would not be cut as the select in place is)."""
-    dut = """module m(input [3:0] i, input [74:0] v, input [14:0] s, output [4:0] a, output [4:0] b);
+#: Indices holding selects and calls (attacker review 12-05: a base holding another select was
+#: only cut, not zeroed past the top; an array's range check copied a nested select uncut, and
+#: the two rewrites' parentheses crossed where one select was the other's whole index). A read
+#: of a vector is a shift now (no copy of its index); an array's check copies its index as
+#: rewritten in place. Reads as a function's input, an input port's connection and in `wait`
+#: are reads too; a function's arguments are vectors as the module's are. On Verilator, by hand: `w[12]` of 10 bits reads 0, `v[w[k]]` is `v[0]`...
+NESTED_DUT = """module nest(input clk, input [3:0] i, input [2:0] k, input [9:0] w, input [14:0] v,
+  output [4:0] a, output b, output [7:0] c, output d, output e, output reg f, output reg g);
+  reg [7:0] mem [0:5];
+  reg [3:0] idx [0:2];
+  integer n;
+  function automatic logic [4:0] pick(input logic [3:0] at, logic [14:0] from);
+    pick = from[at +: 5];
+  endfunction
+  function automatic logic [3:0] twice(input logic [3:0] x);
+    twice = x + x;
+  endfunction
+  initial begin
+    f = 0; g = 0;
+    for (n = 0; n < 6; n = n + 1) mem[n] = 8'd10 + n;
+    idx[0] = 4'd9; idx[1] = 4'd2; idx[2] = 4'd14;
+  end
+  assign a = v[w[i +: 4] +: 5];
+  assign b = v[twice(i)];
+  assign c = mem[idx[k]];
+  assign d = w[idx[k]];
+  pass1 u (.y(e), .a(w[i + 4'd1]));
+  always @(posedge clk) begin
+    if (pick(i, v) == 5'd0) f <= 1;
+    if (w[twice(i)]) g <= 1;
+  end
+endmodule
+module pass1(output y, input a);
+  assign y = a;
+endmodule
+"""
+NESTED_TB = """module tb;
+  reg clk = 0; reg [3:0] i = 0; reg [2:0] k = 0; reg [9:0] w = 10'b1111100001; reg [14:0] v = 15'h7ffe;
+  wire [4:0] a; wire b, d, e, f, g; wire [7:0] c;
+  nest dut(.clk(clk), .i(i), .k(k), .w(w), .v(v), .a(a), .b(b), .c(c), .d(d), .e(e), .f(f), .g(g));
+  integer n;
+  initial begin
+    for (n = 0; n < 16; n = n + 1) begin
+      i = n; k = n[2:0]; #1;
+      $display("RS i=%0d a=%b b=%b c=%0d d=%b e=%b", i, a, b, c, d, e);
+      clk = 1; #1 clk = 0;
+    end
+    $display("RS f=%b g=%b", f, g);
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_indices_holding_selects_and_calls_are_read_once_and_nest():
+    text = instrument({"nest.sv": NESTED_DUT}, ("line",)).files["nest.sv"]
+    line = {ln.split("=")[0].strip(): ln for ln in text.splitlines() if "assign" in ln}
+    assert line["assign b"].startswith("  assign b = (1'(v >> (($unsigned(twice(i))) & ")  # the call once
+    # the array's check copies `idx[k]` as it reads in place: cut, zeroed past idx [0:2]
+    inner = "(((($unsigned(k)) & 3) >= (0) && (($unsigned(k)) & 3) <= (2)) ? idx[(($unsigned(k)) & 3)] : '0)"
+    assert f"assign c = (((($unsigned({inner})) & 7) >= (0) && " in line["assign c"]
+    assert f"mem[(($unsigned({inner})) & 7)] : '0);" in line["assign c"]
+    assert "pass1 u (.y(e), .a((1'(w >> " in text  # an input port's connection is read
+    assert "pick = ((5)'(from >> (($unsigned(at)) & " in text  # a function's argument, as its vector
+
+
+@pytest.mark.slow
+def test_indices_holding_selects_and_calls_read_as_on_verilator(engine):
+    """Every printed value equal on both engines; some of Verilator's, worked out by hand:
+    i = 3: `w[3 +: 4]` = 4'b1100 = 12, `v[12 +: 5]` = 5'b00111; `idx[3]` is cut to `idx[3]`,
+    past [0:2]: reads 0, so `mem[0]` = 10 and `w[0]` = 1; i = 12: `w[13]` is cut to `w[13]`,
+    past the top: 0."""
+    lines = _same_prints(engine, "nest.sv", NESTED_DUT, NESTED_TB, 17)
+    rows = {ln.split()[1]: ln for ln in lines}
+    assert "a=00111" in rows["i=3"] and "c=10 d=1" in rows["i=3"]
+    assert "e=0" in rows["i=12"] and "e=1" in rows["i=4"]
+
+
+@pytest.mark.slow
+def test_indices_holding_selects_and_calls_cover_verilators_points(engine):
+    _same_points(engine, "nest.sv", NESTED_DUT, NESTED_TB)
+
+
+def test_a_part_select_whose_base_calls_clog2_is_read_once():
+    """binary_search_tree_sorting_0030's `left_child[node*($clog2(N)+1) +: ...]` read X on the
+    fast path past the end, 0 on Verilator; its base is read once, in place."""
+    dut = """module m(input [3:0] i, input [74:0] v, output [4:0] a);
   assign a = v[i*($clog2(15)+1) +: 5];
-  assign b = v[s[i]*5 +: 5];
 endmodule
 """
     text = instrument({"m.sv": dut}, ("line",)).files["m.sv"]  # expr refuses $clog2 of a literal
     a = next(line for line in text.splitlines() if "assign a" in line)
-    b = next(line for line in text.splitlines() if "assign b" in line)
-    assert "assign a = (v[" in a and "{(5){1'b1}} >>" in a
-    assert "assign b = v[" in b and "{(5){1'b1}} >>" not in b
+    assert a.startswith("  assign a = ((5)'(v >> (($unsigned(i*($clog2(15)+1))) & ")
+    assert a.count("$clog2(15)") == 1
 
 
 #: An array of a generate block named like a module vector (attacker review 12-05): the select
@@ -376,3 +459,60 @@ endmodule
 def test_a_generate_blocks_array_named_like_a_vector_is_not_cut_as_the_vector(engine):
     covered, _ = _same_points(engine, "m.sv", SHADOW_DUT, SHADOW_TB)
     assert (1, "toggle", "o1[1]:0->1") in covered and (1, "toggle", "o1[2]:0->1") in covered
+
+
+#: The testbench's own selects past the end (attacker review 12-05: only the DUT's were
+#: rewritten, so a testbench read `pat[k]` as X on the fast path, a bit on Verilator, and drove
+#: the DUT differently), and a narrow signed index, which Verilator sign-extends before cutting
+#: it (`w[si]` of 64 bits with si = 3'sb111 is `w[63]`; an unsigned one would read `w[7]`).
+TB_SELECT_DUT = """module tsel(input clk, input [7:0] d, input signed [2:0] si, input [63:0] w, output o, output [1:0] p,
+  output reg seen);
+  reg [3:0] mem [0:7];
+  integer n;
+  initial begin seen = 0; for (n = 0; n < 8; n = n + 1) mem[n] = n; end
+  assign o = w[si];
+  assign p = mem[si][1:0];
+  always @(posedge clk) if (d == 8'hA5) seen <= 1;
+endmodule
+"""
+TB_SELECT_TB = """module tb;
+  localparam W = 10;
+  reg clk = 0; reg [7:0] d = 0; reg signed [2:0] si = 0; reg [63:0] w = 64'h8000_0000_0000_0081;
+  reg [W-1:0] pat = 10'b1010011101; reg [3:0] k; reg [4:0] j;
+  wire o, seen; wire [1:0] p;
+  tsel dut(.clk(clk), .d(d), .si(si), .w(w), .o(o), .p(p), .seen(seen));
+  initial begin
+    for (j = 0; j < 16; j = j + 1) begin
+      k = j[3:0]; si = j[2:0];
+      d = {pat[k], pat[k +: 3], pat[k -: 2], 2'b01}; #1;
+      $display("RS k=%0d d=%b o=%b p=%b", k, d, o, p);
+      clk = 1; #1 clk = 0;
+    end
+    d = 8'h00; if (pat[j] == 1'b1) d = 8'hA5;  // j = 16 is cut to 0: pat[0] = 1 (Icarus: past the end, X)
+    #1 clk = 1; #1 clk = 0;
+    $display("RS seen=%b", seen);
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_testbench_selects_and_signed_indices_in_the_text():
+    from reward_service.fastcov.instrument import emulate_testbench
+
+    tb, skipped = emulate_testbench({"tb.sv": TB_SELECT_TB})
+    assert not skipped
+    assert "{(1'(pat >> (($unsigned(k)) & " in tb["tb.sv"]  # declared `[W-1:0]`: its width left to $bits
+    dut = instrument({"tsel.sv": TB_SELECT_DUT}, ("line",)).files["tsel.sv"]
+    assert "assign o = (1'(w >> (($signed(si)) & " in dut
+    assert "mem[(($signed(si)) & 7)]" in dut
+
+
+@pytest.mark.slow
+def test_testbench_selects_and_signed_indices_read_as_on_verilator(engine):
+    """Every printed value equal on both engines; by hand on Verilator: k = 9, `pat[9 +: 3]` is
+    bit 9 then zeros (001), `pat[9 -: 2]` is bits 9..8 (10); si = -1: `w[63]` = 1, `mem[7]`."""
+    lines = _same_prints(engine, "tsel.sv", TB_SELECT_DUT, TB_SELECT_TB, 17)
+    rows = {ln.split()[1]: ln for ln in lines}
+    assert "d=10011001" in rows["k=9"] and "o=1 p=11" in rows["k=7"]
+    assert "RS seen=1" in lines

@@ -1368,6 +1368,7 @@ _READ_ENDS = frozenset(
         _K.ForLoopStatement,
         _K.DoWhileStatement,
         _K.LoopStatement,
+        _K.WaitStatement,
     }
 )
 #: Expressions an element read passes through on its way to where it is read.
@@ -1385,7 +1386,7 @@ _READ_THROUGH = frozenset(
         _K.InvocationExpression,  # a task's output argument is written
         _K.AssignmentPatternExpression,
     )
-) | {_K.ElementSelect, _K.IdentifierSelectName}
+) | {_K.ElementSelect, _K.IdentifierSelectName, _K.SimpleSequenceExpr, _K.SimplePropertyExpr}
 
 
 def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
@@ -1400,7 +1401,9 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
     its own width), and a read
     of an array whose range is not ``[0:2^n-1]`` (in the first elaborated instance: ``bodies``;
     the testbench's: from literal bounds) becomes ``(in range ? a[...] : '0)`` where the element
-    is unsigned and the index has no side effect (a call, ``++``, an assignment). Arrays of
+    is unsigned and the index has no side effect (a call, ``++``, an assignment); the check's
+    copy of the index is rendered with the rewrites of the selects inside it
+    (:func:`vector_selects`, run first, and the arrays' own). Arrays of
     several unpacked dimensions, names declared twice in a module, constant literal indices and
     selects from macro expansions are left alone."""
     arrays: dict[tuple[str, str], tuple[str, str, bool, bool]] = {}
@@ -1429,7 +1432,10 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
     if not arrays:
         return
     names = {name for _, name in arrays}
-    for ident in source.of_kind(_K.IdentifierSelectName):
+    resolve = _Names(source, bodies)
+    # innermost first (a nested select starts after the one holding it): the range check's
+    # copy of an index renders the rewrites of the selects inside it
+    for ident in reversed(source.of_kind(_K.IdentifierSelectName)):
         name = ident.identifier.valueText
         if name not in names:
             continue
@@ -1446,23 +1452,28 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
         try:
             start, end = source.offsets(index)
             outer = source.offsets(ident)
-            text = source.slice(index)
+            text = source.render(index, SELECTS)
         except Unsupported:
             continue
         mask = _mask(hi)
-        d = _depth(index)
+        extend = resolve.extend(ident, index)
+        check = not (full or not unsigned or not _read_only(source, ident, bodies) or _has_effects(index))
+        check = check and not ("\n" in text or "//" in text or "`" in text)  # copied onto one line
         # the index keeps its own (self-determined) width: `$unsigned` is a call, whose
-        # argument the mask's 32 bits do not widen (`mem[i + 2'd1]` of a 2-bit `i` is mem[0] at 3)
-        source.insert(start, "(($unsigned(", closing=False, depth=d)
-        source.insert(end, f")) & {mask})", closing=True, depth=d)
-        if full or not unsigned or not _read_only(source, ident) or _has_effects(index):
-            continue
-        if "\n" in text or "//" in text or "`" in text:
-            continue  # a comment, line break or macro in the index: not copied into one line
-        cut = f"(($unsigned({text})) & {mask})"
-        od = _depth(ident)
-        source.insert(outer[0], f"(({cut} >= ({lo}) && {cut} <= ({hi})) ? ", closing=False, depth=od)
-        source.insert(outer[1], " : '0)", closing=True, depth=od)
+        # argument the mask's 32 bits do not widen (`mem[i + 2'd1]` of a 2-bit `i` is mem[0] at
+        # 3); the select's own depth: it wraps whatever a select inside wraps the index with
+        d = _depth(index) - 1
+        source.insert(start, f"(({extend}(", closing=False, depth=d, group=SELECTS)
+        source.insert(end, f")) & {mask})", closing=True, depth=d, group=SELECTS)
+        if check:
+            cut = f"(({extend}({text})) & {mask})"
+            od = _depth(ident)
+            source.insert(outer[0], f"(({cut} >= ({lo}) && {cut} <= ({hi})) ? ", False, od, SELECTS)
+            source.insert(outer[1], " : '0)", True, od, SELECTS)
+
+
+#: The insertion group of :func:`array_indices` and :func:`vector_selects` (SourceFile.render).
+SELECTS = "selects"
 
 
 def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> None:
@@ -1479,23 +1490,23 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
     sync_serial_communication_0009 writes ``data_reg[bit_count]`` of 64 bits with an 8-bit
     count). So the index becomes ``(($unsigned(i)) & MASK)`` (in its own width: ``$unsigned``
     is a call, whose argument the mask's 32 bits do not widen; a ``-:`` select becomes the
-    ``+:`` select of its lowest bit), and a read is ANDed with the bits in range (``(i < $bits(v))``,
-    ``({w{1'b1}} >> (past the top))``) where the index has no side effect. Only vectors of one
+    ``+:`` select of its lowest bit), and a read becomes the vector shifted down by it, cast to
+    the select's width (``1'(v >> CUT)``, ``(w)'(v >> CUT)``: zeros past the top, the index
+    evaluated once, selects and calls in it included). Only vectors of one
     packed dimension ``[msb:0]`` of the module (in its first elaborated instance: ``bodies``),
     not shadowed by a declaration in a block or subroutine or by an argument; literal indices
-    are left alone."""
+    are left alone. Run before :func:`array_indices` (whose range checks copy an index as
+    rewritten here)."""
     shadowed: dict[str, set[str]] = {}
-    # a variable or net of a block (generate blocks too) or a subroutine, a non-ANSI argument
+    # a variable or net of a block (generate blocks too; a subroutine's own are looked up in
+    # its scope below)
     for node in source.of_kind(_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
         module = _module_name(node)
-        if module is not None and (node.parent is None or node.parent.kind != _K.ModuleDeclaration):
+        if module is not None and (node.parent is None or node.parent.kind not in _SCOPES_LOOKED_UP):
             shadowed.setdefault(module, set()).update(
                 d.name.valueText for d in node.declarators if isinstance(d, syntax.DeclaratorSyntax)
             )
-    for port in source.of_kind(_K.FunctionPort):  # a task's or function's argument
-        module = _module_name(port)
-        if module is not None and port.declarator is not None:
-            shadowed.setdefault(module, set()).add(port.declarator.name.valueText)
+    names = _Names(source, bodies)
     for ident in source.of_kind(_K.IdentifierSelectName):
         selects: list[Any] = [s for s in ident.selectors if isinstance(s, syntax.SyntaxNode)]
         if len(selects) != 1 or selects[0].selector is None:
@@ -1511,55 +1522,154 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
             continue  # `u.v[i]`: another scope's vector
         module = _module_name(ident)
         name = ident.identifier.valueText
-        if module is None or name in shadowed.get(module, ()) or not _plain_vector(bodies, module, name):
+        if module is None or name in shadowed.get(module, ()):
+            continue
+        signed = names.vector(ident, name)
+        if signed is None:
             continue
         if _literals(index) is not None:
             continue
         try:
             start, end = source.offsets(index)
-            outer = source.offsets(ident)
-            base = source.slice(index)
             w = source.slice(width) if width is not None else "1"
         except Unsupported:
             continue
-        if any(c in base + w for c in "\n`") or "//" in base + w:
+        if any(c in w for c in "\n`") or "//" in w:
             continue  # a comment, line break or macro: not copied into one line
         mask = f"((1 << ($clog2($bits({name})) > 0 ? $clog2($bits({name})) : 1)) - 1)"
-        d = _depth(index)
-        if sel.kind == _K.DescendingRangeSelect:
-            lowest = f"$unsigned({base}) - ({w}) + 1"
-            source.insert(start, "(($unsigned(", closing=False, depth=d)
-            source.insert(end, f") - ({w}) + 1) & {mask})", closing=True, depth=d)
-            source.replace(sel.range, "+:")
-        else:
-            lowest = f"$unsigned({base})"
-            source.insert(start, "(($unsigned(", closing=False, depth=d)
-            source.insert(end, f")) & {mask})", closing=True, depth=d)
-        if not _read_only(source, ident) or _has_effects(index) or "[" in base:
-            # (a select in the index: its copy here would not be cut as the one in place is)
+        d = _depth(index) - 1  # the select's own: it wraps whatever a select inside wraps the index with
+        lowest = f") - ({w}) + 1) & {mask})" if sel.kind == _K.DescendingRangeSelect else f")) & {mask})"
+        source.insert(start, f"(({names.extend(ident, index)}(", closing=False, depth=d, group=SELECTS)
+        source.insert(end, lowest, closing=True, depth=d, group=SELECTS)
+        if not _read_only(source, ident, bodies):
+            if sel.kind == _K.DescendingRangeSelect:
+                source.replace(sel.range, "+:", group=SELECTS)
             continue
-        cut = f"(({lowest}) & {mask})"
-        if width is None:
-            in_range = f"({cut} < $bits({name}))"
-        else:
-            past = f"({cut} + ({w}) > $bits({name}) ? {cut} + ({w}) - $bits({name}) : 0)"
-            in_range = f"({{({w}){{1'b1}}}} >> {past})"
+        # a read: the bits from the lowest one up, shifted down (zeros past the top), cast to
+        # the select's width; no copy of the index, which is evaluated once as in place
+        cast = "1" if width is None else f"({w})"
+        # (in parentheses: yosys 0.23 reads `~1'(x)` as a cast of size 0)
+        opening, closing = (f"$unsigned({cast}'(", "))") if signed else (f"({cast}'(", "))")
         od = _depth(ident)
-        source.insert(outer[0], "(", closing=False, depth=od)
-        source.insert(outer[1], f" & {in_range})", closing=True, depth=od)
+        source.insert(source.offsets(ident)[0], opening, closing=False, depth=od, group=SELECTS)
+        source.replace(selects[0].openBracket, " >> ", group=SELECTS)
+        if width is not None:
+            source.replace(sel.range, "", group=SELECTS)
+            source.replace(width, "", group=SELECTS)
+        source.replace(selects[0].closeBracket, closing, group=SELECTS)
 
 
-def _plain_vector(bodies: dict[str, Any] | None, module: str, name: str) -> bool:
-    """Whether ``name`` in ``module``'s first elaborated instance is a vector of one packed
-    dimension ``[msb:0]`` of bits (a port, net or variable; not an array, struct or integer)."""
+#: Declarations whose names :func:`_plain_vector` looks up in their own scope: the module's and
+#: a subroutine's of the module (its arguments, non-ANSI too, and variables).
+_SCOPES_LOOKED_UP = frozenset({_K.ModuleDeclaration, _K.FunctionDeclaration, _K.TaskDeclaration})
+
+
+def _declared_vectors(source: SourceFile) -> dict[tuple[str, str | None], dict[str, bool | None]]:
+    """(module, its subroutine or None) -> name -> whether the name, declared there, is a
+    signed vector of one packed dimension ``[msb:0]`` of ``reg``/``logic``/``bit`` or a net
+    (None: some other type, or declared twice), from the declarations' text (the widths are
+    left to ``$bits``): the syntax counterpart of :func:`_plain_vector`."""
+    out: dict[tuple[str, str | None], dict[str, bool | None]] = {}
+
+    def add(node: Any, data_type: Any | None, declarator: Any) -> None:
+        module = _module_name(node)
+        if module is None or not isinstance(declarator, syntax.DeclaratorSyntax):
+            return
+        scope = out.setdefault((module, _subroutine_name(node)), {})
+        name = declarator.name.valueText
+        dims: list[Any] = [d for d in getattr(data_type, "dimensions", ()) if isinstance(d, syntax.SyntaxNode)]
+        spec: Any = dims[0].specifier if len(dims) == 1 else None
+        plain = (
+            data_type is not None  # (an argument without a type takes the one before it)
+            and name not in scope
+            and data_type.kind in (_K.RegType, _K.LogicType, _K.BitType, _K.ImplicitType)
+            and not any(isinstance(d, syntax.SyntaxNode) for d in declarator.dimensions)
+            and isinstance(spec, syntax.RangeDimensionSpecifierSyntax)
+            and spec.selector.kind == _K.SimpleRangeSelect
+            and _literals(getattr(spec.selector, "right", None)) == (0,)
+        )
+        scope[name] = data_type.signing.kind == TokenKind.SignedKeyword if plain and data_type is not None else None
+
+    for node in source.of_kind(_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
+        if node.parent is not None and node.parent.kind in _SCOPES_LOOKED_UP:
+            data_type = getattr(node.header, "dataType", None) if node.kind == _K.PortDeclaration else node.type
+            for declarator in node.declarators:
+                add(node, data_type, declarator)
+    for port in source.of_kind(_K.ImplicitAnsiPort, _K.FunctionPort):
+        data_type = getattr(port.header, "dataType", None) if port.kind == _K.ImplicitAnsiPort else port.dataType
+        add(port, data_type, port.declarator)
+    return out
+
+
+def _subroutine_name(node: Any) -> str | None:
+    """The name of the function or task of the module that ``node`` is in, if any."""
+    while node is not None and node.kind != _K.ModuleDeclaration:
+        if node.kind in (_K.FunctionDeclaration, _K.TaskDeclaration):
+            return node.prototype.name.getLastToken().valueText
+        node = node.parent
+    return None
+
+
+class _Names:
+    """What a name used in a select stands for, in its module's first elaborated instance
+    (``bodies``) or, for a module with none (the testbench: no elaboration per sample), from
+    the declarations' text (:func:`_declared_vectors`)."""
+
+    def __init__(self, source: SourceFile, bodies: dict[str, Any] | None) -> None:
+        self._source = source
+        self._bodies = bodies or {}
+        self._declared: dict[tuple[str, str | None], dict[str, bool | None]] | None = None
+
+    def vector(self, node: Any, name: str) -> bool | None:
+        """Whether ``name``, used at ``node``, is a signed vector of one packed dimension
+        ``[msb:0]`` (None: not such a vector)."""
+        module, subroutine = _module_name(node) or "", _subroutine_name(node)
+        if module in self._bodies:
+            return _plain_vector(self._bodies, module, name, subroutine)
+        if self._declared is None:
+            self._declared = _declared_vectors(self._source)
+        scope = self._declared.get((module, subroutine), {})
+        return scope[name] if name in scope else self._declared.get((module, None), {}).get(name)
+
+    def extend(self, node: Any, index: Any) -> str:
+        """How Verilator widens the index ``index`` of the select ``node`` before cutting it:
+        ``$signed`` for a signed variable (it sign-extends: ``w[si]`` of a 64-bit ``w`` with
+        ``si = 3'sb111`` is ``w[63]``), else ``$unsigned`` (its own width either way: the
+        argument of a call is self-determined)."""
+        index = _unparen(index)
+        if index.kind != _K.IdentifierName:
+            return "$unsigned"
+        module, subroutine, name = _module_name(node) or "", _subroutine_name(node), index.identifier.valueText
+        body = self._bodies.get(module)
+        if body is None:
+            return "$signed" if self.vector(node, name) else "$unsigned"
+        sym = _lookup(body, subroutine, name)
+        t = getattr(sym, "type", None)
+        return "$signed" if t is not None and t.isIntegral and t.isSigned else "$unsigned"
+
+
+def _lookup(body: Any, subroutine: str | None, name: str) -> Any:
+    """The symbol ``name`` names in ``body``, in its ``subroutine``'s scope first."""
+    scope = body.find(subroutine) if subroutine is not None else None
+    sym = scope.find(name) if scope is not None and scope.kind == ast.SymbolKind.Subroutine else None
+    return sym if sym is not None else body.find(name)
+
+
+def _plain_vector(bodies: dict[str, Any] | None, module: str, name: str, subroutine: str | None = None) -> bool | None:
+    """Whether ``name`` in ``module``'s first elaborated instance (in its ``subroutine``'s
+    scope first: an argument or a variable of it), a vector of one packed dimension
+    ``[msb:0]`` of bits (a port, net, variable or argument; not an array, struct or
+    integer), is signed; None when it is no such vector."""
     body = (bodies or {}).get(module)
-    sym = body.find(name) if body is not None else None
-    if sym is None or sym.kind not in (ast.SymbolKind.Variable, ast.SymbolKind.Net):
-        return False
+    if body is None:
+        return None
+    sym = _lookup(body, subroutine, name)
+    if sym is None or sym.kind not in (ast.SymbolKind.Variable, ast.SymbolKind.Net, ast.SymbolKind.FormalArgument):
+        return None
     t = sym.type.canonicalType
     if t.kind != ast.SymbolKind.PackedArrayType or t.elementType.canonicalType.kind != ast.SymbolKind.ScalarType:
-        return False
-    return t.range.right == 0 and t.range.left >= 0
+        return None
+    return bool(t.isSigned) if t.range.right == 0 and t.range.left >= 0 else None
 
 
 def _mask(hi: str) -> str:
@@ -1628,9 +1738,11 @@ def _unsigned(decl: Any) -> bool:
     return t.kind in (_K.RegType, _K.LogicType, _K.BitType) and t.signing.kind == TokenKind.Unknown
 
 
-def _read_only(source: SourceFile, node: Any) -> bool:
-    """Whether the expression ``node`` is only read where it stands (not an assignment's
-    left side, an ``++`` operand, a call's argument or a port connection)."""
+def _read_only(source: SourceFile, node: Any, bodies: dict[str, Any] | None = None) -> bool:
+    """Whether the expression ``node`` is only read where it stands: not an assignment's left
+    side or an ``++`` operand; a call's argument only of a pure or printing system function
+    or of an input of a function of the module; a port connection only of an input of the
+    instantiated module (its first elaborated instance in ``bodies``)."""
     child, parent = node, node.parent
     while parent is not None:
         k = parent.kind
@@ -1638,10 +1750,75 @@ def _read_only(source: SourceFile, node: Any) -> bool:
             return _place(source, parent.left) != _place(source, child)
         if k in _READ_ENDS:
             return True
+        if k == _K.OrderedArgument and parent.parent is not None:
+            return _input_argument(parent.parent, parent)
+        if k in (_K.OrderedPortConnection, _K.NamedPortConnection):
+            return _input_connection(parent, bodies)
         if k not in _READ_THROUGH:
             return False
         child, parent = parent, parent.parent
     return False
+
+
+#: System tasks and functions that only read their arguments (the printing ones here).
+_READING_SYSTEM_CALLS = frozenset(
+    {"$display", "$write", "$strobe", "$monitor", "$info", "$warning", "$error", "$fatal", "$sformatf"}
+)
+
+
+def _input_argument(arguments: Any, argument: Any) -> bool:
+    """Whether ``argument`` (an ordered argument in the list ``arguments``) is only read by the
+    call: a pure or printing system call's, or an ``input`` of a function declared in the
+    calling module (a task's or another scope's subroutine's: not known here)."""
+    call = arguments.parent
+    if call is None or call.kind != _K.InvocationExpression:
+        return False
+    if call.left.kind == _K.SystemName:
+        name = call.left.systemIdentifier.valueText
+        return name in _PURE_SYSTEM_FUNCTIONS or name in _READING_SYSTEM_CALLS
+    if call.left.kind != _K.IdentifierName:
+        return False
+    position = [a for a in arguments.parameters if isinstance(a, syntax.SyntaxNode)].index(argument)
+    module = _module_of(call)
+    fn = next(
+        (
+            m
+            for m in (module.members if module is not None else ())
+            if m.kind == _K.FunctionDeclaration
+            and m.prototype.keyword.kind == TokenKind.FunctionKeyword
+            and m.prototype.name.getLastToken().valueText == call.left.identifier.valueText
+        ),
+        None,
+    )
+    ports = getattr(fn.prototype.portList, "ports", None) if fn is not None else None
+    if not ports:
+        return False
+    directions, direction = [], "input"  # an argument without one takes the one before it
+    port: Any
+    for port in (p for p in ports if isinstance(p, syntax.SyntaxNode)):
+        if port.direction is not None and port.direction.kind != TokenKind.Unknown:
+            direction = port.direction.valueText
+        directions.append(direction)
+    return position < len(directions) and directions[position] == "input"
+
+
+def _input_connection(connection: Any, bodies: dict[str, Any] | None) -> bool:
+    """Whether a port connection (``.p(e)`` or ordered) drives an input of the instantiated
+    module, as its first elaborated instance in ``bodies`` declares it."""
+    instance = connection.parent
+    instantiation = instance.parent if instance is not None else None
+    if instantiation is None or instantiation.kind != _K.HierarchyInstantiation:
+        return False
+    body = (bodies or {}).get(instantiation.type.valueText)
+    if body is None:
+        return False
+    ports = list(body.portList)
+    if connection.kind == _K.NamedPortConnection:
+        port = next((p for p in ports if p.name == connection.name.valueText), None)
+    else:
+        position = [c for c in instance.connections if isinstance(c, syntax.SyntaxNode)].index(connection)
+        port = ports[position] if position < len(ports) else None
+    return port is not None and getattr(port, "direction", None) == ast.ArgumentDirection.In
 
 
 #: System functions whose value depends on their arguments only (no state, no side effect).

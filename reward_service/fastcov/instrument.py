@@ -332,8 +332,8 @@ def _emulate(
         # cocotb's writes of one time step land together (the last one wins): no pulse to see
         emulate.edge_processes(source, steady)
     emulate.zero_arrays(source, skip=arrays)
-    emulate.array_indices(source, bodies)
     emulate.vector_selects(source, bodies)
+    emulate.array_indices(source, bodies)
     emulate.comb_at_time_zero(source)
     emulate.mark_endings(source)
     emulate.jumps_as_disable(source)

@@ -94,6 +94,7 @@ class _Insertion:
     seq: int
     text: str = field(compare=False)
     until: int | None = field(default=None, compare=False)  # replace text[offset:until]
+    group: str | None = field(default=None, compare=False)  # see SourceFile.render
 
 
 @dataclass
@@ -190,17 +191,24 @@ class SourceFile:
         return self._file_loc(rng.start).offset, self._file_loc(rng.end).offset
 
     # -- insertions -----------------------------------------------------------------------
-    def insert(self, offset: int, text: str, closing: bool, depth: int) -> None:
+    def insert(self, offset: int, text: str, closing: bool, depth: int, group: str | None = None) -> None:
+        """Insert ``text`` at ``offset``. Insertions at one offset nest by ``depth`` (the
+        syntax node's: an opening of a lower depth goes first, a closing last), then go in
+        the order made (statements appended after a node keep their order; so a pass that
+        wraps a node another pass wraps too gives its wrapper another depth). ``group``: see
+        :meth:`render`."""
         if "\n" in text:
             raise ValueError("inserted text must not contain a newline")
         self._seq += 1
-        self._insertions.append(_Insertion(offset, 0 if closing else 1, -depth if closing else depth, self._seq, text))
+        self._insertions.append(
+            _Insertion(offset, 0 if closing else 1, -depth if closing else depth, self._seq, text, group=group)
+        )
 
-    def replace(self, node: Any, text: str) -> None:
+    def replace(self, node: Any, text: str, group: str | None = None) -> None:
         """Replace a token or node (no insertion may fall strictly inside it)."""
         start, end = self.offsets(node)
         self._seq += 1
-        self._insertions.append(_Insertion(start, 2, 0, self._seq, text, until=end))
+        self._insertions.append(_Insertion(start, 2, 0, self._seq, text, until=end, group=group))
 
     def wrap(self, node: Any, depth: int) -> _Wrap:
         start, end = self.offsets(node)
@@ -217,15 +225,29 @@ class SourceFile:
             seq += 1
             items.append(_Insertion(w.start, 1, w.depth, seq, "begin " + "".join(t + " " for t in w.before)))
             items.append(_Insertion(w.end, 0, -w.depth, seq, "".join(" " + t for t in w.after) + " end"))
-        items.sort()
-        out, pos = [], 0
-        for ins in items:
+        return self._merge(items, 0, len(self.data))
+
+    def render(self, node: Any, group: str) -> str:
+        """The text of ``node`` with the insertions and replacements of ``group`` made so far
+        inside it (at its ends too): an emulation pass that copies an expression (an index
+        into a range check) copies it as rewritten in place, nested rewrites included."""
+        start, end = self.offsets(node)
+        items = [
+            i
+            for i in self._insertions
+            if i.group == group and start <= i.offset <= end and (i.until is None or i.until <= end)
+        ]
+        return self._merge(items, start, end)
+
+    def _merge(self, items: list[_Insertion], start: int, end: int) -> str:
+        out, pos = [], start
+        for ins in sorted(items):
             if ins.offset < pos:
                 raise Unsupported(f"{self.name}: overlapping instrumentation at offset {ins.offset}")
             out.append(self.data[pos : ins.offset])
             out.append(ins.text.encode("utf-8"))
             pos = ins.offset if ins.until is None else ins.until
-        out.append(self.data[pos:])
+        out.append(self.data[pos:end])
         return b"".join(out).decode("utf-8")
 
     def slice(self, node: Any) -> str:

@@ -217,8 +217,8 @@ def build_model(
         # out-of-range write and reads an undefined value, so `sh[j+1]` of `sh [0:1]` (which
         # is `sh[0]` to Verilator) lost a write the engines make: witnesses that did not
         # replay, proofs of states the model could not reach
-        emulate.array_indices(source, bodies)
         emulate.vector_selects(source, bodies)
+        emulate.array_indices(source, bodies)
         # `always @(*)` for `always_comb` (same width: columns stay): a flag set on some paths
         # of a combinational block is a latch, which yosys refuses in an always_comb
         text = _ALWAYS_COMB.sub("always @(*)", _strip(source.apply(), strip))
