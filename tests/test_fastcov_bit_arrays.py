@@ -516,3 +516,61 @@ def test_testbench_selects_and_signed_indices_read_as_on_verilator(engine):
     rows = {ln.split()[1]: ln for ln in lines}
     assert "d=10011001" in rows["k=9"] and "o=1 p=11" in rows["k=7"]
     assert "RS seen=1" in lines
+
+
+#: A parameter read past its end (a lookup table in a `localparam`; attacker review 12-05):
+#: Icarus read X, Verilator cuts the index and reads 0 (`LUT[12]` of 10 bits: 0; `Q[11 +: 3]`
+#: of 6 bits is `Q[3 +: 3]`).
+PARAM_DUT = """module pv #(parameter [3:0] A = 4'b1010)(input clk, input [3:0] i, output o, output [2:0] p, output a,
+  output reg hit);
+  localparam [9:0] LUT = 10'b1011001110;
+  parameter logic [5:0] Q = 6'b101101;
+  initial hit = 0;
+  assign o = LUT[i];
+  assign p = Q[i +: 3];
+  assign a = A[i];
+  always @(posedge clk) if (LUT[i] == 1'b0 && i > 4'd9) hit <= 1;
+endmodule
+"""
+PARAM_TB = """module tb;
+  reg clk = 0; reg [3:0] i = 0; wire o, a, hit; wire [2:0] p;
+  pv dut(.clk(clk), .i(i), .o(o), .p(p), .a(a), .hit(hit));
+  integer n;
+  initial begin
+    for (n = 0; n < 16; n = n + 1) begin
+      i = n; #1;
+      $display("RS i=%0d o=%b p=%b a=%b", i, o, p, a);
+      clk = 1; #1 clk = 0;
+    end
+    $display("RS hit=%b", hit);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_parameters_read_past_the_end_as_on_verilator(engine):
+    lines = _same_prints(engine, "pv.sv", PARAM_DUT, PARAM_TB, 17)
+    rows = {ln.split()[1]: ln for ln in lines}
+    # A[11] is A[3] (a 4-bit vector keeps 2 index bits), A[6] is A[2]
+    assert "o=0 p=101 a=1" in rows["i=11"] and "a=0" in rows["i=6"]
+    assert "RS hit=1" in lines
+    covered, _ = _same_points(engine, "pv.sv", PARAM_DUT, PARAM_TB)
+    assert (9, "branch", "if") in covered
+
+
+def test_a_blocks_parameter_array_shadows_the_modules_vector_and_instruments():
+    """A generate block's parameter array named like a module vector is not cut as the vector
+    (its element select), and its value (an unpacked array) does not stop the expression
+    points (expr_ir read it as an integer: ValueError)."""
+    dut = """module m #(parameter [3:0] A = 4'b1010)(input [3:0] i, output [3:0] g4, output o);
+  if (1) begin : g
+    localparam logic [3:0] A [0:1] = '{4'd5, 4'd9};
+    assign g4 = (A[i[0]] == 4'd5 && i[1]) ? 4'd1 : 4'd0;
+  end
+  assign o = i[2] & i[3];
+endmodule
+"""
+    text = instrument({"m.sv": dut}).files["m.sv"]
+    assert "(A[i[0]] == 4'd5 && i[1])" in text

@@ -1500,9 +1500,12 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
     shadowed: dict[str, set[str]] = {}
     # a variable or net of a block (generate blocks too; a subroutine's own are looked up in
     # its scope below)
-    for node in source.of_kind(_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
+    for node in source.of_kind(_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration, _K.ParameterDeclaration):
         module = _module_name(node)
-        if module is not None and (node.parent is None or node.parent.kind not in _SCOPES_LOOKED_UP):
+        owner = node.parent
+        if node.kind == _K.ParameterDeclaration and owner is not None:  # in a statement or the header's list
+            owner = None if owner.kind == _K.ParameterPortList else owner.parent
+        if module is not None and owner is not None and owner.kind not in _SCOPES_LOOKED_UP:
             shadowed.setdefault(module, set()).update(
                 d.name.valueText for d in node.declarators if isinstance(d, syntax.DeclaratorSyntax)
             )
@@ -1655,16 +1658,23 @@ def _lookup(body: Any, subroutine: str | None, name: str) -> Any:
     return sym if sym is not None else body.find(name)
 
 
+#: Symbols whose selects :func:`vector_selects` rewrites (a parameter's reads only: nothing
+#: writes one; `localparam [9:0] LUT = ...; o = LUT[i];` read X past the end on the fast path).
+_VECTOR_SYMBOLS = frozenset(
+    {ast.SymbolKind.Variable, ast.SymbolKind.Net, ast.SymbolKind.FormalArgument, ast.SymbolKind.Parameter}
+)
+
+
 def _plain_vector(bodies: dict[str, Any] | None, module: str, name: str, subroutine: str | None = None) -> bool | None:
     """Whether ``name`` in ``module``'s first elaborated instance (in its ``subroutine``'s
     scope first: an argument or a variable of it), a vector of one packed dimension
-    ``[msb:0]`` of bits (a port, net, variable or argument; not an array, struct or
-    integer), is signed; None when it is no such vector."""
+    ``[msb:0]`` of bits (a port, net, variable, parameter or argument; not an array, struct
+    or integer), is signed; None when it is no such vector."""
     body = (bodies or {}).get(module)
     if body is None:
         return None
     sym = _lookup(body, subroutine, name)
-    if sym is None or sym.kind not in (ast.SymbolKind.Variable, ast.SymbolKind.Net, ast.SymbolKind.FormalArgument):
+    if sym is None or sym.kind not in _VECTOR_SYMBOLS:
         return None
     t = sym.type.canonicalType
     if t.kind != ast.SymbolKind.PackedArrayType or t.elementType.canonicalType.kind != ast.SymbolKind.ScalarType:

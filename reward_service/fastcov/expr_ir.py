@@ -844,8 +844,14 @@ def _type_basic_lo(t: Any) -> int:
 def _param_value(sym: Any) -> tuple[int, bool, int] | None:
     """A parameter's value typed as Verilator types it: by its declared type, or -- declared
     without one -- by its initializer (a literal's type, another parameter's, unsigned 32 bits
-    for folded arithmetic and ``$clog2``); ``None`` when not known here (e.g. overridden)."""
-    value = const_int_value(sym.value)
+    for folded arithmetic and ``$clog2``); ``None`` when not known here (e.g. overridden, an
+    unpacked array or a value with x/z bits)."""
+    if not sym.type.isIntegral:
+        return None
+    try:
+        value = const_int_value(sym.value)
+    except (ValueError, KeyError, IndexError):  # x/z digits
+        return None
     if not _untyped(sym):
         return sym.type.bitWidth, bool(sym.type.isSigned), value
     if sym.initializer is None:  # (an override's expression when overridden)
