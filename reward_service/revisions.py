@@ -12,7 +12,7 @@ from __future__ import annotations
 from reward_service import __version__
 
 #: The engine's measurement and classification (instances, statuses, build flow).
-ENGINE_REVISION = "12"
+ENGINE_REVISION = "13"
 #: The fast path's point model, sampling and Icarus emulation (also keys its per-design
 #: ``auto`` decisions).
 FASTCOV_VERSION = "15"

@@ -69,6 +69,18 @@ WRITES_DUT = {
 }
 
 
+#: Items whose tests write the toplevel's output ports (as if they were inputs: `done`, the
+#: UART's `tx` line looped back) and then assert on what they wrote: under the default policy
+#: the guard drops those writes (outputs are DUT state: a deposit on an `output reg` paid
+#: toggles, tests/test_redteam_cocotb_outputs.py), so their own asserts fail, with a note
+#: naming the ports (on cocotb 1.9 its init loop's zeros to every output come first); under
+#: ``allow`` they pass as before. item -> (port, failed tests, a failure's text).
+WRITES_OUTPUTS = {
+    "cvdp_copilot_serial_in_parallel_out_0032": ("sipo_top.", 1, "got_crc = 0"),
+    "cvdp_copilot_uart_0013": ("UART_RTL.", 3, "does not match transmitted data"),
+}
+
+
 def request(row: dict, runtime: str = "auto", simulator: str = "icarus", policy: str | None = None) -> dict:
     assert len(row["test_modules"]) == 1
     return {
@@ -153,7 +165,13 @@ def test_detect_idioms():
 def test_cocotb21_item_passes_on_icarus(engine, item_id, runtime):
     row = ROWS[item_id]
     result = engine.score(request(row, runtime=runtime))
-    if runtime == COCOTB_21 and item_id in FAILS_ON_21_SEED0:
+    if item_id in WRITES_OUTPUTS:
+        port, failed, message = WRITES_OUTPUTS[item_id]
+        assert result.status == "ok" and sum(not t.passed for t in result.tests) == failed, outcome(result)
+        assert message in (result.tests[0].message or ""), outcome(result)
+        assert f"write(s) into the DUT's output ports were ignored ({port}" in result.message, result.message
+        result = engine.score(request(row, runtime=runtime, policy="allow"))
+    elif runtime == COCOTB_21 and item_id in FAILS_ON_21_SEED0:
         name, message = FAILS_ON_21_SEED0[item_id]
         assert result.status == "ok" and [(t.name, t.passed) for t in result.tests] == [(name, False)], outcome(result)
         assert message in (result.tests[0].message or ""), outcome(result)

@@ -59,7 +59,7 @@ from typing import Any
 from pyslang import ast, syntax
 from pyslang.parsing import TokenKind
 
-from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported, instance_bodies
+from reward_service.fastcov.unit import PREFIX, SourceFile, Unsupported, ancestors, instance_bodies
 from reward_service.fastcov.unit import depth as _depth
 from reward_service.fastcov.unit import walk as _walk
 
@@ -1369,6 +1369,9 @@ _READ_ENDS = frozenset(
         _K.DoWhileStatement,
         _K.LoopStatement,
         _K.WaitStatement,
+        _K.ImmediateAssertStatement,
+        _K.ImmediateAssumeStatement,
+        _K.ImmediateCoverStatement,
     }
 )
 #: Expressions an element read passes through on its way to where it is read.
@@ -1397,15 +1400,15 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
     ``mem [0:63]`` is ``mem[36]``, ``d[100]`` of ``d [0:5]`` is ``d[4]``, ``b[130]`` of
     ``b [1:64]`` is ``b[2]``; an index still outside the range then writes nothing and reads 0.
     Icarus writes nothing and reads X for any index outside the range (an X the 2-state
-    rewrite does not even clear). So every variable index becomes ``(($unsigned(i)) & MASK)`` (in
-    its own width), and a read
+    rewrite does not even clear). So every variable index becomes ``((($bits(i))'(i)) & MASK)``
+    (in its own width and sign: :func:`_own_width`), and a read
     of an array whose range is not ``[0:2^n-1]`` (in the first elaborated instance: ``bodies``;
     the testbench's: from literal bounds) becomes ``(in range ? a[...] : '0)`` where the element
     is unsigned and the index has no side effect (a call, ``++``, an assignment); the check's
     copy of the index is rendered with the rewrites of the selects inside it
     (:func:`vector_selects`, run first, and the arrays' own). Arrays of
-    several unpacked dimensions, names declared twice in a module, constant literal indices and
-    selects from macro expansions are left alone."""
+    several unpacked dimensions, names declared twice in a module, constant literal indices,
+    selects in event controls and selects from macro expansions are left alone."""
     arrays: dict[tuple[str, str], tuple[str, str, bool, bool]] = {}
     twice: set[tuple[str, str]] = set()
     for node in source.of_kind(_K.DataDeclaration):
@@ -1432,7 +1435,6 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
     if not arrays:
         return
     names = {name for _, name in arrays}
-    resolve = _Names(source, bodies)
     # innermost first (a nested select starts after the one holding it): the range check's
     # copy of an index renders the rewrites of the selects inside it
     for ident in reversed(source.of_kind(_K.IdentifierSelectName)):
@@ -1449,27 +1451,55 @@ def array_indices(source: SourceFile, bodies: dict[str, Any] | None = None) -> N
         if _unparen(index).kind == _K.IntegerLiteralExpression:
             continue
         lo, hi, full, unsigned = info
+        if _in_event_control(ident):
+            continue
         try:
             start, end = source.offsets(index)
             outer = source.offsets(ident)
             text = source.render(index, SELECTS)
+            extend = _own_width(source, index)
         except Unsupported:
             continue
         mask = _mask(hi)
-        extend = resolve.extend(ident, index)
         check = not (full or not unsigned or not _read_only(source, ident, bodies) or _has_effects(index))
         check = check and not ("\n" in text or "//" in text or "`" in text)  # copied onto one line
-        # the index keeps its own (self-determined) width: `$unsigned` is a call, whose
-        # argument the mask's 32 bits do not widen (`mem[i + 2'd1]` of a 2-bit `i` is mem[0] at
-        # 3); the select's own depth: it wraps whatever a select inside wraps the index with
+        # (the select's own depth: it wraps whatever a select inside wraps the index with)
         d = _depth(index) - 1
-        source.insert(start, f"(({extend}(", closing=False, depth=d, group=SELECTS)
+        source.insert(start, f"(({extend}", closing=False, depth=d, group=SELECTS)
         source.insert(end, f")) & {mask})", closing=True, depth=d, group=SELECTS)
         if check:
-            cut = f"(({extend}({text})) & {mask})"
+            cut = f"(({extend}{text})) & {mask})"
             od = _depth(ident)
             source.insert(outer[0], f"(({cut} >= ({lo}) && {cut} <= ({hi})) ? ", False, od, SELECTS)
             source.insert(outer[1], " : '0)", True, od, SELECTS)
+
+
+def _own_width(source: SourceFile, index: Any) -> str:
+    """The opening of the index's cast to its own width and signedness, before Verilator's cut
+    (the closing is ``)``): ``($bits(i))'(`` (self-determined: ``mem[i + 2'd1]`` of a 2-bit
+    ``i`` is ``mem[0]`` at 3, which the mask's 32 bits would widen to 4; a signed index, of any
+    form, is then sign-extended by the mask as Verilator extends it: ``w[si]`` of a 64-bit
+    ``w`` with ``si = 3'sb111`` is ``w[63]``); ``$unsigned(`` where the index's text cannot be
+    copied into ``$bits`` (a line break, comment or macro; a call). Raises Unsupported for an
+    index from a macro."""
+    text = source.slice(index)
+    if "\n" in text or "//" in text or "`" in text or _has_effects(index):
+        return "$unsigned("
+    return f"($bits({text}))'("
+
+
+def _in_event_control(node: Any) -> bool:
+    """Whether ``node`` is in an event control (``@(posedge v[i])``): left as written there,
+    where :func:`edge_processes` copies the event's expression into its guard."""
+    for up in ancestors(node):
+        if up.kind in _EVENT_KINDS:
+            return True
+        if up.kind in PROCEDURES or up.kind == _K.ModuleDeclaration:
+            return False
+    return False
+
+
+_EVENT_KINDS = frozenset(k for k in _K.__members__.values() if "Event" in k.name)
 
 
 #: The insertion group of :func:`array_indices` and :func:`vector_selects` (SourceFile.render).
@@ -1488,14 +1518,15 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
     uncut (cid012's binary_search_tree_sorting_0030 reads ``left_child[node*5 +: 5]`` of node 15
     of 15: X on the fast path, 0 on Verilator, and the two took different branches;
     sync_serial_communication_0009 writes ``data_reg[bit_count]`` of 64 bits with an 8-bit
-    count). So the index becomes ``(($unsigned(i)) & MASK)`` (in its own width: ``$unsigned``
-    is a call, whose argument the mask's 32 bits do not widen; a ``-:`` select becomes the
-    ``+:`` select of its lowest bit), and a read becomes the vector shifted down by it, cast to
-    the select's width (``1'(v >> CUT)``, ``(w)'(v >> CUT)``: zeros past the top, the index
-    evaluated once, selects and calls in it included). Only vectors of one
-    packed dimension ``[msb:0]`` of the module (in its first elaborated instance: ``bodies``),
-    not shadowed by a declaration in a block or subroutine or by an argument; literal indices
-    are left alone. Run before :func:`array_indices` (whose range checks copy an index as
+    count). So the index becomes ``((($bits(i))'(i)) & MASK)`` (in its own width and sign:
+    :func:`_own_width`; a ``-:`` select becomes the ``+:`` select of its lowest bit), and a
+    read (:func:`_read_only`) becomes the vector shifted down by it, cast to the select's width
+    and unsigned (``$unsigned(1'(v >> CUT))``, ``$unsigned((w)'(v >> CUT))``: zeros past the
+    top, the index evaluated once, selects and calls in it included). Only vectors and
+    parameters of one packed dimension ``[msb:0]`` (the module's, in its first elaborated
+    instance: ``bodies``, and its subroutines'; a module with no body, the testbench: from the
+    declarations' text), not shadowed by a declaration in a block or a loop; literal indices
+    and selects in event controls are left alone. Run before :func:`array_indices` (whose range checks copy an index as
     rewritten here)."""
     shadowed: dict[str, set[str]] = {}
     # a variable or net of a block (generate blocks too; a subroutine's own are looked up in
@@ -1509,6 +1540,10 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
             shadowed.setdefault(module, set()).update(
                 d.name.valueText for d in node.declarators if isinstance(d, syntax.DeclaratorSyntax)
             )
+    for node in source.of_kind(_K.ForVariableDeclaration):  # `for (int v = 0; ...)`
+        module = _module_name(node)
+        if module is not None:
+            shadowed.setdefault(module, set()).add(node.declarator.name.valueText)
     names = _Names(source, bodies)
     for ident in source.of_kind(_K.IdentifierSelectName):
         selects: list[Any] = [s for s in ident.selectors if isinstance(s, syntax.SyntaxNode)]
@@ -1527,14 +1562,13 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
         name = ident.identifier.valueText
         if module is None or name in shadowed.get(module, ()):
             continue
-        signed = names.vector(ident, name)
-        if signed is None:
-            continue
-        if _literals(index) is not None:
-            continue
+        if names.vector(ident, name) is None or _literals(index) is not None or _in_event_control(ident):
+            continue  # (an event control: its edge guard copies the expression, see edge_processes)
         try:
             start, end = source.offsets(index)
+            outer = source.offsets(ident)
             w = source.slice(width) if width is not None else "1"
+            extend = _own_width(source, index)
         except Unsupported:
             continue
         if any(c in w for c in "\n`") or "//" in w:
@@ -1542,24 +1576,24 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
         mask = f"((1 << ($clog2($bits({name})) > 0 ? $clog2($bits({name})) : 1)) - 1)"
         d = _depth(index) - 1  # the select's own: it wraps whatever a select inside wraps the index with
         lowest = f") - ({w}) + 1) & {mask})" if sel.kind == _K.DescendingRangeSelect else f")) & {mask})"
-        source.insert(start, f"(({names.extend(ident, index)}(", closing=False, depth=d, group=SELECTS)
+        source.insert(start, f"(({extend}", closing=False, depth=d, group=SELECTS)
         source.insert(end, lowest, closing=True, depth=d, group=SELECTS)
         if not _read_only(source, ident, bodies):
             if sel.kind == _K.DescendingRangeSelect:
                 source.replace(sel.range, "+:", group=SELECTS)
             continue
         # a read: the bits from the lowest one up, shifted down (zeros past the top), cast to
-        # the select's width; no copy of the index, which is evaluated once as in place
+        # the select's width, unsigned as a select is (the cast keeps the operand's sign: a
+        # name we take for a signed vector's may be a loop variable's); no copy of the index,
+        # which is evaluated once as in place
         cast = "1" if width is None else f"({w})"
-        # (in parentheses: yosys 0.23 reads `~1'(x)` as a cast of size 0)
-        opening, closing = (f"$unsigned({cast}'(", "))") if signed else (f"({cast}'(", "))")
         od = _depth(ident)
-        source.insert(source.offsets(ident)[0], opening, closing=False, depth=od, group=SELECTS)
+        source.insert(outer[0], f"$unsigned({cast}'(", closing=False, depth=od, group=SELECTS)
         source.replace(selects[0].openBracket, " >> ", group=SELECTS)
         if width is not None:
             source.replace(sel.range, "", group=SELECTS)
             source.replace(width, "", group=SELECTS)
-        source.replace(selects[0].closeBracket, closing, group=SELECTS)
+        source.replace(selects[0].closeBracket, "))", group=SELECTS)
 
 
 #: Declarations whose names :func:`_plain_vector` looks up in their own scope: the module's and
@@ -1634,27 +1668,17 @@ class _Names:
         scope = self._declared.get((module, subroutine), {})
         return scope[name] if name in scope else self._declared.get((module, None), {}).get(name)
 
-    def extend(self, node: Any, index: Any) -> str:
-        """How Verilator widens the index ``index`` of the select ``node`` before cutting it:
-        ``$signed`` for a signed variable (it sign-extends: ``w[si]`` of a 64-bit ``w`` with
-        ``si = 3'sb111`` is ``w[63]``), else ``$unsigned`` (its own width either way: the
-        argument of a call is self-determined)."""
-        index = _unparen(index)
-        if index.kind != _K.IdentifierName:
-            return "$unsigned"
-        module, subroutine, name = _module_name(node) or "", _subroutine_name(node), index.identifier.valueText
-        body = self._bodies.get(module)
-        if body is None:
-            return "$signed" if self.vector(node, name) else "$unsigned"
-        sym = _lookup(body, subroutine, name)
-        t = getattr(sym, "type", None)
-        return "$signed" if t is not None and t.isIntegral and t.isSigned else "$unsigned"
-
 
 def _lookup(body: Any, subroutine: str | None, name: str) -> Any:
-    """The symbol ``name`` names in ``body``, in its ``subroutine``'s scope first."""
-    scope = body.find(subroutine) if subroutine is not None else None
-    sym = scope.find(name) if scope is not None and scope.kind == ast.SymbolKind.Subroutine else None
+    """The symbol ``name`` names in ``body``, in its ``subroutine``'s scope first; None when
+    that subroutine is not the body's own (one in a generate block: its arguments would be
+    taken for the module's names)."""
+    if subroutine is None:
+        return body.find(name)
+    scope = body.find(subroutine)
+    if scope is None or scope.kind != ast.SymbolKind.Subroutine:
+        return None
+    sym = scope.find(name)
     return sym if sym is not None else body.find(name)
 
 
@@ -1760,7 +1784,7 @@ def _read_only(source: SourceFile, node: Any, bodies: dict[str, Any] | None = No
             return _place(source, parent.left) != _place(source, child)
         if k in _READ_ENDS:
             return True
-        if k == _K.OrderedArgument and parent.parent is not None:
+        if k in (_K.OrderedArgument, _K.NamedArgument) and parent.parent is not None:
             return _input_argument(parent.parent, parent)
         if k in (_K.OrderedPortConnection, _K.NamedPortConnection):
             return _input_connection(parent, bodies)
@@ -1772,44 +1796,52 @@ def _read_only(source: SourceFile, node: Any, bodies: dict[str, Any] | None = No
 
 #: System tasks and functions that only read their arguments (the printing ones here).
 _READING_SYSTEM_CALLS = frozenset(
-    {"$display", "$write", "$strobe", "$monitor", "$info", "$warning", "$error", "$fatal", "$sformatf"}
-)
+    f"${task}{radix}"
+    for task in ("display", "write", "strobe", "monitor", "fdisplay", "fwrite", "fstrobe", "fmonitor")
+    for radix in ("", "b", "h", "o")
+) | {"$info", "$warning", "$error", "$fatal", "$sformatf"}
+#: ... and those that write their first argument and read the rest.
+_FIRST_WRITTEN_SYSTEM_CALLS = frozenset({"$sformat", "$swrite", "$swriteb", "$swriteh", "$swriteo"})
 
 
 def _input_argument(arguments: Any, argument: Any) -> bool:
-    """Whether ``argument`` (an ordered argument in the list ``arguments``) is only read by the
-    call: a pure or printing system call's, or an ``input`` of a function declared in the
-    calling module (a task's or another scope's subroutine's: not known here)."""
+    """Whether ``argument`` (ordered or named, in the list ``arguments``) is only read by the
+    call: a pure or printing system call's (not the first of ``$sformat``), or an ``input`` of
+    a function or task declared in the calling module (another scope's subroutine's, a
+    method's: not known here)."""
     call = arguments.parent
     if call is None or call.kind != _K.InvocationExpression:
         return False
+    ordered = [a for a in arguments.parameters if isinstance(a, syntax.SyntaxNode)]
     if call.left.kind == _K.SystemName:
         name = call.left.systemIdentifier.valueText
+        if name in _FIRST_WRITTEN_SYSTEM_CALLS:
+            return ordered.index(argument) > 0
         return name in _PURE_SYSTEM_FUNCTIONS or name in _READING_SYSTEM_CALLS
     if call.left.kind != _K.IdentifierName:
         return False
-    position = [a for a in arguments.parameters if isinstance(a, syntax.SyntaxNode)].index(argument)
     module = _module_of(call)
-    fn = next(
+    routine = next(
         (
             m
             for m in (module.members if module is not None else ())
-            if m.kind == _K.FunctionDeclaration
-            and m.prototype.keyword.kind == TokenKind.FunctionKeyword
+            if m.kind in (_K.FunctionDeclaration, _K.TaskDeclaration)
             and m.prototype.name.getLastToken().valueText == call.left.identifier.valueText
         ),
         None,
     )
-    ports = getattr(fn.prototype.portList, "ports", None) if fn is not None else None
+    ports = getattr(routine.prototype.portList, "ports", None) if routine is not None else None
     if not ports:
         return False
-    directions, direction = [], "input"  # an argument without one takes the one before it
+    directions, direction = {}, "input"  # an argument without one takes the one before it
     port: Any
-    for port in (p for p in ports if isinstance(p, syntax.SyntaxNode)):
+    for i, port in enumerate(p for p in ports if isinstance(p, syntax.SyntaxNode)):
         if port.direction is not None and port.direction.kind != TokenKind.Unknown:
             direction = port.direction.valueText
-        directions.append(direction)
-    return position < len(directions) and directions[position] == "input"
+        if port.declarator is not None:
+            directions[i] = directions[port.declarator.name.valueText] = direction
+    key = argument.name.valueText if argument.kind == _K.NamedArgument else ordered.index(argument)
+    return directions.get(key) == "input"
 
 
 def _input_connection(connection: Any, bodies: dict[str, Any] | None) -> bool:

@@ -17,7 +17,8 @@
  * were both suppressed still has no results.xml and fails.
  *
  * Environment (read once, before any Python runs): RS_GUARD_TOP (the toplevel's name),
- * RS_GUARD_PORTS (its port names, comma-separated), RS_GUARD_FILE (the record file). Without
+ * RS_GUARD_PORTS (the names of its ports a test drives, comma-separated), RS_GUARD_OUTPUTS
+ * (its output ports' names: writes dropped), RS_GUARD_FILE (the record file). Without
  * RS_GUARD_TOP the library does nothing but pass calls on.
  *
  * Besides, it takes away what in-process code could use to go around libgpi: ctypes and cffi
@@ -61,14 +62,16 @@ static struct {
     int record_fd;
     int log_fd;
     char top[512];
-    char ports[16384]; /* ",a,b,c," */
-    char cwd[4096];    /* the step's working directory when the simulator started (/work) */
-} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}, {0}};
+    char ports[16384];   /* ",a,b,c,": the ports a test drives (inputs, inouts) */
+    char outputs[16384]; /* the output ports: DUT state, their writes dropped */
+    char cwd[4096];      /* the step's working directory when the simulator started (/work) */
+} __attribute__((aligned(4096))) st = {0, -1, -1, {0}, {0}, {0}, {0}};
 #define armed st.armed
 #define record_fd st.record_fd
 #define log_fd st.log_fd
 #define top st.top
 #define ports st.ports
+#define outputs st.outputs
 
 /* The scorer's files the simulator itself created (see fopen64 below): read-only but while the
  * guard notes a new one, so a raw memory write cannot make a file the test planted count as one. */
@@ -141,10 +144,12 @@ static void json_str(char *out, size_t cap, const char *s) {
 __attribute__((constructor)) static void guard_init(void) {
     const char *t = getenv("RS_GUARD_TOP");
     const char *p = getenv("RS_GUARD_PORTS");
+    const char *o = getenv("RS_GUARD_OUTPUTS");
     const char *f = getenv("RS_GUARD_FILE");
     if (!t || !*t || strlen(t) >= sizeof top) return;
     snprintf(top, sizeof top, "%s", t);
     snprintf(ports, sizeof ports, ",%s,", p ? p : "");
+    snprintf(outputs, sizeof outputs, ",%s,", o ? o : "");
     /* A saved copy of stderr: the test may redirect fd 2 (it can still close this one). */
     log_fd = fcntl(2, F_DUPFD_CLOEXEC, 900);
     if (!getcwd(st.cwd, sizeof st.cwd)) st.cwd[0] = 0;
@@ -176,9 +181,9 @@ static const char *full_name(void *gpi_hdl) {
 
 /* A top-level port, or a part of one: "<top>.<port>", "<top>.<port>[i]" (an element of an
  * unpacked array port), "<top>.<port>.<member>" (of a struct or interface port); <port> one of
- * RS_GUARD_PORTS. Nothing else can be named under a port's name. Verilator names the ports
+ * `list` (",a,b,"). Nothing else can be named under a port's name. Verilator names the ports
  * "TOP.<port>" (its wrapper's scope, where cocotb finds them) and "TOP.<top>.<port>". */
-static int is_port(const char *name) {
+static int is_port(const char *name, const char *list) {
     if (!name) return 0;
     size_t tl = strlen(top);
     const char *port = NULL;
@@ -193,7 +198,7 @@ static int is_port(const char *name) {
     if (len == 0 || len > 500) return 0;
     char key[504];
     snprintf(key, sizeof key, ",%.*s,", (int)len, port);
-    return strstr(ports, key) != NULL;
+    return strstr(list, key) != NULL;
 }
 
 /* Where the test asked for the write: rs_cocotb_guard.locate(target) in the simulator's Python
@@ -273,19 +278,30 @@ static int dropped_zero(void *hdl, int action, int is_zero) {
     return high == 0 && low == 0;
 }
 
-/* Whether to pass the write on: a port, or nothing (refused: does not return; or dropped). */
+/* A dropped write's record (the first 50 of each kind: a note in the result). */
+static void note_dropped(const char *event, const char *name, int *count) {
+    if ((*count)++ >= 50) return;
+    char esc[2200], line[2400];
+    json_str(esc, sizeof esc, name ? name : "?");
+    snprintf(line, sizeof line, "RS_COCOTB_GUARD {\"event\": \"%s\", \"target\": \"%s\"}\n", event, esc);
+    write_all(record_fd, line, strlen(line));
+}
+
+/* Whether to pass the write on: a driven port; or nothing: an output port's (DUT state: a
+ * deposit on an `output reg` held the test's value until the DUT's next assignment, and its
+ * toggles paid; dropped, as engineers' tests initialise outputs), a zero that never takes
+ * effect (dropped), anything else (refused: does not return). */
 static int check(void *hdl, int action, int is_zero) {
+    static int dropped, dropped_outputs;
     if (!armed) return 1;
     const char *name = full_name(hdl);
-    if (is_port(name)) return 1;
+    if (is_port(name, ports)) return 1;
+    if (is_port(name, outputs)) {
+        note_dropped("dropped_output", name, &dropped_outputs);
+        return 0;
+    }
     if (dropped_zero(hdl, action, is_zero)) {
-        static int dropped;
-        if (dropped++ < 50) {
-            char esc[2200], line[2400];
-            json_str(esc, sizeof esc, name ? name : "?");
-            snprintf(line, sizeof line, "RS_COCOTB_GUARD {\"event\": \"dropped\", \"target\": \"%s\"}\n", esc);
-            write_all(record_fd, line, strlen(line));
-        }
+        note_dropped("dropped", name, &dropped);
         return 0;
     }
     refuse(hdl, action);

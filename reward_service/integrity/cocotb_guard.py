@@ -64,6 +64,21 @@ def refuses(policy: StimulusPolicy | None) -> bool:
 
 
 def top_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
+    """The names of ``toplevel``'s ports a test drives (inputs and inouts: the guard passes
+    its writes on), in declaration order (:func:`elaborated_ports`). Raises ValueError as it does."""
+    return [name for name, direction in _port_table(files, toplevel) if direction in ("in", "inout")]
+
+
+def top_outputs(files: Mapping[str, str], toplevel: str) -> list[str]:
+    """The names of ``toplevel``'s output ports: DUT state, which a test does not drive. The
+    guard drops writes to them (not refused: engineers' tests initialise outputs, 2 of the
+    corpus's 112 write `sipo_top.done`, `UART_RTL.tx`; passed on, a deposit on an ``output
+    reg`` held the test's value until the DUT's next assignment, and its toggles paid:
+    tests/test_redteam_cocotb_outputs.py)."""
+    return [name for name, direction in _port_table(files, toplevel) if direction == "out"]
+
+
+def _port_table(files: Mapping[str, str], toplevel: str) -> tuple[tuple[str, str], ...]:
     """:func:`elaborated_ports`, remembered per design text and toplevel (rollouts of one problem
     share the design: 0.2 ms for the Attenuator, ~19 ms for an 83 kB corpus design)."""
     h = hashlib.sha256(toplevel.encode())
@@ -75,29 +90,30 @@ def top_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
         if len(_PORTS) >= 256:
             _PORTS.clear()
         _PORTS[key] = tuple(elaborated_ports(files, toplevel))  # ValueError: not remembered
-    return list(_PORTS[key])
+    return _PORTS[key]
 
 
-_PORTS: dict[str, tuple[str, ...]] = {}
+_PORTS: dict[str, tuple[tuple[str, str], ...]] = {}
 
 
-def _drivable(port: object) -> bool:
-    """Whether a test may write ``port`` (a pyslang port symbol): any direction but ``ref``.
-    Outputs stay writable here although SV stimulus may not write them (docs/integrity.md):
-    engineers' cocotb tests initialise outputs (2 of the corpus's 112 write `sipo_top.done`,
-    `UART_RTL.tx`), and a deposit on an ``output reg`` is overwritten by the
-    DUT's next assignment. docs/integrity-cocotb.md says what this leaves open."""
+def _direction(port: object) -> str:
+    """A pyslang port symbol's direction: "in", "out", "inout" or "ref"."""
     from pyslang import ast
 
-    return getattr(port, "direction", None) != ast.ArgumentDirection.Ref
+    direction = getattr(port, "direction", None)
+    if direction == ast.ArgumentDirection.In:
+        return "in"
+    if direction == ast.ArgumentDirection.Out:
+        return "out"
+    return "inout" if direction == ast.ArgumentDirection.InOut else "ref"
 
 
-def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
-    """The names of the ports of module ``toplevel`` that a test may write (:func:`_drivable`)
-    among the design ``files`` (name -> text; headers are made available to
-    `` `include``), in declaration order, found by pyslang's elaboration (ANSI and non-ANSI
-    headers alike). Raises ValueError when no module of that name is found (pyslang could not
-    make sense of the design)."""
+def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[tuple[str, str]]:
+    """(name, direction: :func:`_direction`) of each port of module ``toplevel`` among the
+    design ``files`` (name -> text; headers are made available to `` `include``), in
+    declaration order, found by pyslang's elaboration (ANSI and non-ANSI headers alike).
+    Raises ValueError when no module of that name is found (pyslang could not make sense of
+    the design)."""
     from pyslang import Bag, SourceManager, ast, parsing, syntax
 
     hdl_files = {n: t for n, t in files.items() if n.lower().endswith(hdl.HDL_SUFFIXES)}
@@ -116,7 +132,7 @@ def elaborated_ports(files: Mapping[str, str], toplevel: str) -> list[str]:
             compilation.addSyntaxTree(syntax.SyntaxTree.fromBuffer(buffers[name], sm, bag))
         for inst in compilation.getRoot().topInstances:
             if inst.name == toplevel:
-                return [p.name for p in inst.body.portList if p.name and _drivable(p)]
+                return [(p.name, _direction(p)) for p in inst.body.portList if p.name]
     except (RuntimeError, ValueError) as exc:  # pyslang's own failures
         raise ValueError(f"pyslang could not read the design: {exc}") from exc
     raise ValueError(f"no module {toplevel!r} in the design")
@@ -184,16 +200,21 @@ def cannot_write(found: list[dict]) -> str | None:
 
 
 def dropped_note(found: list[dict]) -> str | None:
-    """A note for the result when the guard dropped writes of zero into DUT internals (a net, or
-    anything at time 0: cocotb 1.x harnesses' ``GPI_NET`` init loop; dropped, not refused: they
-    never took effect)."""
-    targets = list(dict.fromkeys(str(r.get("target")) for r in found if r.get("event") == "dropped"))
-    if not targets:
+    """A note for the result when the guard dropped writes: of zero into DUT internals (a net,
+    or anything at time 0: cocotb 1.x harnesses' ``GPI_NET`` init loop; they never took
+    effect), or into the toplevel's output ports (DUT state: :func:`top_outputs`)."""
+    notes = []
+    for event, what, why in (
+        ("dropped", "write(s) of 0 into DUT internals", "a cocotb 1.x GPI_NET init loop?"),
+        ("dropped_output", "write(s) into the DUT's output ports", "outputs are the DUT's to drive"),
+    ):
+        targets = list(dict.fromkeys(str(r.get("target")) for r in found if r.get("event") == event))
+        if targets:
+            shown = ", ".join(targets[:3]) + (" ..." if len(targets) > 3 else "")
+            notes.append(f"{len(targets)} {what} were ignored ({shown}; {why})")
+    if not notes:
         return None
-    return (
-        f"{len(targets)} write(s) of 0 into DUT internals were ignored ({', '.join(targets[:3])}"
-        f"{' ...' if len(targets) > 3 else ''}; a cocotb 1.x GPI_NET init loop?): a cocotb test drives only the DUT's ports"
-    )
+    return "; ".join(notes) + ": a cocotb test drives only the DUT's input ports"
 
 
 def violations(found: list[dict], toplevel: str) -> list[IntegrityViolation]:

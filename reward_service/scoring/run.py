@@ -87,7 +87,9 @@ def simulate(
         )
         guard_note = None
         if job.toplevel and not isinstance(stimulus, SvTestbench) and cocotb_guard.refuses(request.stimulus_policy):
-            job.cocotb_guard_ports, guard_note = _guard_ports(prepared.design.files, job.toplevel)
+            job.cocotb_guard_ports, job.cocotb_guard_outputs, guard_note = _guard_ports(
+                prepared.design.files, job.toplevel
+            )
         t0 = time.perf_counter()
         if isinstance(stimulus, SvTestbench):
             run = simulator.run_sv(job)
@@ -118,15 +120,22 @@ def simulate(
         workdir.remove_later(root)  # off this thread: on some disks removal costs as much as the run
 
 
-def _guard_ports(design: Mapping[str, str], toplevel: str) -> tuple[tuple[str, ...] | None, str | None]:
-    """The port names the cocotb write guard lets a test write (``toplevel``'s, from the
-    original design files), or None and a note for the result when pyslang cannot list them:
-    the run then goes unguarded (docs/integrity-cocotb.md, "Not covered"); a design the
-    simulator cannot build either fails before any write."""
+def _guard_ports(
+    design: Mapping[str, str], toplevel: str
+) -> tuple[tuple[str, ...] | None, tuple[str, ...], str | None]:
+    """The port names the cocotb write guard lets a test write and those whose writes it drops
+    (``toplevel``'s inputs and inouts, and outputs, from the original design files), or None
+    and a note for the result when pyslang cannot list them: the run then goes unguarded
+    (docs/integrity-cocotb.md, "Not covered"); a design the simulator cannot build either
+    fails before any write."""
     try:
-        return tuple(cocotb_guard.top_ports(design, toplevel)), None
+        return (
+            tuple(cocotb_guard.top_ports(design, toplevel)),
+            tuple(cocotb_guard.top_outputs(design, toplevel)),
+            None,
+        )
     except ValueError as exc:
-        return None, f"DUT writes were not checked: the toplevel's ports could not be listed ({exc})"
+        return None, (), f"DUT writes were not checked: the toplevel's ports could not be listed ({exc})"
 
 
 #: A data file the simulation did not find: Verilator's warning, Icarus's error.

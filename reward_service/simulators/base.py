@@ -48,9 +48,12 @@ class Job:
     #: Every HDL file of the stimulus (compilation units and included files): code that is not
     #: the DUT's, which Verilator builds without coverage instrumentation.
     stimulus_sources: list[str] = field(default_factory=list)
-    #: cocotb: the toplevel's port names when the stimulus policy refuses writes into the DUT
-    #: (the write guard lets a test write only these, docs/integrity-cocotb.md); None: no guard.
+    #: cocotb: the toplevel's input and inout port names when the stimulus policy refuses
+    #: writes into the DUT (the write guard lets a test write only these,
+    #: docs/integrity-cocotb.md); None: no guard.
     cocotb_guard_ports: tuple[str, ...] | None = None
+    #: cocotb, guarded: the toplevel's output port names (the guard drops their writes).
+    cocotb_guard_outputs: tuple[str, ...] = ()
 
     @property
     def src(self) -> Path:

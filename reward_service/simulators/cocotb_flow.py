@@ -603,6 +603,7 @@ def run_cocotb(job: Job, simulator: CocotbSimulator, outputs: tuple[str, ...] = 
         env.update(
             RS_GUARD_TOP=hdl_toplevel(job),
             RS_GUARD_PORTS=",".join(job.cocotb_guard_ports or ()),
+            RS_GUARD_OUTPUTS=",".join(job.cocotb_guard_outputs),
             RS_GUARD_FILE=f"/work/{cocotb_guard.RECORD}",
             RS_GUARD_TEST_DIR="/work",
         )
