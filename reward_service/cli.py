@@ -714,8 +714,8 @@ def list_problems(
     again: Annotated[bool, typer.Option("--again", help="with --ceiling: run kept closures again")] = False,
 ) -> None:
     """List the problems of a CVDP JSONL file: id, difficulty, DUT module and instance, target.
-    With ``--ceiling``: per problem and metric the points ``total``, ``unreachable``,
-    ``witnessed`` and ``undecided``."""
+    With --ceiling: per problem and metric the points total, unreachable, witnessed and
+    undecided."""
     from reward_service.problems import load_problems
 
     try:

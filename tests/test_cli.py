@@ -245,7 +245,9 @@ def test_readme_example_runs(shared_cache_dir):
     assert out.returncode == 0, out.stderr
     assert "reward: 2.0000" in out.stdout and "toggle" in out.stdout
     # the README's expected output: its status, table, reward and verdict lines as printed
-    block = readme.split("Expected (the first run; timings differ):\n\n```text\n", 1)[1].split("```", 1)[0]
+    block = readme.split("Expected (the first run on a fresh cache; timings differ):\n\n```text\n", 1)[1].split(
+        "```", 1
+    )[0]
     shown = [ln for ln in block.splitlines() if not ln.startswith(("  ", "timings:"))]
     assert len(shown) == 13
     printed = [ln.rstrip() for ln in out.stdout.splitlines()]
