@@ -398,7 +398,8 @@ endmodule
 def test_indices_holding_selects_and_calls_are_read_once_and_nest():
     text = instrument({"nest.sv": NESTED_DUT}, ("line",)).files["nest.sv"]
     line = {ln.split("=")[0].strip(): ln for ln in text.splitlines() if "assign" in ln}
-    assert line["assign b"].startswith("  assign b = $unsigned(1'(v >> (($unsigned(twice(i))) & ")  # the call once
+    # the call made once: `$bits` evaluates nothing
+    assert line["assign b"].startswith("  assign b = $unsigned(1'(v >> ((($bits(twice(i)))'(twice(i))) & ")
     # the array's check copies `idx[k]` as it reads in place: cut, zeroed past idx [0:2]
     k = "((($bits(k))'(k)) & 3)"
     inner = f"(({k} >= (0) && {k} <= (2)) ? idx[{k}] : '0)"
@@ -701,6 +702,130 @@ endmodule
         ["RS q=0 r=1"],
     ),
 }
+
+
+#: The second review (helper-74): a function of a generate block lost the module's vectors, a
+#: non-ANSI function's or task's `input` was taken for a write, an index from a call lost its
+#: sign; and (since 0.6) every queue and dynamic array got a `foreach` zeroing initial, which
+#: Icarus runs once over an empty queue (the queue gained an element: an extra `a=0` drove the
+#: DUT) and forever over an empty dynamic array (an honest testbench timed out).
+_ONE_EDGE_TB = """module tb;
+  logic clk = 0; logic [2:0] {index} = 3'd7; wire q, r;
+  m dut(.clk(clk), .{index}({index}), .q(q), .r(r));
+  initial begin
+    #1 clk = 1; #1 clk = 0; #1;
+    $display("RS q=%b r=%b", q, r);
+    $finish;
+  end
+endmodule
+"""
+_HIT_DUT = """module m(input logic clk, input logic [3:0] a, output logic hit);
+  always @(posedge clk)
+    if (a == 4'd0) hit <= 1'b1;
+    else hit <= 1'b0;
+endmodule
+"""
+_HIT_TB = """module tb;
+  logic clk = 0; logic [3:0] a = 4'd5; wire hit;
+  {declare}
+  m dut(.clk(clk), .a(a), .hit(hit));
+  initial begin
+    {fill}
+    {loop}
+      #1 clk = 1; #1 clk = 0;
+      $display("RS a=%0d hit=%b", a, hit);
+    end
+    $finish;
+  end
+endmodule
+"""
+REVIEW_CASES.update(
+    {
+        "function_of_a_generate_block": (
+            """module m(input logic clk, input logic [2:0] i, output logic q);
+  logic [5:0] v = 6'h00;
+  if (1) begin : g
+    function automatic logic pick(input logic [2:0] k);
+      return !v[k];
+    endfunction
+    always @(posedge clk) q <= pick(i);
+  end
+endmodule
+""",
+            """module tb;
+  logic clk = 0; logic [2:0] i = 3'd7; wire q;
+  m dut(.clk(clk), .i(i), .q(q));
+  initial begin
+    #1 clk = 1; #1 clk = 0; #1;
+    $display("RS q=%b", q);
+    $finish;
+  end
+endmodule
+""",
+            ["RS q=1"],
+        ),
+        "non_ansi_function_and_task_inputs": (
+            """module m(input clk, input [2:0] i, output reg q, output reg r);
+  reg [5:0] v;
+  initial v = 6'h00;
+  function inv;
+    input x;
+    begin
+      inv = !x;
+    end
+  endfunction
+  task chk;
+    input x;
+    begin
+      r = x;
+    end
+  endtask
+  always @(posedge clk) begin
+    if (inv(v[i])) q <= 1'b1;
+    else q <= 1'b0;
+    chk(!v[i]);
+  end
+endmodule
+""",
+            _ONE_EDGE_TB.format(index="i"),
+            ["RS q=1 r=1"],
+        ),
+        "signed_index_from_a_call": (
+            """module m(input logic clk, input logic [2:0] k, output logic q, output logic r);
+  logic [63:0] w = 64'h8000_0000_0000_0000;
+  logic signed [2:0] si;
+  function automatic logic signed [2:0] off(input logic [2:0] a);
+    return $signed(a);
+  endfunction
+  always @(posedge clk) begin
+    si = $signed(k);
+    q <= w[off(k)];
+    r <= w[si
+          ];
+  end
+endmodule
+""",
+            _ONE_EDGE_TB.format(index="k"),
+            ["RS q=1 r=1"],
+        ),
+        "empty_queue_not_zeroed": (
+            _HIT_DUT,
+            _HIT_TB.format(
+                declare="int q[$];",
+                fill="q.push_back(5); q.push_back(6);",
+                loop="while (q.size() > 0) begin a = q.pop_front();",
+            ),
+            ["RS a=5 hit=0", "RS a=6 hit=0"],
+        ),
+        "empty_dynamic_array_not_zeroed": (
+            _HIT_DUT,
+            _HIT_TB.format(
+                declare="int d[];", fill="d = new[2]; d[0] = 5; d[1] = 6;", loop="foreach (d[k]) begin a = d[k];"
+            ),
+            ["RS a=5 hit=0", "RS a=6 hit=0"],
+        ),
+    }
+)
 
 
 @pytest.mark.slow

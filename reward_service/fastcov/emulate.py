@@ -290,6 +290,11 @@ def _zero_array_declaration(source: SourceFile, node: Any, driven: set[str]) -> 
         name = decl.name.valueText
         if name in driven:  # elements driven by assign/ports: Icarus forbids writing them
             continue
+        if not all(isinstance(d.specifier, syntax.RangeDimensionSpecifierSyntax) for d in dims):
+            # a queue, dynamic or associative array starts empty on both engines; Icarus 11 runs
+            # a `foreach` over an empty queue once (the queue gains an element) and over an
+            # empty dynamic array forever (an honest testbench timed out; review 12-05)
+            continue
         idx = [f"__rs_i{i}" for i in range(len(dims))]
         if idx:
             inits.append(f"initial foreach ({name}[{', '.join(idx)}]) {name}{''.join(f'[{i}]' for i in idx)} = '0;")
@@ -1479,11 +1484,11 @@ def _own_width(source: SourceFile, index: Any) -> str:
     (the closing is ``)``): ``($bits(i))'(`` (self-determined: ``mem[i + 2'd1]`` of a 2-bit
     ``i`` is ``mem[0]`` at 3, which the mask's 32 bits would widen to 4; a signed index, of any
     form, is then sign-extended by the mask as Verilator extends it: ``w[si]`` of a 64-bit
-    ``w`` with ``si = 3'sb111`` is ``w[63]``); ``$unsigned(`` where the index's text cannot be
-    copied into ``$bits`` (a line break, comment or macro; a call). Raises Unsupported for an
-    index from a macro."""
+    ``w`` with ``si = 3'sb111`` is ``w[63]``; ``$bits`` evaluates nothing: a call in it is not
+    made); ``$unsigned(`` where the index's text cannot be copied into ``$bits`` (a line break,
+    comment or macro; ``++`` or an assignment). Raises Unsupported for an index from a macro."""
     text = source.slice(index)
-    if "\n" in text or "//" in text or "`" in text or _has_effects(index):
+    if "\n" in text or "//" in text or "`" in text or _has_effects(index, calls=False):
         return "$unsigned("
     return f"($bits({text}))'("
 
@@ -1661,11 +1666,18 @@ class _Names:
         """Whether ``name``, used at ``node``, is a signed vector of one packed dimension
         ``[msb:0]`` (None: not such a vector)."""
         module, subroutine = _module_name(node) or "", _subroutine_name(node)
-        if module in self._bodies:
-            return _plain_vector(self._bodies, module, name, subroutine)
         if self._declared is None:
             self._declared = _declared_vectors(self._source)
         scope = self._declared.get((module, subroutine), {})
+        body = self._bodies.get(module)
+        if body is not None:
+            routine = body.find(subroutine) if subroutine is not None else None
+            if subroutine is not None and (routine is None or routine.kind != ast.SymbolKind.Subroutine):
+                # a subroutine of a generate block: its own names from the text, else the module's
+                if name in scope:
+                    return scope[name]
+                subroutine = None
+            return _plain_vector(self._bodies, module, name, subroutine)
         return scope[name] if name in scope else self._declared.get((module, None), {}).get(name)
 
 
@@ -1830,16 +1842,28 @@ def _input_argument(arguments: Any, argument: Any) -> bool:
         ),
         None,
     )
-    ports = getattr(routine.prototype.portList, "ports", None) if routine is not None else None
-    if not ports:
+    if routine is None:
         return False
-    directions, direction = {}, "input"  # an argument without one takes the one before it
-    port: Any
-    for i, port in enumerate(p for p in ports if isinstance(p, syntax.SyntaxNode)):
-        if port.direction is not None and port.direction.kind != TokenKind.Unknown:
-            direction = port.direction.valueText
+    # (name, direction) in order: ANSI arguments (one without a direction takes the one before
+    # it), or non-ANSI `input x;` declarations among the body's items
+    named: list[tuple[str, str]] = []
+    direction = "input"
+    ports: list[Any] = [
+        p for p in getattr(routine.prototype.portList, "ports", None) or () if isinstance(p, syntax.SyntaxNode)
+    ]
+    for port in ports:
         if port.declarator is not None:
-            directions[i] = directions[port.declarator.name.valueText] = direction
+            if port.direction is not None and port.direction.kind != TokenKind.Unknown:
+                direction = port.direction.valueText
+            named.append((port.declarator.name.valueText, direction))
+    if not named:
+        for item in routine.items:
+            if item.kind == _K.PortDeclaration:
+                declared = _direction(item.header)
+                named += [
+                    (d.name.valueText, declared) for d in item.declarators if isinstance(d, syntax.DeclaratorSyntax)
+                ]
+    directions = dict(named) | {i: d for i, (_, d) in enumerate(named)}
     key = argument.name.valueText if argument.kind == _K.NamedArgument else ordered.index(argument)
     return directions.get(key) == "input"
 
@@ -1869,19 +1893,21 @@ _PURE_SYSTEM_FUNCTIONS = frozenset(
 )
 
 
-def _has_effects(expr: Any) -> bool:
+_WRITING_KINDS = _WRITES | {
+    _K.PostincrementExpression,
+    _K.PostdecrementExpression,
+    _K.UnaryPreincrementExpression,
+    _K.UnaryPredecrementExpression,
+}
+
+
+def _has_effects(expr: Any, calls: bool = True) -> bool:
     """Whether evaluating ``expr`` twice could differ from once (a call other than of
-    :data:`_PURE_SYSTEM_FUNCTIONS`, ``++``, an assignment)."""
-    kinds = _WRITES | {
-        _K.PostincrementExpression,
-        _K.PostdecrementExpression,
-        _K.UnaryPreincrementExpression,
-        _K.UnaryPredecrementExpression,
-    }
+    :data:`_PURE_SYSTEM_FUNCTIONS` where ``calls``, ``++``, an assignment)."""
     for node in (expr, *_walk(expr)):
-        if node.kind in kinds:
+        if node.kind in _WRITING_KINDS:
             return True
-        if node.kind == _K.InvocationExpression:
+        if calls and node.kind == _K.InvocationExpression:
             callee = node.left
             pure = callee.kind == _K.SystemName and callee.systemIdentifier.valueText in _PURE_SYSTEM_FUNCTIONS
             if not pure:
