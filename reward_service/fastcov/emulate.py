@@ -1567,7 +1567,7 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
         name = ident.identifier.valueText
         if module is None or name in shadowed.get(module, ()):
             continue
-        if names.vector(ident, name) is None or _literals(index) is not None or _in_event_control(ident):
+        if not names.vector(ident, name) or _literals(index) is not None or _in_event_control(ident):
             continue  # (an event control: its edge guard copies the expression, see edge_processes)
         try:
             start, end = source.offsets(index)
@@ -1606,12 +1606,12 @@ def vector_selects(source: SourceFile, bodies: dict[str, Any] | None = None) -> 
 _SCOPES_LOOKED_UP = frozenset({_K.ModuleDeclaration, _K.FunctionDeclaration, _K.TaskDeclaration})
 
 
-def _declared_vectors(source: SourceFile) -> dict[tuple[str, str | None], dict[str, bool | None]]:
+def _declared_vectors(source: SourceFile) -> dict[tuple[str, str | None], dict[str, bool]]:
     """(module, its subroutine or None) -> name -> whether the name, declared there, is a
-    signed vector of one packed dimension ``[msb:0]`` of ``reg``/``logic``/``bit`` or a net
-    (None: some other type, or declared twice), from the declarations' text (the widths are
-    left to ``$bits``): the syntax counterpart of :func:`_plain_vector`."""
-    out: dict[tuple[str, str | None], dict[str, bool | None]] = {}
+    vector of one packed dimension ``[msb:0]`` of ``reg``/``logic``/``bit`` or a net (not: some
+    other type, or declared twice), from the declarations' text (the widths are left to
+    ``$bits``): the syntax counterpart of :func:`_plain_vector`."""
+    out: dict[tuple[str, str | None], dict[str, bool]] = {}
 
     def add(node: Any, data_type: Any | None, declarator: Any) -> None:
         module = _module_name(node)
@@ -1630,7 +1630,7 @@ def _declared_vectors(source: SourceFile) -> dict[tuple[str, str | None], dict[s
             and spec.selector.kind == _K.SimpleRangeSelect
             and _literals(getattr(spec.selector, "right", None)) == (0,)
         )
-        scope[name] = data_type.signing.kind == TokenKind.SignedKeyword if plain and data_type is not None else None
+        scope[name] = plain
 
     for node in source.of_kind(_K.DataDeclaration, _K.NetDeclaration, _K.PortDeclaration):
         if node.parent is not None and node.parent.kind in _SCOPES_LOOKED_UP:
@@ -1660,11 +1660,10 @@ class _Names:
     def __init__(self, source: SourceFile, bodies: dict[str, Any] | None) -> None:
         self._source = source
         self._bodies = bodies or {}
-        self._declared: dict[tuple[str, str | None], dict[str, bool | None]] | None = None
+        self._declared: dict[tuple[str, str | None], dict[str, bool]] | None = None
 
-    def vector(self, node: Any, name: str) -> bool | None:
-        """Whether ``name``, used at ``node``, is a signed vector of one packed dimension
-        ``[msb:0]`` (None: not such a vector)."""
+    def vector(self, node: Any, name: str) -> bool:
+        """Whether ``name``, used at ``node``, is a vector of one packed dimension ``[msb:0]``."""
         module, subroutine = _module_name(node) or "", _subroutine_name(node)
         if self._declared is None:
             self._declared = _declared_vectors(self._source)
@@ -1678,19 +1677,14 @@ class _Names:
                     return scope[name]
                 subroutine = None
             return _plain_vector(self._bodies, module, name, subroutine)
-        return scope[name] if name in scope else self._declared.get((module, None), {}).get(name)
+        return scope[name] if name in scope else self._declared.get((module, None), {}).get(name, False)
 
 
 def _lookup(body: Any, subroutine: str | None, name: str) -> Any:
-    """The symbol ``name`` names in ``body``, in its ``subroutine``'s scope first; None when
-    that subroutine is not the body's own (one in a generate block: its arguments would be
-    taken for the module's names)."""
-    if subroutine is None:
-        return body.find(name)
-    scope = body.find(subroutine)
-    if scope is None or scope.kind != ast.SymbolKind.Subroutine:
-        return None
-    sym = scope.find(name)
+    """The symbol ``name`` names in ``body``, in its ``subroutine``'s scope first (one of the
+    body's own subroutines: :meth:`_Names.vector` sees to it)."""
+    scope = body.find(subroutine) if subroutine is not None else None
+    sym = scope.find(name) if scope is not None else None
     return sym if sym is not None else body.find(name)
 
 
@@ -1701,21 +1695,19 @@ _VECTOR_SYMBOLS = frozenset(
 )
 
 
-def _plain_vector(bodies: dict[str, Any] | None, module: str, name: str, subroutine: str | None = None) -> bool | None:
+def _plain_vector(bodies: dict[str, Any] | None, module: str, name: str, subroutine: str | None = None) -> bool:
     """Whether ``name`` in ``module``'s first elaborated instance (in its ``subroutine``'s
-    scope first: an argument or a variable of it), a vector of one packed dimension
+    scope first: an argument or a variable of it) is a vector of one packed dimension
     ``[msb:0]`` of bits (a port, net, variable, parameter or argument; not an array, struct
-    or integer), is signed; None when it is no such vector."""
+    or integer)."""
     body = (bodies or {}).get(module)
-    if body is None:
-        return None
-    sym = _lookup(body, subroutine, name)
+    sym = _lookup(body, subroutine, name) if body is not None else None
     if sym is None or sym.kind not in _VECTOR_SYMBOLS:
-        return None
+        return False
     t = sym.type.canonicalType
     if t.kind != ast.SymbolKind.PackedArrayType or t.elementType.canonicalType.kind != ast.SymbolKind.ScalarType:
-        return None
-    return bool(t.isSigned) if t.range.right == 0 and t.range.left >= 0 else None
+        return False
+    return t.range.right == 0 and t.range.left >= 0
 
 
 def _mask(hi: str) -> str:
